@@ -1,0 +1,43 @@
+# Lockwarden: `make run` starts the tray app, `make test` runs ruff, mypy and pytest.
+# Both create .venv and install everything on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+SYSDEPS := $(VENV)/.sysdeps-stamp
+
+.PHONY: run test lint typecheck pytest bench package screenshots clean
+
+$(SYSDEPS):
+	@sh packaging/linux-sysdeps.sh
+	@mkdir -p $(VENV) && touch $@
+
+$(STAMP): pyproject.toml $(SYSDEPS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+run: $(STAMP)
+	$(BIN)/lockwarden gui
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+package: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,package]'
+	$(BIN)/python packaging/build.py
+
+clean:
+	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache

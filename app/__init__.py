@@ -1,0 +1,1 @@
+"""Lockwarden desktop app (PySide6). Talks to files only through :mod:`core`."""

@@ -1,0 +1,75 @@
+"""Lockwarden's engine: lock formats, liveness, verdicts, lock operations, audit, scanning,
+watching, configuration and the CLI. Never imports Qt or :mod:`app`.
+
+The public API (names resolved lazily, so ``import core`` stays cheap)::
+
+    core.Lock(path, *, tag=None, ttl=None, format="sema", stale_after=3600.0,
+              holder_pid=None, auto_refresh=False)
+    core.inspect(path) -> LockStatus
+    core.reclaim(path, *, force=False, reason=None) -> Lock
+    core.force_release(path, *, reason=None) -> LockStatus
+    core.release_path(path, *, pid, force=False, reason=None) -> LockStatus
+    core.wait(path, *, timeout=None) -> LockStatus
+    exceptions: LockError, LockHeld, LockTimeout, LockLost, NotStale, ParseError
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Lock": "core.lock",
+    "reclaim": "core.lock",
+    "force_release": "core.lock",
+    "release_path": "core.lock",
+    "wait": "core.lock",
+    "inspect": "core.inspect",
+    "StalePolicy": "core.policy",
+    "LockError": "core.errors",
+    "LockHeld": "core.errors",
+    "LockTimeout": "core.errors",
+    "LockLost": "core.errors",
+    "NotStale": "core.errors",
+    "ParseError": "core.errors",
+    "UnreadableError": "core.errors",
+    "ConfigError": "core.errors",
+    "LockRecord": "core.record",
+    "LockStatus": "core.record",
+    "Liveness": "core.record",
+    "State": "core.record",
+}
+
+__all__ = [
+    "ConfigError",
+    "Liveness",
+    "Lock",
+    "LockError",
+    "LockHeld",
+    "LockLost",
+    "LockRecord",
+    "LockStatus",
+    "LockTimeout",
+    "NotStale",
+    "ParseError",
+    "StalePolicy",
+    "State",
+    "UnreadableError",
+    "__version__",
+    "force_release",
+    "inspect",
+    "reclaim",
+    "release_path",
+    "wait",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

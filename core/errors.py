@@ -1,0 +1,86 @@
+"""Exceptions raised by the Lockwarden engine.
+
+Every exception the engine raises on purpose derives from :class:`LockError`, so callers (the
+CLI, the GUI, scripts using the Python API) can catch one type and show its message. Messages are
+written for people: they name the path and what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.record import LockStatus
+
+
+class LockError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class ParseError(LockError, ValueError):
+    """The bytes of a lock file are not in any format we read (or not in the one asked for).
+
+    ``reason`` is a short human sentence such as ``"pid is not an integer: 'abc'"``.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class UnreadableError(LockError, OSError):
+    """A path cannot be read as a lock file: FIFO, device, socket, directory, symlink,
+    permission denied, vanished, or too large. ``reason`` says which, in plain words."""
+
+    def __init__(self, reason: str, *, path: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class LockHeld(LockError):
+    """The lock is held by someone else. ``status`` is the holder's :class:`LockStatus`."""
+
+    def __init__(self, message: str, status: LockStatus | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class LockTimeout(LockError):
+    """Waiting for a lock took longer than the timeout given (seconds).
+
+    ``status`` is the last status seen of the holder, when there was one."""
+
+    def __init__(self, message: str, status: LockStatus | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class LockLost(LockError):
+    """The lock file is no longer this acquisition's (removed, reclaimed or replaced by someone
+    else). The engine never deletes a lock that is not ours: it raises this instead."""
+
+
+class NotStale(LockError):
+    """A reclaim was refused: the lock is not stale (and ``force`` was not given).
+
+    ``status`` is the verdict that refused it; ``decision`` is the Task MCP reclaim decision
+    (``LOCK_HELD``) when the lock is in ``task-mcp`` format."""
+
+    def __init__(
+        self, message: str, status: LockStatus | None = None, decision: str | None = None
+    ) -> None:
+        self.status = status
+        self.decision = decision
+        super().__init__(message)
+
+
+class ConfigError(LockError):
+    """The configuration file is invalid. ``key`` and ``line`` (1-based) locate the problem
+    when known."""
+
+    def __init__(self, message: str, *, key: str | None = None, line: int | None = None) -> None:
+        self.key = key
+        self.line = line
+        super().__init__(message)

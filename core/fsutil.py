@@ -1,0 +1,191 @@
+"""Careful file-system primitives shared by the engine and the scanner.
+
+Rules (DESIGN.md, "Formats" and "Lock operations"): read at most 64 KiB of a lock file; never
+open a FIFO, device or socket (``lstat`` first, then open with ``O_NONBLOCK``/``O_NOFOLLOW``
+where the OS has them); never follow a symlink when reading or writing in a lock directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+
+from core.errors import UnreadableError
+from core.record import FileInfo
+
+MAX_LOCK_BYTES = 64 * 1024
+"""Largest lock file we read, in bytes (DESIGN.md: "Read at most 64 KiB of a file")."""
+
+AUDIT_LOG_NAME = ".lock_audit.log"
+"""Audit log file name, beside the locks (Task MCP's name, spec 004 "Audit logging")."""
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+
+READ_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_NOCTTY | _O_BINARY
+"""Flags for opening a file in a lock directory for reading."""
+
+WRITE_EXCL_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC | _O_NOCTTY | _O_BINARY
+)
+"""Flags for creating a new file in a lock directory (never follows a symlink)."""
+
+_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<token>[0-9a-f]{32})\.(?P<kind>tmp|swap|rel)$")
+
+
+def file_info(st: os.stat_result) -> FileInfo:
+    """Identity of a file from its stat result (inode, device, size, mtime in ns)."""
+    return FileInfo(ino=st.st_ino, dev=st.st_dev, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def describe_mode(mode: int) -> str | None:
+    """Plain-words name of a non-regular file type (``"a FIFO (named pipe)"``), or ``None`` for
+    a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def human_size(n: int) -> str:
+    """``1536`` -> ``"1.5 KiB"``; bytes to a short human string."""
+    size = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"  # pragma: no cover
+
+
+def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileInfo]:
+    """Read a lock file safely and return its bytes and identity.
+
+    Checks the path with ``lstat`` before opening, so symlinks, FIFOs, sockets, devices and
+    directories are refused without being opened; opens with ``O_NOFOLLOW|O_NONBLOCK``; checks
+    that the opened file is the one ``lstat`` saw; reads at most ``limit`` bytes (64 KiB).
+
+    Raises:
+        FileNotFoundError: there is no file at ``path`` (the lock is free, or it vanished).
+        UnreadableError: anything else; ``reason`` says what in plain words.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableError(_os_reason(exc), path=path) from exc
+    kind = describe_mode(st.st_mode)
+    if kind is not None:
+        if stat.S_ISLNK(st.st_mode):
+            target = _readlink(path)
+            raise UnreadableError(
+                f"is a symbolic link{target}; links are never followed", path=path
+            )
+        raise UnreadableError(f"is {kind}, not a lock file", path=path)
+    if st.st_size > limit:
+        raise UnreadableError(
+            f"is {human_size(st.st_size)}, larger than the {human_size(limit)} a lock file can be",
+            path=path,
+        )
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableError(_os_reason(exc), path=path) from exc
+    try:
+        fst = os.fstat(fd)
+        if (fst.st_ino, fst.st_dev) != (st.st_ino, st.st_dev) or not stat.S_ISREG(fst.st_mode):
+            raise UnreadableError("changed while being read; try again", path=path)
+        chunks: list[bytes] = []
+        remaining = limit + 1
+        while remaining > 0:
+            try:
+                chunk = os.read(fd, min(remaining, 65536))
+            except OSError as exc:
+                raise UnreadableError(_os_reason(exc), path=path) from exc
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise UnreadableError(
+                f"grew past the {human_size(limit)} a lock file can be", path=path
+            )
+        return data, file_info(fst)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(dirpath: str) -> None:
+    """fsync a directory so a link/unlink/rename in it is durable. No-op where directories
+    cannot be opened (Windows). Errors other than unsupported operations propagate."""
+    if os.name == "nt":
+        return
+    fd = os.open(dirpath, os.O_RDONLY | _O_CLOEXEC)
+    try:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+                raise
+    finally:
+        os.close(fd)
+
+
+def temp_path(lock_path: str, token: str, kind: str = "tmp") -> str:
+    """Path of the engine's temp file for ``lock_path``: ``<dir>/.<name>.<token>.<kind>``.
+
+    ``token`` is the 32-hex-digit acquisition token; ``kind`` is ``tmp`` (a lock being
+    published), ``swap`` (a judged file moved out during reclaim) or ``rel`` (release)."""
+    head, name = os.path.split(lock_path)
+    return os.path.join(head, f".{name}.{token}.{kind}")
+
+
+def parse_temp_name(name: str) -> tuple[str, str, str] | None:
+    """``(lock_name, token, kind)`` when ``name`` (a base name) is one of our temp files,
+    else ``None``. Used by the scanner (temp files are not locks) and ``lockwarden clean``."""
+    m = _TEMP_RE.match(name)
+    if not m:
+        return None
+    return m.group("name"), m.group("token"), m.group("kind")
+
+
+def is_engine_file(name: str) -> bool:
+    """True for files the engine owns that are never locks: our temp files and the audit
+    log (and its guard)."""
+    return name in (AUDIT_LOG_NAME,) or parse_temp_name(name) is not None
+
+
+def _readlink(path: str) -> str:
+    try:
+        return f" to {os.readlink(path)!r}"
+    except OSError:
+        return ""
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link (or a loop of them); links are never followed"
+    if exc.errno == errno.ENOTDIR:
+        return "a part of the path is not a directory"
+    if exc.errno == errno.ENXIO:
+        return "is a FIFO or device with nothing behind it"
+    return exc.strerror or str(exc)

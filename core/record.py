@@ -1,0 +1,190 @@
+"""The data types every part of Lockwarden shares: what a lock file says (:class:`LockRecord`)
+and what we conclude about it (:class:`LockStatus`).
+
+Times are aware ``datetime`` objects in UTC; durations (``ttl``, ages) are float seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+class Liveness(enum.StrEnum):
+    """Whether the holder process of a lock still runs (DESIGN.md, "Liveness and verdicts").
+
+    - ``alive``: same host, the PID exists and started no later than the lock was written
+      (+1 s, sema timestamps are whole seconds); ``psutil.AccessDenied`` counts as alive.
+    - ``dead``: same host and no such PID.
+    - ``reused``: same host, the PID exists but belongs to a later process (or its start time
+      differs from the lock's ``start=``): the holder is dead.
+    - ``remote``: the lock names another host; only age or TTL can judge it.
+    - ``unknown``: the format records no PID (af, most task-mcp owners).
+    """
+
+    ALIVE = "alive"
+    DEAD = "dead"
+    REUSED = "reused"
+    REMOTE = "remote"
+    UNKNOWN = "unknown"
+
+
+class State(enum.StrEnum):
+    """A lock's verdict (DESIGN.md, "Liveness and verdicts").
+
+    ``free`` is the state of a path with no lock file. ``writing`` is an empty or partial file
+    younger than the 2 s grace. ``expired``: TTL or ``expires_at`` passed while the holder may
+    be alive. ``stale``: the holder is proven dead, or age/TTL is past the policy where liveness
+    cannot be known. ``unreadable``: the file cannot be read or parsed (see ``reasons``).
+    """
+
+    FREE = "free"
+    HELD = "held"
+    STALE = "stale"
+    EXPIRED = "expired"
+    WRITING = "writing"
+    UNREADABLE = "unreadable"
+
+
+FORMATS: tuple[str, ...] = ("sema", "af-ledger", "af-claim", "task-mcp", "pidfile")
+"""Format names, as used in ``LockRecord.format`` and on the command line."""
+
+WRITABLE_FORMATS: tuple[str, ...] = ("sema", "task-mcp", "af-ledger")
+"""Formats Lockwarden can acquire locks in."""
+
+
+@dataclass(frozen=True, slots=True)
+class LockRecord:
+    """What one lock says, parsed from its bytes by a format in :mod:`core.formats`.
+
+    Attributes:
+        path: the lock file's path (for a claim replayed from an ``af`` ledger:
+            ``"<proof>/ledger#<node_id>"``).
+        format: one of :data:`FORMATS`.
+        holder: owner text (``owner``, ``agent_id``) or ``None``; for sema, ``None``.
+        pid: holder PID, or ``None`` when the format has none.
+        host: hostname the lock names, or ``None`` (unknown: assume this host for sema/pidfile).
+        acquired_at: when the lock was taken (aware, UTC), or ``None`` (pidfile).
+        expires_at: absolute expiry (aware, UTC), or ``None``.
+        ttl: lease length in seconds, or ``None``.
+        tag: human description (sema ``tag``), control characters already replaced by spaces.
+        metadata: format-specific extra data (task-mcp ``metadata``; sema unknown keys).
+        raw: the file's text as read (decoded UTF-8, errors replaced).
+        token: random 128-bit hex of a Lockwarden acquisition (sema ``token=``), else ``None``.
+        start: holder process start time (Unix seconds, float) when recorded (sema ``start=``).
+    """
+
+    path: str
+    format: str
+    holder: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    acquired_at: datetime | None = None
+    expires_at: datetime | None = None
+    ttl: float | None = None
+    tag: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    raw: str = ""
+    token: str | None = None
+    start: float | None = None
+
+    @property
+    def written_by_lockwarden(self) -> bool:
+        """True when the lock carries our ``token`` and ``host`` keys (DESIGN.md stale policy)."""
+        return self.token is not None and self.host is not None
+
+    @property
+    def timestamp(self) -> int | None:
+        """``acquired_at`` as integer Unix seconds (sema's ``timestamp``), or ``None``."""
+        return int(self.acquired_at.timestamp()) if self.acquired_at else None
+
+    def effective_expiry(self) -> datetime | None:
+        """``expires_at`` if set, else ``acquired_at + ttl`` if both are set, else ``None``."""
+        if self.expires_at is not None:
+            return self.expires_at
+        if self.acquired_at is not None and self.ttl is not None:
+            from datetime import timedelta
+
+            return self.acquired_at + timedelta(seconds=self.ttl)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """Identity of the file a verdict was made on: used to verify that the file about to be
+    broken is still the one judged (inode, size, mtime in ns)."""
+
+    ino: int
+    dev: int
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockStatus:
+    """The verdict on one lock path at one moment.
+
+    Attributes:
+        path: the lock path (or virtual path of an af ledger claim, see :class:`LockRecord`).
+        state: :class:`State`; ``free`` when there is no file (``record`` is then ``None``).
+        liveness: :class:`Liveness` of the holder.
+        reasons: the verdict's reasons in plain words, e.g.
+            ``["PID 4242 exited", "lock is 2h 0m old, older than the 1h stale limit"]``.
+        record: the parsed lock, or ``None`` (free, writing or unreadable).
+        checked_at: when the verdict was made (aware UTC).
+        file: identity of the judged file, or ``None``.
+        error: for ``unreadable``: the reason the file could not be read or parsed.
+        read_only: True for locks Lockwarden must not modify (af ledger claims).
+        stale_after: the policy's stale limit used for this verdict, in seconds.
+    """
+
+    path: str
+    state: State
+    liveness: Liveness = Liveness.UNKNOWN
+    reasons: list[str] = field(default_factory=list)
+    record: LockRecord | None = None
+    checked_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    file: FileInfo | None = None
+    error: str | None = None
+    read_only: bool = False
+    stale_after: float = 3600.0
+
+    @property
+    def age_s(self) -> float | None:
+        """Seconds since ``record.acquired_at`` at ``checked_at``, or ``None``."""
+        if self.record is None or self.record.acquired_at is None:
+            return None
+        return (self.checked_at - self.record.acquired_at).total_seconds()
+
+    @property
+    def locked(self) -> bool:
+        """True when a lock file exists at the path (any state but ``free``)."""
+        return self.state is not State.FREE
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict, a superset of sema's ``status --json``: ``locked``, ``pid``,
+        ``timestamp``, ``tag`` plus ``path``, ``format``, ``host``, ``holder``, ``liveness``,
+        ``state``, ``reasons``, ``age_s``, ``expires_at`` (RFC 3339 UTC or null), ``ttl``,
+        ``error``."""
+        rec = self.record
+        expiry = rec.effective_expiry() if rec else None
+        age = self.age_s
+        return {
+            "locked": self.locked,
+            "pid": rec.pid if rec else None,
+            "timestamp": rec.timestamp if rec else None,
+            "tag": rec.tag if rec else None,
+            "path": self.path,
+            "format": rec.format if rec else None,
+            "host": rec.host if rec else None,
+            "holder": rec.holder if rec else None,
+            "liveness": self.liveness.value,
+            "state": self.state.value,
+            "reasons": list(self.reasons),
+            "age_s": round(age, 3) if age is not None else None,
+            "expires_at": expiry.isoformat().replace("+00:00", "Z") if expiry else None,
+            "ttl": rec.ttl if rec else None,
+            "error": self.error,
+        }
