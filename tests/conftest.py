@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+# Widgets and models are tested offscreen; tray tests start their own Xvfb + trayer and run
+# Qt in a subprocess with QT_QPA_PLATFORM=xcb (DESIGN.md, "Testing").
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = DATA / "fixtures"
