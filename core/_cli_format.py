@@ -1,0 +1,141 @@
+"""Text output of the ``lockwarden`` CLI: status blocks, aligned tables, holder phrases.
+
+Ages are human durations from :func:`core.policy.human_duration` ("3m 12s"); times are shown
+in UTC (RFC 3339). JSON output does not come through here: it is ``LockStatus.to_dict()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from core.record import LockStatus, State
+
+
+def _age(status: LockStatus) -> str:
+    from core.policy import human_duration
+
+    age = status.age_s
+    if age is None:
+        return "-"
+    return human_duration(max(age, 0.0))
+
+
+def holder_phrase(status: LockStatus) -> str:
+    """One phrase about who holds a lock, e.g. ``"pid 4242 alive, held 3m 12s, tag 'deploy'"``.
+
+    For a free path: ``"free"``; for an unreadable one: ``"unreadable: <reason>"``."""
+    if status.state is State.FREE:
+        return "free"
+    if status.state is State.UNREADABLE:
+        return f"unreadable: {status.error or 'unknown reason'}"
+    rec = status.record
+    parts: list[str] = []
+    if rec is not None:
+        who = []
+        if rec.holder:
+            who.append(rec.holder)
+        if rec.pid is not None:
+            who.append(f"pid {rec.pid}")
+        if rec.host:
+            who.append(f"on {rec.host}")
+        if who:
+            parts.append(" ".join(who) + f" {status.liveness.value}")
+    parts.append(f"{status.state.value} {_age(status)}" if status.age_s is not None
+                 else status.state.value)
+    if rec is not None and rec.tag:
+        parts.append(f"tag {rec.tag!r}")
+    return ", ".join(parts)
+
+
+def status_text(status: LockStatus) -> str:
+    """Text of ``lockwarden status``: sema's ``key: value`` lines first (``locked``, ``pid``,
+    ``timestamp``, ``tag``; spec 002 "Compatibility"), then Lockwarden's verdict."""
+    d = status.to_dict()
+    lines = [f"locked: {'true' if d['locked'] else 'false'}"]
+    if d["pid"] is not None:
+        lines.append(f"pid: {d['pid']}")
+    if d["timestamp"] is not None:
+        lines.append(f"timestamp: {d['timestamp']}")
+    if d["tag"] is not None:
+        lines.append(f"tag: {d['tag']}")
+    lines.append(f"path: {d['path']}")
+    lines.append(f"state: {d['state']}")
+    if status.state is not State.FREE:
+        if d["format"]:
+            lines.append(f"format: {d['format']}")
+        if d["holder"]:
+            lines.append(f"holder: {d['holder']}")
+        if d["host"]:
+            lines.append(f"host: {d['host']}")
+        lines.append(f"liveness: {d['liveness']}")
+        if d["age_s"] is not None:
+            lines.append(f"age: {_age(status)}")
+        if d["expires_at"]:
+            lines.append(f"expires: {d['expires_at']}")
+        if d["error"]:
+            lines.append(f"error: {d['error']}")
+        for reason in d["reasons"]:
+            lines.append(f"reason: {reason}")
+    return "\n".join(lines)
+
+
+def _clean(text: str) -> str:
+    """Table cells stay on one line: control characters become spaces."""
+    return "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text)
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    cells = [list(header), *[[_clean(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    out = []
+    for r in cells:
+        padded = [c.ljust(w) for c, w in zip(r[:-1], widths[:-1], strict=True)]
+        out.append("  ".join([*padded, r[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def table(statuses: Sequence[LockStatus]) -> str:
+    """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT HOLDER/TAG PATH.
+
+    Unreadable entries show their reason in the HOLDER/TAG column. An empty list prints
+    ``(no lock files)``."""
+    if not statuses:
+        return "(no lock files)"
+    rows = []
+    for s in statuses:
+        rec = s.record
+        if s.state is State.UNREADABLE:
+            who = s.error or "unreadable"
+        else:
+            who = " ".join(x for x in ((rec.holder if rec else None),
+                                       (repr(rec.tag) if rec and rec.tag else None)) if x)
+        rows.append([
+            s.state.value,
+            _age(s),
+            str(rec.pid) if rec and rec.pid is not None else "-",
+            s.liveness.value,
+            rec.format if rec else "-",
+            who or "-",
+            s.path,
+        ])
+    return render_table(["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "HOLDER/TAG", "PATH"], rows)
+
+
+def audit_table(entries: Sequence[dict[str, Any]]) -> str:
+    """Aligned table of ``lockwarden audit``: TIME OPERATION RESULT VIA USER PID LOCK."""
+    if not entries:
+        return "(no audit entries)"
+    rows = []
+    for e in entries:
+        rows.append([
+            str(e.get("timestamp", "")),
+            str(e.get("operation", "")),
+            str(e.get("result", "")),
+            str(e.get("via", "")),
+            str(e.get("user", "")),
+            str(e.get("pid", "")),
+            str(e.get("lockPath", e.get("lock_path", ""))),
+        ])
+    return render_table(["TIME", "OPERATION", "RESULT", "VIA", "USER", "PID", "LOCK"], rows)

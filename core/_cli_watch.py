@@ -1,0 +1,113 @@
+"""``lockwarden watch DIR... [--recursive] [--json]``: a headless monitor for scripts.
+
+Prints the initial inventory, then one line per change delivered by :class:`core.watch.Watcher`
+(issue 4, "CLI"), until SIGINT or SIGTERM (exit 0).
+
+With ``--json`` every line is one JSON object: the fields of ``status --json``
+(``LockStatus.to_dict()``) plus ``event``: ``initial`` (inventory at start), then ``added``,
+``changed`` or ``removed``. One ``{"event": "ready", "dirs": [...]}`` line separates the
+inventory from the changes (a script knows from then on every change is reported), and
+``{"event": "dir", "path": ..., "mode": ..., "message": ...}`` lines report a watched
+directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.cli import Out
+    from core.config import WatchSpec
+    from core.record import LockStatus
+    from core.watch import ChangeSet, DirStatus
+
+
+class _Printer:
+    """Serialises output from the watcher's thread and the main thread."""
+
+    def __init__(self, out: Out, stop: threading.Event) -> None:
+        self.out = out
+        self.stop = stop
+        self.lock = threading.Lock()
+        self.dir_modes: dict[str, tuple[str, str]] = {}
+
+    def _write(self, line: str) -> None:
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            self.stop.set()
+
+    def status(self, event: str, status: LockStatus) -> None:
+        if self.out.json:
+            self._write(json.dumps({"event": event, **status.to_dict()}, ensure_ascii=False))
+        else:
+            from core._cli_format import holder_phrase
+
+            stamp = time.strftime("%H:%M:%S")
+            self._write(f"{stamp}  {event:<8} {status.path}  {holder_phrase(status)}")
+
+    def obj(self, obj: dict[str, Any], text: str) -> None:
+        if self.out.json:
+            self._write(json.dumps(obj, ensure_ascii=False))
+        elif not self.out.quiet:
+            self._write(text)
+
+    def on_change(self, changes: ChangeSet) -> None:
+        with self.lock:
+            for s in changes.added:
+                self.status("added", s)
+            for s in changes.changed:
+                self.status("changed", s)
+            for s in changes.removed:
+                self.status("removed", s)
+
+    def on_dirs(self, dirs: list[DirStatus]) -> None:
+        with self.lock:
+            for d in dirs:
+                key = (d.mode, d.message)
+                if self.dir_modes.get(d.path) == key:
+                    continue
+                self.dir_modes[d.path] = key
+                msg = f" ({d.message})" if d.message else ""
+                self.obj({"event": "dir", "path": d.path, "mode": d.mode, "message": d.message},
+                         f"{time.strftime('%H:%M:%S')}  dir      {d.path}  {d.mode}{msg}")
+
+
+def watch(specs: list[WatchSpec], out: Out) -> int:
+    """Run the monitor until SIGINT/SIGTERM; return 0 (or 141 when stdout was closed)."""
+    from core.watch import Watcher
+
+    stop = threading.Event()
+    printer = _Printer(out, stop)
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs)
+    try:
+        with printer.lock:  # changes wait until the inventory is out
+            watcher.start()
+            initial = watcher.snapshot()
+            if out.json:
+                for s in initial:
+                    printer.status("initial", s)
+            elif not out.quiet:
+                from core._cli_format import table
+
+                printer._write(table(initial))
+            printer.obj({"event": "ready", "dirs": [s.path for s in specs]},
+                        f"watching {', '.join(s.path for s in specs)} (Ctrl-C to stop)")
+        while not stop.wait(1.0):
+            pass
+    finally:
+        watcher.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    return 0
