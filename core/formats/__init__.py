@@ -1,29 +1,193 @@
 """Lock formats: bytes <-> :class:`core.record.LockRecord` (DESIGN.md, "Formats").
 
-OWNER: formats helper. Interface (others rely on these exact names):
+::
 
     detect(data: bytes, path: str = "") -> str
-        Name of the format that accepts ``data`` (content first; the path only breaks ties,
-        e.g. ``ledger/ledger.lock``). Raises ParseError (with the best reason) if none does.
     parse(data: bytes, path: str = "", *, format: str | None = None) -> LockRecord
-        Parse with ``format`` or the detected one. Only ParseError ever escapes.
     serialize(record: LockRecord) -> bytes
-        Bytes of a lock in ``record.format`` (sema, task-mcp, af-ledger). ValueError for a
-        format we do not write.
+
+Formats (names as in :data:`core.record.FORMATS`):
+
+=============  ==========================================  ===================================
+``sema``       ``key=value`` lines: pid, timestamp, tag     specs 000 and 002 (:mod:`.sema`)
+``af-ledger``  JSON ``agent_id``, ``acquired_at``           spec 003 §1 (:mod:`.af`)
+``af-claim``   JSON ``node_id``, ``owner``, ``expires_at``  spec 003 §2 (:mod:`.af`)
+``task-mcp``   JSON ``owner``, ``since``, ``ttl``           spec 004 (:mod:`.taskmcp`)
+``pidfile``    only a decimal PID and whitespace            common practice (:mod:`.pidfile`)
+=============  ==========================================  ===================================
+
+Detection is by content, never by file name alone (DESIGN.md "Formats"); the path only breaks
+ties between JSON formats whose keys all fit. Only :class:`core.errors.ParseError`, with a
+reason in plain words, ever escapes :func:`detect` and :func:`parse`, whatever the bytes.
 """
 
 from __future__ import annotations
 
-from core.record import LockRecord
+import os
+from collections.abc import Callable
+from typing import Any
+
+from core.errors import ParseError
+from core.formats import af, pidfile, sema, taskmcp
+from core.formats._common import as_bytes, decode_text, load_json_object
+from core.record import FORMATS, LockRecord
+
+__all__ = ["FORMATS", "af", "detect", "parse", "pidfile", "sema", "serialize", "taskmcp"]
+
+_JSON_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("af-claim", af.CLAIM_KEYS),
+    ("task-mcp", taskmcp.KEYS),
+    ("af-ledger", af.LEDGER_KEYS),
+)
+"""JSON formats and the keys that make an object one of them, in order of preference."""
+
+_JSON_PARSERS: dict[str, Callable[[dict[str, Any], bytes, str], LockRecord]] = {
+    "af-claim": af.claim_from_object,
+    "task-mcp": taskmcp.from_object,
+    "af-ledger": af.ledger_from_object,
+}
+
+_PARSERS: dict[str, Callable[[bytes, str], LockRecord]] = {
+    "sema": sema.parse,
+    "af-ledger": af.parse_ledger_lock,
+    "af-claim": af.parse_claim_lock,
+    "task-mcp": taskmcp.parse,
+    "pidfile": pidfile.parse,
+}
+
+_SERIALIZERS: dict[str, Callable[[LockRecord], bytes]] = {
+    "sema": sema.serialize,
+    "task-mcp": taskmcp.serialize,
+    "af-ledger": af.serialize_ledger_lock,
+    "pidfile": pidfile.serialize,
+}
+
+
+def _path_hint(path: str) -> str | None:
+    """The JSON format a path suggests: ``.../ledger/ledger.lock`` -> af-ledger,
+    ``.../locks/*.lock`` -> af-claim (spec 003 §5 "File Paths")."""
+    if not path:
+        return None
+    head, name = os.path.split(path)
+    parent = os.path.basename(head)
+    if name == "ledger.lock" or parent == "ledger":
+        return "af-ledger"
+    if parent == "locks":
+        return "af-claim"
+    return None
+
+
+def _pick_json(obj: dict[str, Any], path: str) -> str:
+    if isinstance(obj.get("type"), str) and "timestamp" in obj and "acquired_at" not in obj:
+        raise ParseError(f"is an af ledger event ({obj['type'][:40]!r}), not a lock file")
+    fits = [name for name, keys in _JSON_KEYS if all(k in obj for k in keys)]
+    if len(fits) > 1:
+        hint = _path_hint(path)
+        return hint if hint in fits else fits[0]
+    if fits:
+        return fits[0]
+    if "operation" in obj and "lockPath" in obj:
+        raise ParseError("is a line of a lock audit log, not a lock file")
+    # No key set is complete: name the closest format and what it lacks.
+    best: tuple[int, str, tuple[str, ...]] | None = None
+    for name, keys in _JSON_KEYS:
+        hits = sum(1 for k in keys if k in obj)
+        if hits >= 2 and (best is None or hits > best[0]):
+            best = (hits, name, keys)
+    if best is not None:
+        missing = [repr(k) for k in best[2] if k not in obj]
+        noun = "field" if len(missing) == 1 else "fields"
+        raise ParseError(f"looks like a {best[1]} lock but has no {' or '.join(missing)} {noun}")
+    keys_found = ", ".join(sorted(repr(k) for k in obj)[:8]) or "none"
+    raise ParseError(
+        "JSON object is not a lock format we know (task-mcp needs owner+since+ttl, af ledger "
+        f"agent_id+acquired_at, af claim node_id+owner+expires_at; keys found: {keys_found})"
+    )
+
+
+def _detect(data: bytes, path: str) -> tuple[str, dict[str, Any] | None]:
+    text = decode_text(data)
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        obj = load_json_object(text, "lock")
+        return _pick_json(obj, path), obj
+    if pidfile.looks_like(text):
+        return "pidfile", None
+    if sema.looks_like(text):
+        return "sema", None
+    raise ParseError(
+        "not a lock format we know: no key=value lines, not JSON and not a PID "
+        f"(starts with {text[:20]!r})"
+    )
 
 
 def detect(data: bytes, path: str = "") -> str:
-    raise NotImplementedError
+    """Name of the format whose shape ``data`` has (one of :data:`core.record.FORMATS`).
+
+    By content (DESIGN.md "Formats"): a JSON object is ``af-claim`` (``node_id`` + ``owner``
+    + ``expires_at``), ``task-mcp`` (``owner`` + ``since`` + ``ttl``) or ``af-ledger``
+    (``agent_id`` + ``acquired_at``); only ASCII whitespace and decimal digits is ``pidfile``;
+    ``key=value`` lines are ``sema``. ``path`` only breaks ties between JSON formats
+    (``ledger/ledger.lock`` -> af-ledger, ``locks/*.lock`` -> af-claim). Detection does not
+    validate field values: :func:`parse` does.
+
+    Raises:
+        ParseError: no format fits (empty, whitespace only, binary, invalid JSON, unknown
+            shape), with the reason in plain words.
+    """
+    try:
+        return _detect(as_bytes(data), path)[0]
+    except ParseError as exc:
+        raise ParseError(exc.reason, path=path or None) from None
+    except RecursionError:  # pragma: no cover - load_json_object catches it
+        raise ParseError("JSON is nested too deeply", path=path or None) from None
 
 
 def parse(data: bytes, path: str = "", *, format: str | None = None) -> LockRecord:
-    raise NotImplementedError
+    """Parse the bytes of a lock file into a :class:`LockRecord` (``record.path`` = ``path``).
+
+    With ``format`` (one of :data:`core.record.FORMATS`) only that format is tried; without
+    it the format is :func:`detect`-ed. Each format's rules are in its module: :mod:`.sema`
+    (specs 000/002), :mod:`.af` (spec 003), :mod:`.taskmcp` (spec 004), :mod:`.pidfile`.
+
+    Raises:
+        ParseError: the only exception that escapes, whatever the bytes; ``reason`` says why
+            in plain words (``"no pid= line ..."``, ``"timestamp is not an integer: 'abc'"``,
+            ``"the file is empty"``, ``"holds binary data ..."``), ``path`` is ``path``.
+    """
+    try:
+        raw = as_bytes(data)
+        if format is not None:
+            parser = _PARSERS.get(format)
+            if parser is None:
+                raise ParseError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
+            return parser(raw, path)
+        name, obj = _detect(raw, path)
+        if obj is not None:
+            return _JSON_PARSERS[name](obj, raw, path)
+        return _PARSERS[name](raw, path)
+    except ParseError as exc:
+        raise ParseError(exc.reason, path=path or None) from None
+    except RecursionError:
+        raise ParseError("the file is nested too deeply to read", path=path or None) from None
+    except Exception as exc:  # pragma: no cover - a bug in a parser; still only ParseError
+        raise ParseError(
+            f"could not be parsed ({type(exc).__name__}: {exc})", path=path or None
+        ) from exc
 
 
 def serialize(record: LockRecord) -> bytes:
-    raise NotImplementedError
+    """The bytes of a lock file for ``record`` in ``record.format``: ``sema``
+    (:func:`.sema.serialize`), ``task-mcp`` (:func:`.taskmcp.serialize`), ``af-ledger``
+    (:func:`.af.serialize_ledger_lock`), ``pidfile`` (``"<pid>\\n"``).
+
+    Raises:
+        ValueError: ``af-claim`` (claims are read-only in Lockwarden, DESIGN.md "Facts about
+            the real af tool"), an unknown format, or a record missing what its format needs.
+    """
+    if record.format == "af-claim":
+        raise ValueError("af-claim locks are read-only: Lockwarden never writes them")
+    writer = _SERIALIZERS.get(record.format)
+    if writer is None:
+        raise ValueError(f"cannot write locks in format {record.format!r}")
+    return writer(record)

@@ -1,0 +1,277 @@
+"""The ``sema`` format: ``key=value`` lines, shared by the Rust ``sema`` and TypeScript
+``semats`` tools (``specs/000_f378b7650aba3ec0.txt`` "Lock File Format",
+``specs/002_07b9edc2912ee812.txt`` "Parsing Rules").
+
+::
+
+    pid=12345
+    timestamp=1703520000
+    tag=deploy-v1.2.3
+
+Lockwarden writes four more keys after those, which both reference tools ignore (spec 000
+"Format Rules" 4: unknown fields are ignored): ``host`` (hostname), ``start`` (holder process
+start time, Unix seconds with fraction), ``token`` (32 lowercase hex digits naming one
+acquisition) and ``ttl`` (seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+from core.errors import ParseError
+from core.formats._common import (
+    MAX_PID,
+    WHITESPACE,
+    add_seconds,
+    as_utc,
+    clean_value,
+    decode_text,
+    from_unix,
+    is_token,
+    number_text,
+    raw_text,
+    short,
+)
+from core.record import LockRecord
+
+FORMAT = "sema"
+
+KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "token", "ttl")
+"""Keys with a meaning: the specs' three, then Lockwarden's four, in the order we write them."""
+
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+_FLOAT_RE = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+
+MAX_TIMESTAMP = 253402300799
+"""Last second of year 9999 (the end of Python's ``datetime`` range)."""
+
+
+def split_lines(text: str) -> dict[str, str]:
+    """The ``key=value`` pairs of a sema file, later keys winning (as in the spec's Python
+    snippet, spec 000 "Example: Parsing in Python").
+
+    Rules (spec 002 "Parsing Rules" 1-4, spec 000 "Format Rules" 2 and 5): split on ``\\n``
+    (a ``\\r`` before it is part of the CRLF ending); split each line on its first ``=``; trim
+    key and value (Unicode whitespace); skip empty lines and lines without ``=``. Lines with an
+    empty key are skipped too.
+    """
+    pairs: dict[str, str] = {}
+    for line in text.split("\n"):
+        if "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip(WHITESPACE)
+        if not key:
+            continue
+        pairs[key] = value.strip(WHITESPACE)
+    return pairs
+
+
+def looks_like(text: str) -> bool:
+    """True when some line has a ``=`` (the shape of a sema file; detection by content)."""
+    return any("=" in line for line in text.split("\n"))
+
+
+def _integer(pairs: dict[str, str], key: str) -> int:
+    if key not in pairs:
+        raise ParseError(f"no {key}= line (a sema lock needs pid= and timestamp=)")
+    value = pairs[key]
+    if not value:
+        raise ParseError(f"{key} is empty")
+    if not _INT_RE.match(value):
+        raise ParseError(f"{key} is not an integer: {short(value)}")
+    if len(value) > 30:
+        raise ParseError(f"{key} is out of range: {short(value)}")
+    return int(value)
+
+
+def _float(value: str) -> float | None:
+    if not _FLOAT_RE.match(value) or len(value) > 64:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def parse(data: bytes, path: str = "") -> LockRecord:
+    """Parse the bytes of a sema lock.
+
+    Rules: spec 002 "Parsing Rules" (split lines on LF or CRLF, split on the first ``=``, trim,
+    skip empty lines and lines without ``=``; ``pid`` and ``timestamp`` must be integers, a
+    missing ``tag`` means none) and "Error Cases" (missing or non-numeric pid/timestamp, empty
+    or whitespace-only file, binary garbage fail); spec 000 "Field Definitions" (``pid`` is a
+    process ID: we also require 1..2**32-1) and "Format Rules" 4 (unknown keys are ignored:
+    we keep them, as text, in ``record.metadata``). Control characters in the tag become spaces
+    (spec 002 "Tag Sanitization").
+
+    Lockwarden's keys (DESIGN.md "Formats"): ``host`` -> ``record.host``; ``start`` (finite
+    float >= 0, Unix s) -> ``record.start``; ``token`` (32 lowercase hex digits) ->
+    ``record.token``; ``ttl`` (finite float >= 0, seconds) -> ``record.ttl``. A value of one of
+    these keys that does not fit is not used and stays in ``metadata`` for display.
+
+    ``acquired_at`` is ``timestamp`` as an aware UTC datetime; ``expires_at`` stays ``None``
+    (``LockRecord.effective_expiry()`` adds ``ttl``).
+
+    Raises:
+        ParseError: with a reason in plain words; nothing else escapes.
+    """
+    text = decode_text(data)
+    pairs = split_lines(text)
+    if not pairs:
+        raise ParseError("no key=value lines: not a sema lock")
+    pid = _integer(pairs, "pid")
+    if pid <= 0:
+        raise ParseError(f"pid must be a positive integer, not {pid}")
+    if pid > MAX_PID:
+        raise ParseError(f"pid is out of range: {pid}")
+    timestamp = _integer(pairs, "timestamp")
+    if timestamp < 0:
+        raise ParseError(f"timestamp is negative: {timestamp}")
+    if timestamp > MAX_TIMESTAMP:
+        raise ParseError(f"timestamp is out of range (after the year 9999): {timestamp}")
+    acquired_at = from_unix(timestamp, "timestamp")
+
+    metadata: dict[str, Any] = {k: v for k, v in pairs.items() if k not in KNOWN_KEYS}
+    tag = clean_value(pairs["tag"]) if "tag" in pairs else None
+
+    host: str | None = None
+    if "host" in pairs:
+        candidate = clean_value(pairs["host"])
+        if candidate:
+            host = candidate
+        else:
+            metadata["host"] = pairs["host"]
+
+    start: float | None = None
+    if "start" in pairs:
+        start = _float(pairs["start"])
+        if start is None:
+            metadata["start"] = pairs["start"]
+
+    token: str | None = None
+    if "token" in pairs:
+        if is_token(pairs["token"]):
+            token = pairs["token"]
+        else:
+            metadata["token"] = pairs["token"]
+
+    ttl: float | None = None
+    if "ttl" in pairs:
+        ttl = _float(pairs["ttl"])
+        if ttl is None or add_seconds(acquired_at, ttl) is None:
+            ttl = None
+            metadata["ttl"] = pairs["ttl"]
+
+    return LockRecord(
+        path=path,
+        format=FORMAT,
+        holder=None,
+        pid=pid,
+        host=host,
+        acquired_at=acquired_at,
+        expires_at=None,
+        ttl=ttl,
+        tag=tag,
+        metadata=metadata,
+        raw=raw_text(data),
+        token=token,
+        start=start,
+    )
+
+
+def format_start(start: float) -> str:
+    """Text of a ``start=`` value: Unix seconds with 6 decimals (microseconds; psutil's
+    ``create_time`` is at best that precise)."""
+    return f"{start:.6f}"
+
+
+def serialize(record: LockRecord) -> bytes:
+    """The bytes of a sema lock for ``record`` (LF line endings, spec 002 "Line Endings").
+
+    Writes ``pid``, ``timestamp`` (``acquired_at`` as whole Unix seconds), ``tag`` (when not
+    ``None``), then Lockwarden's ``host``, ``start``, ``token``, ``ttl`` when set
+    (DESIGN.md "Formats"). Every value has control characters replaced by spaces and is
+    trimmed (spec 002 "Tag Sanitization", "Parsing Rules" 3), so no value can inject a line and
+    ``parse(serialize(r))`` gives back what was written. ``metadata`` is not written.
+
+    Raises:
+        ValueError: no valid ``pid`` or ``acquired_at``, a non-finite/negative ``start`` or
+            ``ttl``, or a ``token`` that is not 32 lowercase hex digits.
+    """
+    if record.pid is None or not 0 < record.pid <= MAX_PID:
+        raise ValueError(f"a sema lock needs a PID in 1..{MAX_PID}, not {record.pid!r}")
+    if record.acquired_at is None:
+        raise ValueError("a sema lock needs acquired_at (its timestamp)")
+    timestamp = math.floor(as_utc(record.acquired_at).timestamp())
+    if not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise ValueError(f"timestamp out of range: {timestamp}")
+    lines = [f"pid={record.pid}", f"timestamp={timestamp}"]
+    if record.tag is not None:
+        lines.append(f"tag={clean_value(record.tag)}")
+    if record.host is not None:
+        host = clean_value(record.host)
+        if host:
+            lines.append(f"host={host}")
+    if record.start is not None:
+        if not (math.isfinite(record.start) and record.start >= 0):
+            raise ValueError(f"start must be finite and >= 0, not {record.start!r}")
+        lines.append(f"start={format_start(record.start)}")
+    if record.token is not None:
+        if not is_token(record.token):
+            raise ValueError("token must be 32 lowercase hex digits")
+        lines.append(f"token={record.token}")
+    if record.ttl is not None:
+        if not (math.isfinite(record.ttl) and record.ttl >= 0):
+            raise ValueError(f"ttl must be finite and >= 0, not {record.ttl!r}")
+        lines.append(f"ttl={number_text(float(record.ttl))}")
+    return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
+
+
+def make_record(
+    path: str,
+    *,
+    pid: int,
+    timestamp: datetime,
+    tag: str | None = None,
+    host: str | None = None,
+    start: float | None = None,
+    token: str | None = None,
+    ttl: float | None = None,
+) -> LockRecord:
+    """A sema :class:`LockRecord` ready to be written, with ``raw`` holding its text.
+
+    ``timestamp`` (aware; naive is taken as UTC) is cut to whole seconds, as sema stores it;
+    ``tag`` and ``host`` are sanitised and trimmed as :func:`serialize` writes them; ``start``
+    is rounded to the microseconds written. The result equals ``parse(record.raw, path)``.
+
+    Raises:
+        ValueError: as :func:`serialize` (bad pid, token, ttl or start).
+    """
+    seconds = math.floor(as_utc(timestamp).timestamp())
+    acquired_at = from_unix(seconds, "timestamp") if 0 <= seconds <= MAX_TIMESTAMP else None
+    if acquired_at is None:
+        raise ValueError(f"timestamp out of range: {timestamp!r}")
+    clean_host = clean_value(host) if host is not None else None
+    if start is not None and math.isfinite(start) and start >= 0:
+        start = float(format_start(start))
+    record = LockRecord(
+        path=path,
+        format=FORMAT,
+        pid=pid,
+        host=clean_host or None,
+        acquired_at=acquired_at,
+        ttl=float(ttl) if ttl is not None else None,
+        tag=clean_value(tag) if tag is not None else None,
+        token=token,
+        start=start,
+    )
+    data = serialize(record)
+    return _replace_raw(record, data)
+
+
+def _replace_raw(record: LockRecord, data: bytes) -> LockRecord:
+    from dataclasses import replace
+
+    return replace(record, raw=raw_text(data))

@@ -1,0 +1,331 @@
+"""The ``task-mcp`` format: Task MCP's ``atomic_lock`` JSON locks
+(``specs/004_6119ce42cf21683e.txt``, "Lock File Format").
+
+Two shapes exist and both are read:
+
+- the code's ("Current Implementation"): ``{"owner": "pid-4242@devbox", "since":
+  1795280000000, "ttl": 3600}`` with ``since`` in epoch **milliseconds**;
+- the spec's "Enhanced Lock File Format": ``since`` as an ISO 8601 string, plus a
+  ``metadata`` object (``hostname``, ``process_id``, ``user_identity``, ``session_id``,
+  ``environment``, ``purpose``; after a reclaim also ``reclaimed_from``, ``reclaimed_reason``).
+
+Lockwarden writes the enhanced shape, plus top-level ``token`` and ``start`` keys naming its
+acquisition (unknown keys are harmless to JSON readers).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import math
+import os
+import re
+import socket
+from datetime import datetime
+from typing import Any
+
+from core.errors import ParseError
+from core.formats._common import (
+    EPOCH,
+    a_type,
+    add_seconds,
+    as_finite,
+    as_utc,
+    decode_text,
+    format_time,
+    from_unix,
+    is_token,
+    load_json_object,
+    parse_time,
+    raw_text,
+    require_str,
+    short,
+    valid_pid,
+)
+from core.record import LockRecord
+
+FORMAT = "task-mcp"
+
+KEYS = ("owner", "since", "ttl")
+"""Keys that make a JSON object a Task MCP lock (spec 004 "Current Implementation")."""
+
+TTL_STRATEGIES: dict[str, dict[str, float]] = {
+    "local": {"interactive": 3600.0, "automated": 1800.0, "emergency": 300.0},
+    "ci": {"automated": 86400.0, "interactive": 3600.0},
+    "cloud": {"interactive": 7200.0, "automated": 14400.0},
+    "container": {"interactive": 1800.0, "automated": 3600.0},
+}
+"""Default TTLs in seconds (spec 004 "TTL Strategy", "Default TTL Values by Environment")."""
+
+ENVIRONMENTS = ("local", "ci", "cloud", "container")
+PURPOSES = ("interactive", "automated", "emergency")
+
+_OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)$", re.DOTALL)
+
+
+def default_ttl(environment: str, purpose: str) -> float:
+    """Default TTL in seconds for an environment and purpose (spec 004 "Default TTL Values by
+    Environment").
+
+    The spec's table lacks some pairs; we fill them so that every pair has a value:
+
+    - ``emergency`` outside ``local``: 300 s, the spec's only emergency value (an emergency
+      lock is meant to be short everywhere);
+    - a purpose the environment lacks otherwise: that environment's ``interactive`` value;
+    - an unknown environment: ``local``'s row; an unknown purpose: ``interactive``.
+    """
+    row = TTL_STRATEGIES.get(environment, TTL_STRATEGIES["local"])
+    if purpose in row:
+        return row[purpose]
+    if purpose == "emergency":
+        return TTL_STRATEGIES["local"]["emergency"]
+    return row["interactive"]
+
+
+def current_user() -> str:
+    """The real OS user running this process (``getpass.getuser()``), falling back to
+    ``uid-<N>`` when the user database has no name for the uid (containers)."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        getuid = getattr(os, "getuid", None)
+        return f"uid-{getuid()}" if getuid is not None else "unknown"
+
+
+def default_owner(pid: int, host: str | None = None) -> str:
+    """Task MCP's default owner text ``pid-<pid>@<host>`` (spec 004 "Local Development")."""
+    return f"pid-{pid}@{host if host is not None else socket.gethostname()}"
+
+
+def default_metadata(
+    pid: int, *, environment: str = "local", purpose: str = "interactive"
+) -> dict[str, Any]:
+    """Metadata Lockwarden writes in a Task MCP lock (spec 004 "Enhanced Lock File Format",
+    "Local Development"): ``hostname``, ``process_id`` (``pid``), ``user_identity`` (the real
+    OS user from :func:`current_user`, never a value a requester claims), ``environment``,
+    ``purpose``."""
+    return {
+        "hostname": socket.gethostname(),
+        "process_id": pid,
+        "user_identity": current_user(),
+        "environment": environment,
+        "purpose": purpose,
+    }
+
+
+def _since(obj: dict[str, Any]) -> datetime:
+    if "since" not in obj:
+        raise ParseError("task-mcp lock has no 'since' field")
+    value = obj["since"]
+    if isinstance(value, str):
+        return parse_time(value.strip(), "since")
+    millis = as_finite(value)
+    if millis is not None:
+        if millis < 0:
+            raise ParseError(f"since is negative: {short(value)}")
+        return from_unix(millis / 1000.0, "since (epoch milliseconds)")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ParseError(f"since is out of range: {short(value)}")
+    raise ParseError(f"since is {a_type(value)}, not epoch milliseconds or an ISO 8601 string")
+
+
+def parse(data: bytes, path: str = "") -> LockRecord:
+    """Parse a Task MCP lock (spec 004 "Lock File Format").
+
+    - ``owner`` (string) -> ``holder``;
+    - ``since`` -> ``acquired_at``: a number is epoch **milliseconds** ("Current
+      Implementation"), a string is ISO 8601 ("Enhanced Lock File Format");
+    - ``ttl`` (number, seconds, >= 0) -> ``ttl``; ``expires_at`` = ``since + ttl``;
+    - ``metadata`` (object, optional; ``null`` = none) -> ``metadata`` (a copy);
+    - ``pid``: ``metadata.process_id``, else from an owner ``pid-<N>@<host>`` (Task MCP's
+      default owner, spec 004 "Local Development"); ``host``: ``metadata.hostname``, else that
+      owner's host part;
+    - Lockwarden's top-level ``token`` (32 lowercase hex) and ``start`` (Unix s) when valid.
+
+    Raises:
+        ParseError: not a JSON object, or ``owner``/``since``/``ttl``/``metadata`` missing or
+            of the wrong type, or times out of range.
+    """
+    obj = load_json_object(decode_text(data), "task-mcp lock")
+    return from_object(obj, data, path)
+
+
+def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
+    """:func:`parse` on an already decoded JSON object."""
+    owner = require_str(obj, "owner", "task-mcp lock")
+    since = _since(obj)
+    if "ttl" not in obj:
+        raise ParseError("task-mcp lock has no 'ttl' field")
+    ttl_value = obj["ttl"]
+    maybe_ttl = as_finite(ttl_value)
+    if maybe_ttl is None:
+        if isinstance(ttl_value, int | float) and not isinstance(ttl_value, bool):
+            raise ParseError(f"ttl is out of range: {short(ttl_value)}")
+        raise ParseError(f"ttl is {a_type(ttl_value)}, not a number of seconds")
+    ttl = maybe_ttl
+    if ttl < 0:
+        raise ParseError(f"ttl is negative: {short(ttl_value)}")
+    expires_at = add_seconds(since, ttl)
+    if expires_at is None:
+        raise ParseError(f"since + ttl is out of range (ttl {short(ttl_value)} s)")
+    meta_value = obj.get("metadata")
+    if meta_value is None:
+        metadata: dict[str, Any] = {}
+    elif isinstance(meta_value, dict):
+        metadata = dict(meta_value)
+    else:
+        raise ParseError(f"metadata is {a_type(meta_value)}, not an object")
+
+    pid = valid_pid(metadata.get("process_id"))
+    host_value = metadata.get("hostname")
+    host = host_value if isinstance(host_value, str) and host_value else None
+    m = _OWNER_PID_RE.match(owner)
+    if m:
+        if pid is None:
+            pid = valid_pid(int(m.group(1)))
+        if host is None:
+            host = m.group(2)
+
+    token = obj["token"] if is_token(obj.get("token")) else None
+    start_value = obj.get("start")
+    start = as_finite(start_value)
+    if start is not None and start < 0:
+        start = None
+
+    return LockRecord(
+        path=path,
+        format=FORMAT,
+        holder=owner,
+        pid=pid,
+        host=host,
+        acquired_at=since,
+        expires_at=expires_at,
+        ttl=ttl,
+        tag=None,
+        metadata=metadata,
+        raw=raw_text(data),
+        token=token,
+        start=start,
+    )
+
+
+def _ttl_json(ttl: float) -> int | float:
+    if float(ttl).is_integer() and abs(ttl) < 2**53:
+        return int(ttl)
+    return float(ttl)
+
+
+def serialize(record: LockRecord) -> bytes:
+    """Bytes of a Task MCP lock in the spec's enhanced shape (spec 004 "Enhanced Lock File
+    Format"), indented by 2 as Task MCP's ``JSON.stringify(info, null, 2)``, ASCII-only:
+
+    ``owner``, ``since`` (ISO 8601 UTC with milliseconds and ``Z``, as JavaScript's
+    ``toISOString``), ``ttl`` (seconds; an integer when whole), ``metadata``, then ``token``
+    and ``start`` when set.
+
+    Raises:
+        ValueError: no ``holder``/``acquired_at``/``ttl``, a negative or non-finite ``ttl``,
+            metadata that is not JSON-serialisable, or a bad token/start.
+    """
+    if record.holder is None:
+        raise ValueError("a task-mcp lock needs a holder (owner)")
+    if record.acquired_at is None:
+        raise ValueError("a task-mcp lock needs acquired_at (since)")
+    if record.ttl is None or not math.isfinite(record.ttl) or record.ttl < 0:
+        raise ValueError(f"a task-mcp lock needs a finite ttl >= 0, not {record.ttl!r}")
+    obj: dict[str, Any] = {
+        "owner": record.holder,
+        "since": format_time(record.acquired_at, digits=3),
+        "ttl": _ttl_json(record.ttl),
+        "metadata": dict(record.metadata),
+    }
+    if record.token is not None:
+        if not is_token(record.token):
+            raise ValueError("token must be 32 lowercase hex digits")
+        obj["token"] = record.token
+    if record.start is not None:
+        if not (math.isfinite(record.start) and record.start >= 0):
+            raise ValueError(f"start must be finite and >= 0, not {record.start!r}")
+        obj["start"] = float(record.start)
+    try:
+        text = json.dumps(obj, indent=2, allow_nan=False, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"metadata cannot be written as JSON: {exc}") from None
+    return (text + "\n").encode("ascii")
+
+
+def make_record(
+    path: str,
+    *,
+    owner: str,
+    since: datetime,
+    ttl: float,
+    metadata: dict[str, Any],
+    token: str | None = None,
+    start: float | None = None,
+) -> LockRecord:
+    """A Task MCP :class:`LockRecord` ready to be written, ``raw`` holding its text.
+
+    ``since`` (aware; naive is taken as UTC) is cut to whole milliseconds as written; ``ttl``
+    is seconds; ``metadata`` is copied (use :func:`default_metadata`; a reclaim adds
+    ``reclaimed_from`` and ``reclaimed_reason``, spec 004 "Reclaim Process"). ``pid`` and
+    ``host`` are derived as :func:`parse` derives them, so the result equals
+    ``parse(record.raw, path)``.
+
+    Raises:
+        ValueError: as :func:`serialize`.
+    """
+    since = as_utc(since)
+    since = since.replace(microsecond=since.microsecond // 1000 * 1000)
+    draft = LockRecord(
+        path=path,
+        format=FORMAT,
+        holder=owner,
+        acquired_at=since,
+        ttl=float(ttl),
+        metadata=dict(metadata),
+        token=token,
+        start=float(start) if start is not None else None,
+    )
+    data = serialize(draft)
+    try:
+        return parse(data, path)
+    except ParseError as exc:
+        raise ValueError(f"cannot make a task-mcp lock: {exc.reason}") from None
+
+
+def since_millis(record: LockRecord) -> int | None:
+    """``acquired_at`` as epoch milliseconds (the code's ``since`` form), or ``None``."""
+    if record.acquired_at is None:
+        return None
+    delta = as_utc(record.acquired_at) - EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def with_since(record: LockRecord, since: datetime) -> LockRecord:
+    """A copy of a task-mcp ``record`` renewed at ``since`` (for refresh): same owner, ttl,
+    metadata, token and start; ``raw`` rewritten."""
+    return make_record(
+        record.path,
+        owner=record.holder or "",
+        since=since,
+        ttl=record.ttl if record.ttl is not None else 0.0,
+        metadata=record.metadata,
+        token=record.token,
+        start=record.start,
+    )
+
+
+__all__ = [
+    "FORMAT",
+    "TTL_STRATEGIES",
+    "current_user",
+    "default_metadata",
+    "default_owner",
+    "default_ttl",
+    "make_record",
+    "parse",
+    "serialize",
+    "since_millis",
+    "with_since",
+]
