@@ -122,6 +122,7 @@ _APPEND_FLAGS = (
     | _O_BINARY
 )
 _LOG_MODE = 0o644
+_REOPEN_TRIES = 10
 _WIN_LOCK_OFFSET = 0x7FFF_FFF0  # a byte past any real log: locking it never blocks readers
 
 _via_lock = threading.Lock()
@@ -283,7 +284,7 @@ def append(
         "pid": os.getpid(),
         "host": _hostname(),
         "via": _via,
-        "format": format,
+        "format": None if format is None else str(format),
         "result": str(result),
     }
     if not isinstance(entry["details"], dict):
@@ -313,29 +314,43 @@ def _append_entry(log_path: str, entry: dict[str, Any]) -> None:
 
     Raises OSError (errno set where the OS gave one) for anything that stops the write,
     including a log that is a symlink (ELOOP), not a regular file or hard-linked elsewhere.
+    If the log was renamed or replaced between our open and our lock (rotation by another
+    tool), the lock is dropped and the open retried, so the entry never lands in a file that is
+    no longer at ``log_path``.
     """
-    fd = os.open(log_path, _APPEND_FLAGS, _LOG_MODE)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = describe_mode(st.st_mode) or "not a regular file"
-            raise OSError(errno.EINVAL, f"is {kind}, not an audit log")
-        if st.st_nlink > 1:
-            raise OSError(errno.EMLINK, "has other hard links; refusing to write through them")
-        with _locked(fd):
-            size = os.fstat(fd).st_size
-            prev, needs_newline = _last_line_digest(fd, size)
-            line = _encode_entry({**entry, "prev": prev})
-            data = (b"\n" if needs_newline else b"") + line + b"\n"
-            written = os.write(fd, data)
-            while written < len(data):  # only on a nearly full disk; still under our lock
-                n = os.write(fd, data[written:])
-                if n <= 0:
-                    raise OSError(errno.EIO, "short write")
-                written += n
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    for _attempt in range(_REOPEN_TRIES):
+        fd = os.open(log_path, _APPEND_FLAGS, _LOG_MODE)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                kind = describe_mode(st.st_mode) or "not a regular file"
+                raise OSError(errno.EINVAL, f"is {kind}, not an audit log")
+            with _locked(fd):
+                st = os.fstat(fd)
+                try:
+                    now = os.lstat(log_path)
+                except FileNotFoundError:
+                    continue  # removed meanwhile: open (create) again
+                if (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
+                    continue  # replaced meanwhile
+                if st.st_nlink > 1:
+                    raise OSError(
+                        errno.EMLINK, "has other hard links; refusing to write through them"
+                    )
+                prev, needs_newline = _last_line_digest(fd, st.st_size)
+                line = _encode_entry({**entry, "prev": prev})
+                data = (b"\n" if needs_newline else b"") + line + b"\n"
+                written = os.write(fd, data)
+                while written < len(data):  # only on a nearly full disk; still under our lock
+                    n = os.write(fd, data[written:])
+                    if n <= 0:
+                        raise OSError(errno.EIO, "short write")
+                    written += n
+                os.fsync(fd)
+                return
+        finally:
+            os.close(fd)
+    raise OSError(errno.EAGAIN, "kept being replaced while we tried to append")
 
 
 @contextlib.contextmanager

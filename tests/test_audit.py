@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core import audit
 from core.errors import UnreadableError
@@ -344,3 +346,50 @@ def test_read_many_newest_first(tmp_path: Path) -> None:
     assert [e.operation for e in entries] == ["acquire", "b4", "a3", "b2", "a1", "a-none"]
     assert entries[0].log_path == str(b / AUDIT_LOG_NAME)
     assert entries[1].timestamp == dt.datetime(2026, 1, 1, 0, 0, 4, tzinfo=dt.UTC)
+
+
+# ------------------------------------------------------------------ properties
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(details=st.dictionaries(st.text(), _json_values, max_size=5), op=st.text(min_size=1))
+def test_any_details_round_trip_on_one_line(
+    lockdir: Path, details: dict[str, Any], op: str
+) -> None:
+    log = lockdir / AUDIT_LOG_NAME
+    before = log.read_bytes().count(b"\n") if log.exists() else 0
+    assert audit.append(str(lockdir / "p.lock"), op, details=details).fallback is False
+    assert log.read_bytes().count(b"\n") == before + 1
+    last = audit.read(str(log))[-1]
+    assert last.error is None and last.operation == op
+    assert json.dumps(last.details, sort_keys=True) == json.dumps(details, sort_keys=True)
+    assert audit.verify(str(log)).ok
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.binary(max_size=600))
+def test_read_and_verify_never_raise_on_content(lockdir: Path, data: bytes) -> None:
+    log = lockdir / AUDIT_LOG_NAME
+    log.write_bytes(data)
+    entries = audit.read(str(log))
+    res = audit.verify(str(log))
+    assert res.entries == len(entries)
+    assert (
+        res.ok == all(e.error is None and (e.foreign or e.prev is not None) for e in entries)
+        or not res.ok
+    )
+    # appending after any garbage works and chains onto its last line
+    audit.append(str(lockdir / "p.lock"), "acquire")
+    after = audit.read(str(log))
+    assert after[-1].error is None and after[-1].operation == "acquire"
+    assert after[-1].prev == (entries[-1].digest if entries else audit.ZERO_HASH)

@@ -111,3 +111,48 @@ def test_threads_append_concurrently(lockdir: Path) -> None:
     assert not errors
     res = audit.verify(lock)
     assert (res.ok, res.entries) == (True, 160), res.reason
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc to see open fds")
+@pytest.mark.timeout(60)
+def test_log_rotated_while_waiting_for_the_lock(lockdir: Path) -> None:
+    """A writer that opened the log and then waited for the kernel lock must not write into a
+    file that was renamed away meanwhile: it re-opens the path and starts a new chain."""
+    import fcntl
+    import time
+
+    log = lockdir / AUDIT_LOG_NAME
+    audit.append(str(lockdir / "a.lock"), "acquire")
+    before = log.read_bytes()
+    ino = os.stat(log).st_ino
+
+    def fds_on_log() -> int:
+        n = 0
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if os.stat(f"/proc/self/fd/{name}").st_ino == ino:
+                    n += 1
+            except OSError:
+                pass
+        return n
+
+    holder = os.open(log, os.O_RDONLY)
+    result: list[audit.AuditWrite] = []
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        t = threading.Thread(
+            target=lambda: result.append(audit.append(str(lockdir / "a.lock"), "release"))
+        )
+        t.start()
+        deadline = time.monotonic() + 30
+        while fds_on_log() < 2:  # no event tells us the writer has opened the file
+            assert time.monotonic() < deadline, "writer never opened the log"
+            time.sleep(0.005)
+        os.rename(log, lockdir / "rotated.log")
+    finally:
+        os.close(holder)  # drops our flock
+    t.join(timeout=30)
+    assert result and result[0].fallback is False
+    assert (lockdir / "rotated.log").read_bytes() == before
+    (e,) = audit.read(str(log))
+    assert e.operation == "release" and e.prev == audit.ZERO_HASH
