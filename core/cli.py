@@ -610,46 +610,49 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     """``audit [PATH|DIR] [--tail N] [--json] [--verify]``: print the audit log
-    (:func:`core.audit.read`) or check its hash chain (:func:`core.audit.verify`, exit 1 when
-    broken)."""
+    (:func:`core.audit.read`; PATH is a log, a lock file or a directory) or check its hash
+    chain (:func:`core.audit.verify`): exit 1 when the chain is broken, 3 when the log cannot
+    be read."""
     from core import audit
 
     if not os.path.lexists(args.path):
         raise CliError(f"{args.path}: no such file or directory")
     if args.verify:
         result = audit.verify(args.path)
+        if not result.ok and result.bad_line is None:
+            raise CliError(f"audit log cannot be read: {result.reason}")
         if out.json:
-            out.data(_plain(result))
+            out.data({"ok": result.ok, "entries": result.entries, "foreign": result.foreign,
+                      "bad_line": result.bad_line, "reason": result.reason,
+                      "log_path": result.log_path})
         elif result.ok:
-            out.result(f"audit log OK: {result.entries} entries, chain intact")
+            out.result(f"{result.log_path}: chain intact ({result.entries} entries, "
+                       f"{result.foreign} from other tools)")
         else:
-            print(f"{PROG}: audit log BROKEN at line {result.bad_line}: {result.reason}",
+            print(f"{PROG}: {result.log_path}: chain BROKEN: {_one_line(result.reason or '')}",
                   file=sys.stderr, flush=True)
         return EXIT_OK if result.ok else EXIT_NO
-    entries = audit.read(args.path)
+    entries = [_audit_dict(e) for e in audit.read(args.path)]
     if args.tail is not None:
-        entries = entries[-args.tail:] if args.tail else []
+        entries = entries[len(entries) - args.tail:] if args.tail else []
     if out.json:
-        out.data([_plain(e) for e in entries])
+        out.data(entries)
     elif not out.quiet:
         from core._cli_format import audit_table
 
-        print(audit_table([_plain(e) for e in entries]), flush=True)
+        print(audit_table(entries), flush=True)
     return EXIT_OK
 
 
-def _plain(obj: Any) -> Any:
-    """A dataclass/obj with ``to_dict`` -> JSON-ready dict."""
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    import dataclasses
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return json.loads(json.dumps(dataclasses.asdict(obj), default=str))
-    if isinstance(obj, dict):
-        return obj
-    return str(obj)
+def _audit_dict(e: Any) -> dict[str, Any]:
+    """An :class:`core.audit.AuditEntry` as JSON: Task MCP's field names (``lockPath``) plus
+    ours, the physical ``line`` and ``error`` for a line that is not a JSON object."""
+    ts = e.timestamp.isoformat().replace("+00:00", "Z") if e.timestamp else None
+    return {
+        "line": e.line, "timestamp": ts, "operation": e.operation, "lockPath": e.lock_path,
+        "details": e.details, "user": e.user, "pid": e.pid, "host": e.host, "via": e.via,
+        "format": e.format, "result": e.result, "foreign": e.foreign, "error": e.error,
+    }
 
 
 def cmd_clean(args: argparse.Namespace, out: Out) -> int:
