@@ -1,0 +1,250 @@
+"""Is the holder of a lock still running? (DESIGN.md, "Liveness and verdicts").
+
+Judged with psutil, on this host only:
+
+- ``alive``: the PID exists and its process started no later than the lock was written;
+  ``psutil.AccessDenied`` means the process exists, so it counts as alive (``semats`` gets this
+  wrong: it treats ``EPERM`` from ``kill(pid, 0)`` as dead, DESIGN.md "Defects").
+- ``dead``: no such PID, or the PID is a zombie (it exited and waits to be reaped).
+- ``reused``: the PID exists but belongs to a later process, so the holder is dead.
+- ``remote``: the lock names another host; nothing can be checked from here.
+- ``unknown``: the lock records no PID (af, most task-mcp owners).
+
+One :func:`snapshot` (a single psutil pass over all processes) lets a scanner judge hundreds of
+locks without one system call per lock; :func:`check` confirms a PID missing from a snapshot
+with a direct look-up, so a process started after the snapshot is never called dead.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
+
+import psutil
+
+from core.policy import human_duration
+from core.record import Liveness, LockRecord
+
+START_SLACK = 2.0
+"""Seconds a process may seem to have started after its lock's ``acquired_at`` and still be
+the holder. DESIGN.md gives 1 s because sema timestamps are whole seconds (``timestamp`` is
+the floor of the write time); one more second because psutil's ``create_time`` adds the
+whole-second boot time of ``/proc/stat`` (``btime``), which a clock step can move by one second.
+A PID cannot be recycled within 2 s in practice (the kernel would have to wrap its PID space)."""
+
+START_TOLERANCE = 0.1
+"""Seconds by which a recorded ``start=`` may differ from the live process's start time
+(DESIGN.md: ``start`` is psutil's ``create_time`` at acquisition, with its fraction)."""
+
+_BTIME_JITTER = 0.02
+"""A ``start=`` that differs by exactly one second (within this many seconds: the 10 ms clock
+tick plus rounding) is the same process seen across a one-second move of the boot time."""
+
+
+@functools.cache
+def hostname() -> str:
+    """This machine's host name (``socket.gethostname()``), computed once per process."""
+    return socket.gethostname()
+
+
+def same_host(name: str, local: str | None = None) -> bool:
+    """True when host ``name`` (from a lock) is this host (``local``, default :func:`hostname`).
+
+    Case-insensitive. A short name matches a fully qualified one by its first label
+    (``devbox`` == ``devbox.example.org``); two fully qualified names must be equal.
+    """
+    local = hostname() if local is None else local
+    a = name.strip().rstrip(".").lower()
+    b = local.strip().rstrip(".").lower()
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    if "." in a and "." in b:
+        return False
+    return a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
+class ProcInfo(NamedTuple):
+    """What a snapshot knows of one process.
+
+    ``create_time``: start time, Unix seconds, or ``None`` when access was denied;
+    ``status``: psutil status string (``"zombie"``, ``"running"`` ...) or ``None``;
+    ``name``: process name or ``None``."""
+
+    create_time: float | None
+    status: str | None
+    name: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ProcessSnapshot(Mapping[int, ProcInfo]):
+    """All processes of this host at one moment: ``pid -> ProcInfo`` (a read-only mapping).
+
+    ``taken_at`` is the Unix time (s) the snapshot was taken. Build one with :func:`snapshot`.
+    """
+
+    procs: Mapping[int, ProcInfo] = field(default_factory=dict)
+    taken_at: float = field(default_factory=time.time)
+
+    def __getitem__(self, pid: int) -> ProcInfo:
+        return self.procs[pid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.procs)
+
+    def __len__(self) -> int:
+        return len(self.procs)
+
+
+def snapshot() -> ProcessSnapshot:
+    """One psutil pass over every process (``psutil.process_iter``) giving each PID's start
+    time, status and name. Processes that vanish during the pass are left out; fields psutil
+    is denied are ``None``. Never raises for a single process."""
+    taken_at = time.time()
+    procs: dict[int, ProcInfo] = {}
+    for p in psutil.process_iter(["create_time", "status", "name"]):
+        info = p.info
+        ct = info.get("create_time")
+        procs[p.pid] = ProcInfo(
+            float(ct) if ct is not None else None, info.get("status"), info.get("name")
+        )
+    return ProcessSnapshot(procs=procs, taken_at=taken_at)
+
+
+def process_start_time(pid: int) -> float | None:
+    """Start time of process ``pid`` in Unix seconds (psutil ``create_time``), or ``None``
+    when there is no such process (or it is a zombie, or its start time cannot be read)."""
+    info = _probe(pid)
+    if info is None or info is _DENIED or info.status == psutil.STATUS_ZOMBIE:
+        return None
+    return info.create_time
+
+
+_DENIED = ProcInfo(None, None, None)
+"""Sentinel: the process exists but psutil was denied access to it."""
+
+
+def _probe(pid: int) -> ProcInfo | None:
+    """Direct look-up of one PID: ``None`` if no such process, ``_DENIED`` if access denied."""
+    if pid <= 0:
+        return None
+    try:
+        proc = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+    except psutil.AccessDenied:
+        return _DENIED
+    try:
+        with proc.oneshot():
+            ct: float | None
+            try:
+                ct = proc.create_time()
+            except psutil.AccessDenied:
+                ct = None
+            try:
+                status: str | None = proc.status()
+            except psutil.AccessDenied:
+                status = None
+            try:
+                name: str | None = proc.name()
+            except psutil.AccessDenied:
+                name = None
+    except psutil.ZombieProcess:
+        return ProcInfo(None, psutil.STATUS_ZOMBIE, None)
+    except psutil.NoSuchProcess:
+        return None
+    return ProcInfo(ct, status, name)
+
+
+def check(
+    record: LockRecord,
+    *,
+    procs: ProcessSnapshot | None = None,
+    written_at: float | None = None,
+) -> tuple[Liveness, list[str]]:
+    """Liveness of ``record``'s holder and the reasons for it, in plain words.
+
+    Args:
+        record: the parsed lock.
+        procs: a :func:`snapshot` to look PIDs up in; ``None`` looks each PID up directly.
+            A PID missing from the snapshot is confirmed directly (it may have started after
+            the snapshot was taken).
+        written_at: when the lock file was written (Unix s, its mtime), used for the start-time
+            check of records without ``acquired_at`` (pidfiles). ``None``: no check.
+
+    Returns:
+        ``(Liveness, reasons)``. Rules (DESIGN.md, "Liveness and verdicts"): no PID ->
+        ``unknown``; ``record.host`` set and not this host (:func:`same_host`) -> ``remote``
+        (no host: sema and pidfiles of other tools are assumed local); no such PID, or a zombie
+        -> ``dead``; access denied -> ``alive``; started more than :data:`START_SLACK` after
+        ``acquired_at`` (or ``written_at``), or a recorded ``start`` that differs from the
+        process's by more than :data:`START_TOLERANCE` -> ``reused``; else ``alive``.
+
+    Never raises for the record's content.
+    """
+    pid = record.pid
+    if pid is None:
+        return Liveness.UNKNOWN, ["the lock records no process ID"]
+    if record.host and not same_host(record.host):
+        return Liveness.REMOTE, [
+            f"the lock was taken on host {record.host!r}, not on this host ({hostname()!r}): "
+            f"PID {pid} cannot be checked from here"
+        ]
+    if pid <= 0:
+        return Liveness.UNKNOWN, [f"PID {pid} is not a valid process ID"]
+
+    info: ProcInfo | None = None
+    if procs is not None:
+        info = procs.get(pid)
+    if info is None:
+        info = _probe(pid)
+    if info is None:
+        return Liveness.DEAD, [f"PID {pid} exited"]
+    if info is _DENIED:
+        return Liveness.ALIVE, [f"PID {pid} is running (as another user: access denied)"]
+    if info.status == psutil.STATUS_ZOMBIE:
+        return Liveness.DEAD, [f"PID {pid} exited (a zombie not yet reaped by its parent)"]
+
+    ct = info.create_time
+    label = f"PID {pid}" + (f" ({info.name})" if info.name else "")
+    if ct is None:
+        return Liveness.ALIVE, [f"{label} is running (its start time is not readable)"]
+
+    if record.start is not None:
+        diff = ct - record.start
+        if not _same_start(diff):
+            when = "after" if diff > 0 else "before"
+            return Liveness.REUSED, [
+                f"PID {pid} now belongs to another process, started "
+                f"{human_duration(abs(diff))} {when} the lock's holder"
+            ]
+        return Liveness.ALIVE, [f"{label} is alive"]
+
+    written = _written_at(record.acquired_at, written_at)
+    if written is not None and ct > written + START_SLACK:
+        return Liveness.REUSED, [
+            f"PID {pid} now belongs to a process started {human_duration(ct - written)} "
+            f"after the lock was written"
+        ]
+    return Liveness.ALIVE, [f"{label} is alive"]
+
+
+def _same_start(diff: float) -> bool:
+    if abs(diff) <= START_TOLERANCE:
+        return True
+    return abs(abs(diff) - 1.0) <= _BTIME_JITTER
+
+
+def _written_at(acquired_at: datetime | None, written_at: float | None) -> float | None:
+    if acquired_at is not None:
+        try:
+            return acquired_at.timestamp()
+        except (OverflowError, OSError, ValueError):
+            return None
+    return written_at

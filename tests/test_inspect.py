@@ -1,0 +1,157 @@
+"""``core.inspect`` on real files: whatever is at the path, a verdict and never an exception."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import core
+from core.fsutil import read_lock_file
+from core.inspect import inspect, inspect_bytes
+from core.policy import StalePolicy
+from core.record import State
+
+
+def _age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_missing_file_is_free(lockdir: Path) -> None:
+    st = inspect(str(lockdir / "nothing.lock"))
+    assert st.state is State.FREE and not st.locked
+    assert st.reasons == ["no lock file"] and st.record is None
+    assert inspect(str(lockdir / "no-such-dir" / "x.lock")).state is State.FREE
+
+
+def test_fifo_is_unreadable_and_not_opened(lockdir: Path) -> None:
+    fifo = lockdir / "pipe.lock"
+    os.mkfifo(fifo)
+    st = inspect(str(fifo))  # would block forever if it opened the FIFO for reading
+    assert st.state is State.UNREADABLE
+    assert st.reasons == ["is a FIFO (named pipe), not a lock file"]
+    assert st.error == st.reasons[0]
+
+
+def test_symlink_is_unreadable_and_not_followed(lockdir: Path) -> None:
+    target = lockdir / "real.lock"
+    target.write_bytes(b"pid=1\ntimestamp=1\n")
+    link = lockdir / "link.lock"
+    link.symlink_to(target)
+    st = inspect(str(link))
+    assert st.state is State.UNREADABLE
+    assert "symbolic link" in st.reasons[0] and "never followed" in st.reasons[0]
+    dangling = lockdir / "dangling.lock"
+    dangling.symlink_to(lockdir / "gone")
+    assert inspect(str(dangling)).state is State.UNREADABLE
+
+
+def test_directory_is_unreadable(lockdir: Path) -> None:
+    d = lockdir / "dir.lock"
+    d.mkdir()
+    st = inspect(str(d))
+    assert st.state is State.UNREADABLE
+    assert st.reasons == ["is a directory, not a lock file"]
+
+
+def test_too_large_file_is_unreadable(lockdir: Path) -> None:
+    big = lockdir / "big.lock"
+    big.write_bytes(b"x" * (64 * 1024 + 1))
+    st = inspect(str(big))
+    assert st.state is State.UNREADABLE and "larger than" in st.reasons[0]
+
+
+def test_empty_file_young_writing_old_stale(lockdir: Path) -> None:
+    f = lockdir / "empty.lock"
+    f.write_bytes(b"")
+    st = inspect(str(f))
+    assert st.state is State.WRITING
+    assert st.reasons[0].startswith("file is empty, written ")
+    assert st.file is not None and st.file.size == 0
+    _age(f, 60)
+    assert inspect(str(f)).state is State.UNREADABLE
+    _age(f, 2 * 3600)
+    old = inspect(str(f))
+    assert old.state is State.STALE
+    assert old.reasons == ["empty lock file 2h 0m old: its writer crashed before writing it"]
+    assert inspect(str(f), policy=StalePolicy(stale_after=30)).state is State.STALE
+    # whitespace only is as empty
+    f.write_bytes(b"\r\n\n")
+    _age(f, 2 * 3600)
+    assert inspect(str(f)).state is State.STALE
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x00\xff\xfe garbage", b"{not json", b"hello world\n", b"\xef\xbb\xbf\x00" * 10],
+)
+def test_garbage_young_writing_old_unreadable_forever(lockdir: Path, data: bytes) -> None:
+    f = lockdir / "junk.lock"
+    f.write_bytes(data)
+    assert inspect(str(f)).state is State.WRITING
+    for age in (10, 3 * 3600, 365 * 86400):
+        _age(f, age)
+        st = inspect(str(f))
+        assert st.state is State.UNREADABLE, age
+        assert st.reasons and st.reasons[0] and st.error == st.reasons[0]
+
+
+def test_permission_denied_is_unreadable(lockdir: Path) -> None:
+    f = lockdir / "secret.lock"
+    f.write_bytes(b"pid=1\ntimestamp=1\n")
+    f.chmod(0)
+    if os.geteuid() != 0:
+        st = inspect(str(f))
+        assert st.state is State.UNREADABLE and st.reasons == ["permission denied"]
+        return
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads any file, and setpriv is missing to drop to user nobody")
+    # as root: read the file as user nobody, from a tmp dir nobody can enter (pytest's own
+    # tmp dirs are 0700, which would deny the lstat before the open)
+    with tempfile.TemporaryDirectory(prefix="lockwarden-perm-") as tmp:
+        os.chmod(tmp, 0o755)
+        secret = Path(tmp, "secret.lock")
+        secret.write_bytes(b"pid=1\ntimestamp=1\n")
+        secret.chmod(0)
+        out = subprocess.run(
+            [*AS_NOBODY, sys.executable, "-c", _INSPECT_AS_NOBODY.format(str(secret))],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "unreadable ['permission denied']"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+_INSPECT_AS_NOBODY = (
+    "from core.inspect import inspect; s = inspect({!r}); print(s.state.value, s.reasons)"
+)
+
+
+def test_inspect_bytes_uses_given_mtime(lockdir: Path) -> None:
+    f = lockdir / "e.lock"
+    f.write_bytes(b"")
+    data, info = read_lock_file(str(f))
+    assert inspect_bytes(str(f), data, info).state is State.WRITING
+    st = inspect_bytes(str(f), data, info, mtime=time.time() - 3 * 3600)
+    assert st.state is State.STALE and st.file == info
+    assert inspect_bytes(str(f), data, None).state is State.UNREADABLE  # no age: no guess
+
+
+def test_core_inspect_is_callable_whatever_was_imported(lockdir: Path) -> None:
+    """``import core.inspect`` binds the module to ``core.inspect``: it must still be callable."""
+    import core.inspect as module
+
+    assert module is not None
+    assert core.inspect(str(lockdir / "x.lock")).state is State.FREE  # type: ignore[operator]
