@@ -168,7 +168,7 @@ def judge(
         left = (expiry - now).total_seconds()
         lease = (
             f"TTL {human_duration(record.ttl)}"
-            if record.ttl is not None and record.expires_at is None
+            if record.ttl is not None and record.format != "af-claim"
             else f"at {_fmt_time(expiry)}"
         )
         if left < 0:

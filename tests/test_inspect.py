@@ -8,15 +8,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 
 import core
 from core.fsutil import read_lock_file
 from core.inspect import inspect, inspect_bytes
-from core.policy import StalePolicy
-from core.record import State
+from core.liveness import same_host
+from core.policy import StalePolicy, taskmcp_decision
+from core.record import Liveness, State
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -155,3 +158,101 @@ def test_core_inspect_is_callable_whatever_was_imported(lockdir: Path) -> None:
 
     assert module is not None
     assert core.inspect(str(lockdir / "x.lock")).state is State.FREE  # type: ignore[operator]
+
+
+# --- the reference tools' lock files (tests/data/fixtures) -----------------------------------
+
+
+def _ts(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sema/untagged.lock",
+        "sema/tagged.lock",
+        "sema/newline-in-tag.lock",
+        "semats/unicode-tag.lock",
+        "semats/control-chars-sanitized.lock",
+    ],
+)
+def test_sema_fixtures(fixtures_dir: Path, name: str) -> None:
+    """Other tools' locks: held while young whatever their PID; stale once older than 1 h and
+    their PID is not the holder (the machine started after these files were written, so the
+    PID is gone or belongs to a later process)."""
+    path = str(fixtures_dir / name)
+    rec = inspect(path).record
+    assert rec is not None and rec.format == "sema" and rec.acquired_at is not None
+    assert psutil.boot_time() > rec.acquired_at.timestamp(), "fixtures predate this boot"
+    young = inspect(path, now=rec.acquired_at + timedelta(minutes=5))
+    assert young.state is State.HELD
+    assert young.liveness in (Liveness.DEAD, Liveness.REUSED)
+    assert young.reasons[0].startswith(f"PID {rec.pid} ")
+    old = inspect(path, now=rec.acquired_at + timedelta(hours=2))
+    assert old.state is State.STALE
+    assert old.reasons[-1] == "lock is 2h 0m old, older than the 1h 0m stale limit"
+    assert old.to_dict()["state"] == "stale" and old.to_dict()["pid"] == rec.pid
+
+
+@pytest.mark.parametrize("name", ["pidfile/.X42-lock", "pidfile/daemon.pid"])
+def test_pidfile_fixtures(fixtures_dir: Path, name: str) -> None:
+    """Pidfiles have no timestamp: age and the PID-reuse check come from the file's mtime."""
+    f = fixtures_dir / name
+    before_boot = psutil.boot_time() - 3 * 3600
+    os.utime(f, (before_boot, before_boot))
+    st = inspect(str(f))
+    assert st.record is not None and st.record.format == "pidfile" and st.record.pid == 4242
+    assert st.liveness in (Liveness.DEAD, Liveness.REUSED)
+    assert st.state is State.STALE
+
+
+def test_taskmcp_epoch_ms_fixture(fixtures_dir: Path) -> None:
+    if same_host("devbox"):
+        pytest.skip("this machine is named like the fixture's host")
+    path = str(fixtures_dir / "task-mcp" / "simple-epoch-ms.lock")
+    since = datetime.fromtimestamp(1795280000, UTC)
+    st = inspect(path, now=since + timedelta(minutes=3))
+    assert st.state is State.HELD and st.liveness is Liveness.REMOTE
+    assert "devbox" in st.reasons[0] and st.reasons[-1] == "expires in 57m 0s"
+    late = inspect(path, now=since + timedelta(hours=1, minutes=5))
+    assert late.state is State.EXPIRED
+    assert late.reasons[-1] == "expired 5m 0s ago (TTL 1h 0m)"
+    assert taskmcp_decision(late, policy=StalePolicy()) == (True, "LOCK_EXPIRED", "high")
+    assert taskmcp_decision(st, policy=StalePolicy())[1] == "LOCK_HELD"
+
+
+def test_taskmcp_enhanced_fixture(fixtures_dir: Path) -> None:
+    path = str(fixtures_dir / "task-mcp" / "enhanced-iso.lock")
+    since = _ts("2026-11-21T09:30:00Z")
+    st = inspect(path, now=since + timedelta(hours=2))
+    assert st.state is State.HELD and st.liveness is Liveness.UNKNOWN
+    assert st.reasons[-1] == "expires in 22h 0m"
+    everything_on = StalePolicy(allow_higher_privilege=True, allow_emergency=True)
+    # a ci lock: no environment ranks above it
+    assert taskmcp_decision(
+        st, policy=everything_on, requester_user="bob", requester_environment="ci"
+    ) == (False, "LOCK_HELD", "low")
+    assert (
+        taskmcp_decision(
+            st, policy=everything_on, requester_user="bob", requester_purpose="emergency"
+        )[1]
+        == "EMERGENCY_OVERRIDE"
+    )
+    assert inspect(path, now=since + timedelta(days=1, minutes=1)).state is State.EXPIRED
+
+
+def test_af_fixtures(fixtures_dir: Path) -> None:
+    proof = fixtures_dir / "af" / "proof"
+    claim = str(proof / "locks" / "1.2.3.lock")
+    st = inspect(claim, now=_ts("2026-11-21T09:34:00Z"))
+    assert st.state is State.HELD and st.liveness is Liveness.UNKNOWN and not st.read_only
+    expired = inspect(claim, now=_ts("2026-11-22T09:00:00Z"))
+    assert expired.state is State.EXPIRED  # never stale: af reaps its own claims
+    ledger_lock = str(proof / "ledger" / "ledger.lock")
+    assert inspect(ledger_lock, now=_ts("2026-11-21T09:31:00Z")).state is State.HELD
+    old = inspect(ledger_lock, now=_ts("2026-11-21T11:00:00Z"))
+    assert old.state is State.STALE and old.reasons[-1].startswith("lock is 1h 30m old")
+    # ledger events and audit logs are not locks: unreadable with the parser's reason
+    event = inspect(str(proof / "ledger" / "000002.json"), now=_ts("2026-11-22T00:00:00Z"))
+    assert event.state is State.UNREADABLE and "ledger event" in event.reasons[0]
