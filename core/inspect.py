@@ -9,6 +9,8 @@ all become ``unreadable`` verdicts with a reason, a missing file is ``free``.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 import types
 from datetime import UTC, datetime
@@ -40,9 +42,11 @@ def inspect(
 
     Returns:
         A :class:`~core.record.LockStatus`: ``free`` ("no lock file") when nothing is at
-        ``path``; ``unreadable`` with the reason for a FIFO, device, socket, directory, symlink,
-        a file over 64 KiB or a permission problem (:func:`core.fsutil.read_lock_file`);
-        otherwise as :func:`inspect_bytes`.
+        ``path``; for a virtual path ``"<proof>/ledger#<node_id>"`` (an af claim replayed from
+        the ledger's events, :func:`core.formats.af.replay_ledger`) the claim's read-only
+        verdict, or ``free`` when the node is not claimed; ``unreadable`` with the reason for
+        a FIFO, device, socket, directory, symlink, a file over 64 KiB or a permission problem
+        (:func:`core.fsutil.read_lock_file`); otherwise as :func:`inspect_bytes`.
 
     Raises nothing for the path's content. (``TypeError`` for a ``path`` that is not a
     string or path-like, as any file function would.)
@@ -52,6 +56,9 @@ def inspect(
     try:
         data, info = read_lock_file(path)
     except FileNotFoundError:
+        claim = _ledger_claim(path, policy=policy, procs=procs, now=now)
+        if claim is not None:
+            return claim
         return LockStatus(
             path,
             State.FREE,
@@ -155,6 +162,53 @@ def inspect_bytes(
         policy=policy,
         now=now,
         mtime=mtime,
+    )
+
+
+def _ledger_claim(
+    path: str, *, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+) -> LockStatus | None:
+    """The verdict on ``"<ledger_dir>#<node_id>"`` when ``path`` has that shape and
+    ``ledger_dir`` is a directory; ``None`` otherwise (then ``path`` is just missing)."""
+    ledger_dir, sep, node = str(path).rpartition("#")
+    if not sep or not node or not ledger_dir or not os.path.isdir(ledger_dir):
+        return None
+    from core.formats import af
+
+    try:
+        claims = af.replay_ledger(ledger_dir)
+    except Exception as exc:  # a bug in the replay must not escape
+        return judge(
+            path,
+            None,
+            file=None,
+            liveness=Liveness.UNKNOWN,
+            liveness_reasons=[],
+            policy=policy,
+            now=now,
+            error=f"the ledger could not be replayed ({type(exc).__name__}: {exc})",
+        )
+    for record in claims:
+        node_id = record.metadata.get("node_id") if isinstance(record.metadata, dict) else None
+        if node_id == node or record.path == path:
+            liveness, reasons = check(record, procs=procs)
+            status = judge(
+                path,
+                record,
+                file=None,
+                liveness=liveness,
+                liveness_reasons=reasons,
+                policy=policy,
+                now=now,
+            )
+            return dataclasses.replace(status, read_only=True)
+    return LockStatus(
+        path,
+        State.FREE,
+        reasons=[f"node {node} is not claimed in the ledger"],
+        checked_at=now,
+        stale_after=policy.stale_after,
+        read_only=True,
     )
 
 

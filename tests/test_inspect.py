@@ -256,3 +256,18 @@ def test_af_fixtures(fixtures_dir: Path) -> None:
     # ledger events and audit logs are not locks: unreadable with the parser's reason
     event = inspect(str(proof / "ledger" / "000002.json"), now=_ts("2026-11-22T00:00:00Z"))
     assert event.state is State.UNREADABLE and "ledger event" in event.reasons[0]
+
+
+def test_af_ledger_claims_by_virtual_path(fixtures_dir: Path) -> None:
+    ledger = fixtures_dir / "af" / "proof" / "ledger"
+    at = _ts("2026-11-21T09:56:00Z")
+    held = inspect(f"{ledger}#1.1", now=at)
+    assert held.state is State.HELD and held.read_only
+    assert held.record is not None and held.record.holder == "prover-7"
+    assert held.reasons[-1] == "expires in 44m 0s"
+    gone = inspect(f"{ledger}#1.2", now=_ts("2026-11-21T10:05:00Z"))
+    assert gone.state is State.EXPIRED and gone.read_only
+    released = inspect(f"{ledger}#1", now=at)  # nodes_released
+    assert released.state is State.FREE and "not claimed" in released.reasons[0]
+    # '#' in an ordinary missing path is just a missing file
+    assert inspect(str(fixtures_dir / "no#such"), now=at).reasons == ["no lock file"]
