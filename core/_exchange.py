@@ -1,0 +1,198 @@
+"""Private kernel primitives of the engine (:mod:`core.lock`): the atomic exchange of two
+directory entries and the per-directory guard lock. Not a public API.
+
+Exchange (DESIGN.md, "Lock operations", reclaim): ``renameat2(RENAME_EXCHANGE)`` on Linux
+(glibc >= 2.28 exports ``renameat2``; otherwise the raw ``syscall`` number), ``renamex_np``
+with ``RENAME_SWAP`` on macOS. Both swap two existing names in one step, so the lock path is
+never empty and whatever was at the lock path can be inspected *after* it was moved out (and
+swapped back when it is not the file that was judged stale). Elsewhere, and on file systems
+that refuse the call (``EINVAL``/``ENOSYS``/``ENOTSUP``), :func:`exchange` raises
+:class:`ExchangeUnsupported` and the engine falls back to its guarded rename-out path.
+
+Guard (:class:`DirGuard`): an exclusive ``flock`` on an ``O_RDONLY`` descriptor of the lock's
+directory. Every Lockwarden operation that removes or replaces a lock file (release, reclaim,
+refresh, force release) holds it around its check-and-act, so those operations are atomic with
+respect to each other across processes. Why the directory and not a guard file: it creates no
+file (nothing for the scanner to skip, nothing an attacker in a world-writable ``/tmp`` can
+pre-create as a symlink, FIFO or unreadable file), it works for every lock name including
+ones we did not create, and the kernel drops it when a holder dies. Any local user who can
+read the directory can also take it, so waiting for it is bounded (:data:`GUARD_TIMEOUT`);
+plain acquires (``link``) never need it. Where directories cannot be locked (Windows,
+some network file systems) the guard degrades to a no-op and says so in ``.held``; the
+exchange-and-verify step still never removes a fresh lock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import platform
+import sys
+import time
+from types import TracebackType
+from typing import Any
+
+GUARD_TIMEOUT = 10.0
+"""Longest wait for a directory guard, seconds. The guard is held by Lockwarden processes for
+well under a millisecond; a longer wait means a hostile or stuck process holds it."""
+
+_RENAME_EXCHANGE = 1 << 1  # linux/fs.h
+_RENAME_SWAP = 0x00000002  # macOS sys/stdio.h
+_AT_FDCWD = -100
+_SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276}
+_UNSUPPORTED_ERRNOS = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+class ExchangeUnsupported(OSError):
+    """This platform or file system has no atomic exchange of two names."""
+
+
+class GuardTimeout(OSError):
+    """The directory guard was held by another process for longer than the bounded wait."""
+
+
+def _load_exchange() -> tuple[str, Any] | None:
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            return None
+        fn = getattr(libc, "renameat2", None)
+        if fn is not None:
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_uint]
+            fn.restype = ctypes.c_int
+            return ("renameat2", fn)
+        nr = _SYS_RENAMEAT2.get(platform.machine().lower())
+        if nr is None:
+            return None
+        sc = libc.syscall
+        sc.restype = ctypes.c_long
+        return ("syscall", (sc, nr))
+    if sys.platform == "darwin":
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        except OSError:
+            return None
+        fn = getattr(libc, "renamex_np", None)
+        if fn is None:
+            return None
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
+        fn.restype = ctypes.c_int
+        return ("renamex_np", fn)
+    return None
+
+
+_IMPL = _load_exchange()
+
+
+def exchange_available() -> bool:
+    """True when this platform has an atomic exchange primitive (it may still be refused by a
+    particular file system; :func:`exchange` then raises :class:`ExchangeUnsupported`)."""
+    return _IMPL is not None
+
+
+def exchange(a: str, b: str) -> None:
+    """Atomically swap the directory entries ``a`` and ``b`` (both must exist, same file
+    system). Neither name is ever missing. Symlinks are not followed (the entries are
+    swapped, whatever they are).
+
+    Raises:
+        ExchangeUnsupported: no exchange primitive here, or the file system refused it.
+        OSError: any other failure (``ENOENT`` when either name is missing, ...).
+    """
+    if _IMPL is None:
+        raise ExchangeUnsupported(errno.ENOTSUP, "no atomic exchange on this platform")
+    kind, impl = _IMPL
+    ba, bb = os.fsencode(a), os.fsencode(b)
+    if kind == "renameat2":
+        rc = impl(_AT_FDCWD, ba, _AT_FDCWD, bb, _RENAME_EXCHANGE)
+    elif kind == "syscall":
+        sc, nr = impl
+        rc = sc(ctypes.c_long(nr), ctypes.c_int(_AT_FDCWD), ctypes.c_char_p(ba),
+                ctypes.c_int(_AT_FDCWD), ctypes.c_char_p(bb), ctypes.c_uint(_RENAME_EXCHANGE))
+    else:
+        rc = impl(ba, bb, _RENAME_SWAP)
+    if rc != 0:
+        err = ctypes.get_errno()
+        if err in _UNSUPPORTED_ERRNOS:
+            raise ExchangeUnsupported(err, f"atomic exchange refused: {os.strerror(err)}", a)
+        raise OSError(err, os.strerror(err), a, None, b)
+
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows
+    _fcntl = None  # type: ignore[assignment]
+
+
+class DirGuard:
+    """Exclusive kernel lock (``flock``) on a directory, held as a context manager.
+
+    ``DirGuard(dirpath, timeout=GUARD_TIMEOUT)``; ``timeout`` in seconds. Waiting is a
+    non-blocking attempt followed by short sleeps growing from 0.2 ms to 5 ms (the guard is
+    only ever held for a few system calls), bounded by ``timeout``.
+
+    Raises (on enter):
+        GuardTimeout: another process held the guard for longer than ``timeout``.
+        OSError: the directory cannot be opened for another reason than "not supported".
+    ``held`` is False when the platform or file system cannot lock directories (the guard is
+    then a no-op and callers rely on exchange-and-verify alone).
+    """
+
+    def __init__(self, dirpath: str, timeout: float = GUARD_TIMEOUT) -> None:
+        self.dirpath = dirpath or "."
+        self.timeout = timeout
+        self.fd: int | None = None
+        self.held = False
+
+    def __enter__(self) -> DirGuard:
+        if _fcntl is None:
+            return self
+        try:
+            fd = os.open(self.dirpath, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                         | getattr(os, "O_CLOEXEC", 0))
+        except PermissionError:
+            return self  # unreadable directory: cannot guard, exchange-and-verify still holds
+        self.fd = fd
+        deadline = time.monotonic() + self.timeout
+        pause = 0.0002
+        while True:
+            try:
+                _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+                self.held = True
+                return self
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL,
+                                 errno.EBADF):
+                    return self
+                self._close()
+                raise
+            if time.monotonic() >= deadline:
+                self._close()
+                raise GuardTimeout(
+                    errno.ETIMEDOUT,
+                    f"another process has held the lock guard of this directory for more than "
+                    f"{self.timeout:g} s",
+                    self.dirpath,
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+
+    def _close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the last descriptor drops the flock
+            self.fd = None
+        self.held = False
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close()

@@ -1,0 +1,312 @@
+"""Private event-driven waiting for :mod:`core.lock` (DESIGN.md, "Lock operations", wait).
+Not a public API.
+
+A :class:`Waiter` wakes its caller when something may have changed for one lock path:
+
+- a directory event naming the lock (deleted, moved away or in, created, written), and
+- the exit of the holder process when it runs on this host (a SIGKILLed holder makes no file
+  event; a Lockwarden lock is stale as soon as its holder is dead).
+
+The caller also passes a timeout: the engine's slow poll (network file systems give no events,
+other tools' locks turn stale by age without an event) and the exact moment a TTL expires or
+``stale_after`` passes.
+
+Mechanisms, chosen so that one ``poll()`` call in the waiting thread sees everything:
+
+- Linux: a raw inotify descriptor on the lock's directory (via ctypes; no thread) and a
+  pidfd (``os.pidfd_open``), which becomes readable when the process exits.
+  Why inotify and not watchdog's ``Observer`` here: watchdog's inotify emitter holds every
+  ``IN_MOVED_FROM`` for up to 0.5 s to pair it with its ``IN_MOVED_TO`` and delivers nothing
+  else meanwhile, so any rename in the directory (our own reclaim exchange, a ``semats``
+  acquire) would delay the wake-up of a waiter by up to half a second; it also needs two
+  threads per watch. The waiter only needs "something happened to this name".
+- Elsewhere: watchdog's ``Observer`` (kqueue, FSEvents, ReadDirectoryChangesW; imported
+  lazily) and a helper thread around ``psutil.wait_procs``; both write a byte to a pipe that
+  the waiting thread polls.
+If neither event source can be set up (inotify watches exhausted, ...), the waiter still
+works: it simply sleeps until the caller's timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import select
+import struct
+import sys
+import threading
+from typing import Any
+
+_IN_MODIFY = 0x00000002
+_IN_ATTRIB = 0x00000004
+_IN_CLOSE_WRITE = 0x00000008
+_IN_MOVED_FROM = 0x00000040
+_IN_MOVED_TO = 0x00000080
+_IN_CREATE = 0x00000100
+_IN_DELETE = 0x00000200
+_IN_DELETE_SELF = 0x00000400
+_IN_MOVE_SELF = 0x00000800
+_IN_Q_OVERFLOW = 0x00004000
+_IN_IGNORED = 0x00008000
+_IN_ONLYDIR = 0x01000000
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_DIR_MASK = (
+    _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE
+    | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR
+)
+_ALWAYS = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF
+_EVENT_HEAD = struct.Struct("iIII")
+
+_libc: Any = None
+if sys.platform.startswith("linux"):
+    try:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.inotify_init1.argtypes = [ctypes.c_int]
+        _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        _libc = None
+
+
+def _inotify_watch(dirpath: str) -> int | None:
+    """An inotify descriptor watching ``dirpath``, or None when inotify is unavailable."""
+    if _libc is None:
+        return None
+    fd = _libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+    if fd < 0:
+        return None
+    wd = _libc.inotify_add_watch(fd, os.fsencode(dirpath), _DIR_MASK)
+    if wd < 0:
+        os.close(fd)
+        return None
+    return fd
+
+
+class Waiter:
+    """Wakes the waiting thread on events about one lock path (see module docstring).
+
+    Use as a context manager; call :meth:`watch_holder` with the holder's PID (on this host)
+    before each :meth:`wait`. Not thread-safe: one waiting thread per Waiter.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self.dirpath, self.name = os.path.split(self.path)
+        self._bname = os.fsencode(self.name)
+        self._inotify: int | None = None
+        self._pipe: tuple[int, int] | None = None
+        self._observer: Any = None
+        self._pid: int | None = None
+        self._pidfd: int | None = None
+        self._pid_thread_stop: threading.Event | None = None
+        self.holder_exited = False
+        """True once the watched holder PID was seen to exit (cleared by a new PID)."""
+        self.events = False
+        """True when a directory event source is active (else the caller should poll)."""
+
+    # -- set-up ---------------------------------------------------------------------------
+    def __enter__(self) -> Waiter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start watching the directory. Never raises: without an event source the waiter
+        only sleeps until the timeout (``events`` is then False)."""
+        self._inotify = _inotify_watch(self.dirpath)
+        if self._inotify is not None:
+            self.events = True
+            return
+        self._pipe = os.pipe()
+        os.set_blocking(self._pipe[0], False)
+        os.set_blocking(self._pipe[1], False)
+        try:
+            self._start_observer()
+            self.events = True
+        except Exception:  # inotify/kqueue limits, missing directory: degrade to polling
+            self._observer = None
+
+    def _start_observer(self) -> None:
+        from watchdog.events import (
+            FileClosedEvent,
+            FileCreatedEvent,
+            FileDeletedEvent,
+            FileModifiedEvent,
+            FileMovedEvent,
+            FileSystemEvent,
+            FileSystemEventHandler,
+        )
+        from watchdog.observers import Observer
+
+        target = self.path
+        poke = self._poke
+
+        class _Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                src = os.fsdecode(event.src_path)
+                dest = os.fsdecode(event.dest_path) if event.dest_path else ""
+                if target in (src, dest):
+                    poke()
+
+        observer = Observer()
+        observer.schedule(
+            _Handler(),
+            self.dirpath,
+            recursive=False,
+            event_filter=[FileDeletedEvent, FileMovedEvent, FileCreatedEvent,
+                          FileModifiedEvent, FileClosedEvent],
+        )
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+
+    def _poke(self) -> None:
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._pipe[1], b"x")
+
+    def close(self) -> None:
+        """Stop watching and release every descriptor and thread."""
+        self._forget_pid()
+        if self._observer is not None:
+            with contextlib.suppress(Exception):
+                self._observer.stop()
+            self._observer = None
+        if self._inotify is not None:
+            os.close(self._inotify)
+            self._inotify = None
+        if self._pipe is not None:
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
+
+    # -- holder process ---------------------------------------------------------------------
+    def _forget_pid(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._pid_thread_stop is not None:
+            self._pid_thread_stop.set()
+            self._pid_thread_stop = None
+        self._pid = None
+        self.holder_exited = False
+
+    def watch_holder(self, pid: int | None) -> None:
+        """Watch process ``pid`` (on this host) for exit; ``None`` stops watching.
+
+        Call it *before* re-checking that the lock still names a live ``pid``: a descriptor
+        opened first refers to that very process even if the PID is reused later."""
+        if pid == self._pid:
+            return
+        self._forget_pid()
+        if pid is None or pid <= 0:
+            return
+        self._pid = pid
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                self._pidfd = pidfd_open(pid)
+                return
+            except ProcessLookupError:
+                self.holder_exited = True
+                return
+            except OSError:
+                pass  # ENOSYS (old kernel, seccomp), EPERM: fall back to psutil
+        self._start_pid_thread(pid)
+
+    def _start_pid_thread(self, pid: int) -> None:
+        import psutil
+
+        try:
+            proc = psutil.Process(pid)
+        except psutil.Error:
+            self.holder_exited = True
+            return
+        if self._pipe is None:
+            self._pipe = os.pipe()
+            os.set_blocking(self._pipe[0], False)
+            os.set_blocking(self._pipe[1], False)
+        stop = threading.Event()
+        self._pid_thread_stop = stop
+        poke = self._poke
+
+        def run() -> None:
+            while not stop.is_set():
+                gone, _alive = psutil.wait_procs([proc], timeout=0.25)
+                if gone:
+                    if not stop.is_set():
+                        poke()
+                    return
+
+        threading.Thread(target=run, name="lockwarden-holder-watch", daemon=True).start()
+
+    # -- waiting ----------------------------------------------------------------------------
+    def wait(self, timeout: float | None) -> str:
+        """Block until an event about the lock, the holder's exit, or ``timeout`` seconds
+        (``None``: no limit). Returns ``"event"``, ``"exit"`` or ``"timeout"``."""
+        poller = select.poll()
+        if self._inotify is not None:
+            poller.register(self._inotify, select.POLLIN)
+        if self._pipe is not None:
+            poller.register(self._pipe[0], select.POLLIN)
+        if self._pidfd is not None and not self.holder_exited:
+            poller.register(self._pidfd, select.POLLIN)
+        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        try:
+            ready = poller.poll(ms)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            return "timeout"
+        result = "timeout"
+        for fd, _mask in ready:
+            if fd == self._pidfd:
+                self.holder_exited = True
+                result = "exit"
+            elif fd == self._inotify:
+                if self._drain_inotify() and result == "timeout":
+                    result = "event"
+            elif self._pipe is not None and fd == self._pipe[0]:
+                self._drain_pipe()
+                if self._pid_thread_stop is not None and self._pid is not None:
+                    self._check_pid_gone()
+                if result == "timeout":
+                    result = "event"
+        return result
+
+    def _check_pid_gone(self) -> None:
+        import psutil
+
+        if self._pid is not None and not psutil.pid_exists(self._pid):
+            self.holder_exited = True
+
+    def _drain_pipe(self) -> None:
+        assert self._pipe is not None
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._pipe[0], 4096):
+                pass
+
+    def _drain_inotify(self) -> bool:
+        """Read all pending inotify events; True when one names the lock (or may have)."""
+        assert self._inotify is not None
+        relevant = False
+        while True:
+            try:
+                buf = os.read(self._inotify, 65536)
+            except BlockingIOError:
+                return relevant
+            except OSError as exc:  # pragma: no cover
+                if exc.errno == errno.EINTR:
+                    continue
+                return True
+            if not buf:
+                return relevant
+            pos = 0
+            while pos + _EVENT_HEAD.size <= len(buf):
+                _wd, mask, _cookie, length = _EVENT_HEAD.unpack_from(buf, pos)
+                name = buf[pos + _EVENT_HEAD.size : pos + _EVENT_HEAD.size + length]
+                pos += _EVENT_HEAD.size + length
+                if mask & _ALWAYS or name.rstrip(b"\0") == self._bname:
+                    relevant = True
