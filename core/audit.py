@@ -72,6 +72,7 @@ __all__ = [
     "log_path_for",
     "read",
     "read_many",
+    "resolve_log_path",
     "set_via",
     "verify",
 ]
