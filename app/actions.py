@@ -1,0 +1,146 @@
+"""Lock operations of the GUI, all through the engine (:mod:`core`): acquire, release,
+reclaim, force release. Keeps the :class:`core.Lock` objects of the locks this app holds (the
+app's process is their holder; TTL locks refresh themselves with ``auto_refresh``).
+
+Every method returns normally or raises :class:`ActionError` with a message for people; the
+window shows it in a message box. Engine errors (:class:`core.errors.LockError`) and OS errors
+(permission denied, directory gone) never escape as tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from core.errors import LockError, LockHeld, LockLost, NotStale
+from core.record import LockStatus
+
+
+class ActionError(Exception):
+    """A lock operation failed; ``title`` and ``str(self)`` are shown to the user."""
+
+    def __init__(self, title: str, message: str) -> None:
+        self.title = title
+        super().__init__(message)
+
+
+def _explain(exc: BaseException, path: str) -> str:
+    if isinstance(exc, LockHeld):
+        return f"{path} is held by someone else.\n\n{exc}"
+    if isinstance(exc, LockLost):
+        return f"{path} is no longer ours: it was removed, reclaimed or replaced.\n\n{exc}"
+    if isinstance(exc, NotStale):
+        return f"{path} is not stale, so it was not reclaimed.\n\n{exc}"
+    if isinstance(exc, PermissionError):
+        return f"Permission denied for {path}.\n\n{exc.strerror or exc}"
+    if isinstance(exc, FileNotFoundError):
+        where = os.path.dirname(path) or path
+        return f"{where} does not exist (any more).\n\n{exc.strerror or exc}"
+    if isinstance(exc, OSError):
+        return f"{path}: {exc.strerror or exc}"
+    return str(exc)
+
+
+class LockActions(QObject):
+    """The app's lock operations.
+
+    Signals:
+        heldChanged(): the set of locks held by this app changed.
+        touched(str): an operation changed the lock at this path (re-inspect it).
+    """
+
+    heldChanged = Signal()
+    touched = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.held: dict[str, Any] = {}
+
+    def holds(self, path: str) -> bool:
+        """True when this app holds the lock at ``path`` (acquired or reclaimed here)."""
+        lock = self.held.get(path)
+        return lock is not None and bool(lock.is_held)
+
+    def acquire(
+        self, path: str, *, format: str = "sema", tag: str | None = None, ttl: float | None = None
+    ) -> Any:
+        """Acquire ``path`` without waiting, held by this process; a TTL lock refreshes itself
+        at 75% of the TTL. Returns the :class:`core.Lock`. Raises :class:`ActionError` when the
+        lock is held or the directory is not usable."""
+        import core
+
+        lock = core.Lock(path, tag=tag or None, ttl=ttl, format=format,
+                         auto_refresh=ttl is not None)
+        try:
+            lock.acquire(blocking=False)
+        except (LockError, OSError) as exc:
+            raise ActionError("Could not acquire the lock", _explain(exc, path)) from exc
+        self.held[path] = lock
+        self.heldChanged.emit()
+        self.touched.emit(path)
+        return lock
+
+    def release(self, path: str) -> None:
+        """Release a lock this app holds. Raises :class:`ActionError` when it is not ours or
+        was lost (the engine never deletes a successor's lock)."""
+        lock = self.held.get(path)
+        if lock is None:
+            raise ActionError("Not held by Lockwarden",
+                              f"{path} was not acquired by this Lockwarden; use Force release.")
+        try:
+            lock.release()
+        except (LockError, OSError) as exc:
+            self.held.pop(path, None)
+            self.heldChanged.emit()
+            self.touched.emit(path)
+            raise ActionError("Could not release the lock", _explain(exc, path)) from exc
+        self.held.pop(path, None)
+        self.heldChanged.emit()
+        self.touched.emit(path)
+
+    def reclaim(self, path: str, *, force: bool = False, reason: str | None = None,
+                status: LockStatus | None = None) -> Any:
+        """Break a stale lock and take it (this app becomes the holder). ``force`` breaks a
+        lock that is not stale (``reason`` goes to the audit entry). Uses the lock's own TTL
+        and format when ``status`` is given. Raises :class:`ActionError`."""
+        import core
+
+        ttl = status.record.ttl if status is not None and status.record is not None else None
+        stale_after = status.stale_after if status is not None else 3600.0
+        try:
+            lock = core.reclaim(path, force=force, reason=reason or None, ttl=ttl,
+                                stale_after=stale_after)
+        except (LockError, OSError) as exc:
+            self.touched.emit(path)
+            raise ActionError("Could not reclaim the lock", _explain(exc, path)) from exc
+        self.held[path] = lock
+        self.heldChanged.emit()
+        self.touched.emit(path)
+        return lock
+
+    def force_release(self, path: str, *, reason: str | None = None) -> LockStatus:
+        """Remove the lock whatever its state; the displaced holder and ``reason`` go to the
+        audit log. Returns the status of what was removed. Raises :class:`ActionError`."""
+        import core
+
+        try:
+            st: LockStatus = core.force_release(path, reason=reason or None)
+        except (LockError, OSError) as exc:
+            self.touched.emit(path)
+            raise ActionError("Could not force-release the lock", _explain(exc, path)) from exc
+        if self.held.pop(path, None) is not None:
+            self.heldChanged.emit()
+        self.touched.emit(path)
+        return st
+
+    def release_all(self) -> list[str]:
+        """Release every lock this app holds (on Quit); returns error messages, if any."""
+        errors: list[str] = []
+        for path in list(self.held):
+            try:
+                self.release(path)
+            except ActionError as exc:
+                errors.append(str(exc))
+        return errors

@@ -1,0 +1,146 @@
+"""Icons of the app: the tray's state icons (SVG from ``resources/icons/`` with a drawn
+fallback), the stale-count badge, and the small state dots used in the lock table.
+
+The SVG files are made by the packaging engineer; until they exist, or when the SVG image
+plugin is missing in a frozen build, the icons are drawn with QPainter so the app always shows
+something meaningful. Colours are chosen to read on light and dark panels alike.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPen, QPixmap
+
+from core.record import State
+
+#: Aggregate states of the tray icon, best to worst (DESIGN.md "GUI").
+TRAY_STATES: tuple[str, ...] = ("free", "held", "stale", "problem")
+
+#: Colour of each lock state, readable on light and dark backgrounds.
+STATE_COLORS: dict[str, str] = {
+    "free": "#2e9d4f",
+    State.FREE.value: "#2e9d4f",
+    State.HELD.value: "#2f7fd6",
+    State.STALE.value: "#e0822c",
+    State.EXPIRED.value: "#d4a417",
+    State.WRITING.value: "#8a8f98",
+    State.UNREADABLE.value: "#d23c3c",
+    "problem": "#d23c3c",
+}
+
+
+def resources_dir() -> Path:
+    """Directory of the bundled resources: ``sys._MEIPASS/resources`` in a PyInstaller build,
+    else ``<repo>/resources`` next to the ``app`` package."""
+    frozen = getattr(sys, "_MEIPASS", None)
+    if frozen:
+        return Path(frozen) / "resources"
+    return Path(__file__).resolve().parent.parent / "resources"
+
+
+def _svg_icon(name: str) -> QIcon | None:
+    path = resources_dir() / "icons" / name
+    if not path.is_file():
+        return None
+    icon = QIcon(str(path))
+    if icon.isNull() or icon.pixmap(32, 32).isNull():
+        return None
+    return icon
+
+
+def _drawn_lock(color: str, size: int = 64) -> QPixmap:
+    """A padlock drawn with QPainter in ``color`` (fallback when no SVG is available)."""
+    pm = QPixmap(size, size)
+    pm.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pm)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    s = size / 64.0
+    outline = QPen(QColor("#1d1f21"), 3 * s)
+    shackle = QPen(QColor(color).darker(130), 7 * s)
+    shackle.setCapStyle(Qt.PenCapStyle.RoundCap)
+    p.setPen(shackle)
+    p.setBrush(Qt.BrushStyle.NoBrush)
+    p.drawArc(QRectF(18 * s, 6 * s, 28 * s, 32 * s), 0, 180 * 16)
+    p.drawLine(int(18 * s), int(22 * s), int(18 * s), int(30 * s))
+    p.drawLine(int(46 * s), int(22 * s), int(46 * s), int(30 * s))
+    p.setPen(outline)
+    p.setBrush(QBrush(QColor(color)))
+    p.drawRoundedRect(QRectF(10 * s, 28 * s, 44 * s, 32 * s), 6 * s, 6 * s)
+    p.end()
+    return pm
+
+
+@cache
+def app_icon() -> QIcon:
+    """The application icon (``resources/icons/lockwarden.svg`` or a drawn padlock)."""
+    icon = _svg_icon("lockwarden.svg")
+    return icon if icon is not None else QIcon(_drawn_lock(STATE_COLORS[State.HELD.value]))
+
+
+@cache
+def _tray_base(state: str, size: int) -> QPixmap:
+    icon = _svg_icon(f"tray-{state}.svg")
+    if icon is not None:
+        pm = icon.pixmap(size, size)
+        if not pm.isNull():
+            if pm.width() != size:
+                pm = pm.scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio,
+                               Qt.TransformationMode.SmoothTransformation)
+            return pm
+    return _drawn_lock(STATE_COLORS.get(state, STATE_COLORS["problem"]), size)
+
+
+def tray_pixmap(state: str, badge: int = 0, size: int = 64) -> QPixmap:
+    """Tray icon for an aggregate ``state`` (one of :data:`TRAY_STATES`) with a red count
+    ``badge`` (stale + expired locks) in the lower right corner when ``badge > 0``; counts
+    above 99 show as "99+". ``size`` is the pixmap edge in pixels."""
+    pm = QPixmap(_tray_base(state, size))
+    if badge <= 0:
+        return pm
+    text = str(badge) if badge < 100 else "99+"
+    p = QPainter(pm)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    d = size * (0.56 if len(text) < 3 else 0.7)
+    rect = QRectF(size - d, size - size * 0.56, d, size * 0.56)
+    p.setPen(QPen(QColor("#ffffff"), max(1.0, size / 32)))
+    p.setBrush(QColor("#c62828"))
+    p.drawRoundedRect(rect, rect.height() / 2, rect.height() / 2)
+    font = QFont()
+    font.setBold(True)
+    font.setPixelSize(int(size * (0.42 if len(text) == 1 else 0.34)))
+    p.setFont(font)
+    p.setPen(QColor("#ffffff"))
+    p.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), text)
+    p.end()
+    return pm
+
+
+def tray_icon(state: str, badge: int = 0) -> QIcon:
+    """:func:`tray_pixmap` at 16..64 px as one QIcon."""
+    icon = QIcon()
+    for size in (16, 22, 24, 32, 48, 64):
+        icon.addPixmap(tray_pixmap(state, badge, size))
+    return icon
+
+
+@cache
+def state_icon(state: str) -> QIcon:
+    """A filled dot in the state's colour for the table's state column (14 and 28 px)."""
+    icon = QIcon()
+    for size in (14, 28):
+        pm = QPixmap(size, size)
+        pm.fill(Qt.GlobalColor.transparent)
+        p = QPainter(pm)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        color = QColor(STATE_COLORS.get(state, STATE_COLORS["problem"]))
+        p.setPen(QPen(color.darker(140), max(1.0, size / 14)))
+        p.setBrush(color)
+        m = size * 0.12
+        p.drawEllipse(QRectF(m, m, size - 2 * m, size - 2 * m))
+        p.end()
+        icon.addPixmap(pm)
+    return icon

@@ -1,0 +1,143 @@
+"""Bridge between :class:`core.watch.Watcher` (its own threads) and the GUI thread.
+
+The watcher calls ``on_change``/``on_dirs`` from its threads. Those callbacks only append to a
+locked buffer and emit a Qt signal of :class:`Inventory`, a QObject living in the GUI thread;
+Qt queues the signal to the GUI thread, where :meth:`Inventory._drain` merges everything that
+arrived meanwhile (latest status per path wins) and hands one batch to the model. A burst of
+1,000 changes thus costs one model update per event-loop turn, not 1,000 (the coalescing idea
+of qutebrowser's ``misc/throttle.py``). ``QTimer.singleShot`` is never used from the watcher
+thread: it would silently never fire (DESIGN.md "Watching").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from core.record import LockStatus, State
+
+Update = tuple[str, LockStatus | None]
+
+
+class Inventory(QObject):
+    """Owns the watcher and delivers its results in the GUI thread.
+
+    Signals (all emitted in the GUI thread):
+        updated(list[tuple[str, LockStatus | None]]): merged lock updates, ``None`` = gone.
+        dirsChanged(list[core.watch.DirStatus]): watched directories and their mode.
+
+    ``_wake`` is the cross-thread signal: emitted from any thread, delivered queued.
+    """
+
+    updated = Signal(object)
+    dirsChanged = Signal(object)
+    _wake = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._lock = threading.Lock()
+        self._pending: dict[str, LockStatus | None] = {}
+        self._pending_dirs: list[Any] | None = None
+        self._signalled = False
+        self._watcher: Any = None
+        self.dirs: list[Any] = []
+        self._wake.connect(self._drain)
+
+    # -- called from any thread ---------------------------------------------------------------
+
+    def push(self, updates: Iterable[Update]) -> None:
+        """Queue lock updates from any thread (the watcher's callback path)."""
+        with self._lock:
+            for path, st in updates:
+                self._pending[path] = st
+            signal = not self._signalled
+            self._signalled = True
+        if signal:
+            self._wake.emit()
+
+    def push_changeset(self, changes: Any) -> None:
+        """``on_change`` callback for :class:`core.watch.Watcher`: queue a ``ChangeSet``."""
+        ups: list[Update] = [(s.path, None) for s in changes.removed]
+        ups += [(s.path, s) for s in changes.added]
+        ups += [(s.path, s) for s in changes.changed]
+        self.push(ups)
+
+    def push_dirs(self, dirs: list[Any]) -> None:
+        """``on_dirs`` callback for :class:`core.watch.Watcher`: queue directory statuses."""
+        with self._lock:
+            self._pending_dirs = list(dirs)
+            signal = not self._signalled
+            self._signalled = True
+        if signal:
+            self._wake.emit()
+
+    # -- GUI thread ---------------------------------------------------------------------------
+
+    @Slot()
+    def _drain(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            dirs, self._pending_dirs = self._pending_dirs, None
+            self._signalled = False
+        if dirs is not None:
+            self.dirs = dirs
+            self.dirsChanged.emit(dirs)
+        if pending:
+            self.updated.emit(list(pending.items()))
+
+    def flush(self) -> None:
+        """Deliver whatever is queued now (GUI thread; used after an action and in tests)."""
+        self._drain()
+
+    def start(self, specs: list[Any]) -> None:
+        """Start a :class:`core.watch.Watcher` on ``specs`` (list of ``WatchSpec``).
+
+        The initial scan runs in the watcher's threads; its result arrives through
+        :attr:`updated`. Raises whatever ``Watcher.start`` raises (never for a missing
+        directory: that is reported as a ``DirStatus`` with mode ``missing``)."""
+        import importlib
+
+        watch = importlib.import_module("core.watch")
+        self.close()
+        self._watcher = watch.Watcher(specs, self.push_changeset, on_dirs=self.push_dirs)
+        self._watcher.start()
+        snap = self._watcher.snapshot()
+        if snap:
+            self.push((s.path, s) for s in snap)
+        self.push_dirs(self._watcher.dir_status())
+
+    @property
+    def watcher(self) -> Any:
+        """The running :class:`core.watch.Watcher`, or ``None``."""
+        return self._watcher
+
+    def set_specs(self, specs: list[Any]) -> None:
+        """Change the watched directories without restart (``Watcher.set_specs``)."""
+        if self._watcher is None:
+            self.start(specs)
+            return
+        self._watcher.set_specs(specs)
+        self.push_dirs(self._watcher.dir_status())
+
+    def rescan(self) -> None:
+        """Ask the watcher for a full rescan (results arrive via :attr:`updated`)."""
+        if self._watcher is not None:
+            threading.Thread(target=self._watcher.rescan, name="lockwarden-rescan",
+                             daemon=True).start()
+
+    def refresh_path(self, path: str) -> None:
+        """Re-inspect one lock path at once (after an action of ours) and queue the result;
+        the watcher's own event for the same change is then a no-op in the model."""
+        import core
+
+        st: LockStatus = core.inspect(path)
+        self.push([(path, None if st.state is State.FREE else st)])
+
+    def close(self) -> None:
+        """Stop the watcher (<= 1 s)."""
+        w, self._watcher = self._watcher, None
+        if w is not None:
+            w.close()

@@ -1,0 +1,108 @@
+"""Entry point of the desktop app: ``lockwarden-gui``, ``lockwarden gui``, ``python -m app``.
+
+Flags: ``--config PATH`` (TOML configuration, default ``core.config.default_config_path()``),
+``--demo`` (watch a temporary directory where helper processes show every lock state; cleaned
+up on quit), ``--minimized`` (start in the tray without the window). A second launch for the
+same user and configuration raises the first instance's window and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+_T0 = time.monotonic()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser of the GUI."""
+    p = argparse.ArgumentParser(prog="lockwarden-gui",
+                                description="Lockwarden: watch lock files and who holds them.")
+    p.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    p.add_argument("--demo", action="store_true",
+                   help="watch a temporary directory where demo processes take locks")
+    p.add_argument("--minimized", action="store_true", help="start in the tray, no window")
+    p.add_argument("--demo-helper", nargs=2, metavar=("ROLE", "DIR"), help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the app; returns the exit status (0 also when another instance was raised)."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.demo_helper:
+        from app.demo import helper_main
+
+        return helper_main(args.demo_helper[0], args.demo_helper[1])
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.icons import app_icon
+    from app.single import SingleInstance, server_name
+    from core import config as cfgmod
+
+    existing = QApplication.instance()
+    qapp = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0]])
+    qapp.setApplicationName("Lockwarden")
+    qapp.setOrganizationName("Lockwarden")
+    qapp.setDesktopFileName("lockwarden")
+    qapp.setWindowIcon(app_icon())
+
+    config_path = os.path.abspath(args.config) if args.config else cfgmod.default_config_path()
+    guard = SingleInstance(server_name("demo" if args.demo else config_path))
+    if not guard.acquire():
+        print("Lockwarden is already running; raised its window.", flush=True)
+        return 0
+
+    demo = None
+    if args.demo:
+        from app.demo import Demo
+
+        demo = Demo()
+        demo.start()
+        config_path = demo.config_path
+
+    from app.application import LockwardenApp
+
+    lw = LockwardenApp(qapp, config_path=config_path, demo=demo)
+    guard.activated.connect(lw.show_window)
+    lw.start(show_window=not (args.minimized or lw.config.ui.start_minimized))
+
+    def on_signal(_sig: int, _frame: object) -> None:
+        lw.finish_quit(release=True)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    # let Python run its signal handlers while Qt's loop is in C++
+    pulse = QTimer()
+    pulse.start(300)
+    pulse.timeout.connect(lambda: None)
+
+    report = os.environ.get("LOCKWARDEN_STARTUP_REPORT")
+    if report and lw.tray is not None:
+        tray = lw.tray
+
+        def check() -> None:
+            if tray.icon.isVisible() and tray.icon.geometry().isValid():
+                with open(report, "w", encoding="utf-8") as f:
+                    f.write(f"{time.time():.3f} {time.monotonic() - _T0:.3f}\n")
+            else:
+                QTimer.singleShot(10, check)
+
+        QTimer.singleShot(0, check)
+
+    try:
+        rc = qapp.exec()
+    finally:
+        if not lw.quitting:
+            lw.finish_quit(release=True)
+        guard.close()
+    return int(rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

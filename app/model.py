@@ -1,0 +1,521 @@
+"""The lock inventory as a Qt table: :class:`LockTableModel` (one row per lock path, updated
+in place) and :class:`LockFilterProxy` (sorting by real types, filter box, quick filters).
+
+Rules (DESIGN.md "GUI", issue 5 "Main window"):
+
+- Rows are keyed by lock path. Updates change rows in place and emit ``dataChanged`` only for
+  the cells whose content changed; added/removed locks insert/remove rows. The model is never
+  reset after the first fill.
+- Ages and expiry countdowns tick once a second: a timer emits ``dataChanged`` for the age and
+  expires columns only.
+- :data:`SORT_ROLE` gives each cell a sort key of a real type (ages and countdowns as float
+  seconds, PIDs as ints), so the proxy sorts durations as durations and stays in C++.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    QTimer,
+    Signal,
+)
+
+from app.icons import state_icon
+from core.record import LockStatus, State
+
+ModelIndex = QModelIndex | QPersistentModelIndex
+
+
+class Col(enum.IntEnum):
+    """Columns of the lock table, in display order."""
+
+    STATE = 0
+    LOCK = 1
+    DIRECTORY = 2
+    FORMAT = 3
+    HOLDER = 4
+    PID = 5
+    LIVENESS = 6
+    AGE = 7
+    EXPIRES = 8
+    TAG = 9
+
+
+HEADERS: dict[Col, str] = {
+    Col.STATE: "State",
+    Col.LOCK: "Lock",
+    Col.DIRECTORY: "Directory",
+    Col.FORMAT: "Format",
+    Col.HOLDER: "Holder",
+    Col.PID: "PID",
+    Col.LIVENESS: "Liveness",
+    Col.AGE: "Age",
+    Col.EXPIRES: "Expires",
+    Col.TAG: "Tag",
+}
+
+STATUS_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+"""Role returning the row's :class:`~core.record.LockStatus` (any column)."""
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
+"""Role returning the cell's sort key: ``str`` (lower case), ``int`` or ``float`` seconds."""
+
+#: Order of states when sorting by the state column: the ones needing attention first.
+STATE_ORDER: dict[State, int] = {
+    State.STALE: 0,
+    State.EXPIRED: 1,
+    State.UNREADABLE: 2,
+    State.WRITING: 3,
+    State.HELD: 4,
+    State.FREE: 5,
+}
+
+_MISSING = -1.0  # sort key of an absent age / pid (sorts first ascending)
+_NO_EXPIRY = 1e15  # sort key of "never expires" (sorts last ascending)
+
+Update = tuple[str, LockStatus | None]
+"""One update: (lock path, new status or ``None`` when the lock disappeared)."""
+
+
+def human_duration(seconds: float) -> str:
+    """Duration in words via :func:`core.policy.human_duration` ("3m 12s", "2h 0m")."""
+    from core.policy import human_duration as _hd
+
+    return _hd(float(int(max(0.0, seconds))))
+
+
+def is_attention(state: State) -> bool:
+    """True for the states the tray counts as "stale or expired"."""
+    return state in (State.STALE, State.EXPIRED)
+
+
+class LockTableModel(QAbstractTableModel):
+    """Lock inventory rows keyed by lock path.
+
+    Args:
+        parent: Qt parent.
+        my_pid: PID whose locks are "held by me" (default: this process, os.getpid()).
+        my_host: host name for "held by me" (default: :func:`core.liveness.hostname`).
+        clock: returns "now" as an aware UTC datetime (tests pass a fixed clock).
+        tick_ms: age refresh period in milliseconds (1000; 0 disables the timer).
+
+    Signals:
+        transitions(list[tuple[LockStatus | None, LockStatus | None]]): after each applied
+            batch, (old, new) per path whose state changed, ``None`` for absent (used by the
+            tray for notifications).
+        countsChanged(): the per-state counts may have changed.
+    """
+
+    transitions = Signal(object)
+    countsChanged = Signal()
+
+    def __init__(
+        self,
+        parent: Any = None,
+        *,
+        my_pid: int | None = None,
+        my_host: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        tick_ms: int = 1000,
+    ) -> None:
+        super().__init__(parent)
+        self._rows: list[LockStatus] = []
+        self._keys: list[tuple[Any, ...]] = []
+        self._search: list[str | None] = []
+        self._index: dict[str, int] = {}
+        self._filled = False
+        self.my_pid = os.getpid() if my_pid is None else my_pid
+        if my_host is None:
+            from core.liveness import hostname
+
+            my_host = hostname()
+        self.my_host = my_host
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._now = self._clock()
+        self._timer = QTimer(self)
+        self._timer.setInterval(tick_ms if tick_ms > 0 else 1000)
+        self._timer.timeout.connect(self.tick)
+        if tick_ms > 0:
+            self._timer.start()
+
+    # -- Qt model API -------------------------------------------------------------------------
+
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008
+        """Number of locks (0 under a valid parent: this is a flat table)."""
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008
+        """Number of columns (:class:`Col`)."""
+        return 0 if parent.isValid() else len(Col)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        """Column titles (horizontal) and row numbers (vertical)."""
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        if orientation == Qt.Orientation.Horizontal:
+            return HEADERS[Col(section)] if 0 <= section < len(Col) else None
+        return section + 1
+
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        """Display text, state icon, tooltip (reasons), :data:`STATUS_ROLE`, :data:`SORT_ROLE`
+        and alignment of one cell; ``None`` for anything else."""
+        if not index.isValid():
+            return None
+        row, col = index.row(), index.column()
+        if row >= len(self._rows) or col >= len(Col):
+            return None
+        st = self._rows[row]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(st, Col(col))
+        if role == SORT_ROLE:
+            return self._sort_key(st, Col(col))
+        if role == STATUS_ROLE:
+            return st
+        if role == Qt.ItemDataRole.DecorationRole and col == Col.STATE:
+            return state_icon(st.state.value)
+        if role == Qt.ItemDataRole.ToolTipRole and col in (Col.STATE, Col.LOCK):
+            lines = [st.path, *st.reasons]
+            if st.error and st.error not in st.reasons:
+                lines.append(st.error)
+            return "\n".join(lines)
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (Col.PID, Col.AGE, Col.EXPIRES):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    # -- cell contents ------------------------------------------------------------------------
+
+    @staticmethod
+    def _base_time(st: LockStatus) -> float | None:
+        """Unix time the age counts from: acquired_at, else the file's mtime."""
+        rec = st.record
+        if rec is not None and rec.acquired_at is not None:
+            return rec.acquired_at.timestamp()
+        if st.file is not None:
+            return st.file.mtime_ns / 1e9
+        return None
+
+    @staticmethod
+    def _expiry(st: LockStatus) -> float | None:
+        rec = st.record
+        exp = rec.effective_expiry() if rec is not None else None
+        return exp.timestamp() if exp is not None else None
+
+    def age_seconds(self, st: LockStatus) -> float | None:
+        """Age of the lock at the model's current tick, in seconds, or ``None``."""
+        base = self._base_time(st)
+        return None if base is None else max(0.0, self._now.timestamp() - base)
+
+    def expires_in(self, st: LockStatus) -> float | None:
+        """Seconds until expiry (negative once expired) at the current tick, or ``None``."""
+        exp = self._expiry(st)
+        return None if exp is None else exp - self._now.timestamp()
+
+    @staticmethod
+    def holder_text(st: LockStatus) -> str:
+        """Holder column text: the record's owner, else ``pid N@host`` style, else empty."""
+        rec = st.record
+        if rec is None:
+            return ""
+        if rec.holder:
+            return rec.holder
+        if rec.host:
+            return rec.host
+        return ""
+
+    def _display(self, st: LockStatus, col: Col) -> str:
+        rec = st.record
+        if col == Col.STATE:
+            return st.state.value
+        if col == Col.LOCK:
+            return os.path.basename(st.path)
+        if col == Col.DIRECTORY:
+            return os.path.dirname(st.path)
+        if col == Col.FORMAT:
+            return rec.format if rec else ""
+        if col == Col.HOLDER:
+            return self.holder_text(st)
+        if col == Col.PID:
+            return str(rec.pid) if rec and rec.pid is not None else ""
+        if col == Col.LIVENESS:
+            return st.liveness.value if rec else ""
+        if col == Col.AGE:
+            age = self.age_seconds(st)
+            return "" if age is None else human_duration(age)
+        if col == Col.EXPIRES:
+            left = self.expires_in(st)
+            if left is None:
+                return ""
+            if left >= 0:
+                return "in " + human_duration(left)
+            return human_duration(-left) + " ago"
+        if col == Col.TAG:
+            return rec.tag or "" if rec else ""
+        return ""
+
+    def _sort_key(self, st: LockStatus, col: Col) -> Any:
+        rec = st.record
+        if col == Col.STATE:
+            return STATE_ORDER.get(st.state, 9)
+        if col == Col.PID:
+            return rec.pid if rec and rec.pid is not None else -1
+        if col == Col.AGE:
+            age = self.age_seconds(st)
+            return _MISSING if age is None else age
+        if col == Col.EXPIRES:
+            left = self.expires_in(st)
+            return _NO_EXPIRY if left is None else left
+        return self._display(st, col).lower()
+
+    def _cell_keys(self, st: LockStatus) -> tuple[Any, ...]:
+        """Per-column identity of the cells' content, independent of the clock."""
+        rec = st.record
+        return (
+            (st.state, st.error),
+            (st.path, tuple(st.reasons)),
+            st.path,
+            rec.format if rec else None,
+            self.holder_text(st),
+            rec.pid if rec else None,
+            st.liveness if rec else None,
+            self._base_time(st),
+            self._expiry(st),
+            rec.tag if rec else None,
+        )
+
+    # -- updates ------------------------------------------------------------------------------
+
+    def apply(self, updates: Iterable[Update]) -> None:
+        """Apply a batch of updates in order: a status for a new path inserts a row, for a
+        known path changes that row in place (``dataChanged`` on the changed cells only); a
+        ``None`` status or a ``free`` one removes the row. Emits :attr:`transitions` and
+        :attr:`countsChanged` once per batch."""
+        final: dict[str, LockStatus | None] = {}
+        for path, st in updates:
+            final[path] = None if st is None or st.state is State.FREE else st
+        if not final:
+            return
+        trans: list[tuple[LockStatus | None, LockStatus | None]] = []
+        removed: list[int] = []
+        added: list[LockStatus] = []
+        for path, st in final.items():
+            row = self._index.get(path)
+            if row is None:
+                if st is not None:
+                    added.append(st)
+                    trans.append((None, st))
+                continue
+            old = self._rows[row]
+            if st is None:
+                removed.append(row)
+                trans.append((old, None))
+                continue
+            if old.state is not st.state:
+                trans.append((old, st))
+            self._change_row(row, st)
+        if removed:
+            self._remove_rows(removed)
+        if added:
+            self._insert_rows(added)
+        self._filled = True
+        if trans:
+            self.transitions.emit(trans)
+        if removed or added or trans:
+            self.countsChanged.emit()
+
+    def apply_changeset(self, changes: Any) -> None:
+        """Apply a :class:`core.watch.ChangeSet` (``added``, ``changed``, ``removed`` lists of
+        :class:`LockStatus`)."""
+        ups: list[Update] = [(s.path, None) for s in changes.removed]
+        ups += [(s.path, s) for s in changes.added]
+        ups += [(s.path, s) for s in changes.changed]
+        self.apply(ups)
+
+    def sync(self, statuses: Iterable[LockStatus]) -> None:
+        """Make the rows equal to ``statuses`` (a full snapshot) without a reset: paths not in
+        the snapshot are removed, others inserted or changed in place. The first fill of an
+        empty model uses a single insert."""
+        new = {s.path: s for s in statuses}
+        ups: list[Update] = [(p, None) for p in self._index if p not in new]
+        ups += list(new.items())
+        self.apply(ups)
+
+    def _change_row(self, row: int, st: LockStatus) -> None:
+        keys = self._cell_keys(st)
+        old_keys = self._keys[row]
+        self._rows[row] = st
+        if keys == old_keys:
+            return
+        self._keys[row] = keys
+        self._search[row] = None
+        changed = [c for c in range(len(keys)) if keys[c] != old_keys[c]]
+        # one signal per run of adjacent changed columns
+        start = prev = changed[0]
+        for c in [*changed[1:], -2]:
+            if c != prev + 1:
+                self.dataChanged.emit(self.index(row, start), self.index(row, prev))
+                start = c
+            prev = c
+
+    def _insert_rows(self, statuses: list[LockStatus]) -> None:
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(statuses) - 1)
+        for i, st in enumerate(statuses):
+            self._rows.append(st)
+            self._keys.append(self._cell_keys(st))
+            self._search.append(None)
+            self._index[st.path] = first + i
+        self.endInsertRows()
+
+    def _remove_rows(self, rows: list[int]) -> None:
+        rows = sorted(set(rows), reverse=True)
+        # group into contiguous runs, highest first, so earlier row numbers stay valid
+        runs: list[tuple[int, int]] = []
+        for r in rows:
+            if runs and runs[-1][0] == r + 1:
+                runs[-1] = (r, runs[-1][1])
+            else:
+                runs.append((r, r))
+        for first, last in runs:
+            self.beginRemoveRows(QModelIndex(), first, last)
+            del self._rows[first : last + 1]
+            del self._keys[first : last + 1]
+            del self._search[first : last + 1]
+            self.endRemoveRows()
+        self._index = {st.path: i for i, st in enumerate(self._rows)}
+
+    def tick(self) -> None:
+        """Advance the clock and emit ``dataChanged`` for the age and expires columns."""
+        self._now = self._clock()
+        if self._rows:
+            self.dataChanged.emit(
+                self.index(0, Col.AGE),
+                self.index(len(self._rows) - 1, Col.EXPIRES),
+                [Qt.ItemDataRole.DisplayRole, SORT_ROLE],
+            )
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> datetime:
+        """The model's clock at the last tick (aware UTC)."""
+        return self._now
+
+    def status(self, row: int) -> LockStatus:
+        """Status of source row ``row``."""
+        return self._rows[row]
+
+    def row_of(self, path: str) -> int | None:
+        """Source row of ``path``, or ``None``."""
+        return self._index.get(path)
+
+    def status_of(self, path: str) -> LockStatus | None:
+        """Status of ``path``, or ``None`` when the path is not in the table."""
+        row = self._index.get(path)
+        return None if row is None else self._rows[row]
+
+    def statuses(self) -> list[LockStatus]:
+        """All statuses in source row order (a copy)."""
+        return list(self._rows)
+
+    def counts(self) -> Counter[State]:
+        """Number of locks per state."""
+        return Counter(st.state for st in self._rows)
+
+    def is_mine(self, st: LockStatus) -> bool:
+        """True when the lock's record names this app's PID on this host ("held by me")."""
+        rec = st.record
+        if rec is None or rec.pid != self.my_pid:
+            return False
+        return rec.host is None or rec.host == self.my_host
+
+    def search_text(self, row: int) -> str:
+        """Lower-case text of every column of ``row`` plus its path and reasons (cached)."""
+        text = self._search[row]
+        if text is None:
+            st = self._rows[row]
+            parts = [self._display(st, c) for c in Col if c not in (Col.AGE, Col.EXPIRES)]
+            parts.append(st.path)
+            parts.extend(st.reasons)
+            text = "\x1f".join(parts).lower()
+            self._search[row] = text
+        return text
+
+
+class LockFilterProxy(QSortFilterProxyModel):
+    """Sort/filter proxy over :class:`LockTableModel`.
+
+    Sorting uses :data:`SORT_ROLE` (real types, evaluated in C++). Filtering: the filter box
+    text (case-insensitive substring, every word must match some column), "stale only"
+    (state stale or expired) and "held by me" (:meth:`LockTableModel.is_mine`).
+    """
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+        self.setDynamicSortFilter(True)
+        self._words: list[str] = []
+        self._stale_only = False
+        self._mine_only = False
+
+    def _refilter(self, change: Callable[[], None]) -> None:
+        self.beginFilterChange()
+        change()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def set_text(self, text: str) -> None:
+        """Filter box text; empty shows everything."""
+        words = text.lower().split()
+        if words != self._words:
+            self._refilter(lambda: setattr(self, "_words", words))
+
+    def set_stale_only(self, on: bool) -> None:
+        """Quick filter: only stale and expired locks."""
+        if on != self._stale_only:
+            self._refilter(lambda: setattr(self, "_stale_only", on))
+
+    def set_held_by_me(self, on: bool) -> None:
+        """Quick filter: only locks held by this app's process."""
+        if on != self._mine_only:
+            self._refilter(lambda: setattr(self, "_mine_only", on))
+
+    @property
+    def active(self) -> bool:
+        """True when any filter is on."""
+        return bool(self._words or self._stale_only or self._mine_only)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: ModelIndex) -> bool:
+        """Row passes the text and quick filters."""
+        if not (self._words or self._stale_only or self._mine_only):
+            return True
+        model = self.sourceModel()
+        if not isinstance(model, LockTableModel):
+            return True
+        st = model.status(source_row)
+        if self._stale_only and not is_attention(st.state):
+            return False
+        if self._mine_only and not model.is_mine(st):
+            return False
+        if self._words:
+            text = model.search_text(source_row)
+            return all(w in text for w in self._words)
+        return True
+
+    def status_at(self, row: int) -> LockStatus | None:
+        """Status of proxy row ``row`` or ``None``."""
+        idx = self.index(row, 0)
+        if not idx.isValid():
+            return None
+        value = self.data(idx, STATUS_ROLE)
+        return value if isinstance(value, LockStatus) else None

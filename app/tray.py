@@ -1,0 +1,209 @@
+"""The tray icon: aggregate state with a stale-count badge, tooltip with counts, menu of held
+and stale locks with their actions, notifications (issue 5 "Tray").
+
+Aggregate state, worst first: ``problem`` (a watched directory missing or failing, or an
+unreadable lock), ``stale`` (any stale or expired lock), ``held``, ``free``. The badge counts
+stale + expired locks whatever the icon.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from app.icons import app_icon, state_icon, tray_icon
+from app.model import is_attention
+from core.record import LockStatus, State
+
+if TYPE_CHECKING:
+    from app.application import LockwardenApp
+
+MENU_LIMIT = 15
+"""Locks listed in the tray menu before "N more…"."""
+
+
+def aggregate(counts: dict[State, int], dirs: list[Any]) -> str:
+    """Aggregate tray state from per-state counts and ``DirStatus`` list (see module doc)."""
+    if any(getattr(d, "mode", "") in ("missing", "error") for d in dirs) or \
+            counts.get(State.UNREADABLE, 0):
+        return "problem"
+    if counts.get(State.STALE, 0) or counts.get(State.EXPIRED, 0):
+        return "stale"
+    if counts.get(State.HELD, 0) or counts.get(State.WRITING, 0):
+        return "held"
+    return "free"
+
+
+class TrayController(QObject):
+    """Owns the :class:`QSystemTrayIcon` and its menu."""
+
+    def __init__(self, ctx: LockwardenApp) -> None:
+        super().__init__(ctx)
+        self.ctx = ctx
+        self.icon = QSystemTrayIcon(app_icon(), self)
+        self.menu = QMenu()
+        self.menu.aboutToShow.connect(self.rebuild_menu)
+        self.icon.setContextMenu(self.menu)
+        self.icon.activated.connect(self._activated)
+        self.state = ""
+        self.badge = -1
+        self.paused = False
+        self._notified: dict[str, State] = {}
+        self.messages: list[tuple[str, str]] = []
+        self._refresh = QTimer(self)
+        self._refresh.setSingleShot(True)
+        self._refresh.setInterval(250)
+        self._refresh.timeout.connect(self.refresh)
+        ctx.model.countsChanged.connect(self._refresh.start)
+        ctx.inventory.dirsChanged.connect(lambda _d: self._refresh.start())
+        ctx.model.transitions.connect(self._transitions)
+        self.act_pause = QAction("Pause notifications", self)
+        self.act_pause.setCheckable(True)
+        self.act_pause.toggled.connect(self._set_paused)
+        self.refresh()
+        self.rebuild_menu()
+
+    def show(self) -> None:
+        """Show the icon."""
+        self.icon.show()
+
+    def hide(self) -> None:
+        """Hide the icon."""
+        self.icon.hide()
+
+    def _set_paused(self, on: bool) -> None:
+        self.paused = on
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason in (QSystemTrayIcon.ActivationReason.Trigger,
+                      QSystemTrayIcon.ActivationReason.DoubleClick):
+            self.ctx.show_window()
+
+    # -- icon and tooltip ---------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Update icon, badge and tooltip from the model's counts and the directories."""
+        counts = self.ctx.model.counts()
+        state = aggregate(counts, self.ctx.inventory.dirs)
+        badge = counts[State.STALE] + counts[State.EXPIRED]
+        if (state, badge) != (self.state, self.badge):
+            self.state, self.badge = state, badge
+            self.icon.setIcon(tray_icon(state, badge))
+        parts = [f"{counts[s]} {s.value}" for s in
+                 (State.HELD, State.STALE, State.EXPIRED, State.WRITING, State.UNREADABLE)
+                 if counts[s]]
+        problems = [d for d in self.ctx.inventory.dirs
+                    if getattr(d, "mode", "") in ("missing", "error")]
+        lines = ["Lockwarden", ", ".join(parts) if parts else "no locks held"]
+        lines += [f"{d.path}: {d.mode}" for d in problems]
+        self.icon.setToolTip("\n".join(lines))
+
+    # -- menu ---------------------------------------------------------------------------------
+
+    def menu_locks(self) -> list[LockStatus]:
+        """Locks listed in the menu: stale/expired first, then held, newest first within."""
+        sts = [s for s in self.ctx.model.statuses()
+               if is_attention(s.state) or s.state is State.HELD]
+        m = self.ctx.model
+        sts.sort(key=lambda s: (0 if is_attention(s.state) else 1, m.age_seconds(s) or 0.0))
+        return sts
+
+    def rebuild_menu(self) -> None:
+        """Fill the menu: locks with their submenus (at most :data:`MENU_LIMIT`, then
+        "N more…"), then "Open Lockwarden", "Acquire lock…", "Pause notifications", "Quit"."""
+        menu = self.menu
+        menu.clear()
+        c = self.ctx
+        locks = self.menu_locks()
+        if not locks:
+            a = menu.addAction("No held or stale locks")
+            a.setEnabled(False)
+        for st in locks[:MENU_LIMIT]:
+            self._lock_submenu(menu, st)
+        if len(locks) > MENU_LIMIT:
+            more = menu.addAction(f"{len(locks) - MENU_LIMIT} more…")
+            more.triggered.connect(c.show_window)
+        menu.addSeparator()
+        menu.addAction("Open Lockwarden").triggered.connect(c.show_window)
+        menu.addAction("Acquire lock…").triggered.connect(lambda: c.open_acquire(None))
+        menu.addAction(self.act_pause)
+        menu.addSeparator()
+        menu.addAction("Quit").triggered.connect(c.request_quit)
+
+    def _lock_submenu(self, menu: QMenu, st: LockStatus) -> QMenu:
+        c = self.ctx
+        rec = st.record
+        who = ""
+        if rec is not None:
+            who = rec.holder or (f"PID {rec.pid}" if rec.pid is not None else "")
+        title = f"{os.path.basename(st.path)} — {st.state.value}" + (f" ({who})" if who else "")
+        sub = menu.addMenu(state_icon(st.state.value), title)
+        sub.setToolTip(st.path)
+        path = st.path
+        if c.actions.holds(path):
+            sub.addAction("Release").triggered.connect(lambda: c.release(path))
+        if not st.read_only:
+            if is_attention(st.state):
+                sub.addAction("Reclaim").triggered.connect(lambda: c.open_reclaim(path))
+            sub.addAction("Force release…").triggered.connect(
+                lambda: c.open_force_release(path))
+        sub.addSeparator()
+        sub.addAction("Copy path").triggered.connect(lambda: c.copy_path(path))
+        sub.addAction("Open folder").triggered.connect(lambda: c.open_folder(path))
+        return sub
+
+    # -- notifications ------------------------------------------------------------------------
+
+    def _transitions(self, trans: list[tuple[LockStatus | None, LockStatus | None]]) -> None:
+        n = self.ctx.config.notifications
+        messages: list[tuple[str, str]] = []
+        for old, new in trans:
+            if (new is None or not is_attention(new.state)) and old is not None:
+                self._notified.pop(old.path, None)
+            if new is not None and is_attention(new.state):
+                if self._notified.get(new.path) is new.state:
+                    continue
+                self._notified[new.path] = new.state
+                want = n.on_stale if new.state is State.STALE else n.on_expired
+                if want:
+                    why = new.reasons[0] if new.reasons else ""
+                    messages.append((f"{os.path.basename(new.path)} is {new.state.value}",
+                                     why or new.path))
+            elif new is not None and new.state is State.HELD and \
+                    (old is None or old.state is not State.HELD) and n.on_acquire:
+                who = LockTableModelHolder.text(new)
+                messages.append((f"{os.path.basename(new.path)} acquired", who or new.path))
+            elif new is None and old is not None and old.state is State.HELD and n.on_release:
+                messages.append((f"{os.path.basename(old.path)} released", old.path))
+        if not messages or self.paused:
+            return
+        if len(messages) > 3:
+            title = f"{len(messages)} lock changes"
+            body = "\n".join(t for t, _ in messages[:5])
+            messages = [(title, body)]
+        for title, body in messages:
+            self.notify(title, body)
+
+    def notify(self, title: str, body: str) -> None:
+        """Show a tray notification (recorded in :attr:`messages` for tests)."""
+        self.messages.append((title, body))
+        if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
+            self.icon.showMessage(title, body, QSystemTrayIcon.MessageIcon.Warning, 8000)
+
+
+class LockTableModelHolder:
+    """Formats the holder of a lock for notifications."""
+
+    @staticmethod
+    def text(st: LockStatus) -> str:
+        """Owner, PID and host in one short string."""
+        rec = st.record
+        if rec is None:
+            return ""
+        parts = [p for p in (rec.holder, f"PID {rec.pid}" if rec.pid is not None else None,
+                             rec.host) if p]
+        return " ".join(parts)

@@ -1,0 +1,479 @@
+"""The main window: lock table with filter box and quick filters, detail pane, toolbar,
+context menu, shortcuts and status bar (issue 5 "Main window").
+
+The window only presents; the operations live in :class:`app.application.LockwardenApp`
+(shared with the tray menu), which calls the engine through :mod:`app.actions`.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QByteArray, QItemSelection, QModelIndex, QPoint, QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QFormLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMenu,
+    QPlainTextEdit,
+    QSplitter,
+    QTableView,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.icons import app_icon, state_icon
+from app.model import Col, is_attention
+from core.record import LockStatus, State
+
+if TYPE_CHECKING:
+    from app.application import LockwardenApp
+
+DEFAULT_WIDTHS = {Col.STATE: 104, Col.LOCK: 170, Col.DIRECTORY: 220, Col.FORMAT: 76,
+                  Col.HOLDER: 130, Col.PID: 64, Col.LIVENESS: 76, Col.AGE: 80,
+                  Col.EXPIRES: 96, Col.TAG: 160}
+
+
+class DetailPane(QWidget):
+    """Parsed fields, the verdict's reasons in plain words and the raw file (monospace)."""
+
+    FIELDS = ("Path", "State", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
+              "Expires", "TTL", "Tag", "Token")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.values: dict[str, QLabel] = {}
+        form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        for name in self.FIELDS:
+            lab = QLabel()
+            lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            lab.setWordWrap(True)
+            self.values[name] = lab
+            form.addRow(name + ":", lab)
+        self.reasons = QLabel()
+        self.reasons.setWordWrap(True)
+        self.reasons.setTextFormat(Qt.TextFormat.RichText)
+        self.reasons.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.raw = QPlainTextEdit()
+        self.raw.setReadOnly(True)
+        self.raw.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.raw.setPlaceholderText("(file content)")
+        self.raw.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addLayout(form)
+        ll.addStretch(1)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        title = QLabel("<b>Why</b>")
+        rl.addWidget(title)
+        rl.addWidget(self.reasons)
+        rl.addWidget(QLabel("<b>Raw file</b>"))
+        rl.addWidget(self.raw, 1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.addWidget(split)
+        self.status: LockStatus | None = None
+        self.show_status(None)
+
+    def show_status(self, st: LockStatus | None, *, age: str = "", mine: bool = False) -> None:
+        """Show ``st`` (``None`` clears the pane). ``age`` is the formatted age text."""
+        self.status = st
+        for lab in self.values.values():
+            lab.setText("")
+        if st is None:
+            self.reasons.setText("Select a lock to see who holds it and why it is in its state.")
+            self.raw.setPlainText("")
+            return
+        rec = st.record
+        v = self.values
+        v["Path"].setText(st.path)
+        state = st.state.value + (" — held by this Lockwarden" if mine else "")
+        if st.read_only:
+            state += " (read-only: managed by its ledger)"
+        v["State"].setText(state)
+        if rec is not None:
+            v["Format"].setText(rec.format)
+            v["Holder"].setText(rec.holder or "")
+            v["PID"].setText("" if rec.pid is None else str(rec.pid))
+            v["Host"].setText(rec.host or "")
+            v["Liveness"].setText(st.liveness.value)
+            if rec.acquired_at is not None:
+                v["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+                                      + (f" ({age} ago)" if age else ""))
+            exp = rec.effective_expiry()
+            v["Expires"].setText(exp.strftime("%Y-%m-%d %H:%M:%S UTC") if exp else "never")
+            v["TTL"].setText("" if rec.ttl is None else f"{rec.ttl:g} s")
+            v["Tag"].setText(rec.tag or "")
+            v["Token"].setText(rec.token or "")
+        reasons = list(st.reasons)
+        if st.error and st.error not in reasons:
+            reasons.append(st.error)
+        if not reasons:
+            reasons = ["(no reasons given)"]
+        self.reasons.setText("<ul style='margin-left:-20px'>" + "".join(
+            f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>")
+        self.raw.setPlainText(rec.raw if rec is not None else "")
+        if rec is None and st.state is State.UNREADABLE:
+            self.raw.setPlaceholderText("(not readable as a lock file)")
+
+
+class MainWindow(QMainWindow):
+    """Lock table, filter box, quick filters, detail pane, actions, status bar."""
+
+    def __init__(self, ctx: LockwardenApp, settings: QSettings) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.settings = settings
+        self.setWindowTitle("Lockwarden")
+        self.setWindowIcon(app_icon())
+        self.resize(1100, 680)
+
+        self.table = QTableView()
+        self.table.setModel(ctx.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.setShowGrid(False)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(24)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._context_menu)
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        hh.setStretchLastSection(True)
+        hh.setSortIndicatorShown(True)
+        for col, w in DEFAULT_WIDTHS.items():
+            self.table.setColumnWidth(int(col), w)
+        self.table.sortByColumn(int(Col.STATE), Qt.SortOrder.AscendingOrder)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+        ctx.proxy.dataChanged.connect(self._proxy_data_changed)
+        ctx.proxy.rowsInserted.connect(self._update_empty)
+        ctx.proxy.rowsRemoved.connect(self._update_empty)
+        ctx.proxy.layoutChanged.connect(self._update_empty)
+
+        self.empty = QLabel(self.table.viewport())
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        self.empty.setEnabled(False)
+
+        self.detail = DetailPane()
+        self.table.doubleClicked.connect(lambda _i: self.detail.raw.setFocus())
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.detail)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        self.splitter = split
+
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("Filter (Ctrl+F): lock, holder, PID, tag…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self._filter_changed)
+        self.stale_only = QCheckBox("Stale only")
+        self.stale_only.setToolTip("Show only stale and expired locks")
+        self.stale_only.toggled.connect(self._quick_filters)
+        self.held_by_me = QCheckBox("Held by me")
+        self.held_by_me.setToolTip("Show only locks this Lockwarden holds")
+        self.held_by_me.toggled.connect(self._quick_filters)
+
+        self._make_actions()
+        tb = QToolBar("Actions")
+        tb.setObjectName("actions")
+        tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        tb.setMovable(False)
+        for a in (self.act_acquire, self.act_release, self.act_reclaim, self.act_force,
+                  None, self.act_open_folder, self.act_copy, None, self.act_rescan,
+                  self.act_audit, self.act_settings):
+            if a is None:
+                tb.addSeparator()
+            else:
+                tb.addAction(a)
+        self.addToolBar(tb)
+        fbar = QToolBar("Filter")
+        fbar.setObjectName("filter")
+        fbar.setMovable(False)
+        fbar.addWidget(self.filter)
+        fbar.addWidget(self.stale_only)
+        fbar.addWidget(self.held_by_me)
+        self.addToolBarBreak()
+        self.addToolBar(fbar)
+
+        central = QWidget()
+        lay = QVBoxLayout(central)
+        lay.setContentsMargins(4, 0, 4, 0)
+        lay.addWidget(split)
+        self.setCentralWidget(central)
+
+        self.dirs_label = QLabel()
+        self.counts_label = QLabel()
+        self.statusBar().addWidget(self.dirs_label, 1)
+        self.statusBar().addPermanentWidget(self.counts_label)
+
+        ctx.model.countsChanged.connect(self.update_status)
+        ctx.inventory.dirsChanged.connect(lambda _d: self.update_status())
+        ctx.actions.heldChanged.connect(self._update_actions)
+        ctx.model.dataChanged.connect(lambda *_a: None)
+        self.restore_state()
+        self.update_status()
+        self._update_actions()
+        self._update_empty()
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def _action(self, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
+        a = QAction(text, self)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+            a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        a.setToolTip(tip or text)
+        a.triggered.connect(slot)
+        self.addAction(a)
+        return a
+
+    def _make_actions(self) -> None:
+        c = self.ctx
+        self.act_acquire = self._action("Acquire…", lambda: c.open_acquire(self._cur_dir()),
+                                        QKeySequence.StandardKey.New,
+                                        "Acquire a lock held by Lockwarden (Ctrl+N)")
+        self.act_release = self._action("Release", lambda: self._with_current(c.release),
+                                        QKeySequence.StandardKey.Delete,
+                                        "Release a lock this Lockwarden holds (Del)")
+        self.act_reclaim = self._action("Reclaim", lambda: self._with_current(c.open_reclaim),
+                                        None, "Break a stale lock and take it")
+        self.act_force = self._action("Force release…",
+                                      lambda: self._with_current(c.open_force_release),
+                                      None, "Delete the lock file whoever holds it")
+        self.act_open_folder = self._action("Open folder",
+                                            lambda: self._with_current(c.open_folder))
+        self.act_copy = self._action("Copy path", lambda: self._with_current(c.copy_path),
+                                     QKeySequence("Ctrl+Shift+C"))
+        self.act_rescan = self._action("Rescan", c.rescan, QKeySequence.StandardKey.Refresh,
+                                       "Scan the watched directories again (F5)")
+        if QKeySequence(QKeySequence.StandardKey.Refresh).isEmpty() or \
+                QKeySequence("F5") not in self.act_rescan.shortcuts():
+            self.act_rescan.setShortcuts([QKeySequence("F5"),
+                                          *self.act_rescan.shortcuts()])
+        self.act_settings = self._action("Settings", c.open_settings,
+                                         QKeySequence.StandardKey.Preferences)
+        self.act_audit = self._action("Audit log", c.open_audit, QKeySequence("Ctrl+L"))
+        self.act_find = self._action("Find", self.focus_filter, QKeySequence.StandardKey.Find)
+        self.act_close = self._action("Close window", self.close, QKeySequence.StandardKey.Close)
+        self.act_quit = self._action("Quit", c.request_quit, QKeySequence.StandardKey.Quit)
+
+    def focus_filter(self) -> None:
+        """Focus the filter box and select its text (Ctrl+F)."""
+        self.filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.filter.selectAll()
+
+    def current_status(self) -> LockStatus | None:
+        """Status of the selected row, or ``None``."""
+        idx = self.table.selectionModel().currentIndex()
+        rows = self.table.selectionModel().selectedRows()
+        if rows:
+            idx = rows[0]
+        if not idx.isValid():
+            return None
+        return self.ctx.proxy.status_at(idx.row())
+
+    def select_path(self, path: str) -> bool:
+        """Select the row of ``path``; False when it is not visible."""
+        row = self.ctx.model.row_of(path)
+        if row is None:
+            return False
+        pidx = self.ctx.proxy.mapFromSource(self.ctx.model.index(row, 0))
+        if not pidx.isValid():
+            return False
+        self.table.selectRow(pidx.row())
+        self.table.scrollTo(pidx)
+        return True
+
+    def _with_current(self, fn: Any) -> None:
+        st = self.current_status()
+        if st is not None:
+            fn(st.path)
+
+    def _cur_dir(self) -> str | None:
+        st = self.current_status()
+        return os.path.dirname(st.path) if st is not None else None
+
+    def _update_actions(self) -> None:
+        st = self.current_status()
+        has = st is not None
+        writable = has and st is not None and not st.read_only
+        self.act_release.setEnabled(bool(has and st and self.ctx.actions.holds(st.path)))
+        self.act_reclaim.setEnabled(bool(writable and st and st.state is not State.WRITING))
+        self.act_force.setEnabled(bool(writable))
+        self.act_open_folder.setEnabled(has)
+        self.act_copy.setEnabled(has)
+        if st is not None and is_attention(st.state):
+            self.act_reclaim.setText("Reclaim")
+        elif st is not None:
+            self.act_reclaim.setText("Reclaim…")
+
+    def _context_menu(self, pos: QPoint) -> None:
+        idx = self.table.indexAt(pos)
+        if idx.isValid():
+            self.table.selectRow(idx.row())
+        menu = self.build_context_menu()
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def build_context_menu(self) -> QMenu:
+        """The table's context menu for the current selection."""
+        menu = QMenu(self)
+        for a in (self.act_release, self.act_reclaim, self.act_force, None,
+                  self.act_open_folder, self.act_copy, None, self.act_acquire, self.act_rescan):
+            if a is None:
+                menu.addSeparator()
+            else:
+                menu.addAction(a)
+        return menu
+
+    # -- filters, selection, detail -----------------------------------------------------------
+
+    def _filter_changed(self, text: str) -> None:
+        self.ctx.proxy.set_text(text)
+        self._update_empty()
+
+    def _quick_filters(self) -> None:
+        self.ctx.proxy.set_stale_only(self.stale_only.isChecked())
+        self.ctx.proxy.set_held_by_me(self.held_by_me.isChecked())
+        self._update_empty()
+
+    def _selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
+        self.refresh_detail()
+        self._update_actions()
+
+    def _proxy_data_changed(self, top: QModelIndex, bottom: QModelIndex, *_a: Any) -> None:
+        st = self.detail.status
+        if st is None:
+            return
+        idx = self.table.selectionModel().currentIndex()
+        only_time = top.column() >= Col.AGE and bottom.column() <= Col.EXPIRES
+        if idx.isValid() and top.row() <= idx.row() <= bottom.row() and not only_time:
+            self.refresh_detail()
+            self._update_actions()
+
+    def refresh_detail(self) -> None:
+        """Show the selected lock in the detail pane."""
+        st = self.current_status()
+        if st is None:
+            self.detail.show_status(None)
+            return
+        m = self.ctx.model
+        age = m.age_seconds(st)
+        from app.model import human_duration
+
+        self.detail.show_status(st, age=human_duration(age) if age is not None else "",
+                                mine=m.is_mine(st))
+
+    def _update_empty(self, *_a: Any) -> None:
+        n = self.ctx.proxy.rowCount()
+        if n:
+            self.empty.hide()
+            return
+        if self.ctx.proxy.active and self.ctx.model.rowCount():
+            text = "No lock matches the filter."
+        else:
+            dirs = len(self.ctx.config.watches)
+            text = (f"No locks in the {dirs} watched "
+                    f"{'directory' if dirs == 1 else 'directories'}.\n"
+                    "Acquire one with Ctrl+N, or add directories in Settings.")
+        self.empty.setText(text)
+        self.empty.resize(self.table.viewport().size())
+        self.empty.show()
+        if self.current_status() is None:
+            self.detail.show_status(None)
+
+    def resizeEvent(self, event: Any) -> None:
+        """Keep the empty-table hint centred."""
+        super().resizeEvent(event)
+        self.empty.resize(self.table.viewport().size())
+
+    # -- status bar ---------------------------------------------------------------------------
+
+    def update_status(self) -> None:
+        """Watched directories with their observer mode; counts per state."""
+        dirs = self.ctx.inventory.dirs
+        if dirs:
+            parts = []
+            for d in dirs:
+                mode = getattr(d, "mode", "?")
+                parts.append(f"{d.path} ({mode})")
+            tip = "\n".join(f"{d.path}: {getattr(d, 'mode', '?')}"
+                            + (f" — {d.message}" if getattr(d, "message", "") else "")
+                            for d in dirs)
+            self.dirs_label.setText("Watching " + ", ".join(parts))
+            self.dirs_label.setToolTip(tip)
+        else:
+            n = len(self.ctx.config.watches)
+            self.dirs_label.setText("Not watching any directory" if n == 0
+                                    else f"Starting to watch {n} directories…")
+        counts = self.ctx.model.counts()
+        order = (State.HELD, State.STALE, State.EXPIRED, State.WRITING, State.UNREADABLE)
+        text = "  ".join(f"{counts[s]} {s.value}" for s in order if counts[s])
+        self.counts_label.setText(text or "no locks")
+        self._update_empty()
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def restore_state(self) -> None:
+        """Window geometry, splitter, column widths and sort order from QSettings."""
+        s = self.settings
+        geo = s.value("window/geometry")
+        if isinstance(geo, QByteArray | bytes):
+            self.restoreGeometry(QByteArray(geo))
+        split = s.value("window/splitter")
+        if isinstance(split, QByteArray | bytes):
+            self.splitter.restoreState(QByteArray(split))
+        else:
+            self.splitter.setSizes([420, 260])
+        header = s.value("window/header")
+        if isinstance(header, QByteArray | bytes):
+            self.table.horizontalHeader().restoreState(QByteArray(header))
+            hh = self.table.horizontalHeader()
+            self.ctx.proxy.sort(hh.sortIndicatorSection(), hh.sortIndicatorOrder())
+
+    def save_state(self) -> None:
+        """Store geometry, splitter, column widths and sort order in QSettings."""
+        s = self.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/splitter", self.splitter.saveState())
+        s.setValue("window/header", self.table.horizontalHeader().saveState())
+        s.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """With a tray the window only hides; without one closing it quits the app."""
+        self.save_state()
+        if self.ctx.tray is not None and not self.ctx.quitting:
+            event.ignore()
+            self.hide()
+            return
+        if not self.ctx.quitting:
+            event.ignore()
+            self.ctx.request_quit()
+            return
+        event.accept()
+
+    def state_icon_for(self, st: LockStatus) -> Any:
+        """The state's icon (for the tray menu)."""
+        return state_icon(st.state.value)
