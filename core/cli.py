@@ -615,7 +615,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     be read."""
     from core import audit
 
-    if not os.path.lexists(args.path):
+    if not os.path.lexists(args.path) and not os.path.isdir(os.path.dirname(args.path) or "."):
         raise CliError(f"{args.path}: no such file or directory")
     if args.verify:
         result = audit.verify(args.path)

@@ -1,0 +1,539 @@
+"""The ``lockwarden`` CLI through real subprocesses (``python -m core`` and ``sh``), real files.
+
+Issue 3: every verb and exit code, holder PID = caller, interop with the specs' shell example
+and the reference tools' fixture files, bad input (one clear line, documented exit code,
+nothing changed on disk), the audit log's ``--verify``, ``clean``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.cli import main
+
+LW = [sys.executable, "-m", "core"]
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+FIXTURES = Path(__file__).parent / "data" / "fixtures"
+
+
+def lw(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m core ARGS`` and return the finished process (text output)."""
+    return subprocess.run(
+        [*LW, *args], capture_output=True, text=True, timeout=timeout, env=ENV, check=False, **kw
+    )
+
+
+def one_line(err: str) -> str:
+    """Assert stderr is exactly one line (no traceback) and return it."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def status_json(path: Path | str) -> dict[str, Any]:
+    out = lw("status", str(path), "--json")
+    assert out.returncode in (0, 1, 3), out.stderr
+    return json.loads(out.stdout)
+
+
+def dead_pid() -> int:
+    """A PID that just exited (reaped), so no process has it (PIDs are not reused at once)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def tree(d: Path) -> dict[str, tuple[int, int, bytes | None]]:
+    """Names, modes, mtimes and contents under ``d``: to prove nothing changed on disk. The
+    audit log is left out: the engine records refused operations there, by design."""
+    snap: dict[str, tuple[int, int, bytes | None]] = {}
+    for p in sorted(d.rglob("*")):
+        if p.name == ".lock_audit.log":
+            continue
+        st = p.lstat()
+        data = p.read_bytes() if stat.S_ISREG(st.st_mode) and os.access(p, os.R_OK) else None
+        snap[str(p.relative_to(d))] = (st.st_mode, st.st_mtime_ns, data)
+    return snap
+
+
+# ------------------------------------------------------------------------------ parser, help
+
+
+def test_version_and_usage_errors(lockdir: Path) -> None:
+    out = lw("--version")
+    assert out.returncode == 0 and out.stdout.startswith("lockwarden 0.")
+
+    out = lw()  # no verb
+    assert out.returncode == 2
+    assert "required" in one_line(out.stderr)
+
+    lock = lockdir / "x.lock"
+    out = lw("acquire", str(lock), "--timeout", "abc")
+    assert out.returncode == 2
+    assert "not a number of seconds: 'abc'" in one_line(out.stderr)
+    out = lw("run", str(lock), "--ttl", "-1", "--", "true")
+    assert out.returncode == 2
+    one_line(out.stderr)
+    assert list(lockdir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "verb",
+    ["try", "try-acquire", "acquire", "release", "status", "wait", "list", "reclaim", "run",
+     "audit", "clean", "watch", "gui"],
+)
+def test_every_verb_help_has_an_example(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([verb, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "example" in text and "lockwarden " in text.split("example", 1)[1]
+
+
+def test_nul_in_path_is_a_usage_error(lockdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # argv cannot carry a NUL byte between processes, so this one goes through main() directly.
+    for verb in ("status", "try", "release", "list"):
+        assert main([verb, str(lockdir / "a\x00b.lock")]) == 2
+        err = capsys.readouterr().err
+        assert "NUL" in one_line(err)
+    assert list(lockdir.iterdir()) == []
+
+
+def test_debug_shows_traceback_only_when_asked(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope" / "x.lock")
+    out = lw("status", missing)
+    assert out.returncode == 3
+    assert "does not exist" in one_line(out.stderr)
+    out = lw("status", missing, "--debug")
+    assert out.returncode == 3 and "Traceback" in out.stderr
+
+
+# ------------------------------------------------------------------------------ verbs
+
+
+def test_holder_pid_is_the_calling_shell(lockdir: Path) -> None:
+    """`lockwarden try x.lock && make && lockwarden release x.lock`: the lock names the shell,
+    shows alive while it works, and only that shell's release succeeds."""
+    lock = lockdir / "x.lock"
+    script = r"""
+lw() { "$PY" -m core "$@"; }
+lw try "$L" --tag 'make all' -q; echo "try=$?"
+echo "shell=$$"
+lw status "$L" --json; echo "status=$?"
+sh -c '"$PY" -m core release "$L"; echo "other=$?"'
+lw release "$L"; echo "release=$?"
+lw status "$L" -q; echo "after=$?"
+"""
+    out = subprocess.run(
+        ["sh", "-c", script], capture_output=True, text=True, timeout=60,
+        env={**ENV, "PY": sys.executable, "L": str(lock)}, check=False,
+    )
+    lines = out.stdout.splitlines()
+    kv = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("{"))
+    assert kv["try"] == "0", out.stderr
+    st = json.loads(next(line for line in lines if line.startswith("{")))
+    assert st["pid"] == int(kv["shell"])
+    assert st["locked"] is True and st["state"] == "held" and st["liveness"] == "alive"
+    assert st["tag"] == "make all" and st["format"] == "sema"
+    assert kv["status"] == "1"
+    assert kv["other"] == "1"  # another shell may not release it
+    assert "not released" in out.stderr
+    assert kv["release"] == "0"
+    assert kv["after"] == "0"
+    assert not lock.exists()
+
+
+def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
+    lock = lockdir / "build.lock"
+    me = os.getpid()  # the subprocesses' parent: the holder they record by default
+
+    out = lw("status", str(lock))
+    assert out.returncode == 0 and "locked: false" in out.stdout
+    out = lw("wait", str(lock), "--timeout", "1")
+    assert out.returncode == 0
+
+    out = lw("try", str(lock), "--tag", "nightly", "--ttl", "600")
+    assert out.returncode == 0, out.stderr
+    assert f"acquired {lock} (pid {me})" in out.stdout
+
+    st = status_json(lock)
+    assert st["pid"] == me and st["tag"] == "nightly" and st["ttl"] == 600
+    assert {"locked", "pid", "timestamp", "tag", "path", "format", "host", "holder",
+            "liveness", "state", "reasons", "age_s", "expires_at"} <= set(st)
+    assert abs(st["timestamp"] - time.time()) < 60
+
+    out = lw("status", str(lock))
+    assert out.returncode == 1
+    assert out.stdout.startswith("locked: true\npid: ")
+    assert "state: held" in out.stdout and "tag: nightly" in out.stdout
+
+    out = lw("try", str(lock), "--pid", "1")
+    assert out.returncode == 1
+    assert "held" in one_line(out.stderr) and str(me) in out.stderr
+
+    out = lw("acquire", str(lock), "--timeout", "0.3")
+    assert out.returncode == 1 and "timed out" in one_line(out.stderr)
+    out = lw("wait", str(lock), "--timeout", "0.3")
+    assert out.returncode == 1 and "timed out" in one_line(out.stderr)
+
+    out = lw("release", str(lock), "--pid", "1")
+    assert out.returncode == 1 and "not released" in one_line(out.stderr)
+    assert lock.exists()
+
+    out = lw("release", str(lock))
+    assert out.returncode == 0 and not lock.exists()
+    out = lw("release", str(lock))
+    assert out.returncode == 1 and "not" in one_line(out.stderr)
+
+
+def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path) -> None:
+    lock = lockdir / "deploy.lock"
+    assert lw("try", str(lock), "-q").returncode == 0
+    waiter = subprocess.Popen([*LW, "wait", str(lock), "--timeout", "60"], env=ENV,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    acquirer = subprocess.Popen([*LW, "acquire", str(lock), "--timeout", "60", "--pid", "1"],
+                                env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        assert lw("release", str(lock)).returncode == 0
+        assert waiter.wait(timeout=60) == 0
+        assert acquirer.wait(timeout=60) == 0, acquirer.stderr.read() if acquirer.stderr else ""
+        assert status_json(lock)["pid"] == 1
+    finally:
+        for p in (waiter, acquirer):
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+
+
+def test_force_release_and_reclaim(lockdir: Path) -> None:
+    lock = lockdir / "svc.lock"
+    assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0  # pid 1: alive, not ours
+
+    out = lw("reclaim", str(lock))
+    assert out.returncode == 1 and "refused" in one_line(out.stderr)
+    assert status_json(lock)["pid"] == 1
+
+    out = lw("release", str(lock), "--force", "--reason", "holder hung", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["pid"] == 1
+    assert not lock.exists()
+
+    assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0
+    out = lw("reclaim", str(lock), "--force", "--reason", "operator", "--tag", "mine")
+    assert out.returncode == 0, out.stderr
+    st = status_json(lock)
+    assert st["pid"] == os.getpid() and st["tag"] == "mine"
+
+    log = lw("audit", str(lockdir), "--json")
+    assert log.returncode == 0
+    entries = json.loads(log.stdout)
+    ops = [e["operation"] for e in entries]
+    assert "force_release" in ops
+    assert all(e["via"] == "cli" for e in entries if not e["foreign"])
+    forced = next(e for e in entries if e["operation"] == "force_release")
+    assert "holder hung" in json.dumps(forced["details"])
+
+
+def test_stale_lock_of_another_tool_is_reclaimed(lockdir: Path) -> None:
+    lock = lockdir / "old.lock"
+    old = int(time.time()) - 7200
+    lock.write_text(f"pid={dead_pid()}\ntimestamp={old}\ntag=crashed\n")
+    assert status_json(lock)["state"] == "stale"
+    out = lw("try", str(lock), "--tag", "next")
+    assert out.returncode == 0, out.stderr
+    st = status_json(lock)
+    assert st["pid"] == os.getpid() and st["tag"] == "next" and st["state"] == "held"
+
+    lock2 = lockdir / "old2.lock"
+    lock2.write_text(f"pid={dead_pid()}\ntimestamp={old}\n")
+    out = lw("reclaim", str(lock2))
+    assert out.returncode == 0, out.stderr
+    assert status_json(lock2)["pid"] == os.getpid()
+
+
+def test_list_table_and_json(fixtures_dir: Path, tmp_path: Path) -> None:
+    out = lw("list", str(fixtures_dir / "sema"), str(fixtures_dir / "semats"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "HOLDER/TAG", "PATH"]
+    assert len(lines) == 1 + 5
+    # aligned: the PATH column starts at the same offset on every line
+    col = lines[0].index("PATH")
+    assert all(line[col - 2: col] == "  " for line in lines[1:])
+    assert any("'deploy-v1.2.3'" in line for line in lines)
+
+    out = lw("list", str(tmp_path / "missing"))
+    assert out.returncode == 3 and "no such directory" in one_line(out.stderr)
+    out = lw("list", str(fixtures_dir / "sema" / "tagged.lock"))
+    assert out.returncode == 3 and "not a directory" in one_line(out.stderr)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = lw("list", str(empty), "--json")
+    assert out.returncode == 0 and json.loads(out.stdout) == []
+
+
+# ------------------------------------------------------------------------------ interop
+
+SEMA_EXPECTED = {
+    "sema/newline-in-tag.lock": (11348, 1795289499, "line1 line2"),
+    "sema/tagged.lock": (11294, 1795289498, "deploy-v1.2.3"),
+    "sema/untagged.lock": (11296, 1795289498, None),
+    "semats/control-chars-sanitized.lock": (11334, 1795289499, "evil injected=1 x"),
+    "semats/unicode-tag.lock": (
+        11309, 1795289499,
+        (FIXTURES / "semats/unicode-tag.lock").read_text("utf-8").split("tag=", 1)[1].rstrip("\n"),
+    ),
+}
+
+
+def _utc(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+
+
+OTHER_EXPECTED: dict[str, dict[str, Any]] = {
+    "task-mcp/enhanced-iso.lock": {"format": "task-mcp", "holder": "ci-pipeline-gh-456",
+                                   "timestamp": _utc("2026-11-21T09:30:00Z"), "ttl": 86400},
+    "task-mcp/simple-epoch-ms.lock": {"format": "task-mcp", "holder": "pid-4242@devbox",
+                                      "timestamp": 1795280000, "ttl": 3600},
+    "pidfile/daemon.pid": {"format": "pidfile", "pid": 4242},
+    "pidfile/.X42-lock": {"format": "pidfile", "pid": 4242},
+    "af/proof/ledger/ledger.lock": {"format": "af-ledger", "holder": "append-operation",
+                                    "timestamp": _utc("2026-11-21T09:30:00Z")},
+    "af/proof/locks/1.2.3.lock": {"format": "af-claim", "holder": "agent-uuid-1234",
+                                  "timestamp": _utc("2026-11-21T09:30:00Z")},
+}
+
+
+def test_every_fixture_reads_in_status_and_list(fixtures_dir: Path) -> None:
+    for rel, (pid, ts, tag) in SEMA_EXPECTED.items():
+        st = status_json(fixtures_dir / rel)
+        assert (st["format"], st["pid"], st["timestamp"], st["tag"]) == ("sema", pid, ts, tag), rel
+        assert st["locked"] is True and st["state"] != "unreadable", rel
+    for rel, want in OTHER_EXPECTED.items():
+        st = status_json(fixtures_dir / rel)
+        assert st["locked"] is True and st["state"] != "unreadable", (rel, st)
+        assert {k: st[k] for k in want} == want, rel
+
+    out = lw("list", str(fixtures_dir), "--recursive", "--json")
+    assert out.returncode == 0, out.stderr
+    listed = {item["path"]: item for item in json.loads(out.stdout)}
+    for rel, (pid, ts, tag) in SEMA_EXPECTED.items():
+        item = listed[str(fixtures_dir / rel)]
+        assert (item["pid"], item["timestamp"], item["tag"]) == (pid, ts, tag)
+    for rel, want in OTHER_EXPECTED.items():
+        if rel == "pidfile/daemon.pid" or rel.endswith(".lock") or rel.endswith("-lock"):
+            item = listed[str(fixtures_dir / rel)]
+            assert {k: item[k] for k in want} == want, rel
+    assert not any(p.endswith(".lock_audit.log") for p in listed)
+
+
+def parse_lock_file(path: str) -> dict[str, str]:
+    """The specs' reader, verbatim (spec 000, "Example: Parsing in Python")."""
+    with open(path) as f:
+        info = {}
+        for line in f:
+            if '=' in line:
+                key, value = line.strip().split('=', 1)
+                info[key] = value
+    return info
+
+
+def test_shell_example_lock_and_our_lock_interoperate(lockdir: Path) -> None:
+    shell_lock = lockdir / "my.lock"
+    script = (
+        'echo "pid=$$" > "$L"; echo "timestamp=$(date +%s)" >> "$L"; '
+        'echo "tag=shell-script" >> "$L"; echo "$$"'
+    )
+    out = subprocess.run(["sh", "-c", script], env={**ENV, "L": str(shell_lock)},
+                         capture_output=True, text=True, check=True)
+    st = status_json(shell_lock)
+    assert st["pid"] == int(out.stdout) and st["tag"] == "shell-script"
+    assert st["format"] == "sema" and st["locked"] is True and abs(st["age_s"]) < 60
+
+    ours = lockdir / "ours.lock"
+    assert lw("try", str(ours), "--tag", "ci build", "--ttl", "30").returncode == 0
+    info = parse_lock_file(str(ours))
+    st = status_json(ours)
+    assert info["pid"] == str(st["pid"]) == str(os.getpid())
+    assert info["timestamp"] == str(st["timestamp"])
+    assert info["tag"] == "ci build"
+    assert list(info)[:3] == ["pid", "timestamp", "tag"]
+
+    crlf = lockdir / "crlf.lock"
+    crlf.write_bytes(ours.read_bytes().replace(b"\n", b"\r\n"))
+    assert parse_lock_file(str(crlf)) == info
+    st2 = status_json(crlf)
+    assert (st2["pid"], st2["timestamp"], st2["tag"]) == (st["pid"], st["timestamp"], "ci build")
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def _bad_inputs(d: Path) -> dict[str, Path]:
+    cases = {}
+    cases["directory"] = d / "dir.lock"
+    cases["directory"].mkdir()
+    cases["fifo"] = d / "fifo.lock"
+    os.mkfifo(cases["fifo"])
+    target = d / "target.txt"
+    target.write_text("pid=1\ntimestamp=1\n")
+    cases["symlink"] = d / "link.lock"
+    cases["symlink"].symlink_to(target)
+    cases["garbage"] = d / "garbage.lock"
+    cases["garbage"].write_bytes(b"\x00\xff\xfe garbage \x89PNG\r\n")
+    _age(cases["garbage"], 60)  # past the 2 s "writing" grace, not yet stale
+    return cases
+
+
+def _age(p: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(p, (t, t))
+
+
+@pytest.mark.parametrize("verb", ["status", "try", "release", "reclaim", "wait", "acquire"])
+def test_bad_paths_one_line_exit_3_nothing_changed(lockdir: Path, verb: str) -> None:
+    cases = _bad_inputs(lockdir)
+    missing = lockdir / "no-such-dir" / "x.lock"
+    before = tree(lockdir)
+    extra = ["--timeout", "0.2"] if verb in ("wait", "acquire") else []
+    for name, path in [*cases.items(), ("missing dir", missing)]:
+        if verb in ("release", "wait") and name == "garbage":
+            continue  # below: a garbage lock is held by nobody we know
+        out = lw(verb, str(path), *extra)
+        assert out.returncode == 3, (verb, name, out.stdout, out.stderr)
+        line = one_line(out.stderr)
+        assert str(path) in line, line
+    assert tree(lockdir) == before
+
+
+def test_garbage_lock_release_and_wait(lockdir: Path) -> None:
+    garbage = lockdir / "garbage.lock"
+    garbage.write_bytes(b"\x00\xff\xfe garbage\n")
+    _age(garbage, 60)
+    before = tree(lockdir)
+    out = lw("release", str(garbage))
+    assert out.returncode in (1, 3)
+    one_line(out.stderr)
+    out = lw("wait", str(garbage), "--timeout", "0.2")
+    assert out.returncode in (1, 3)
+    one_line(out.stderr)
+    assert tree(lockdir) == before
+
+
+def test_unreadable_file(lockdir: Path) -> None:
+    cmd = [*LW, "status"]
+    d = lockdir
+    if os.geteuid() == 0:  # root reads any file: drop to uid 65534 with setpriv
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and setpriv (util-linux) is missing")
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        # pytest's tmp_path lives under a 0700 directory of root: use one uid 65534 can enter
+        d = Path(tempfile.mkdtemp(prefix="lockwarden-cli-"))
+        d.chmod(0o755)
+    try:
+        lock = d / "secret.lock"
+        lock.write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\n")
+        lock.chmod(0)
+        before = tree(d)
+        out = subprocess.run([*cmd, str(lock)], capture_output=True, text=True, env=ENV,
+                             timeout=60, check=False)
+        if d != lockdir and not out.stderr.startswith("lockwarden:"):
+            pytest.skip(f"uid 65534 cannot run this checkout's Python: {out.stderr[-200:]}")
+        assert out.returncode == 3, out.stderr
+        assert "permission denied" in one_line(out.stderr)
+        assert tree(d) == before
+    finally:
+        if d != lockdir:
+            shutil.rmtree(d)
+
+
+# ------------------------------------------------------------------------------ audit, clean
+
+
+def test_audit_tail_and_verify(lockdir: Path) -> None:
+    lock = lockdir / "a.lock"
+    for _ in range(2):
+        assert lw("try", str(lock), "-q").returncode == 0
+        assert lw("release", str(lock), "-q").returncode == 0
+    out = lw("audit", str(lock), "--tail", "1", "--json")
+    assert out.returncode == 0
+    (entry,) = json.loads(out.stdout)
+    assert entry["operation"] == "release" and entry["via"] == "cli"
+    assert entry["lockPath"].endswith("a.lock")
+
+    out = lw("audit", str(lockdir))
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[0].split()[:3] == ["TIME", "OPERATION", "RESULT"]
+    assert len(out.stdout.splitlines()) == 5
+
+    out = lw("audit", str(lockdir), "--verify")
+    assert out.returncode == 0 and "chain intact" in out.stdout
+
+    log = lockdir / ".lock_audit.log"
+    lines = log.read_text().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]
+    log.write_text("".join(lines))
+    out = lw("audit", str(lockdir), "--verify")
+    assert out.returncode == 1 and "BROKEN" in one_line(out.stderr)
+
+    out = lw("audit", str(lockdir / "no-such-dir" / "x.lock"))
+    assert out.returncode == 3
+    one_line(out.stderr)
+
+
+def test_clean_removes_only_our_old_temp_files(lockdir: Path) -> None:
+    token = "0123456789abcdef" * 2
+    old = time.time() - 3600
+    ours_old = lockdir / f".x.lock.{token}.tmp"
+    ours_swap = lockdir / f".y.lock.{token}.swap"
+    ours_young = lockdir / f".z.lock.{'f' * 32}.tmp"
+    linked = lockdir / f".w.lock.{'a' * 32}.tmp"
+    foreign = [lockdir / "x.lock.1234.abcd.tmp", lockdir / ".x.lock.notatoken.tmp",
+               lockdir / "x.lock"]
+    for p in [ours_old, ours_swap, ours_young, linked, *foreign]:
+        p.write_text("pid=1\ntimestamp=1\n")
+    os.link(linked, lockdir / "w.lock")  # a held lock's live temp: st_nlink == 2
+    for p in [ours_old, ours_swap, linked, *foreign]:
+        os.utime(p, (old, old))
+    symlink = lockdir / f".v.lock.{'b' * 32}.tmp"
+    symlink.symlink_to(lockdir / "x.lock")
+
+    out = lw("clean", str(lockdir), "--dry-run")
+    assert out.returncode == 0
+    assert out.stdout.splitlines() == [f"would remove {ours_old}", f"would remove {ours_swap}"]
+    assert ours_old.exists()
+
+    out = lw("clean", str(lockdir))
+    assert out.returncode == 0
+    assert out.stdout.splitlines() == [f"removed {ours_old}", f"removed {ours_swap}"]
+    assert not ours_old.exists() and not ours_swap.exists()
+    for p in [ours_young, linked, symlink, lockdir / "w.lock", *foreign]:
+        assert os.path.lexists(p), p
+
+    out = lw("clean", str(lockdir / "missing"))
+    assert out.returncode == 3
+    one_line(out.stderr)
+
+
+def test_gui_without_the_app_is_a_clear_error() -> None:
+    if importlib.util.find_spec("app.main") is not None:
+        pytest.skip("app.main exists: `lockwarden gui` would start the desktop app")
+    out = lw("gui")
+    assert out.returncode == 3 and "desktop app is not available" in one_line(out.stderr)
