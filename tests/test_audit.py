@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from core import audit
@@ -397,3 +397,29 @@ def test_read_and_verify_never_raise_on_content(lockdir: Path, data: bytes) -> N
     after = audit.read(str(log))
     assert after[-1].error is None and after[-1].operation == "acquire"
     assert after[-1].prev == (entries[-1].digest if entries else audit.ZERO_HASH)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    k=st.integers(min_value=0, max_value=4),
+    pos=st.integers(min_value=0, max_value=10_000),
+    byte=st.integers(min_value=0, max_value=255).filter(lambda b: b != 0x0A),
+)
+def test_any_byte_change_before_the_last_line_is_detected(
+    tmp_path_factory: pytest.TempPathFactory, k: int, pos: int, byte: int
+) -> None:
+    """Changing any one byte of line k+1 (of 6) makes verify fail at that line or the next."""
+    d = tmp_path_factory.mktemp("tamper")
+    log = _fill(d, 6)
+    lines = _lines(log)
+    line = bytearray(lines[k])
+    i = pos % len(line)
+    assume(line[i] != byte)
+    line[i] = byte
+    lines[k] = bytes(line)
+    _write_lines(log, lines)
+    res = audit.verify(str(log))
+    assert not res.ok
+    assert res.bad_line in (k + 1, k + 2)
