@@ -163,7 +163,7 @@ def judge(
             stale_after=policy.stale_after,
         )
 
-    expiry = record.effective_expiry()
+    expiry = _expiry(record)
     if expiry is not None:
         left = (expiry - now).total_seconds()
         lease = (
@@ -178,7 +178,11 @@ def judge(
             if dead:
                 return status(State.STALE, expired, "and its holder is dead")
             return status(State.EXPIRED, expired)
-        if dead and (record.written_by_lockwarden or record.format == "task-mcp"):
+        if (
+            dead
+            and record.format != "af-claim"
+            and (record.written_by_lockwarden or record.format == "task-mcp")
+        ):
             return status(
                 State.STALE,
                 "its holder is proven dead on this host, so the lock is stale "
@@ -186,6 +190,8 @@ def judge(
             )
         return status(State.HELD, *_held_for(age), f"expires in {human_duration(left)}")
 
+    if record.format == "af-claim":  # specs/003 "Stale Lock Cleanup": only af reaps claims
+        return status(State.HELD, *_held_for(age), "af claims are reaped by af itself")
     if dead and record.written_by_lockwarden:
         return status(
             State.STALE, "written by Lockwarden, whose holder is proven dead: stale at once"
@@ -210,6 +216,15 @@ def judge(
             f"stale after {limit}",
         )
     return status(State.HELD, *_held_for(age))
+
+
+def _expiry(record: LockRecord) -> datetime | None:
+    """``record.effective_expiry()``, or ``None`` when it lies beyond ``datetime``'s range
+    (a TTL of centuries: never expires in practice)."""
+    try:
+        return record.effective_expiry()
+    except (OverflowError, ValueError):
+        return None
 
 
 def _held_for(age: float | None) -> list[str]:
@@ -304,7 +319,7 @@ def taskmcp_decision(
         return True, "LOCK_EXPIRED", "high"
     record = status.record
     if status.state in (State.EXPIRED, State.STALE):
-        expiry = record.effective_expiry() if record is not None else None
+        expiry = _expiry(record) if record is not None else None
         if status.state is State.EXPIRED or (expiry is not None and expiry <= status.checked_at):
             return True, "LOCK_EXPIRED", "high"
         return True, "HOLDER_DEAD", "high"

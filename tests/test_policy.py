@@ -393,3 +393,18 @@ def test_taskmcp_unknown_content_is_held() -> None:
     assert taskmcp_decision(garbage, policy=ON, requester_purpose="emergency")[0] is False
     writing = unparsed(0.1, size=0, error=None)
     assert taskmcp_decision(writing, policy=OFF) == (False, "LOCK_HELD", "low")
+
+
+def test_far_future_expiry_never_raises() -> None:
+    rec = LockRecord(
+        path="/l/x.lock",
+        format="sema",
+        pid=4242,
+        acquired_at=datetime(9999, 1, 1, tzinfo=UTC),
+        ttl=1e12,
+        token="ab" * 16,
+        host="here",
+    )
+    st = verdict(rec, L.ALIVE)
+    assert st.state is State.HELD
+    assert taskmcp_decision(st, policy=OFF) == (False, "LOCK_HELD", "low")
