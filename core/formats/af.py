@@ -134,7 +134,7 @@ def serialize_ledger_lock(record: LockRecord) -> bytes:
         if valid_pid(record.pid) is None:
             raise ValueError(f"bad pid: {record.pid!r}")
         obj["pid"] = record.pid
-    if record.host is not None:
+    if record.host:  # an empty host means none (parse reads it back as None)
         obj["host"] = record.host
     if record.start is not None:
         if not (math.isfinite(record.start) and record.start >= 0):
