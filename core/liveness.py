@@ -173,8 +173,8 @@ def check(
     Args:
         record: the parsed lock.
         procs: a :func:`snapshot` to look PIDs up in; ``None`` looks each PID up directly.
-            A PID missing from the snapshot is confirmed directly (it may have started after
-            the snapshot was taken).
+            A PID missing from the snapshot is confirmed directly unless the lock was written
+            before the snapshot (else its process may have started after the snapshot).
         written_at: when the lock file was written (Unix s, its mtime), used for the start-time
             check of records without ``acquired_at`` (pidfiles). ``None``: no check.
 
@@ -199,10 +199,13 @@ def check(
     if pid <= 0:
         return Liveness.UNKNOWN, [f"PID {pid} is not a valid process ID"]
 
+    written = _written_at(record.acquired_at, written_at)
     info: ProcInfo | None = None
     if procs is not None:
         info = procs.get(pid)
-    if info is None:
+        if info is None and not _predates(record.start, written, procs.taken_at):
+            info = _probe(pid)  # the process may have started after the snapshot
+    else:
         info = _probe(pid)
     if info is None:
         return Liveness.DEAD, [f"PID {pid} exited"]
@@ -226,13 +229,22 @@ def check(
             ]
         return Liveness.ALIVE, [f"{label} is alive"]
 
-    written = _written_at(record.acquired_at, written_at)
     if written is not None and ct > written + START_SLACK:
         return Liveness.REUSED, [
             f"PID {pid} now belongs to a process started {human_duration(ct - written)} "
             f"after the lock was written"
         ]
     return Liveness.ALIVE, [f"{label} is alive"]
+
+
+def _predates(start: float | None, written: float | None, taken_at: float) -> bool:
+    """True when the holder must have been running before a snapshot taken at ``taken_at``:
+    its recorded start, or the lock's write time (plus the slack), is earlier. A PID missing
+    from such a snapshot is dead without a second look (a process started later with the
+    same PID would not be the holder either)."""
+    if start is not None:
+        return start + START_TOLERANCE < taken_at
+    return written is not None and written + START_SLACK < taken_at
 
 
 def _same_start(diff: float) -> bool:

@@ -161,6 +161,18 @@ def test_snapshot_missing_pid_is_confirmed_directly(child: subprocess.Popen[byte
     assert check(_rec(child.pid, acquired_at=datetime.now(UTC)), procs=empty)[0] is (Liveness.ALIVE)
 
 
+def test_snapshot_taken_after_the_lock_is_trusted() -> None:
+    """A lock written before the snapshot whose PID is not in it: dead, without a look-up."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=30)
+    snap = liveness.snapshot()
+    assert proc.pid not in snap
+    rec = _rec(proc.pid, acquired_at=datetime.now(UTC) - timedelta(minutes=1))
+    assert check(rec, procs=snap) == (Liveness.DEAD, [f"PID {proc.pid} exited"])
+    started = _rec(proc.pid, start=time.time() - 60)
+    assert check(started, procs=snap)[0] is Liveness.DEAD
+
+
 def test_unreadable_start_time_counts_as_alive() -> None:
     """psutil gives ``None`` for fields it is denied: the process exists, so alive."""
     snap = ProcessSnapshot(procs={4242: ProcInfo(None, None)})
