@@ -24,11 +24,9 @@ them, and Qt/watchdog never on the ``status``/``try``/``release`` paths.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -349,6 +347,8 @@ class Out:
 
     def data(self, obj: Any) -> None:
         """A JSON document on stdout (not suppressed by -q: it was asked for)."""
+        import json
+
         print(json.dumps(obj, ensure_ascii=False), flush=True)
 
     def note(self, text: str) -> None:
@@ -746,6 +746,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _VERBS[args.verb](args, out)
     except CliError as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         print(f"{PROG}: {_one_line(str(exc))}", file=sys.stderr, flush=True)
         return exc.code
@@ -757,6 +759,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except Exception as exc:  # one clear line, never a traceback unless --debug
         if debug:
+            import traceback
+
             traceback.print_exc()
         return _report_exception(exc)
 
