@@ -1,0 +1,474 @@
+"""Inventory: every lock in the watched directories, with its verdict (issue 4, "Inventory").
+
+:func:`scan` / :func:`scan_dir` list the directories of :class:`core.config.WatchSpec` entries
+(optionally recursively) with :func:`os.scandir`, keep the names that match the spec's patterns
+(fnmatch on the **base name**), read each with :func:`core.fsutil.read_lock_file` (never follows
+a symlink, never opens a FIFO, reads at most 64 KiB) and judge it with
+:func:`core.inspect.inspect_bytes` under the directory's :class:`core.policy.StalePolicy`.
+
+- A matching name that is not a readable regular file (FIFO, symlink, directory, device,
+  socket, too large, permission denied) is an ``unreadable`` entry with the reason; it is never
+  skipped silently. A file that vanishes between listing and reading is simply absent.
+- The engine's own files (the audit log ``.lock_audit.log``, temp files
+  ``.<name>.<token>.tmp|swap|rel``) are never entries (:func:`core.fsutil.is_engine_file`).
+- ``af`` proof directories (see :func:`is_proof_dir`) add the ledger lock
+  ``<proof>/ledger/ledger.lock``, the claim locks ``<proof>/locks/*.lock`` and the claims
+  replayed from the ledger events (:func:`core.formats.af.replay_ledger`) as read-only
+  virtual entries with path ``"<proof>/ledger#<node_id>"`` (DESIGN.md, "Formats": af facts).
+  An expired claim is shown ``expired`` (af keeps it until it reaps it).
+- **Deduplication of af claims**: a claim replayed from the ledger is left out when a claim
+  lock file ``<proof>/locks/*.lock`` for the same node with the same owner exists (the file is
+  the more concrete entry: raw content, file identity, age). When the owners differ both are
+  shown: the disagreement is worth seeing.
+- One :func:`core.liveness.snapshot` per scan (not per file).
+
+Symlinked directories are never followed (so a symlink loop cannot hang the walk).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from core.config import WatchSpec, expand_path
+from core.errors import UnreadableError
+from core.fsutil import is_engine_file, read_lock_file
+from core.record import FileInfo, Liveness, LockRecord, LockStatus
+
+if TYPE_CHECKING:
+    from core.liveness import ProcessSnapshot
+    from core.policy import StalePolicy
+
+LEDGER_DIR = "ledger"
+LEDGER_LOCK = "ledger.lock"
+CLAIMS_DIR = "locks"
+_EVENT_RE = re.compile(r"^(?:event-)?[0-9]{1,18}\.json$")
+CLAIM_SEPARATOR = "#"
+"""Separator between the ledger directory and the node id in a replayed claim's path."""
+
+
+# --------------------------------------------------------------------------------------------
+# names and patterns
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    if not patterns:
+        return lambda name: False
+    rx = re.compile("|".join(f"(?:{fnmatch.translate(os.path.normcase(p))})" for p in patterns))
+    if os.path.normcase("A") == "a":  # case-insensitive file system names (Windows)
+        return lambda name: rx.match(os.path.normcase(name)) is not None
+    return lambda name: rx.match(name) is not None
+
+
+def name_matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
+    """A predicate on a file's **base name** for fnmatch ``patterns`` (``*.lock``).
+
+    Never matches against the whole path (watchdog 7 matches its patterns against absolute
+    paths, so ``*.lock`` there would not match ``/tmp/x.lock``: DESIGN.md, "Watching"). The
+    engine's own files never match (:func:`core.fsutil.is_engine_file`)."""
+    rx = _compile(tuple(patterns))
+    return lambda name: rx(name) and not is_engine_file(name)
+
+
+def is_event_file(name: str) -> bool:
+    """True for an af ledger event file name: ``NNNNNN.json`` or ``event-NNNNNN.json``."""
+    return _EVENT_RE.match(name) is not None
+
+
+def is_proof_dir(path: str) -> bool:
+    """True when ``path`` is an ``af`` proof directory: it has a ``ledger/`` directory holding
+    ``ledger.lock`` or event files (``NNNNNN.json``, ``event-NNNNNN.json``), or it has a
+    ``locks/`` directory next to a ``meta.json`` (spec 003 §5 "File Paths"). Never raises."""
+    ledger = os.path.join(path, LEDGER_DIR)
+    try:
+        with os.scandir(ledger) as it:
+            for e in it:
+                if e.name == LEDGER_LOCK or is_event_file(e.name):
+                    return True
+    except OSError:
+        pass
+    return os.path.isdir(os.path.join(path, CLAIMS_DIR)) and os.path.lexists(
+        os.path.join(path, "meta.json")
+    )
+
+
+def claim_path(proof_dir: str, node_id: str) -> str:
+    """Virtual path of a claim replayed from ``proof_dir``'s ledger:
+    ``"<proof>/ledger#<node_id>"``."""
+    return os.path.join(proof_dir, LEDGER_DIR) + CLAIM_SEPARATOR + node_id
+
+
+def split_claim_path(path: str) -> tuple[str, str] | None:
+    """``(proof_dir, node_id)`` for a virtual claim path, else ``None``."""
+    head, sep, node = path.rpartition(CLAIM_SEPARATOR)
+    if not sep or os.path.basename(head) != LEDGER_DIR or os.sep in node:
+        return None
+    return os.path.dirname(head), node
+
+
+def policy_for(spec: WatchSpec) -> StalePolicy:
+    """The :class:`core.policy.StalePolicy` of a watched directory (its ``stale_after`` and
+    Task MCP flags)."""
+    from core.policy import StalePolicy
+
+    return StalePolicy(
+        stale_after=float(spec.stale_after),
+        allow_higher_privilege=bool(spec.allow_higher_privilege),
+        allow_emergency=bool(spec.allow_emergency),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# listing
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Listing:
+    """What a walk of one watched directory found.
+
+    Attributes:
+        files: candidate lock paths (names matching the patterns, plus af ledger and claim
+            locks) -> their ``lstat`` result, or ``None`` when ``lstat`` failed.
+        proofs: af proof directories found (the root itself, or any directory walked).
+        ledgers: ``proof dir -> signature`` of its ``ledger/`` directory (mtime, inode), used
+            by the watcher to replay a ledger only when it changed.
+        problems: sub-directories that could not be listed, with the reason.
+    """
+
+    files: dict[str, os.stat_result | None] = field(default_factory=dict)
+    proofs: list[str] = field(default_factory=list)
+    ledgers: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def ledger_signature(proof_dir: str) -> tuple[int, int, int] | None:
+    """``(inode, mtime_ns, ctime_ns)`` of ``<proof>/ledger`` (changes when an event file is
+    added, removed or renamed), or ``None`` when there is no such directory."""
+    st = _lstat(os.path.join(proof_dir, LEDGER_DIR))
+    if st is None or not stat.S_ISDIR(st.st_mode):
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def list_dir(spec: WatchSpec, *, with_stat: bool = True) -> Listing:
+    """Walk ``spec``'s directory (recursively if ``spec.recursive``) without following symlinks.
+
+    Args:
+        spec: the watched directory.
+        with_stat: ``lstat`` each candidate (the watcher compares them between rescans).
+
+    Raises:
+        OSError: the root directory itself cannot be listed (``FileNotFoundError`` when it
+            does not exist, ``NotADirectoryError``, ``PermissionError``). Sub-directories that
+            cannot be listed are reported in :attr:`Listing.problems` instead.
+    """
+    root = expand_path(spec.path)
+    match = name_matcher(spec.patterns)
+    out = Listing()
+    stack = [root]
+    first = True
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError as exc:
+            if first:
+                raise
+            if not isinstance(exc, FileNotFoundError):
+                out.problems.append(f"{d}: cannot be listed ({exc.strerror or exc})")
+            continue
+        first = False
+        has_ledger = has_locks = False
+        with it:
+            for e in it:
+                name = e.name
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if match(name):
+                    out.files[e.path] = _lstat(e.path) if with_stat else None
+                if is_dir:
+                    if name == LEDGER_DIR:
+                        has_ledger = True
+                    elif name == CLAIMS_DIR:
+                        has_locks = True
+                    if spec.recursive:
+                        stack.append(e.path)
+        if (has_ledger or has_locks) and is_proof_dir(d):
+            _add_proof(d, out, with_stat)
+    return out
+
+
+def _add_proof(proof: str, out: Listing, with_stat: bool) -> None:
+    out.proofs.append(proof)
+    out.ledgers[proof] = ledger_signature(proof)
+    ledger_lock = os.path.join(proof, LEDGER_DIR, LEDGER_LOCK)
+    if ledger_lock not in out.files and os.path.lexists(ledger_lock):
+        out.files[ledger_lock] = _lstat(ledger_lock) if with_stat else None
+    locks = os.path.join(proof, CLAIMS_DIR)
+    try:
+        with os.scandir(locks) as it:
+            for e in it:
+                if e.name.endswith(".lock") and not is_engine_file(e.name) \
+                        and e.path not in out.files:
+                    out.files[e.path] = _lstat(e.path) if with_stat else None
+    except OSError:
+        pass
+
+
+def proof_of(path: str) -> str | None:
+    """The af proof directory a path belongs to as a ledger lock, claim lock, ledger event or
+    ``ledger``/``locks`` directory (checked on disk with :func:`is_proof_dir`), else ``None``."""
+    parent = os.path.dirname(path)
+    name = os.path.basename(path)
+    if name in (LEDGER_DIR, CLAIMS_DIR):
+        candidate = parent
+    elif os.path.basename(parent) in (LEDGER_DIR, CLAIMS_DIR):
+        candidate = os.path.dirname(parent)
+    else:
+        return None
+    return candidate if is_proof_dir(candidate) else None
+
+
+def covers(spec: WatchSpec, path: str, root: str | None = None) -> bool:
+    """True when ``path`` (a file path or virtual claim path) is in ``spec``'s scope: its
+    directory is the spec's directory (or below it, for a recursive spec) and its name matches
+    the patterns; or it is an af ledger lock / claim lock / replayed claim of a proof directory
+    in scope."""
+    root = root if root is not None else expand_path(spec.path)
+    claim = split_claim_path(path)
+    if claim is not None:
+        return dir_in_scope(spec, root, claim[0])
+    parent, name = os.path.split(path)
+    if dir_in_scope(spec, root, parent) and name_matcher(spec.patterns)(name):
+        return True
+    pp = os.path.dirname(parent)
+    base = os.path.basename(parent)
+    if (base == LEDGER_DIR and name == LEDGER_LOCK) or (
+        base == CLAIMS_DIR and name.endswith(".lock") and not is_engine_file(name)
+    ):
+        return dir_in_scope(spec, root, pp)
+    return False
+
+
+def dir_in_scope(spec: WatchSpec, root: str, d: str) -> bool:
+    """True when files directly in directory ``d`` are in the scope of ``spec`` (whose
+    expanded directory is ``root``): ``d`` is the root, or below it for a recursive spec."""
+    if d == root:
+        return True
+    if not spec.recursive:
+        return False
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    return d.startswith(prefix)
+
+
+# --------------------------------------------------------------------------------------------
+# reading and judging
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """One read of a candidate lock path: the bytes and identity, or why it is unreadable.
+
+    ``data``/``file`` are set for a readable regular file; ``error`` for an unreadable one."""
+
+    path: str
+    data: bytes | None = None
+    file: FileInfo | None = None
+    error: str | None = None
+
+
+def read_entry(path: str) -> FileRead | None:
+    """Read a candidate lock path safely (:func:`core.fsutil.read_lock_file`).
+
+    Returns ``None`` when there is no file (it vanished), else a :class:`FileRead`. Never
+    raises for what is at the path."""
+    try:
+        data, info = read_lock_file(path)
+    except FileNotFoundError:
+        return None
+    except UnreadableError as exc:
+        return FileRead(path, error=exc.reason)
+    except OSError as exc:
+        return FileRead(path, error=exc.strerror or str(exc))
+    return FileRead(path, data=data, file=info)
+
+
+def judge_read(
+    read: FileRead, *, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+) -> LockStatus:
+    """The verdict on a :class:`FileRead` (:func:`core.inspect.inspect_bytes`, or an
+    ``unreadable`` verdict from :func:`core.policy.judge` with the read error)."""
+    if read.error is not None or read.data is None:
+        from core.policy import judge
+
+        return judge(read.path, None, file=None, liveness=Liveness.UNKNOWN, liveness_reasons=[],
+                     policy=policy, now=now, error=read.error or "could not be read")
+    from core.inspect import inspect_bytes
+
+    mtime = read.file.mtime_ns / 1e9 if read.file is not None else None
+    return inspect_bytes(read.path, read.data, read.file, policy=policy, procs=procs, now=now,
+                         mtime=mtime)
+
+
+def replay_claims(proof_dir: str) -> list[LockRecord]:
+    """Claims held in ``proof_dir``'s ledger (:func:`core.formats.af.replay_ledger`), with
+    their virtual paths ``"<proof>/ledger#<node_id>"``. Never raises."""
+    from core.formats import af
+
+    try:
+        return list(af.replay_ledger(os.path.join(proof_dir, LEDGER_DIR)))
+    except Exception:  # a bug in a parser must not stop the inventory
+        return []
+
+
+def judge_claim(
+    record: LockRecord, *, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+) -> LockStatus:
+    """The verdict on a claim replayed from a ledger: read-only, never a file."""
+    import dataclasses
+
+    from core.liveness import check
+    from core.policy import judge
+
+    try:
+        liveness, reasons = check(record, procs=procs)
+    except Exception as exc:
+        liveness, reasons = Liveness.UNKNOWN, [f"the holder could not be checked: {exc}"]
+    st = judge(record.path, record, file=None, liveness=liveness, liveness_reasons=reasons,
+               policy=policy, now=now)
+    return st if st.read_only else dataclasses.replace(st, read_only=True)
+
+
+def claim_node(status: LockStatus) -> str | None:
+    """Node id of an af claim entry (claim lock file or replayed claim), else ``None``."""
+    rec = status.record
+    if rec is None or rec.format != "af-claim":
+        return None
+    node = rec.metadata.get("node_id") if isinstance(rec.metadata, dict) else None
+    return node if isinstance(node, str) else rec.tag
+
+
+def dedupe_claims(
+    claims: list[LockStatus], files: Iterable[LockStatus], proof_dir: str
+) -> list[LockStatus]:
+    """Drop replayed ``claims`` of ``proof_dir`` that a claim lock file in ``<proof>/locks/``
+    already shows (same node id and same owner). See the module docstring."""
+    locks_dir = os.path.join(proof_dir, CLAIMS_DIR)
+    shown: set[tuple[str, str | None]] = set()
+    for st in files:
+        if os.path.dirname(st.path) != locks_dir:
+            continue
+        node = claim_node(st)
+        if node is not None and st.record is not None:
+            shown.add((node, st.record.holder))
+    out = []
+    for st in claims:
+        node = claim_node(st)
+        holder = st.record.holder if st.record is not None else None
+        if node is not None and (node, holder) in shown:
+            continue
+        out.append(st)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the public scans
+# --------------------------------------------------------------------------------------------
+
+
+def _snapshot() -> ProcessSnapshot | None:
+    from core.liveness import snapshot
+
+    try:
+        return snapshot()
+    except Exception:  # psutil unusable (no /proc): inspect looks PIDs up one by one
+        return None
+
+
+def scan_dir(
+    spec: WatchSpec,
+    *,
+    procs: ProcessSnapshot | None = None,
+    now: datetime | None = None,
+) -> list[LockStatus]:
+    """Every lock in one watched directory, with its verdict, sorted by path.
+
+    Args:
+        spec: the directory, recursion, patterns and stale policy.
+        procs: a :func:`core.liveness.snapshot`; default: one is taken for this scan.
+        now: the moment of the verdicts (aware UTC); default now.
+
+    Returns:
+        One :class:`LockStatus` per candidate file (unreadable ones included, with the reason)
+        and per replayed af claim. Empty when the directory does not exist or cannot be listed
+        (the watcher reports that as a :class:`core.watch.DirStatus`). Never raises for the
+        directory's content.
+    """
+    now = now or datetime.now(UTC)
+    if procs is None:
+        procs = _snapshot()
+    try:
+        listing = list_dir(spec, with_stat=False)
+    except OSError:
+        return []
+    return _judge_listing(listing, policy_for(spec), procs, now)
+
+
+def _judge_listing(
+    listing: Listing, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+) -> list[LockStatus]:
+    out: list[LockStatus] = []
+    for path in listing.files:
+        read = read_entry(path)
+        if read is not None:
+            out.append(judge_read(read, policy=policy, procs=procs, now=now))
+    for proof in listing.proofs:
+        claims = [judge_claim(r, policy=policy, procs=procs, now=now)
+                  for r in replay_claims(proof)]
+        out.extend(dedupe_claims(claims, out, proof))
+    out.sort(key=lambda s: s.path)
+    return out
+
+
+def scan(
+    specs: list[WatchSpec],
+    *,
+    procs: ProcessSnapshot | None = None,
+    now: datetime | None = None,
+) -> list[LockStatus]:
+    """Every lock in all watched directories (see :func:`scan_dir`), sorted by path.
+
+    One :func:`core.liveness.snapshot` serves the whole scan. A path covered by several specs
+    (overlapping directories) appears once, judged by the first spec that covers it."""
+    now = now or datetime.now(UTC)
+    if procs is None:
+        procs = _snapshot()
+    seen: set[str] = set()
+    out: list[LockStatus] = []
+    for spec in specs:
+        for st in scan_dir(spec, procs=procs, now=now):
+            if st.path not in seen:
+                seen.add(st.path)
+                out.append(st)
+    out.sort(key=lambda s: s.path)
+    return out
