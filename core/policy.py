@@ -176,7 +176,7 @@ def judge(
             if record.format == "af-claim":
                 return status(State.EXPIRED, expired, "af keeps an expired claim until af reaps it")
             if dead:
-                return status(State.STALE, expired, "and its holder is dead")
+                return status(State.STALE, expired, "its holder is dead, so the lock is stale")
             return status(State.EXPIRED, expired)
         if (
             dead
@@ -194,7 +194,7 @@ def judge(
         return status(State.HELD, *_held_for(age), "af claims are reaped by af itself")
     if dead and record.written_by_lockwarden:
         return status(
-            State.STALE, "written by Lockwarden, whose holder is proven dead: stale at once"
+            State.STALE, "a lock written by Lockwarden is stale as soon as its holder is dead"
         )
     limit = human_duration(policy.stale_after)
     if age is None:

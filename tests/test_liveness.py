@@ -80,6 +80,15 @@ def test_whole_second_timestamp_of_same_process_is_alive(child: subprocess.Popen
     assert check(rec)[0] is Liveness.ALIVE
 
 
+def test_pidfile_start_check_uses_file_mtime(child: subprocess.Popen[bytes]) -> None:
+    rec = LockRecord(path="/run/d.pid", format="pidfile", pid=child.pid)
+    started = _start(child.pid)
+    assert check(rec)[0] is Liveness.ALIVE  # no time at all: no start check
+    assert check(rec, written_at=time.time())[0] is Liveness.ALIVE
+    state, reasons = check(rec, written_at=started - 3 * 3600)
+    assert state is Liveness.REUSED and "3h 0m after the lock was written" in reasons[0]
+
+
 def test_start_mismatch_is_reused(child: subprocess.Popen[bytes]) -> None:
     started = _start(child.pid)
     # acquired_at says nothing wrong: only start= tells the process apart
