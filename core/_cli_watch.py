@@ -108,6 +108,6 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
             pass
     finally:
         watcher.close()
-        for s, h in old.items():
-            signal.signal(s, h)
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
     return 0

@@ -163,8 +163,9 @@ _EXAMPLES: dict[str, str] = {
     "watch": """examples:
   lockwarden watch /tmp /run/lock
   lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done""",
-    "gui": """example:
-  lockwarden gui""",
+    "gui": """examples:
+  lockwarden gui
+  lockwarden gui --config ~/lockwarden-test.toml   # options of lockwarden-gui pass through""",
 }
 
 
@@ -321,8 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_stale_after(p)
     _add_common(p)
 
-    p = verb("gui", "start the desktop app (tray icon and window)")
-    p.add_argument("gui_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = verb("gui", "start the desktop app (tray icon and window); other options are passed "
+             "to the app (see 'lockwarden-gui --help')")
     _add_common(p, json_opt=False)
 
     return parser
@@ -673,11 +674,13 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
 def cmd_gui(args: argparse.Namespace, out: Out) -> int:
     """``gui``: start the desktop app (``app.main:main``, imported only here)."""
     try:
-        from app.main import main as gui_main  # type: ignore[import-not-found,unused-ignore]
+        from app.main import main as gui_main
     except ImportError as exc:
         raise CliError(f"gui: the desktop app is not available ({exc})") from None
-    sys.argv = [f"{PROG}-gui", *args.gui_args]
-    return int(gui_main() or 0)
+    try:
+        return int(gui_main(list(args.gui_args)) or 0)
+    except ImportError as exc:  # PySide6 is imported inside app.main.main
+        raise CliError(f"gui: the desktop app cannot start: {exc}") from None
 
 
 def describe_holder(status: LockStatus) -> str:
@@ -710,11 +713,15 @@ _MUTATING = frozenset({"try", "acquire", "release", "reclaim", "run"})
 # --------------------------------------------------------------------------------------------
 
 
+def _verb_of(argv: Sequence[str]) -> str | None:
+    """The verb: the first word that is not an option (no global option takes a value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def _split_run_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """For ``run``, split argv at the first ``--``: everything after it is the command, even
     words that look like options. Other verbs keep ``--`` (it lets a path start with ``-``)."""
-    verb = next((a for a in argv if not a.startswith("-")), None)
-    if verb != "run" or "--" not in argv:
+    if _verb_of(argv) != "run" or "--" not in argv:
         return argv, None
     i = argv.index("--")
     return argv[:i], argv[i + 1:]
@@ -732,7 +739,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         head, run_cmd = _split_run_command(args_list)
         parser = build_parser()
         try:
-            args = parser.parse_args(head)
+            if _verb_of(head) == "gui":  # options the CLI does not know go to the app
+                args, extra = parser.parse_known_args(head)
+                args.gui_args = extra
+            else:
+                args = parser.parse_args(head)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         if run_cmd is not None:
