@@ -79,7 +79,7 @@ def test_judge_safety(
             assert dead
         if not dead:
             age = (
-                (NOW - rec.acquired_at).total_seconds()
+                NOW.timestamp() - rec.acquired_at.timestamp()
                 if rec.acquired_at is not None
                 else None
                 if mtime is None
@@ -88,7 +88,7 @@ def test_judge_safety(
             assert age is not None and age > policy.stale_after
         if not rec.written_by_lockwarden and rec.format != "task-mcp" and expiry is None:
             age = (
-                (NOW - rec.acquired_at).total_seconds()
+                NOW.timestamp() - rec.acquired_at.timestamp()
                 if rec.acquired_at is not None
                 else None
                 if mtime is None
