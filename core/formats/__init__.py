@@ -97,7 +97,10 @@ def _pick_json(obj: dict[str, Any], path: str) -> str:
     if best is not None:
         missing = [repr(k) for k in best[2] if k not in obj]
         noun = "field" if len(missing) == 1 else "fields"
-        raise ParseError(f"looks like a {best[1]} lock but has no {' or '.join(missing)} {noun}")
+        article = "an" if best[1].startswith("a") else "a"
+        raise ParseError(
+            f"looks like {article} {best[1]} lock but has no {' or '.join(missing)} {noun}"
+        )
     keys_found = ", ".join(sorted(repr(k) for k in obj)[:8]) or "none"
     raise ParseError(
         "JSON object is not a lock format we know (task-mcp needs owner+since+ttl, af ledger "

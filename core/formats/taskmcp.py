@@ -31,6 +31,7 @@ from core.formats._common import (
     add_seconds,
     as_finite,
     as_utc,
+    clean_value,
     decode_text,
     format_time,
     from_unix,
@@ -123,7 +124,10 @@ def _since(obj: dict[str, Any]) -> datetime:
     if millis is not None:
         if millis < 0:
             raise ParseError(f"since is negative: {short(value)}")
-        return from_unix(millis / 1000.0, "since (epoch milliseconds)")
+        try:
+            return from_unix(millis / 1000.0, "since")
+        except ParseError:
+            raise ParseError(f"since is out of range: {short(value)} ms") from None
     if isinstance(value, int | float) and not isinstance(value, bool):
         raise ParseError(f"since is out of range: {short(value)}")
     raise ParseError(f"since is {a_type(value)}, not epoch milliseconds or an ISO 8601 string")
@@ -140,6 +144,8 @@ def parse(data: bytes, path: str = "") -> LockRecord:
     - ``pid``: ``metadata.process_id``, else from an owner ``pid-<N>@<host>`` (Task MCP's
       default owner, spec 004 "Local Development"); ``host``: ``metadata.hostname``, else that
       owner's host part;
+    - ``tag``: ``metadata.tag`` when it is a string (Lockwarden puts a lock's tag there),
+      control characters replaced by spaces;
     - Lockwarden's top-level ``token`` (32 lowercase hex) and ``start`` (Unix s) when valid.
 
     Raises:
@@ -186,6 +192,9 @@ def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
         if host is None:
             host = m.group(2)
 
+    tag_value = metadata.get("tag")
+    tag = clean_value(tag_value) if isinstance(tag_value, str) else None
+
     token = obj["token"] if is_token(obj.get("token")) else None
     start_value = obj.get("start")
     start = as_finite(start_value)
@@ -201,7 +210,7 @@ def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
         acquired_at=since,
         expires_at=expires_at,
         ttl=ttl,
-        tag=None,
+        tag=tag,
         metadata=metadata,
         raw=raw_text(data),
         token=token,
