@@ -371,6 +371,18 @@ def holder_pid(args: argparse.Namespace) -> int:
     return int(pid) if pid is not None else os.getppid()
 
 
+def checked_holder_pid(args: argparse.Namespace) -> int:
+    """:func:`holder_pid`, refusing (exit 2) a ``--pid`` that names no running process: a
+    lock recorded for it would be stale at once."""
+    pid = holder_pid(args)
+    if getattr(args, "pid", None) is not None:
+        from core.liveness import process_start_time
+
+        if process_start_time(pid) is None:
+            raise CliError(f"--pid {pid}: no such process", EXIT_USAGE)
+    return pid
+
+
 def check_lock_path(path: str, *, must_be_file: bool) -> None:
     """Validate a lock path before the engine sees it.
 
@@ -448,7 +460,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     from core.lock import Lock
 
     check_lock_path(args.path, must_be_file=True)
-    pid = holder_pid(args)
+    pid = checked_holder_pid(args)
     lock = Lock(
         args.path, tag=args.tag, ttl=args.ttl, format=args.format,
         stale_after=float(args.stale_after), holder_pid=pid,
@@ -486,7 +498,8 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     try:
         status = release_path(args.path, pid=pid, force=args.force, reason=args.reason)
     except LockLost as exc:
-        out.note(f"not released: {exc}")
+        msg = str(exc)
+        out.note(msg if "not released" in msg else f"not released: {msg}")
         return EXIT_NO
     if status.state is State.FREE:
         out.note(f"not released: {args.path} is not held")
@@ -575,7 +588,7 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     from core.lock import reclaim
 
     check_lock_path(args.path, must_be_file=True)
-    pid = holder_pid(args)
+    pid = checked_holder_pid(args)
     try:
         reclaim(
             args.path, force=args.force, reason=args.reason, holder_pid=pid, tag=args.tag,
@@ -648,7 +661,8 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
 def _audit_dict(e: Any) -> dict[str, Any]:
     """An :class:`core.audit.AuditEntry` as JSON: Task MCP's field names (``lockPath``) plus
     ours, the physical ``line`` and ``error`` for a line that is not a JSON object."""
-    ts = e.timestamp.isoformat().replace("+00:00", "Z") if e.timestamp else None
+    ts = (e.timestamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+          if e.timestamp else None)
     return {
         "line": e.line, "timestamp": ts, "operation": e.operation, "lockPath": e.lock_path,
         "details": e.details, "user": e.user, "pid": e.pid, "host": e.host, "via": e.via,

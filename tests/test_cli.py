@@ -87,6 +87,8 @@ def test_version_and_usage_errors(lockdir: Path) -> None:
     out = lw("run", str(lock), "--ttl", "-1", "--", "true")
     assert out.returncode == 2
     one_line(out.stderr)
+    out = lw("try", str(lock), "--pid", str(dead_pid()))
+    assert out.returncode == 2 and "no such process" in one_line(out.stderr)
     assert list(lockdir.iterdir()) == []
 
 
