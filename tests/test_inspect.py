@@ -34,6 +34,7 @@ def test_missing_file_is_free(lockdir: Path) -> None:
     assert inspect(str(lockdir / "no-such-dir" / "x.lock")).state is State.FREE
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this OS")
 def test_fifo_is_unreadable_and_not_opened(lockdir: Path) -> None:
     fifo = lockdir / "pipe.lock"
     os.mkfifo(fifo)
@@ -110,6 +111,8 @@ def test_permission_denied_is_unreadable(lockdir: Path) -> None:
     f = lockdir / "secret.lock"
     f.write_bytes(b"pid=1\ntimestamp=1\n")
     f.chmod(0)
+    if os.name != "posix":
+        pytest.skip("POSIX permissions")
     if os.geteuid() != 0:
         st = inspect(str(f))
         assert st.state is State.UNREADABLE and st.reasons == ["permission denied"]
