@@ -14,6 +14,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.qtcompat import emit
 from core.errors import LockError, LockHeld, LockLost, NotStale
 from core.record import LockStatus
 
@@ -78,8 +79,8 @@ class LockActions(QObject):
         except (LockError, OSError) as exc:
             raise ActionError("Could not acquire the lock", _explain(exc, path)) from exc
         self.held[path] = lock
-        self.heldChanged.emit()
-        self.touched.emit(path)
+        emit(self.heldChanged)
+        emit(self.touched, path)
         return lock
 
     def release(self, path: str) -> None:
@@ -93,12 +94,12 @@ class LockActions(QObject):
             lock.release()
         except (LockError, OSError) as exc:
             self.held.pop(path, None)
-            self.heldChanged.emit()
-            self.touched.emit(path)
+            emit(self.heldChanged)
+            emit(self.touched, path)
             raise ActionError("Could not release the lock", _explain(exc, path)) from exc
         self.held.pop(path, None)
-        self.heldChanged.emit()
-        self.touched.emit(path)
+        emit(self.heldChanged)
+        emit(self.touched, path)
 
     def reclaim(self, path: str, *, force: bool = False, reason: str | None = None,
                 status: LockStatus | None = None) -> Any:
@@ -113,11 +114,11 @@ class LockActions(QObject):
             lock = core.reclaim(path, force=force, reason=reason or None, ttl=ttl,
                                 stale_after=stale_after)
         except (LockError, OSError) as exc:
-            self.touched.emit(path)
+            emit(self.touched, path)
             raise ActionError("Could not reclaim the lock", _explain(exc, path)) from exc
         self.held[path] = lock
-        self.heldChanged.emit()
-        self.touched.emit(path)
+        emit(self.heldChanged)
+        emit(self.touched, path)
         return lock
 
     def force_release(self, path: str, *, reason: str | None = None) -> LockStatus:
@@ -128,11 +129,11 @@ class LockActions(QObject):
         try:
             st: LockStatus = core.force_release(path, reason=reason or None)
         except (LockError, OSError) as exc:
-            self.touched.emit(path)
+            emit(self.touched, path)
             raise ActionError("Could not force-release the lock", _explain(exc, path)) from exc
         if self.held.pop(path, None) is not None:
-            self.heldChanged.emit()
-        self.touched.emit(path)
+            emit(self.heldChanged)
+        emit(self.touched, path)
         return st
 
     def release_all(self) -> list[str]:

@@ -21,6 +21,7 @@ from app.actions import ActionError, LockActions
 from app.dialogs import AcquireDialog, AuditDialog, SettingsDialog, force_dialog, reclaim_dialog
 from app.inventory import Inventory
 from app.model import LockFilterProxy, LockTableModel, is_attention
+from app.qtcompat import emit
 from app.theme import apply_theme
 from app.tray import TrayController
 from app.window import MainWindow
@@ -154,8 +155,24 @@ class LockwardenApp(QObject):
         if self.demo is not None:
             self.demo.stop()
         self.window.close()
-        self.quitRequested.emit()
+        emit(self.quitRequested)
         self.qapp.quit()
+
+    def dispose(self) -> None:
+        """Delete the window, the tray menu and this object now (after :meth:`finish_quit`;
+        used by tests and the screenshot script, which create several apps in one process)."""
+        from PySide6.QtCore import QCoreApplication, QEvent
+
+        self.model.stop_ticking()
+        for dlg in list(self.dialogs):
+            dlg.deleteLater()
+        self.dialogs.clear()
+        if self.tray is not None:
+            self.tray.menu.deleteLater()
+            self.tray.icon.hide()
+        self.window.deleteLater()
+        self.deleteLater()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -169,7 +186,7 @@ class LockwardenApp(QObject):
 
         dlg.finished.connect(done)
         dlg.open()
-        self.dialogOpened.emit(dlg)
+        emit(self.dialogOpened, dlg)
 
     def show_error(self, title: str, text: str) -> QMessageBox:
         """Show an error message (non-blocking) and remember it in :attr:`last_error`."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.qtcompat import emit
 from core.record import LockStatus, State
 
 Update = tuple[str, LockStatus | None]
@@ -56,7 +57,7 @@ class Inventory(QObject):
             signal = not self._signalled
             self._signalled = True
         if signal:
-            self._wake.emit()
+            emit(self._wake)
 
     def push_changeset(self, changes: Any) -> None:
         """``on_change`` callback for :class:`core.watch.Watcher`: queue a ``ChangeSet``."""
@@ -72,7 +73,7 @@ class Inventory(QObject):
             signal = not self._signalled
             self._signalled = True
         if signal:
-            self._wake.emit()
+            emit(self._wake)
 
     # -- GUI thread ---------------------------------------------------------------------------
 
@@ -84,9 +85,9 @@ class Inventory(QObject):
             self._signalled = False
         if dirs is not None:
             self.dirs = dirs
-            self.dirsChanged.emit(dirs)
+            emit(self.dirsChanged, dirs)
         if pending:
-            self.updated.emit(list(pending.items()))
+            emit(self.updated, list(pending.items()))
 
     def flush(self) -> None:
         """Deliver whatever is queued now (GUI thread; used after an action and in tests)."""
@@ -95,19 +96,26 @@ class Inventory(QObject):
     def start(self, specs: list[Any]) -> None:
         """Start a :class:`core.watch.Watcher` on ``specs`` (list of ``WatchSpec``).
 
-        The initial scan runs in the watcher's threads; its result arrives through
-        :attr:`updated`. Raises whatever ``Watcher.start`` raises (never for a missing
-        directory: that is reported as a ``DirStatus`` with mode ``missing``)."""
+        ``Watcher.start`` runs the initial scan and a psutil pass, so it is called from a
+        worker thread, never the GUI thread; its inventory and directory modes then arrive
+        through :attr:`updated` and :attr:`dirsChanged`. A missing directory is reported as a
+        ``DirStatus`` with mode ``missing``, not an error."""
         import importlib
 
         watch = importlib.import_module("core.watch")
         self.close()
-        self._watcher = watch.Watcher(specs, self.push_changeset, on_dirs=self.push_dirs)
-        self._watcher.start()
-        snap = self._watcher.snapshot()
-        if snap:
-            self.push((s.path, s) for s in snap)
-        self.push_dirs(self._watcher.dir_status())
+        w = watch.Watcher(specs, self.push_changeset, on_dirs=self.push_dirs)
+        self._watcher = w
+
+        def run() -> None:
+            try:
+                w.start()
+            except RuntimeError:  # closed before it started
+                return
+            self.push((s.path, s) for s in w.snapshot())
+            self.push_dirs(w.dir_status())
+
+        threading.Thread(target=run, name="lockwarden-watcher-start", daemon=True).start()
 
     @property
     def watcher(self) -> Any:

@@ -32,6 +32,7 @@ from PySide6.QtCore import (
 )
 
 from app.icons import state_icon
+from app.qtcompat import emit
 from core.record import LockStatus, State
 
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -330,9 +331,9 @@ class LockTableModel(QAbstractTableModel):
             self._insert_rows(added)
         self._filled = True
         if trans:
-            self.transitions.emit(trans)
+            emit(self.transitions, trans)
         if removed or added or trans:
-            self.countsChanged.emit()
+            emit(self.countsChanged)
 
     def apply_changeset(self, changes: Any) -> None:
         """Apply a :class:`core.watch.ChangeSet` (``added``, ``changed``, ``removed`` lists of
@@ -364,7 +365,7 @@ class LockTableModel(QAbstractTableModel):
         start = prev = changed[0]
         for c in [*changed[1:], -2]:
             if c != prev + 1:
-                self.dataChanged.emit(self.index(row, start), self.index(row, prev))
+                emit(self.dataChanged, self.index(row, start), self.index(row, prev))
                 start = c
             prev = c
 
@@ -395,11 +396,16 @@ class LockTableModel(QAbstractTableModel):
             self.endRemoveRows()
         self._index = {st.path: i for i, st in enumerate(self._rows)}
 
+    def stop_ticking(self) -> None:
+        """Stop the one-second age timer."""
+        self._timer.stop()
+
     def tick(self) -> None:
         """Advance the clock and emit ``dataChanged`` for the age and expires columns."""
         self._now = self._clock()
         if self._rows:
-            self.dataChanged.emit(
+            emit(
+                self.dataChanged,
                 self.index(0, Col.AGE),
                 self.index(len(self._rows) - 1, Col.EXPIRES),
                 [Qt.ItemDataRole.DisplayRole, SORT_ROLE],

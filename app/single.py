@@ -10,6 +10,8 @@ import hashlib
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
+from app.qtcompat import emit
+
 CONNECT_TIMEOUT_MS = 1000
 
 
@@ -62,23 +64,22 @@ class SingleInstance(QObject):
         return True
 
     def _connection(self) -> None:
+        # The client writes "show" right after connecting, so a short blocking read is
+        # enough; no per-socket closures outlive the call.
         assert self.server is not None
         while self.server.hasPendingConnections():
             sock = self.server.nextPendingConnection()
             if sock is None:
                 break
-
-            def read(s: QLocalSocket = sock) -> None:
-                data = bytes(s.readAll().data())
+            if sock.bytesAvailable() or sock.waitForReadyRead(CONNECT_TIMEOUT_MS):
+                data = bytes(sock.readAll().data())
                 if b"show" in data:
-                    s.write(b"ok\n")
-                    s.flush()
-                    self.activated.emit()
-
-            sock.readyRead.connect(read)
-            sock.disconnected.connect(sock.deleteLater)
-            if sock.bytesAvailable():
-                read()
+                    sock.write(b"ok\n")
+                    sock.flush()
+                    sock.waitForBytesWritten(CONNECT_TIMEOUT_MS)
+                    emit(self.activated)
+            sock.disconnectFromServer()
+            sock.deleteLater()
 
     def close(self) -> None:
         """Stop listening."""

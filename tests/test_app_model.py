@@ -186,3 +186,16 @@ def test_roles_and_headers():
     assert m.headerData(Col.AGE, Qt.Orientation.Horizontal) == "Age"
     assert m.data(QModelIndex()) is None
     assert m.counts()[State.HELD] == 1
+
+
+def test_emitting_signals_keeps_true_alive():
+    """PySide6 6.12.0 + CPython 3.11 drop a reference to True per emit(); app.qtcompat.emit
+    gives it back, so a long-running app (ticks every second) never aborts."""
+    import sys
+
+    m = make_model()
+    m.apply([(s.path, s) for s in (status("a.lock"), status("b.lock"))])
+    before = sys.getrefcount(True)
+    for _ in range(200):
+        m.tick()
+    assert sys.getrefcount(True) >= before - 5
