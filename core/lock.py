@@ -844,6 +844,10 @@ class Lock:
 
     # -- context manager ----------------------------------------------------------------
     def __enter__(self) -> Lock:
+        """``with lk:`` acquires (blocking, no timeout); ``with lk.acquire(timeout=5):``
+        enters the lock already held. Leaving releases it."""
+        if self.is_held:
+            return self
         return self.acquire()
 
     def __exit__(
