@@ -101,13 +101,18 @@ class LockRecord:
         return int(self.acquired_at.timestamp()) if self.acquired_at else None
 
     def effective_expiry(self) -> datetime | None:
-        """``expires_at`` if set, else ``acquired_at + ttl`` if both are set, else ``None``."""
+        """``expires_at`` if set, else ``acquired_at + ttl`` if both are set, else ``None``.
+
+        A lease that would end after year 9999 is reported as ``datetime.max`` (UTC)."""
         if self.expires_at is not None:
             return self.expires_at
         if self.acquired_at is not None and self.ttl is not None:
             from datetime import timedelta
 
-            return self.acquired_at + timedelta(seconds=self.ttl)
+            try:
+                return self.acquired_at + timedelta(seconds=self.ttl)
+            except (OverflowError, ValueError):
+                return datetime.max.replace(tzinfo=UTC)  # a lease past year 9999: never
         return None
 
 
