@@ -1,0 +1,186 @@
+"""The tray icon on a real X server (Xvfb) with a real tray host (trayer).
+
+Qt's platform cannot change inside one process once the tests chose ``offscreen``, so the
+tray runs in a subprocess with ``QT_QPA_PLATFORM=xcb`` and reports each step on stdout; the
+test drives the holder process and checks the steps and the files."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core import audit
+from core import config as cfgmod
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.tray
+
+HOLDER = (
+    "import sys, time, core\n"
+    "lock = core.Lock(sys.argv[1], tag='tray test')\n"
+    "lock.acquire(blocking=False)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+# Runs in the subprocess: the app with a tray, steps printed as "STEP <name> <detail>".
+TRAY_CHECK = r'''
+import os, sys, time
+from pathlib import Path
+from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon
+
+cfg, lock_path, killed_flag = sys.argv[1], sys.argv[2], sys.argv[3]
+app = QApplication([sys.argv[0]])
+
+def step(name, detail=""):
+    print("STEP", name, detail, flush=True)
+
+def wait_until(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        loop = QEventLoop()
+        QTimer.singleShot(50, loop.quit)
+        loop.exec()
+    return bool(pred())
+
+if not wait_until(QSystemTrayIcon.isSystemTrayAvailable, 15):
+    step("FAIL", "no system tray")
+    sys.exit(1)
+step("available")
+from app.application import LockwardenApp
+lw = LockwardenApp(app, config_path=cfg)
+assert lw.tray is not None
+lw.start(show_window=False)
+tray = lw.tray
+ok = wait_until(lambda: tray.icon.isVisible() and not tray.icon.geometry().isEmpty(), 20)
+step("visible" if ok else "FAIL", f"{tray.icon.geometry().width()}x{tray.icon.geometry().height()}")
+ok = wait_until(lambda: tray.state == "held", 20)
+step("held" if ok else "FAIL", tray.state + " | " + tray.icon.toolTip().replace("\n", " | "))
+step("kill-now")
+wait_until(lambda: os.path.exists(killed_flag), 30)
+ok = wait_until(lambda: tray.state == "stale" and tray.badge == 1, 30)
+step("stale" if ok else "FAIL", f"{tray.state} badge={tray.badge}")
+step("notified", repr(tray.messages))
+tray.rebuild_menu()
+name = os.path.basename(lock_path)
+subs = [a.menu() for a in tray.menu.actions() if a.menu() is not None and name in a.text()]
+step("menu", " | ".join(a.text() for a in tray.menu.actions()))
+if not subs:
+    step("FAIL", "lock not in menu")
+    sys.exit(1)
+acts = {a.text(): a for a in subs[0].actions()}
+step("submenu", " | ".join(acts))
+acts["Reclaim"].trigger()
+dlg = lw.dialogs[-1]
+step("dialog", dlg.windowTitle())
+dlg.accept()
+ok = wait_until(lambda: f"pid={os.getpid()}" in Path(lock_path).read_text(), 10)
+step("reclaimed" if ok else "FAIL", str(lw.last_error))
+ok = wait_until(lambda: tray.state == "held" and tray.badge == 0, 20)
+step("held-again" if ok else "FAIL", tray.state)
+lw.finish_quit(release=True)
+step("released", str(not os.path.exists(lock_path)))
+'''
+
+
+def _free_display() -> int:
+    for n in range(91, 140):
+        if not Path(f"/tmp/.X{n}-lock").exists() and not Path(f"/tmp/.X11-unix/X{n}").exists():
+            return n
+    raise RuntimeError("no free X display number")
+
+
+@pytest.fixture(scope="session")
+def xtray() -> Iterator[str]:
+    """A private Xvfb display with trayer as the system tray host; yields DISPLAY."""
+    xvfb, trayer = shutil.which("Xvfb"), shutil.which("trayer")
+    if not xvfb or not trayer:
+        pytest.skip("Xvfb and trayer are needed for tray tests (Debian: xvfb trayer)")
+    n = _free_display()
+    display = f":{n}"
+    x = subprocess.Popen([xvfb, display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sock = Path(f"/tmp/.X11-unix/X{n}")
+    deadline = time.monotonic() + 15
+    while not sock.exists() and time.monotonic() < deadline and x.poll() is None:
+        time.sleep(0.05)
+    if not sock.exists():
+        x.kill()
+        pytest.fail(f"Xvfb did not start on {display}")
+    env = dict(os.environ, DISPLAY=display)
+    t = subprocess.Popen([trayer, "--edge", "top", "--align", "right", "--widthtype", "request",
+                          "--height", "32", "--transparent", "false", "--tint", "0x303030",
+                          "--SetDockType", "true"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield display
+    finally:
+        for p in (t, x):
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_tray_icon_state_menu_and_reclaim(xtray, tmp_path, lockdir):
+    lock = lockdir / "nightly.lock"
+    cfg_path = tmp_path / "cfg" / "config.toml"
+    cfgmod.save(cfgmod.Config(watches=[cfgmod.WatchSpec(path=str(lockdir))]), str(cfg_path))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    killed = tmp_path / "killed"
+    genv = dict(env, DISPLAY=xtray, QT_QPA_PLATFORM="xcb",
+                XDG_CONFIG_HOME=str(tmp_path / "xdg"), XDG_STATE_HOME=str(tmp_path / "xdg"),
+                XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    gui = subprocess.Popen([sys.executable, "-c", TRAY_CHECK, str(cfg_path), str(lock),
+                            str(killed)], env=genv, stdout=subprocess.PIPE, text=True)
+    steps: dict[str, str] = {}
+    try:
+        assert gui.stdout is not None
+        for line in gui.stdout:
+            if not line.startswith("STEP "):
+                continue
+            _, name, *rest = line.rstrip("\n").split(" ", 2)
+            steps[name] = rest[0] if rest else ""
+            assert name != "FAIL", f"tray check failed: {line} (steps so far: {steps})"
+            if name == "kill-now":
+                holder.send_signal(signal.SIGKILL)
+                holder.wait()
+                killed.touch()
+        assert gui.wait(60) == 0
+    finally:
+        for p in (gui, holder):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    assert "available" in steps and "visible" in steps
+    assert "1 held" in steps["held"]
+    assert steps["stale"].startswith("stale badge=1")
+    assert "nightly.lock is stale" in steps["notified"]
+    assert "nightly.lock — stale" in steps["menu"]
+    assert "Open Lockwarden" in steps["menu"] and "Quit" in steps["menu"]
+    assert steps["submenu"].split(" | ")[:2] == ["Reclaim", "Force release…"]
+    assert steps["dialog"] == "Reclaim lock"
+    assert steps["reclaimed"] == "None"
+    assert steps["released"] == "True"
+    ops = [e.operation for e in audit.read(str(lockdir))]
+    assert ops[-2:] == ["reclaim", "release"]
