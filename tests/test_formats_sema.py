@@ -220,3 +220,17 @@ def test_lock_written_the_spec_shell_way_parses(lockdir: Path) -> None:
     assert rec.tag == "shell-script"
     assert rec.acquired_at is not None
     assert abs((datetime.now(UTC) - rec.acquired_at).total_seconds()) < 600
+
+
+def test_lone_surrogates_and_c1_controls_in_values() -> None:
+    rec = sema.make_record("p", pid=1, timestamp=T0, tag="a\ud800b\x9b[31mc", host="h\udfff")
+    assert rec.tag == "a\ufffdb [31mc"
+    assert rec.host == "h\ufffd"
+    assert formats.parse(formats.serialize(rec), "p") == rec
+
+
+def test_whitespace_only_values_are_trimmed_the_way_readers_trim() -> None:
+    rec = sema.make_record("p", pid=1, timestamp=T0, tag="  \u3000 x \x85", host=" \t ")
+    assert rec.tag == "x"
+    assert rec.host is None
+    assert rec.raw == "pid=1\ntimestamp=1795253400\ntag=x\n"

@@ -32,6 +32,7 @@ WHITESPACE = (
 ``str.strip()`` would also strip U+001C..U+001F, which the reference tools keep."""
 
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f\x80-\x9f]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
 
@@ -52,8 +53,12 @@ def sanitize(text: str) -> str:
     (0x00-0x1F, 0x7F) become spaces, so a value can never inject a line (a fake ``key=value``),
     a terminal escape sequence or a NUL. We also replace the C1 controls U+0080..U+009F (U+009B
     is a one-character CSI in some terminals), because tags are shown in terminals and the GUI.
+    Lone surrogates (which UTF-8 cannot encode) become U+FFFD.
     """
-    return _CONTROL_RE.sub(" ", text)
+    text = _CONTROL_RE.sub(" ", text)
+    if _SURROGATE_RE.search(text):  # not encodable as UTF-8: U+FFFD, as a decoder would show
+        text = _SURROGATE_RE.sub("\ufffd", text)
+    return text
 
 
 def clean_value(text: str) -> str:

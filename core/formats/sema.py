@@ -226,7 +226,7 @@ def serialize(record: LockRecord) -> bytes:
         if not (math.isfinite(record.ttl) and record.ttl >= 0):
             raise ValueError(f"ttl must be finite and >= 0, not {record.ttl!r}")
         lines.append(f"ttl={number_text(float(record.ttl))}")
-    return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
+    return ("\n".join(lines) + "\n").encode("utf-8")
 
 
 def make_record(
