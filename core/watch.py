@@ -165,8 +165,7 @@ class Filesystem(NamedTuple):
 
 def filesystem_of(path: str, partitions: Sequence[Any] | None = None) -> Filesystem | None:
     """The mount holding ``path``: the partition with the longest mount point that is a
-    path-prefix of ``path``'s real path (the nearest existing parent when ``path`` does not
-    exist).
+    path-prefix of ``path``'s real path (symlinks resolved as far as the path exists).
 
     Args:
         path: any path.
@@ -181,13 +180,7 @@ def filesystem_of(path: str, partitions: Sequence[Any] | None = None) -> Filesys
             partitions = psutil.disk_partitions(all=True)
         except Exception:
             return None
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    real = os.path.normcase(os.path.realpath(p))
+    real = os.path.normcase(os.path.realpath(os.path.abspath(path)))  # resolves what exists
     best: Filesystem | None = None
     best_len = -1
     for part in partitions:
