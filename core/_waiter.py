@@ -59,6 +59,7 @@ _DIR_MASK = (
 )
 _ALWAYS = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF
 _EVENT_HEAD = struct.Struct("iIII")
+_HAVE_POLL = hasattr(select, "poll")
 
 _libc: Any = None
 if sys.platform.startswith("linux"):
@@ -101,6 +102,7 @@ class Waiter:
         self._pid: int | None = None
         self._pidfd: int | None = None
         self._pid_thread_stop: threading.Event | None = None
+        self._flag = threading.Event()
         self.holder_exited = False
         """True once the watched holder PID was seen to exit (cleared by a new PID)."""
         self.events = False
@@ -121,9 +123,7 @@ class Waiter:
         if self._inotify is not None:
             self.events = True
             return
-        self._pipe = os.pipe()
-        os.set_blocking(self._pipe[0], False)
-        os.set_blocking(self._pipe[1], False)
+        self._make_pipe()
         try:
             self._start_observer()
             self.events = True
@@ -164,7 +164,15 @@ class Waiter:
         observer.start()
         self._observer = observer
 
+    def _make_pipe(self) -> None:
+        if self._pipe is not None or not _HAVE_POLL:
+            return  # without poll() (Windows), _poke sets a threading.Event instead
+        self._pipe = os.pipe()
+        os.set_blocking(self._pipe[0], False)
+        os.set_blocking(self._pipe[1], False)
+
     def _poke(self) -> None:
+        self._flag.set()
         if self._pipe is not None:
             with contextlib.suppress(OSError):
                 os.write(self._pipe[1], b"x")
@@ -226,10 +234,7 @@ class Waiter:
         except psutil.Error:
             self.holder_exited = True
             return
-        if self._pipe is None:
-            self._pipe = os.pipe()
-            os.set_blocking(self._pipe[0], False)
-            os.set_blocking(self._pipe[1], False)
+        self._make_pipe()
         stop = threading.Event()
         self._pid_thread_stop = stop
         poke = self._poke
@@ -248,6 +253,12 @@ class Waiter:
     def wait(self, timeout: float | None) -> str:
         """Block until an event about the lock, the holder's exit, or ``timeout`` seconds
         (``None``: no limit). Returns ``"event"``, ``"exit"`` or ``"timeout"``."""
+        if not _HAVE_POLL:
+            fired = self._flag.wait(timeout)
+            self._flag.clear()
+            if fired and self._pid_thread_stop is not None:
+                self._check_pid_gone()
+            return "event" if fired else "timeout"
         poller = select.poll()
         if self._inotify is not None:
             poller.register(self._inotify, select.POLLIN)

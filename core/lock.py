@@ -451,13 +451,20 @@ class Lock:
                         wake = min(wake, backoff) if wake is not None else backoff
                         backoff = min(backoff * 2, 0.5)
                     waiter.wait(wake)
-                status = self._attempt()
+                status = self._attempt(precheck=True)
                 if status is None:
                     return self
 
-    def _attempt(self) -> LockStatus | None:
+    def _attempt(self, precheck: bool = False) -> LockStatus | None:
         """One try: publish, or reclaim a stale lock. None when we now hold the lock, else
-        the verdict on the lock that stops us."""
+        the verdict on the lock that stops us. ``precheck``: look first, so that waiters woken
+        together do not each write and fsync a temp file for a lock that is held again."""
+        if precheck and os.path.lexists(self.path):
+            seen = _inspect(self.path, self.policy)
+            if seen.state not in (State.FREE, State.STALE):
+                if seen.state is State.UNREADABLE and seen.record is None:
+                    _check_regular(self.path)
+                return seen
         token = secrets.token_hex(16)
         record, data = self._build(token, _now())
         tmp = temp_path(self.path, token)
@@ -900,10 +907,12 @@ def _next_wake(
     return wake
 
 
-def _remove_if(path: str, token: str, ours: Callable[[bytes, FileInfo], bool]) -> LockStatus:
+def _remove_if(
+    path: str, token: str, ours: Callable[[bytes, FileInfo], bool]
+) -> tuple[bytes, FileInfo]:
     """Under the directory guard, move the lock out to ``.<name>.<token>.rel``, check it with
     ``ours(bytes, info)`` and delete it; put it back and raise LockLost if it is not ours.
-    Returns the verdict on the removed file."""
+    Returns the removed file's bytes and identity."""
     with DirGuard(os.path.dirname(path)):
         rel = temp_path(path, token, "rel")
         try:
@@ -924,7 +933,11 @@ def _remove_if(path: str, token: str, ours: Callable[[bytes, FileInfo], bool]) -
             _unlink_quiet(rel)
             raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
         os.unlink(rel)
-    return _inspect_bytes(path, out[0], out[1], StalePolicy())
+    return out
+
+
+def _removed_status(path: str, removed: tuple[bytes, FileInfo]) -> LockStatus:
+    return _inspect_bytes(path, removed[0], removed[1], StalePolicy())
 
 
 # -- module-level operations ----------------------------------------------------------------
@@ -983,7 +996,7 @@ def force_release(path: str | os.PathLike[str], *, reason: str | None = None) ->
     p = _lock_path(path)
     token = secrets.token_hex(16)
     try:
-        status = _remove_if(p, token, lambda _d, _i: True)
+        status = _removed_status(p, _remove_if(p, token, lambda _d, _i: True))
     except LockLost:
         status = LockStatus(p, State.FREE, reasons=["no lock file"])
         _audit(p, "force_release", result="free", details={"reason": reason,
@@ -1021,7 +1034,7 @@ def release_path(
     fmt = rec.format if rec else None
     if not force:
         try:
-            removed = _remove_if(p, secrets.token_hex(16), mine)
+            removed = _removed_status(p, _remove_if(p, secrets.token_hex(16), mine))
         except LockLost as exc:
             _audit(p, "release_refused", result="refused",
                    details={"pid": pid, "holder": _holder_summary(status), "reason": str(exc)},
@@ -1033,7 +1046,7 @@ def release_path(
                format=fmt)
         return removed
     try:
-        removed = _remove_if(p, secrets.token_hex(16), lambda _d, _i: True)
+        removed = _removed_status(p, _remove_if(p, secrets.token_hex(16), lambda _d, _i: True))
     except LockLost:
         _audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise
