@@ -3,6 +3,7 @@ ledger replays to the claims its events leave (checked by hand from the event fi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -196,3 +197,45 @@ def test_every_fixture_file_is_covered(fixtures_dir: Path) -> None:
     }
     found = {str(p.relative_to(fixtures_dir)) for p in fixtures_dir.rglob("*") if p.is_file()}
     assert found == known
+
+
+LOCK_FIXTURES = [
+    "sema/tagged.lock",
+    "sema/untagged.lock",
+    "sema/newline-in-tag.lock",
+    "semats/control-chars-sanitized.lock",
+    "semats/unicode-tag.lock",
+    "pidfile/.X42-lock",
+    "pidfile/daemon.pid",
+    "task-mcp/simple-epoch-ms.lock",
+    "task-mcp/enhanced-iso.lock",
+    "af/proof/ledger/ledger.lock",
+    "af/proof/locks/1.2.3.lock",
+]
+
+
+@pytest.mark.parametrize("name", LOCK_FIXTURES)
+def test_crlf_variant_of_every_lock_fixture(fixtures_dir: Path, name: str) -> None:
+    """Spec 000 "Format Rules" 2 / spec 002 "Line Endings": CRLF parses as LF does."""
+    path = fixtures_dir / name
+    data = path.read_bytes()
+    crlf = data.replace(b"\n", b"\r\n") if b"\n" in data else data + b"\r\n"
+    lf_rec = formats.parse(data, str(path))
+    crlf_rec = formats.parse(crlf, str(path))
+    assert replace(crlf_rec, raw=lf_rec.raw) == lf_rec
+    assert crlf_rec.raw == crlf.decode()
+
+
+@pytest.mark.parametrize("name", LOCK_FIXTURES)
+def test_writable_fixtures_round_trip(fixtures_dir: Path, name: str) -> None:
+    """serialize(parse(x)) is stable for the formats we write, starting from real files."""
+    rec = _parse(fixtures_dir / name)
+    if rec.format == "af-claim":
+        with pytest.raises(ValueError):
+            formats.serialize(rec)
+        return
+    once = formats.serialize(rec)
+    again = formats.parse(once, rec.path)
+    assert formats.serialize(again) == once
+    for attr in ("format", "holder", "pid", "acquired_at", "expires_at", "ttl", "tag"):
+        assert getattr(again, attr) == getattr(rec, attr), attr

@@ -247,3 +247,64 @@ def test_with_since_and_millis() -> None:
         metadata={},
     )
     assert other_tz.acquired_at == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+NODE = shutil.which("node")
+
+WRITE_LIKE_ATOMIC_LOCK = r"""
+const fs = require('fs'), os = require('os');
+// Task MCP's atomic_lock: LockInfo {owner, since: Date.now() (ms), ttl (s)}, default owner
+const info = { owner: `pid-${process.pid}@${os.hostname()}`, since: Date.now(), ttl: 3600 };
+fs.writeFileSync(process.argv[process.argv.length - 1], JSON.stringify(info, null, 2));
+console.log(JSON.stringify({ pid: process.pid, host: os.hostname(), since: info.since }));
+"""
+
+READ_LIKE_RECLAIMER = r"""
+const fs = require('fs');
+// spec 004 "Decision Tree for Lock Reclamation": lockAge from new Date(lock.since)
+const lock = JSON.parse(fs.readFileSync(process.argv[process.argv.length - 1], 'utf-8'));
+const lockAge = Date.now() - new Date(lock.since).getTime();
+console.log(JSON.stringify({
+  owner: lock.owner, sinceMs: new Date(lock.since).getTime(), ttl: lock.ttl,
+  expired: lockAge > lock.ttl * 1000, user: lock.metadata.user_identity,
+}));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node (JavaScript) is not installed")
+def test_lock_written_by_javascript_atomic_lock_parses(lockdir: Path) -> None:
+    assert NODE is not None
+    path = lockdir / "change.lock"
+    out = subprocess.run(
+        [NODE, "-e", WRITE_LIKE_ATOMIC_LOCK, str(path)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    facts = json.loads(out.stdout)
+    rec = formats.parse(path.read_bytes(), str(path))
+    assert rec.format == "task-mcp"
+    assert (rec.pid, rec.host) == (facts["pid"], facts["host"])
+    assert taskmcp.since_millis(rec) == facts["since"]
+    assert rec.ttl == 3600.0
+
+
+@pytest.mark.skipif(NODE is None, reason="node (JavaScript) is not installed")
+def test_javascript_reads_our_lock(lockdir: Path) -> None:
+    assert NODE is not None
+    path = lockdir / "ours.lock"
+    rec = taskmcp.make_record(
+        str(path), owner="pid-1@h", since=T0, ttl=60,
+        metadata=taskmcp.default_metadata(1), token=TOKEN, start=2.5,
+    )  # fmt: skip
+    path.write_bytes(formats.serialize(rec))
+    out = subprocess.run(
+        [NODE, "-e", READ_LIKE_RECLAIMER, str(path)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    seen = json.loads(out.stdout)
+    assert seen == {
+        "owner": "pid-1@h",
+        "sinceMs": taskmcp.since_millis(rec),
+        "ttl": 60,
+        "expired": True,  # T0 + 60 s is long past
+        "user": getpass.getuser(),
+    }
