@@ -199,24 +199,43 @@ def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     assert out.returncode == 1 and "not" in one_line(out.stderr)
 
 
-def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path) -> None:
+def waiting(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Wait until ``proc`` is blocked in the engine's waiter (it holds an inotify fd that
+    watches the lock's directory). Linux /proc only; skips elsewhere."""
+    if not Path("/proc/self/fd").exists():
+        pytest.skip("needs /proc to see that the process is waiting")
+    fd_dir = Path(f"/proc/{proc.pid}/fd")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if any("inotify" in os.readlink(fd_dir / fd) for fd in os.listdir(fd_dir)):
+                return
+        except OSError:
+            pass
+        assert proc.poll() is None, "exited instead of waiting"
+        assert time.monotonic() < deadline, "never started waiting"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("verb", ["wait", "acquire"])
+def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: str) -> None:
     lock = lockdir / "deploy.lock"
     assert lw("try", str(lock), "-q").returncode == 0
-    waiter = subprocess.Popen([*LW, "wait", str(lock), "--timeout", "60"], env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    acquirer = subprocess.Popen([*LW, "acquire", str(lock), "--timeout", "60", "--pid", "1"],
-                                env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    args = [verb, str(lock), "--timeout", "60", *(["--pid", "1"] if verb == "acquire" else [])]
+    proc = subprocess.Popen([*LW, *args], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
+        waiting(proc)
         assert lw("release", str(lock)).returncode == 0
-        assert waiter.wait(timeout=60) == 0
-        assert acquirer.wait(timeout=60) == 0, acquirer.stderr.read() if acquirer.stderr else ""
-        assert status_json(lock)["pid"] == 1
+        assert proc.wait(timeout=60) == 0
+        if verb == "acquire":
+            assert status_json(lock)["pid"] == 1
+        else:
+            assert not lock.exists()
     finally:
-        for p in (waiter, acquirer):
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def test_force_release_and_reclaim(lockdir: Path) -> None:

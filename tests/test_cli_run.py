@@ -12,7 +12,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from tests.test_cli import ENV, LW, lw, one_line, status_json
+from tests.test_cli import ENV, LW, lw, one_line, status_json, waiting
 
 
 def _utc(text: str) -> datetime:
@@ -119,6 +119,22 @@ def test_lock_not_had_exits_1_without_running_cmd(lockdir: Path, tmp_path: Path)
     assert out.returncode == 1 and "timed out" in one_line(out.stderr)
     assert not marker.exists()
     assert status_json(lock)["pid"] == 1
+
+
+def test_sigterm_while_waiting_for_the_lock(lockdir: Path, tmp_path: Path) -> None:
+    lock = lockdir / "job.lock"
+    assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0
+    before = lock.read_bytes()
+    marker = tmp_path / "ran"
+    proc = subprocess.Popen([*LW, "run", str(lock), "--", "touch", str(marker)], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting(proc)  # blocked in the engine's waiter
+    proc.send_signal(signal.SIGTERM)
+    code, err = finish(proc)
+    assert code == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    assert not marker.exists()
+    assert lock.read_bytes() == before
 
 
 def test_ttl_is_refreshed_while_cmd_runs(lockdir: Path) -> None:
