@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core import formats
 from core.errors import ParseError
 from core.formats import af
+from core.formats._common import parse_time
 from core.record import LockRecord
 
 TOKEN = "00112233445566778899aabbccddeeff"
@@ -317,3 +322,75 @@ def test_read_lock_timeout_missing_or_symlink(tmp_path: Path) -> None:
     real.write_text('{"lock_timeout":"5m"}')
     os.symlink(real, tmp_path / "meta.json")
     assert af.read_lock_timeout(str(tmp_path)) is None
+
+
+# -- replay property: random event sequences against a plain model --------------------------------
+
+NODES = st.sampled_from(["1", "1.1", "1.2", "2"])
+OWNERS = st.sampled_from(["a", "b"])
+MINUTES = st.integers(0, 59)
+EVENTS = st.one_of(
+    st.builds(
+        lambda ids, o, m: {"type": "nodes_claimed", "node_ids": ids, "owner": o,
+                           "timeout": _t(10, m)},
+        st.lists(NODES, max_size=3), OWNERS, MINUTES,
+    ),
+    st.builds(
+        lambda n, o, m: {"type": "claim_refreshed", "node_id": n, "owner": o,
+                         "new_timeout": _t(11, m)},
+        NODES, OWNERS, MINUTES,
+    ),
+    st.builds(lambda ids: {"type": "nodes_released", "node_ids": ids}, st.lists(NODES, max_size=3)),
+    st.builds(
+        lambda n, o, m: {"type": "lock_acquired", "node_id": n, "owner": o,
+                         "expires_at": _t(12, m)},
+        NODES, OWNERS, MINUTES,
+    ),
+    st.builds(lambda n: {"type": "lock_released", "node_id": n}, NODES),
+    st.builds(lambda n: {"type": "lock_reaped", "node_id": n}, NODES),
+    st.just({"type": "node_created", "node_id": "3"}),
+    st.just("{garbage"),
+    st.binary(max_size=8).filter(lambda b: b"{" not in b),
+)  # fmt: skip
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(EVENTS, max_size=8), st.lists(st.booleans(), min_size=8, max_size=8))
+def test_replay_matches_a_plain_model(
+    events: list[dict[str, object] | str | bytes], spec_names: list[bool]
+) -> None:
+    model: dict[str, tuple[str, datetime, datetime]] = {}
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, event in enumerate(events):
+            name = f"event-{i + 1:06d}.json" if spec_names[i] else f"{i + 1:06d}.json"
+            when = _dt(9, i)
+            if isinstance(event, bytes | str):
+                data = event if isinstance(event, bytes) else event.encode()
+                (Path(tmp) / name).write_bytes(data)
+                bad += 1
+                continue
+            ev: dict[str, Any] = dict(event)
+            ev["timestamp"] = when.isoformat().replace("+00:00", "Z")
+            (Path(tmp) / name).write_text(json.dumps(ev))
+            kind = ev["type"]
+            if kind == "nodes_claimed":
+                for n in ev["node_ids"]:
+                    model[n] = (ev["owner"], when, parse_time(ev["timeout"], "t"))
+            elif kind == "lock_acquired":
+                model[ev["node_id"]] = (ev["owner"], when, parse_time(ev["expires_at"], "t"))
+            elif kind == "claim_refreshed":
+                n = ev["node_id"]
+                if n in model:
+                    model[n] = (ev["owner"], model[n][1], parse_time(ev["new_timeout"], "t"))
+                else:
+                    bad += 1
+            elif kind == "nodes_released":
+                for n in ev["node_ids"]:
+                    model.pop(n, None)
+            elif kind in ("lock_released", "lock_reaped"):
+                model.pop(ev["node_id"], None)
+        records, problems = af.replay_ledger_detailed(tmp)
+    got = {r.tag: (r.holder, r.acquired_at, r.expires_at) for r in records}
+    assert got == model
+    assert len(problems) == bad
