@@ -104,3 +104,11 @@ def test_read_then_parse_real_files(lockdir: Path) -> None:
         assert rec.path == str(lockdir / name)
         assert rec.pid in (5, 321)
     assert formats.parse(samples["a.lock"]).tag == "crlf"
+
+
+def test_trailing_newline_never_sneaks_past_a_pattern() -> None:
+    token = "0123456789abcdef0123456789abcdef"
+    rec = formats.parse(b'{"owner":"o","since":1,"ttl":1,"token":"' + token.encode() + b'\\n"}')
+    assert rec.token is None
+    with pytest.raises(ParseError, match="RFC 3339"):
+        formats.parse(b'{"agent_id":"a","acquired_at":"2024-01-15T10:30:00Z\\n"}')

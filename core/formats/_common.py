@@ -34,13 +34,13 @@ WHITESPACE = (
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f\x80-\x9f]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
-_TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
+_TOKEN_RE = re.compile(r"^[0-9a-f]{32}\Z")
 
 _RFC3339_RE = re.compile(
     r"^(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]"
     r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
     r"(?:[.,](?P<frac>[0-9]{1,32}))?"
-    r"(?P<tz>[Zz]|[+-][0-9]{2}:?[0-9]{2})?$"
+    r"(?P<tz>[Zz]|[+-][0-9]{2}:?[0-9]{2})?\Z"
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -53,7 +53,7 @@ LEDGER_KEYS = ("agent_id", "acquired_at")
 CLAIM_KEYS = ("node_id", "owner", "expires_at")
 """Keys that make a JSON object an af claim lock (spec 003 §2 "Lock File Format")."""
 
-EVENT_FILE_RE = re.compile(r"^(?:event-)?([0-9]{1,18})\.json$")
+EVENT_FILE_RE = re.compile(r"^(?:event-)?([0-9]{1,18})\.json\Z")
 """Ledger event file names: ``event-NNNNNN.json`` (spec 003 §3 "Sequence Number Tracking") and
 ``NNNNNN.json`` (what the real af writes)."""
 

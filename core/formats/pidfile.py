@@ -15,7 +15,7 @@ from core.record import LockRecord
 
 FORMAT = "pidfile"
 
-_DIGITS_ONLY_RE = re.compile(r"^[0-9\t\n\x0b\x0c\r ]+$")
+_DIGITS_ONLY_RE = re.compile(r"^[0-9\t\n\x0b\x0c\r ]+\Z")
 
 
 def looks_like(text: str) -> bool:

@@ -42,8 +42,8 @@ FORMAT = "sema"
 KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "token", "ttl")
 """Keys with a meaning: the specs' three, then Lockwarden's four, in the order we write them."""
 
-_INT_RE = re.compile(r"^[+-]?[0-9]+$")
-_FLOAT_RE = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+_INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
+_FLOAT_RE = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 
 MAX_TIMESTAMP = 253402300799
 """Last second of year 9999 (the end of Python's ``datetime`` range)."""

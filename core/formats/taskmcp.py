@@ -61,7 +61,7 @@ TTL_STRATEGIES: dict[str, dict[str, float]] = {
 ENVIRONMENTS = ("local", "ci", "cloud", "container")
 PURPOSES = ("interactive", "automated", "emergency")
 
-_OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)$", re.DOTALL)
+_OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)\Z", re.DOTALL)
 
 
 def default_ttl(environment: str, purpose: str) -> float:
