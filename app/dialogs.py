@@ -450,6 +450,7 @@ class AuditDialog(QDialog):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(22)
         self.table.setWordWrap(False)
         hh = self.table.horizontalHeader()
         hh.setStretchLastSection(True)
@@ -492,7 +493,9 @@ class AuditDialog(QDialog):
                 lines.append(f"✗ {log}: cannot read ({exc})")
                 continue
             for e in got:
-                entries.append(self._as_row(e, log))
+                row = self._as_row(e, log)
+                row["sort"] = (row["sort"], len(entries))
+                entries.append(row)
             try:
                 v = audit.verify(log)
                 if v.ok:

@@ -223,15 +223,15 @@ class LockTableModel(QAbstractTableModel):
         exp = self._expiry(st)
         return None if exp is None else exp - self._now.timestamp()
 
-    @staticmethod
-    def holder_text(st: LockStatus) -> str:
-        """Holder column text: the record's owner, else ``pid N@host`` style, else empty."""
+    def holder_text(self, st: LockStatus) -> str:
+        """Holder column text: the record's owner, else the host when it is another one,
+        else empty (the PID has its own column)."""
         rec = st.record
         if rec is None:
             return ""
         if rec.holder:
             return rec.holder
-        if rec.host:
+        if rec.host and rec.host != self.my_host:
             return rec.host
         return ""
 

@@ -40,6 +40,25 @@ def dark_palette() -> QPalette:
     return p
 
 
+DARK_STYLESHEET = """
+QCheckBox::indicator, QMenu::indicator:non-exclusive {
+    width: 12px; height: 12px; border: 1px solid #9a9a9a; border-radius: 2px;
+    background: #1e1e1e;
+}
+QCheckBox::indicator:checked, QMenu::indicator:non-exclusive:checked {
+    background: #4a90e2; border-color: #8cc0ff;
+}
+QCheckBox::indicator:disabled { border-color: #5a5a5a; }
+QLineEdit, QPlainTextEdit {
+    border: 1px solid #5c5c5c; border-radius: 3px; background: #1e1e1e;
+}
+QLineEdit { padding: 2px 4px; }
+QLineEdit:focus, QPlainTextEdit:focus { border-color: #4a90e2; }
+"""
+"""Fusion draws checkbox frames and line-edit borders with ``window.darker()``, invisible on a
+dark window; this makes them visible in the dark theme only."""
+
+
 def system_is_dark() -> bool:
     """True when the platform reports a dark colour scheme (Qt >= 6.5)."""
     hints = QGuiApplication.styleHints()
@@ -53,7 +72,9 @@ def apply_theme(app: QApplication, theme: str) -> str:
     if want_dark:
         app.setStyle(QStyleFactory.create("Fusion"))
         app.setPalette(dark_palette())
+        app.setStyleSheet(DARK_STYLESHEET)
         return "dark"
+    app.setStyleSheet("")
     if theme == "light":
         app.setStyle(QStyleFactory.create("Fusion"))
         app.setPalette(app.style().standardPalette())

@@ -17,12 +17,14 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QFormLayout,
+    QFrame,
     QHeaderView,
     QLabel,
     QLineEdit,
     QMainWindow,
     QMenu,
     QPlainTextEdit,
+    QScrollArea,
     QSplitter,
     QTableView,
     QToolBar,
@@ -37,9 +39,9 @@ from core.record import LockStatus, State
 if TYPE_CHECKING:
     from app.application import LockwardenApp
 
-DEFAULT_WIDTHS = {Col.STATE: 104, Col.LOCK: 170, Col.DIRECTORY: 220, Col.FORMAT: 76,
-                  Col.HOLDER: 130, Col.PID: 64, Col.LIVENESS: 76, Col.AGE: 80,
-                  Col.EXPIRES: 96, Col.TAG: 160}
+DEFAULT_WIDTHS = {Col.STATE: 100, Col.LOCK: 150, Col.DIRECTORY: 200, Col.FORMAT: 76,
+                  Col.HOLDER: 150, Col.PID: 60, Col.LIVENESS: 72, Col.AGE: 76,
+                  Col.EXPIRES: 100, Col.TAG: 120}
 
 
 class DetailPane(QWidget):
@@ -53,6 +55,7 @@ class DetailPane(QWidget):
         self.values: dict[str, QLabel] = {}
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        form.setVerticalSpacing(3)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         for name in self.FIELDS:
             lab = QLabel()
@@ -69,11 +72,15 @@ class DetailPane(QWidget):
         self.raw.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.raw.setPlaceholderText("(file content)")
         self.raw.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        left = QWidget()
-        ll = QVBoxLayout(left)
-        ll.setContentsMargins(0, 0, 0, 0)
+        fields = QWidget()
+        ll = QVBoxLayout(fields)
+        ll.setContentsMargins(0, 0, 6, 0)
         ll.addLayout(form)
         ll.addStretch(1)
+        left = QScrollArea()
+        left.setWidget(fields)
+        left.setWidgetResizable(True)
+        left.setFrameShape(QFrame.Shape.NoFrame)
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
@@ -87,6 +94,7 @@ class DetailPane(QWidget):
         split.addWidget(right)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
+        split.setSizes([470, 600])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(split)

@@ -1,0 +1,308 @@
+"""Render the README screenshots into ``resources/screenshots/`` (light and dark): the main
+window with a realistic inventory (held, stale, expired, writing, unreadable, remote, read-only
+ledger claim, a lock held by Lockwarden), the tray menu with a lock's submenu, the tray icons,
+and the dialogs (acquire, force release, reclaim, settings, audit log).
+
+Usage: ``python -m app.screenshots [--out DIR]``. Without ``DISPLAY`` it starts its own Xvfb
+and trayer (Debian packages ``xvfb``, ``trayer``) and runs itself inside them. The inventory is
+fed through the same signal path the watcher uses (:meth:`app.inventory.Inventory.push`); the
+audit log shown is a real one, written by real engine operations in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+OUT_DEFAULT = Path(__file__).resolve().parent.parent / "resources" / "screenshots"
+
+
+def _run_in_xvfb(argv: list[str]) -> int:
+    xvfb, trayer = shutil.which("Xvfb"), shutil.which("trayer")
+    if not xvfb:
+        print("screenshots: Xvfb is needed (Debian: xvfb)", file=sys.stderr)
+        return 2
+    n = next(n for n in range(150, 250) if not Path(f"/tmp/.X11-unix/X{n}").exists()
+             and not Path(f"/tmp/.X{n}-lock").exists())
+    display = f":{n}"
+    procs = [subprocess.Popen([xvfb, display, "-screen", "0", "1440x900x24", "-nolisten", "tcp"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 15
+        while not Path(f"/tmp/.X11-unix/X{n}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb",
+                   LOCKWARDEN_SHOTS_CHILD="1")
+        if trayer:
+            procs.append(subprocess.Popen(
+                [trayer, "--edge", "top", "--align", "right", "--widthtype", "request",
+                 "--height", "28", "--transparent", "false", "--tint", "0x303030"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        return subprocess.call([sys.executable, "-m", "app.screenshots", *argv], env=env)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
+    """A realistic set of :class:`LockStatus` under ``base`` (one of each state)."""
+    from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+
+    now = datetime.now(UTC)
+
+    def ago(s: float) -> datetime:
+        return (now - timedelta(seconds=s)).replace(microsecond=0)
+
+    def rec(name: str, fmt: str, raw: str, **kw: Any) -> LockRecord:
+        return LockRecord(path=f"{base}/{name}", format=fmt, raw=raw, **kw)
+
+    def st(name: str, state: State, record: LockRecord | None, live: Liveness,
+           reasons: list[str], **kw: Any) -> LockStatus:
+        return LockStatus(path=f"{base}/{name}", state=state, liveness=live, reasons=reasons,
+                          record=record, checked_at=now, **kw)
+
+    nightly_at = ago(754)
+    deploy_at = ago(8047)
+    q_at = ago(431)
+    mine_at = ago(95)
+    return [
+        st("build/nightly.lock", State.HELD,
+           rec("build/nightly.lock", "sema",
+               f"pid=48211\ntimestamp={int(nightly_at.timestamp())}\ntag=nightly build #1842\n",
+               pid=48211, host=my_host, acquired_at=nightly_at, tag="nightly build #1842"),
+           Liveness.ALIVE, ["PID 48211 (bash) is alive and started before the lock was written",
+                            "written by another tool: stale only when not alive and older "
+                            "than 1h"]),
+        st("deploy.lock", State.STALE,
+           rec("deploy.lock", "sema",
+               f"pid=39117\ntimestamp={int(deploy_at.timestamp())}\ntag=deploy web-3\n"
+               f"host={my_host}\nstart=1763720000.51\ntoken=9f2c41d07be84a6e8d1c5f0a3b7e6d21\n",
+               pid=39117, host=my_host, acquired_at=deploy_at, tag="deploy web-3",
+               token="9f2c41d07be84a6e8d1c5f0a3b7e6d21", start=1763720000.51),
+           Liveness.DEAD, ["PID 39117 exited",
+                           "lock is 2h 14m old, older than the 1h stale limit"]),
+        st("tasks/queue.lock", State.EXPIRED,
+           rec("tasks/queue.lock", "task-mcp",
+               '{"owner": "agent-7@ci-runner-3", "since": '
+               f'{int(q_at.timestamp() * 1000)}, "ttl": 300, '
+               '"metadata": {"task": "reindex"}}',
+               holder="agent-7@ci-runner-3", acquired_at=q_at, ttl=300.0),
+           Liveness.UNKNOWN, ["TTL of 5m 0s passed 2m 11s ago",
+                              "owner names no PID: liveness unknown"]),
+        st("incoming.lock", State.WRITING, None, Liveness.UNKNOWN,
+           ["file is empty and 0.8s old: a peer is still writing it (2s grace)"],
+           file=FileInfo(1, 1, 0, int((now.timestamp() - 0.8) * 1e9))),
+        st("corrupt.lock", State.UNREADABLE, None, Liveness.UNKNOWN,
+           ["no lock format accepts this file: line 1 is not key=value, not JSON, "
+            "not a PID"], error="binary data (NUL byte at offset 0)",
+           file=FileInfo(2, 1, 31, int((now.timestamp() - 3 * 86400) * 1e9))),
+        st("proof/ledger/ledger.lock", State.HELD,
+           rec("proof/ledger/ledger.lock", "af-ledger",
+               '{"agent_id": "planner-agent", "acquired_at": "'
+               f'{ago(42).isoformat().replace("+00:00", "Z")}"}}',
+               holder="planner-agent", acquired_at=ago(42)),
+           Liveness.UNKNOWN, ["af ledger locks name no PID: judged by age (42s)"]),
+        st("proof/ledger#1.2.3", State.HELD,
+           rec("proof/ledger#1.2.3", "af-claim", '{"type": "nodes_claimed", ...}',
+               holder="prover-2", acquired_at=ago(300),
+               expires_at=(now + timedelta(seconds=1260)).replace(microsecond=0)),
+           Liveness.UNKNOWN, ["claim of node 1.2.3 replayed from the ledger; expires in 21m"],
+           read_only=True),
+        st("maintenance.lock", State.HELD,
+           rec("maintenance.lock", "sema",
+               f"pid={my_pid}\ntimestamp={int(mine_at.timestamp())}\n"
+               f"tag=manual maintenance\nhost={my_host}\nttl=600\n",
+               pid=my_pid, host=my_host, acquired_at=mine_at, ttl=600.0,
+               tag="manual maintenance", token="0c1d2e3f"),
+           Liveness.ALIVE, ["held by this Lockwarden (refreshed every 7m 30s)"]),
+        st("daemon.pid", State.HELD,
+           rec("daemon.pid", "pidfile", "812\n", pid=812),
+           Liveness.ALIVE, ["PID 812 (syncd) is alive"],
+           file=FileInfo(3, 1, 4, int((now.timestamp() - 3 * 86400 - 7200) * 1e9))),
+        st("cache.lock", State.HELD,
+           rec("cache.lock", "sema",
+               f"pid=2231\ntimestamp={int(ago(180).timestamp())}\nhost=build-eu-2\n",
+               pid=2231, host="build-eu-2", acquired_at=ago(180)),
+           Liveness.REMOTE, ["held on build-eu-2: only age can judge it (3m 0s < 1h)"]),
+    ]
+
+
+def _save(pm: Any, path: Path) -> None:
+    """Save a QPixmap/QImage as a compact PNG (palette-quantised with Pillow when large)."""
+    img = pm.toImage() if hasattr(pm, "toImage") else pm
+    img.save(str(path), "PNG", 0)
+    if path.stat().st_size > 150_000:
+        try:
+            from PIL import Image
+
+            with Image.open(path) as im:
+                im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                           dither=Image.Dither.NONE).save(path, optimize=True)
+        except ImportError:
+            pass
+    print(f"{path.name}: {path.stat().st_size // 1024} KiB")
+
+
+def shoot(out: Path) -> int:
+    """Render every screenshot into ``out`` (inside an X server)."""
+    from PySide6.QtCore import QEventLoop, QPoint, QTimer
+    from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPixmap
+    from PySide6.QtWidgets import QApplication
+
+    os.environ.setdefault("LOCKWARDEN_NO_WATCH", "1")
+    qapp = QApplication([sys.argv[0]])
+    qapp.setApplicationName("Lockwarden")
+    from app.application import LockwardenApp
+    from app.icons import TRAY_STATES, tray_pixmap
+    from app.theme import apply_theme
+    from core import config as cfgmod
+    from core.watch import DirStatus
+
+    def spin(ms: int) -> None:
+        loop = QEventLoop()
+        QTimer.singleShot(ms, loop.quit)
+        loop.exec()
+
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="lockwarden-shots-"))
+    try:
+        # a real audit log from real engine operations
+        import core
+        from core import audit
+
+        audit.set_via("gui")
+        real = tmp / "locks"
+        real.mkdir()
+        with core.Lock(str(real / "deploy.lock"), tag="deploy web-3"):
+            pass
+        lk = core.Lock(str(real / "nightly.lock"), tag="nightly build")
+        lk.acquire()
+        core.force_release(str(real / "nightly.lock"), reason="build agent hung since 02:00")
+        with core.Lock(str(real / "maintenance.lock"), ttl=600):
+            pass
+
+        base = "/srv/ci/locks"
+        cfg_path = tmp / "cfg" / "config.toml"
+        watches = [cfgmod.WatchSpec(path=base, recursive=True),
+                   cfgmod.WatchSpec(path="/mnt/shared/locks", polling="on"),
+                   cfgmod.WatchSpec(path="/var/lock/lockwarden")]
+        cfgmod.save(cfgmod.Config(watches=watches), str(cfg_path))
+        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=True)
+        statuses = inventory(base, os.getpid(), lw.model.my_host)
+        # the lock "held by me" is one the app itself holds in the picture
+        lw.inventory.push((s.path, s) for s in statuses)
+        lw.inventory.push_dirs([DirStatus(base, "events"),
+                                DirStatus("/mnt/shared/locks", "polling", "nfs4: no events"),
+                                DirStatus("/var/lock/lockwarden", "missing")])
+        lw.inventory.flush()
+        w = lw.window
+        w.resize(1180, 720)
+        if lw.tray is not None:
+            lw.tray.show()
+        w.show()
+        spin(300)
+        w.select_path(f"{base}/deploy.lock")
+        spin(200)
+
+        for theme in ("light", "dark"):
+            apply_theme(qapp, theme)
+            spin(300)
+            w.select_path(f"{base}/deploy.lock")
+            spin(150)
+            _save(w.grab(), out / f"main-{theme}.png")
+
+            # tray menu with the stale lock's submenu open, grabbed from the screen
+            if lw.tray is not None:
+                w.hide()
+                spin(150)
+                lw.tray.rebuild_menu()
+                menu = lw.tray.menu
+                menu.popup(QPoint(700, 40))
+                spin(300)
+                sub_action = next(a for a in menu.actions()
+                                  if a.menu() is not None and "deploy.lock" in a.text())
+                menu.setActiveAction(sub_action)
+                sub = sub_action.menu()
+                assert sub is not None
+                sub.popup(menu.geometry().topRight() + QPoint(0, menu.actionGeometry(
+                    sub_action).top()))
+                spin(300)
+                g = menu.geometry().united(sub.geometry()).adjusted(-8, -8, 8, 8)
+                screen = QGuiApplication.primaryScreen()
+                shot = screen.grabWindow(0, g.x(), g.y(), g.width(), g.height())
+                _save(shot, out / f"tray-menu-{theme}.png")
+                sub.hide()
+                menu.hide()
+                w.show()
+                spin(200)
+
+            dialogs: list[tuple[str, Any]] = [
+                ("acquire", lambda: lw.open_acquire(base)),
+                ("force-release", lambda: lw.open_force_release(f"{base}/build/nightly.lock")),
+                ("reclaim", lambda: lw.open_reclaim(f"{base}/deploy.lock")),
+                ("settings", lw.open_settings),
+                ("audit", lw.open_audit),
+            ]
+            for name, opener in dialogs:
+                dlg = opener()
+                if name == "acquire":
+                    dlg.name.setText("maintenance.lock")
+                    dlg.tag.setText("manual maintenance")
+                    dlg.ttl.setValue(600)
+                if name == "force-release":
+                    dlg.reason.setText("job hung since 02:00, checked with the on-call")
+                if name == "audit":
+                    dlg.sources = [str(real / ".lock_audit.log")]
+                    dlg.reload()
+                spin(300)
+                _save(dlg.grab(), out / f"dialog-{name}-{theme}.png")
+                dlg.reject()
+                spin(50)
+
+        # the tray icons per state, on a light and a dark panel
+        size, pad = 48, 12
+        strip = QPixmap((size + pad) * 5 + pad, (size + pad) * 2 + pad)
+        strip.fill(QColor(0, 0, 0, 0))
+        p = QPainter(strip)
+        for row, bg in enumerate(("#ececec", "#2b2b2b")):
+            p.fillRect(0, row * (size + pad), strip.width(), size + 2 * pad, QColor(bg))
+            states = [(s, 0) for s in TRAY_STATES] + [("stale", 3)]
+            for i, (state, badge) in enumerate(states):
+                p.drawPixmap(pad + i * (size + pad), pad + row * (size + pad),
+                             tray_pixmap(state, badge, size))
+        p.end()
+        _save(strip, out / "tray-icons.png")
+        lw.finish_quit(release=False)
+        lw.dispose()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``--out`` and render; starts Xvfb + trayer when there is no X display."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m app.screenshots")
+    ap.add_argument("--out", type=Path, default=OUT_DEFAULT)
+    args = ap.parse_args(args_list)
+    if not os.environ.get("LOCKWARDEN_SHOTS_CHILD"):
+        return _run_in_xvfb(args_list)
+    return shoot(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
