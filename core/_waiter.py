@@ -33,6 +33,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import queue
 import select
 import struct
 import sys
@@ -83,6 +84,31 @@ def _inotify_watch(dirpath: str) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+_closer_queue: queue.SimpleQueue[int] | None = None
+_closer_pid = 0
+_closer_lock = threading.Lock()
+
+
+def _close_later(fd: int) -> None:
+    """Close an inotify descriptor in a helper thread: the kernel waits for an RCU grace
+    period when an inotify instance is destroyed (10-20 ms measured here), which would
+    otherwise be paid by every acquire that had to wait, after it already holds the lock."""
+    global _closer_queue, _closer_pid
+    with _closer_lock:
+        if _closer_queue is None or _closer_pid != os.getpid():  # none yet, or forked
+            _closer_pid = os.getpid()
+            q: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+            def run() -> None:
+                while True:
+                    with contextlib.suppress(OSError):
+                        os.close(q.get())
+
+            threading.Thread(target=run, name="lockwarden-fd-closer", daemon=True).start()
+            _closer_queue = q
+    _closer_queue.put(fd)
 
 
 class Waiter:
@@ -185,7 +211,7 @@ class Waiter:
                 self._observer.stop()
             self._observer = None
         if self._inotify is not None:
-            os.close(self._inotify)
+            _close_later(self._inotify)
             self._inotify = None
         if self._pipe is not None:
             for fd in self._pipe:
