@@ -161,7 +161,7 @@ def shoot(out: Path) -> int:
     """Render every screenshot into ``out`` (inside an X server)."""
     from PySide6.QtCore import QEventLoop, QPoint, QTimer
     from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPixmap
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QMenu
 
     os.environ.setdefault("LOCKWARDEN_NO_WATCH", "1")
     qapp = QApplication([sys.argv[0]])
@@ -237,7 +237,7 @@ def shoot(out: Path) -> int:
                                   if a.menu() is not None and "deploy.lock" in a.text())
                 menu.setActiveAction(sub_action)
                 sub = sub_action.menu()
-                assert sub is not None
+                assert isinstance(sub, QMenu)
                 sub.popup(menu.geometry().topRight() + QPoint(0, menu.actionGeometry(
                     sub_action).top()))
                 spin(300)
