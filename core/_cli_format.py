@@ -22,30 +22,33 @@ def _age(status: LockStatus) -> str:
 
 
 def holder_phrase(status: LockStatus) -> str:
-    """One phrase about who holds a lock, e.g. ``"pid 4242 alive, held 3m 12s, tag 'deploy'"``.
-
-    For a free path: ``"free"``; for an unreadable one: ``"unreadable: <reason>"``."""
+    """One phrase about a lock and its holder, e.g.
+    ``"held by pid 4242 on build-7 (alive) for 3m 12s, tag 'deploy'"`` or
+    ``"stale, holder pid 11294 (dead), 2h 5m old"``; ``"free"``; ``"unreadable: <reason>"``."""
     if status.state is State.FREE:
         return "free"
     if status.state is State.UNREADABLE:
         return f"unreadable: {status.error or 'unknown reason'}"
     rec = status.record
-    parts: list[str] = []
+    who: list[str] = []
     if rec is not None:
-        who = []
         if rec.holder:
             who.append(rec.holder)
         if rec.pid is not None:
             who.append(f"pid {rec.pid}")
-        if rec.host:
+        if rec.host and not (rec.holder and rec.host in rec.holder):
             who.append(f"on {rec.host}")
-        if who:
-            parts.append(" ".join(who) + f" {status.liveness.value}")
-    parts.append(f"{status.state.value} {_age(status)}" if status.age_s is not None
-                 else status.state.value)
+    holder = f"{' '.join(who)} ({status.liveness.value})" if who else ""
+    age = _age(status) if status.age_s is not None else None
+    if status.state in (State.HELD, State.WRITING):
+        text = status.state.value + (f" by {holder}" if holder else "")
+        text += f" for {age}" if age else ""
+    else:
+        text = status.state.value + (f", holder {holder}" if holder else "")
+        text += f", {age} old" if age else ""
     if rec is not None and rec.tag:
-        parts.append(f"tag {rec.tag!r}")
-    return ", ".join(parts)
+        text += f", tag {rec.tag!r}"
+    return text
 
 
 def status_text(status: LockStatus) -> str:

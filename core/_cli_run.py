@@ -125,9 +125,9 @@ def run(args: argparse.Namespace, out: Out) -> int:
             except (LockHeld, LockTimeout) as exc:
                 if exc.status is not None:
                     _unreadable_exit(exc.status, out)
-                what = "timed out waiting for" if isinstance(exc, LockTimeout) else "held:"
-                detail = f" ({describe_holder(exc.status)})" if exc.status else ""
-                out.note(f"run: {what} {args.path}{detail}; command not run")
+                what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
+                detail = describe_holder(exc.status) if exc.status else "held"
+                out.note(f"run: {what}{args.path}: {detail}; command not run")
                 return EXIT_NO
             try:
                 fwd.starting = True

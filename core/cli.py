@@ -473,8 +473,9 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
             _unreadable_exit(status, out)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": args.path})
-        what = "timed out waiting for" if isinstance(exc, LockTimeout) else "held:"
-        out.note(f"{what} {args.path}" + (f" ({describe_holder(status)})" if status else ""))
+        what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
+        detail = describe_holder(status) if status else "held"
+        out.note(f"{what}{args.path}: {detail}")
         return EXIT_NO
     if out.json:
         from core.inspect import inspect
@@ -507,7 +508,7 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     if out.json:
         out.data(status.to_dict())
     else:
-        extra = f" ({describe_holder(status)})" if args.force else ""
+        extra = f" (was {describe_holder(status)})" if args.force else ""
         out.result(f"released {args.path}{extra}")
     return EXIT_OK
 
@@ -542,8 +543,8 @@ def cmd_wait(args: argparse.Namespace, out: Out) -> int:
     except LockTimeout as exc:
         if exc.status is not None and out.json:
             out.data(exc.status.to_dict())
-        out.note(f"timed out waiting for {args.path}"
-                 + (f" ({describe_holder(exc.status)})" if exc.status else ""))
+        detail = f": {describe_holder(exc.status)}" if exc.status else ""
+        out.note(f"timed out waiting for {args.path}{detail}")
         return EXIT_NO
     if out.json:
         out.data(status.to_dict())
@@ -798,8 +799,7 @@ def _report_exception(exc: BaseException) -> int:
     elif isinstance(exc, LockError):
         msg, code = str(exc), EXIT_NO
     elif isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        msg, code = f"{where}{exc.strerror or exc}", EXIT_IO
+        msg, code = _os_error_text(exc), EXIT_IO
     elif isinstance(exc, ValueError) and "null byte" in str(exc):
         msg, code = f"path contains a NUL byte ({exc})", EXIT_USAGE
     else:
@@ -811,6 +811,22 @@ def _report_exception(exc: BaseException) -> int:
     except OSError:
         pass
     return code
+
+
+def _os_error_text(exc: OSError) -> str:
+    """``"PATH: reason"``; an error on one of the engine's temp files names the lock instead
+    (``/tmp/x.lock: cannot write in /tmp: Permission denied``)."""
+    from core.fsutil import parse_temp_name
+
+    name = exc.filename
+    reason = exc.strerror or str(exc)
+    if not isinstance(name, str) or not name:
+        return reason
+    head, base = os.path.split(name)
+    parsed = parse_temp_name(base)
+    if parsed is not None:
+        return f"{os.path.join(head, parsed[0])}: cannot write in {head or '.'}: {reason}"
+    return f"{name}: {reason}"
 
 
 def _silence_stdout() -> None:

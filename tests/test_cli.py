@@ -456,30 +456,38 @@ def test_garbage_lock_release_and_wait(lockdir: Path) -> None:
     assert tree(lockdir) == before
 
 
-def test_unreadable_file(lockdir: Path) -> None:
-    cmd = [*LW, "status"]
+def test_unreadable_file_and_read_only_directory(lockdir: Path) -> None:
+    cmd = list(LW)
     d = lockdir
-    if os.geteuid() == 0:  # root reads any file: drop to uid 65534 with setpriv
+    if os.geteuid() == 0:  # root reads and writes anything: drop to uid 65534 with setpriv
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             pytest.skip("running as root and setpriv (util-linux) is missing")
         cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
         # pytest's tmp_path lives under a 0700 directory of root: use one uid 65534 can enter
         d = Path(tempfile.mkdtemp(prefix="lockwarden-cli-"))
-        d.chmod(0o755)
     try:
         lock = d / "secret.lock"
         lock.write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\n")
         lock.chmod(0)
+        d.chmod(0o555)  # and nobody may create files here
         before = tree(d)
-        out = subprocess.run([*cmd, str(lock)], capture_output=True, text=True, env=ENV,
-                             timeout=60, check=False)
+        out = subprocess.run([*cmd, "status", str(lock)], capture_output=True, text=True,
+                             env=ENV, timeout=60, check=False)
         if d != lockdir and not out.stderr.startswith("lockwarden:"):
             pytest.skip(f"uid 65534 cannot run this checkout's Python: {out.stderr[-200:]}")
         assert out.returncode == 3, out.stderr
         assert "permission denied" in one_line(out.stderr)
+
+        new = d / "new.lock"
+        out = subprocess.run([*cmd, "try", str(new)], capture_output=True, text=True,
+                             env=ENV, timeout=60, check=False)
+        assert out.returncode == 3, out.stderr
+        assert one_line(out.stderr) == (
+            f"lockwarden: {new}: cannot write in {d}: Permission denied")
         assert tree(d) == before
     finally:
+        d.chmod(0o755)
         if d != lockdir:
             shutil.rmtree(d)
 
