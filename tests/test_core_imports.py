@@ -6,7 +6,26 @@ import subprocess
 import sys
 import textwrap
 
-CORE_MODULES = ["core", "core.errors", "core.record", "core.fsutil"]
+CORE_MODULES = [
+    "core",
+    "core.errors",
+    "core.record",
+    "core.fsutil",
+    "core.formats",
+    "core.formats.sema",
+    "core.formats.af",
+    "core.formats.taskmcp",
+    "core.formats.pidfile",
+    "core.liveness",
+    "core.policy",
+    "core.inspect",
+    "core.audit",
+    "core.lock",
+    "core.config",
+    "core.scan",
+    "core.watch",
+    "core.cli",
+]
 
 
 def test_core_imports_without_qt() -> None:
