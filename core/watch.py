@@ -80,7 +80,7 @@ from watchdog.events import (
 
 from core import scan as _scan
 from core.config import DEFAULT_RESCAN_INTERVAL, WatchSpec, expand_path
-from core.record import LockStatus, State
+from core.record import Liveness, LockStatus, State
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver, ObservedWatch
@@ -243,7 +243,7 @@ def _sig(st: os.stat_result | None) -> Sig | None:
 
 
 class _Entry:
-    __slots__ = ("deadline", "dir", "proc", "read", "sig", "status")
+    __slots__ = ("deadline", "dir", "read", "sig", "status")
 
     def __init__(self, status: LockStatus, d: _Dir, read: _scan.FileRead | None,
                  sig: Sig | None) -> None:
@@ -251,7 +251,6 @@ class _Entry:
         self.dir = d
         self.read = read
         self.sig = sig
-        self.proc: Any = None
         self.deadline = math.inf
 
 
@@ -405,7 +404,9 @@ class Watcher:
         self._lock = threading.RLock()
         self._dirs: list[_Dir] = []
         self._entries: dict[str, _Entry] = {}
-        self._pid_entries: dict[str, int] = {}
+        self._pid_of: dict[str, int] = {}  # path -> holder PID
+        self._pid_index: dict[int, set[str]] = {}  # holder PID -> paths
+        self._unsettled: set[str] = set()  # judged alive by a direct look-up, not the snapshot
         self._deadlines: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self._pending: dict[str, tuple[float, _Dir]] = {}
@@ -670,11 +671,14 @@ class Watcher:
         self._entries[path] = entry
         entry.dir.paths.add(path)
         rec = entry.status.record
+        self._unindex(path)
         if rec is not None and rec.pid is not None:
-            self._pid_entries[path] = rec.pid
-            entry.proc = self._procs.get(rec.pid) if self._procs is not None else None
-        else:
-            self._pid_entries.pop(path, None)
+            self._pid_of[path] = rec.pid
+            self._pid_index.setdefault(rec.pid, set()).add(path)
+            if entry.status.liveness in (Liveness.ALIVE, Liveness.REUSED) and (
+                self._procs is None or rec.pid not in self._procs
+            ):
+                self._unsettled.add(path)
         entry.deadline = _deadline(entry, time.time())
         if entry.deadline < math.inf:
             heapq.heappush(self._deadlines, (entry.deadline, next(self._seq), path))
@@ -687,7 +691,17 @@ class Watcher:
         if path not in self._batch.before:
             self._batch.before[path] = e.status
         del self._entries[path]
-        self._pid_entries.pop(path, None)
+        self._unindex(path)
+
+    def _unindex(self, path: str) -> None:
+        pid = self._pid_of.pop(path, None)
+        if pid is not None:
+            paths = self._pid_index.get(pid)
+            if paths is not None:
+                paths.discard(path)
+                if not paths:
+                    del self._pid_index[pid]
+        self._unsettled.discard(path)
 
     def _drop_all(self, d: _Dir) -> None:
         for path in list(d.paths):
@@ -999,16 +1013,27 @@ class Watcher:
                         obs.unschedule(watch)
                     except (KeyError, RuntimeError, OSError):
                         pass
-        if not self._pid_entries:
+        if not self._pid_of:
             return
-        self._procs = _snapshot()
-        procs = self._procs
-        for path, pid in list(self._pid_entries.items()):
+        prev, new = self._procs, _snapshot()
+        self._procs = new
+        # re-judge only the entries whose holder's process info changed between the two
+        # snapshots (it exited, or its PID now names another process), and those judged
+        # alive by a direct look-up because the PID was missing from the older snapshot
+        if new is None or prev is None:
+            todo = set(self._pid_of)
+        else:
+            todo = set(self._unsettled)
+            index = self._pid_index
+            for pid, info in new.items():
+                if pid in index and prev.get(pid) != info:
+                    todo |= index[pid]
+            for pid in prev:
+                if pid in index and pid not in new:
+                    todo |= index[pid]
+        for path in todo:
             e = self._entries.get(path)
-            if e is None:
-                continue
-            info = procs.get(pid) if procs is not None else object()
-            if info != e.proc:
+            if e is not None:
                 self._rejudge(path, e)
 
     def _run_deadlines(self) -> None:

@@ -271,6 +271,28 @@ def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path)
     print(f"killed holder seen stale after {elapsed:.2f} s (liveness tick: 2 s)")
 
 
+def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
+    """A holder that starts after one liveness snapshot and dies before the next is in
+    neither: it was judged alive by a direct look-up, and must still be re-judged."""
+    _w, rec = watch([WatchSpec(str(lockdir))], liveness_interval=4.0)
+    p = str(lockdir / "brief.lock")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, p], stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        rec.until(lambda m: p in m and m[p].liveness is Liveness.ALIVE, what="live holder")
+        child.kill()
+        child.wait(timeout=WAIT)
+        rec.until(lambda m: m[p].state is State.STALE, what="stale after the next pass")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert rec.model[p].liveness is Liveness.DEAD
+
+
 def test_ttl_lock_expires_on_time_without_file_event(watch: Any, lockdir: Path) -> None:
     from core.formats import serialize, taskmcp
 
