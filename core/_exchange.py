@@ -34,6 +34,8 @@ import time
 from types import TracebackType
 from typing import Any
 
+from core.errors import LockError
+
 GUARD_TIMEOUT = 10.0
 """Longest wait for a directory guard, seconds. The guard is held by Lockwarden processes for
 well under a millisecond; a longer wait means a hostile or stuck process holds it."""
@@ -49,8 +51,9 @@ class ExchangeUnsupported(OSError):
     """This platform or file system has no atomic exchange of two names."""
 
 
-class GuardTimeout(OSError):
-    """The directory guard was held by another process for longer than the bounded wait."""
+class GuardTimeout(LockError, OSError):
+    """The directory guard was held by another process for longer than the bounded wait.
+    A :class:`~core.errors.LockError` (and an ``OSError`` with ``errno.ETIMEDOUT``)."""
 
 
 def _load_exchange() -> tuple[str, Any] | None:

@@ -193,7 +193,13 @@ def _check_regular(p: str) -> None:
 def _write_temp(tmp: str, data: bytes) -> tuple[int, int]:
     """Create ``tmp`` exclusively (never through a symlink), write ``data``, fsync it.
     Returns the file's ``(inode, device)``."""
-    fd = os.open(tmp, WRITE_EXCL_FLAGS, 0o644)
+    try:
+        fd = os.open(tmp, WRITE_EXCL_FLAGS, 0o644)
+    except OSError as exc:
+        raise LockError(
+            f"cannot create a lock file in {os.path.dirname(tmp)}: "
+            f"{exc.strerror or exc}"
+        ) from exc
     try:
         _crash_point("after_temp_create")
         view = memoryview(data)
@@ -877,8 +883,8 @@ def _local_holder_pid(status: LockStatus) -> int | None:
     rec = status.record
     if rec is None or rec.pid is None or status.state is State.FREE:
         return None
-    if status.liveness not in (Liveness.ALIVE, Liveness.DEAD, Liveness.REUSED):
-        return None
+    if status.liveness is not Liveness.ALIVE:
+        return None  # dead/reused: its exit is past; remote/unknown: cannot be watched
     return rec.pid if _same_host(rec.host) else None
 
 

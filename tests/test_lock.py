@@ -514,3 +514,81 @@ def test_held_by_other_process_then_free(lockdir: Path) -> None:
     with Lock(path).acquire(timeout=10) as lk:
         assert lk.reclaimed_from is None
     assert all(parse_temp_name(n) is None for n in _leftovers(lockdir))
+
+
+# -- other tools' locks ---------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_foreign_sema_lock_policy(lockdir: Path) -> None:
+    """Another tool's lock (no token): held while young even if its PID is gone (sema records
+    its short-lived CLI's PID); stale -- and reclaimed by acquire -- once older than
+    stale_after (DESIGN.md default stale policy)."""
+    path = lockdir / "sema.lock"
+    dead = _dead_pid()
+    path.write_text(f"pid={dead}\ntimestamp={int(time.time())}\ntag=sema-cli\n")
+    with pytest.raises(LockHeld) as ei:
+        Lock(path).acquire(blocking=False)
+    assert ei.value.status is not None and ei.value.status.state is State.HELD
+    with pytest.raises(LockTimeout):
+        wait(path, timeout=0.05)
+    path.write_text(f"pid={dead}\ntimestamp={int(time.time()) - 7200}\ntag=sema-cli\n")
+    assert wait(path, timeout=5).state is State.STALE  # a stale lock can be taken: no wait
+    lk = Lock(path).acquire(blocking=False)
+    assert lk.reclaimed_from is not None and lk.reclaimed_from.record is not None
+    assert lk.reclaimed_from.record.tag == "sema-cli"
+    lk.release()
+
+
+def test_empty_file_of_a_writer_is_waited_for(lockdir: Path) -> None:
+    path = lockdir / "writing.lock"
+    path.write_bytes(b"")  # a sema peer created it with O_EXCL and is still writing
+    with pytest.raises(LockHeld) as ei:
+        Lock(path).acquire(blocking=False)
+    assert ei.value.status is not None and ei.value.status.state is State.WRITING
+    assert path.read_bytes() == b""
+    threading.Timer(0.2, path.unlink).start()
+    Lock(path).acquire(timeout=10).release()
+
+
+def test_guard_timeout_is_a_lock_error() -> None:
+    assert issubclass(GuardTimeout, LockError) and issubclass(GuardTimeout, OSError)
+
+
+@linux_only
+@pytest.mark.skipif(not exchange_available(), reason="no atomic exchange on this platform")
+def test_reclaim_swaps_back_a_file_replaced_after_the_check(
+    lockdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A foreign tool (semats renames over the path) replaces the judged stale lock between
+    the reclaimer's check and its exchange: the exchange brings out a file that is not the
+    judged one, so it is swapped back and the foreign lock survives intact."""
+    import core._exchange as ex
+
+    path = lockdir / "swap.lock"
+    make_stale(path)
+    foreign = f"pid={os.getpid()}\ntimestamp={int(time.time())}\ntag=semats\n".encode()
+    real = ex.exchange
+    calls: list[tuple[str, str]] = []
+
+    def racing_exchange(a: str, b: str) -> None:
+        if not calls:
+            (lockdir / "semats.tmp").write_bytes(foreign)
+            os.replace(lockdir / "semats.tmp", path)  # the foreign acquire lands now
+        calls.append((a, b))
+        real(a, b)
+
+    monkeypatch.setattr(ex, "exchange", racing_exchange)
+    with pytest.raises(LockHeld) as ei:
+        Lock(path).acquire(blocking=False)
+    assert len(calls) == 2  # exchanged, saw a stranger, swapped back
+    assert path.read_bytes() == foreign
+    assert ei.value.status is not None and ei.value.status.state is State.HELD
+    assert _leftovers(lockdir) == ["swap.lock"]
