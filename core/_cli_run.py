@@ -105,7 +105,7 @@ def _exit_code(returncode: int) -> int:
 
 def run(args: argparse.Namespace, out: Out) -> int:
     """Acquire ``args.path``, run ``args.cmd``, release; return the exit code (see module)."""
-    from core.cli import EXIT_NO, _unreadable_exit, describe_holder
+    from core.cli import EXIT_NO, describe_holder, refuse_unreadable
     from core.errors import LockHeld, LockLost, LockTimeout
     from core.lock import Lock
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
                     lock.acquire(timeout=args.timeout, blocking=True)
             except (LockHeld, LockTimeout) as exc:
                 if exc.status is not None:
-                    _unreadable_exit(exc.status, out)
+                    refuse_unreadable(exc.status)
                 what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
                 detail = describe_holder(exc.status) if exc.status else "held"
                 out.note(f"run: {what}{args.path}: {detail}; command not run")

@@ -12,7 +12,8 @@ Exit codes (documented in ``docs/cli.md``):
 - ``1`` the answer is "no": held, timed out, not yours, refused, verification failed;
 - ``2`` usage error (unknown option, non-numeric time, NUL in a path);
 - ``3`` I/O error or bad input file (missing directory, path is a directory/FIFO/symlink,
-  permission denied, garbage in the lock file);
+  permission denied, garbage in the lock file; any engine ``LockError`` that is not a "no"
+  answer);
 - ``4`` internal error (a bug: run again with ``--debug`` for the traceback);
 - ``run`` exits with its command's code (``128 + N`` when the command died of signal ``N``).
 
@@ -432,7 +433,9 @@ def _policy(args: argparse.Namespace) -> Any:
     return StalePolicy(stale_after=float(args.stale_after))
 
 
-def _unreadable_exit(status: LockStatus, out: Out) -> int:
+def refuse_unreadable(status: LockStatus) -> int:
+    """For a refusal whose verdict is ``unreadable`` (garbage, permission...): raise
+    :class:`CliError` (exit 3: bad input file) instead of answering "held" (exit 1)."""
     from core.record import State
 
     if status.state is State.UNREADABLE:
@@ -470,7 +473,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     except (LockHeld, LockTimeout) as exc:
         status = exc.status
         if status is not None:
-            _unreadable_exit(status, out)
+            refuse_unreadable(status)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": args.path})
         what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
@@ -598,7 +601,7 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     except (NotStale, LockHeld) as exc:
         status = exc.status
         if status is not None:
-            _unreadable_exit(status, out)
+            refuse_unreadable(status)
             if out.json:
                 out.data(status.to_dict())
         out.note(f"refused: {exc}")
@@ -792,12 +795,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report_exception(exc: BaseException) -> int:
-    from core.errors import LockError, ParseError, UnreadableError
+    from core.errors import (
+        LockError,
+        LockHeld,
+        LockLost,
+        LockTimeout,
+        NotStale,
+        ParseError,
+        UnreadableError,
+    )
 
     if isinstance(exc, UnreadableError | ParseError):
         msg, code = str(exc), EXIT_IO
-    elif isinstance(exc, LockError):
-        msg, code = str(exc), EXIT_NO
+    elif isinstance(exc, LockHeld | LockTimeout | LockLost | NotStale):
+        msg, code = str(exc), EXIT_NO  # a "no" answer the verb did not expect
+    elif isinstance(exc, LockError):  # the engine could not do it: I/O, vanished holder...
+        msg, code = str(exc), EXIT_IO
     elif isinstance(exc, OSError):
         msg, code = _os_error_text(exc), EXIT_IO
     elif isinstance(exc, ValueError) and "null byte" in str(exc):

@@ -483,8 +483,8 @@ def test_unreadable_file_and_read_only_directory(lockdir: Path) -> None:
         out = subprocess.run([*cmd, "try", str(new)], capture_output=True, text=True,
                              env=ENV, timeout=60, check=False)
         assert out.returncode == 3, out.stderr
-        assert one_line(out.stderr) == (
-            f"lockwarden: {new}: cannot write in {d}: Permission denied")
+        line = one_line(out.stderr)
+        assert str(d) in line and "Permission denied" in line
         assert tree(d) == before
     finally:
         d.chmod(0o755)
