@@ -103,6 +103,12 @@ MAX_BATCH_DELAY = 0.1
 """Seconds a change set may be held back while more events of the same burst are still
 being debounced (so a burst arrives in a few change sets, not one per file)."""
 
+DIRECT_LOOKUPS = 64
+"""A round of work that judges at most this many files looks their holders up directly
+(psutil, one PID at a time); a larger one takes one fresh :func:`core.liveness.snapshot` for
+the round. Either way a file that just changed is judged against the processes running now,
+never against a snapshot up to 2 s old (a holder started after that snapshot is not in it)."""
+
 CLOSE_TIMEOUT = 1.0
 """Seconds :meth:`Watcher.close` waits for the threads to stop."""
 
@@ -335,16 +341,20 @@ class _Handler(FileSystemEventHandler):
                                        or path.startswith(d.watch_root + os.sep)):
             path = d.root + path[len(d.watch_root):]
         name = os.path.basename(path)
-        if not (is_dir or d.match(name) or name.endswith(".lock")
-                or _scan.is_event_file(name)):
-            return
-        self.q.put((_HINT, d, path, is_dir))
+        if is_dir:
+            wanted = (d.spec.recursive or d.match(name) or path == d.root or path in d.watches
+                      or name in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR))
+        else:
+            wanted = d.match(name) or name.endswith(".lock") or _scan.is_event_file(name)
+        if wanted:
+            self.q.put((_HINT, d, path, is_dir))
 
 
 _HINT = "hint"
 _SPECS = "specs"
 _RESCAN = "rescan"
 _STOP = "stop"
+_WAKE = "wake"
 
 
 class _Batch:
@@ -412,7 +422,8 @@ class Watcher:
         self._pending: dict[str, tuple[float, _Dir]] = {}
         self._dir_checks: dict[_Dir, float] = {}
         self._proof_due: dict[tuple[_Dir, str], float] = {}
-        self._procs: ProcessSnapshot | None = None
+        self._procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
+        self._round_procs: ProcessSnapshot | None = None  # a fresh one for this round
         self._batch = _Batch()
         self._batch_since: float | None = None
         self._events_obs: BaseObserver | None = None
@@ -441,7 +452,7 @@ class Watcher:
             if self._started:
                 return
             self._started = True
-            self._procs = _snapshot()
+            self._procs = self._round_procs = _snapshot()
             self._apply_specs(self._specs)
             self._batch = _Batch()  # the initial inventory is not a change
             now_m = time.monotonic()
@@ -504,8 +515,11 @@ class Watcher:
         (from the worker thread). Before :meth:`start` or after :meth:`close`: no-op."""
         if not self._started or self._closed:
             return
-        if threading.current_thread() is self._thread:
-            self._rescan_all(force=True)
+        if threading.current_thread() is self._thread:  # from a callback
+            with self._lock:
+                self._round_procs = None
+                self._rescan_all(force=True)
+            self._q.put((_WAKE,))
             return
         done = threading.Event()
         self._q.put((_RESCAN, done))
@@ -591,6 +605,7 @@ class Watcher:
         return max(0.001, min(timeout, 60.0))
 
     def _work(self, items: list[Any], dones: list[threading.Event]) -> None:
+        self._round_procs = None
         now_m = time.monotonic()
         for item in items:
             kind = item[0]
@@ -615,8 +630,9 @@ class Watcher:
             due_paths = [(p, d) for p, (due, d) in self._pending.items() if due <= now_m]
             for p, _d in due_paths:
                 del self._pending[p]
+            procs = self._procs_for_reads(len(due_paths))
             for p, d in due_paths:
-                self._refresh_path(p, d)
+                self._refresh_path(p, d, procs=procs)
         if self._proof_due:
             for key, due in list(self._proof_due.items()):
                 if due <= now_m:
@@ -626,7 +642,11 @@ class Watcher:
                         self._refresh_proof(d, proof, force=True)
         for d in self._dirs:
             if d.next_rescan <= now_m:
-                self._rescan_dir(d)
+                if d.mode == "error" and d.root not in d.watches:
+                    self._detach(d, "error", d.message)  # try to watch it again
+                    self._check_dir(d)
+                else:
+                    self._rescan_dir(d)
         self._run_deadlines()
 
     def _hint(self, d: _Dir, path: str, is_dir: bool, now_m: float) -> None:
@@ -670,6 +690,7 @@ class Watcher:
             old.dir.paths.discard(path)
         self._entries[path] = entry
         entry.dir.paths.add(path)
+        old_deadline = old.deadline if old is not None else None
         rec = entry.status.record
         self._unindex(path)
         if rec is not None and rec.pid is not None:
@@ -680,8 +701,12 @@ class Watcher:
             ):
                 self._unsettled.add(path)
         entry.deadline = _deadline(entry, time.time())
-        if entry.deadline < math.inf:
+        if entry.deadline < math.inf and entry.deadline != old_deadline:
             heapq.heappush(self._deadlines, (entry.deadline, next(self._seq), path))
+            if len(self._deadlines) > 4 * len(self._entries) + 1024:
+                self._deadlines = [(e.deadline, next(self._seq), p)
+                                   for p, e in self._entries.items() if e.deadline < math.inf]
+                heapq.heapify(self._deadlines)
 
     def _drop(self, d: _Dir, path: str) -> None:
         d.paths.discard(path)
@@ -708,11 +733,17 @@ class Watcher:
             self._drop(d, path)
         d.proofs.clear()
 
-    def _judge(self, d: _Dir, read: _scan.FileRead) -> LockStatus:
-        return _scan.judge_read(read, policy=d.policy, procs=self._procs, now=datetime.now(UTC))
+    def _procs_for_reads(self, n: int) -> ProcessSnapshot | None:
+        """Processes to judge ``n`` freshly read files with: ``None`` (direct look-ups) for a
+        few, one fresh snapshot per round for many (see :data:`DIRECT_LOOKUPS`)."""
+        if n <= DIRECT_LOOKUPS:
+            return None
+        if self._round_procs is None:
+            self._round_procs = _snapshot()
+        return self._round_procs
 
     def _refresh_path(self, path: str, hint: _Dir | None, st: os.stat_result | None = None,
-                      have_stat: bool = False) -> None:
+                      have_stat: bool = False, *, procs: ProcessSnapshot | None) -> None:
         d = self._owner(path, hint)
         old = self._entries.get(path)
         if d is None:
@@ -729,20 +760,25 @@ class Watcher:
             if old is not None:
                 self._drop(old.dir, path)
             return
-        self._put(path, _Entry(self._judge(d, read), d, read, _sig(st)))
+        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC))
+        self._put(path, _Entry(status, d, read, _sig(st)))
         parent = os.path.dirname(path)
         if os.path.basename(parent) == _scan.CLAIMS_DIR:
             proof = os.path.dirname(parent)
             if proof in d.proofs:
                 self._refresh_proof(d, proof, force=False)
 
-    def _rejudge(self, path: str, e: _Entry) -> None:
+    def _rejudge(self, path: str, e: _Entry, procs: ProcessSnapshot | None) -> None:
+        """Judge an entry again from the bytes already read (no file I/O)."""
         now = datetime.now(UTC)
+        rec = e.status.record
+        if procs is not None and rec is not None and rec.pid is not None \
+                and rec.pid not in procs:
+            procs = None  # not in the snapshot: look the PID up now
         if e.read is not None:
-            status = _scan.judge_read(e.read, policy=e.dir.policy, procs=self._procs, now=now)
-        elif e.status.record is not None:
-            status = _scan.judge_claim(e.status.record, policy=e.dir.policy, procs=self._procs,
-                                       now=now)
+            status = _scan.judge_read(e.read, policy=e.dir.policy, procs=procs, now=now)
+        elif rec is not None:
+            status = _scan.judge_claim(rec, policy=e.dir.policy, procs=procs, now=now)
         else:
             return
         self._put(path, _Entry(status, e.dir, e.read, e.sig))
@@ -955,15 +991,20 @@ class Watcher:
             return
         d.scan_error = None
         seen: set[str] = set()
+        todo: list[tuple[str, os.stat_result | None]] = []
         for path, st in listing.files.items():
             if d.overlapped and self._owner(path, None) is not d:
                 continue
             seen.add(path)
             e = self._entries.get(path)
             sig = _sig(st)
-            if not force and e is not None and e.dir is d and sig is not None and e.sig == sig:
+            if (not force and e is not None and e.dir is d and sig is not None and e.sig == sig
+                    and e.status.state not in (State.UNREADABLE, State.WRITING)):
                 continue
-            self._refresh_path(path, d, st, have_stat=True)
+            todo.append((path, st))
+        procs = self._procs_for_reads(len(todo))
+        for path, st in todo:
+            self._refresh_path(path, d, st, have_stat=True, procs=procs)
         claim_paths: set[str] = set()
         for ps in d.proofs.values():
             claim_paths |= ps.paths
@@ -1026,7 +1067,7 @@ class Watcher:
             todo = set(self._unsettled)
             index = self._pid_index
             for pid, info in new.items():
-                if pid in index and prev.get(pid) != info:
+                if pid in index and _proc_key(prev.get(pid)) != _proc_key(info):
                     todo |= index[pid]
             for pid in prev:
                 if pid in index and pid not in new:
@@ -1034,7 +1075,7 @@ class Watcher:
         for path in todo:
             e = self._entries.get(path)
             if e is not None:
-                self._rejudge(path, e)
+                self._rejudge(path, e, new)
 
     def _run_deadlines(self) -> None:
         now_ts = time.time()
@@ -1042,7 +1083,7 @@ class Watcher:
             dl, _seq, path = heapq.heappop(self._deadlines)
             e = self._entries.get(path)
             if e is not None and e.deadline == dl:
-                self._rejudge(path, e)
+                self._rejudge(path, e, self._procs)
 
     def _maybe_flush(self) -> ChangeSet:
         """The changes so far, unless more events of a burst are still being debounced and
@@ -1076,6 +1117,14 @@ class Watcher:
         key = _path_key
         return ChangeSet(sorted(added, key=key), sorted(changed, key=key),
                          sorted(removed, key=key))
+
+
+def _proc_key(info: Any) -> tuple[Any, ...] | None:
+    """What of a snapshot's process info can change a liveness verdict: its start time and
+    whether it is a zombie (not its running/sleeping status, which flips all the time)."""
+    if info is None:
+        return None
+    return (info.create_time, info.status == "zombie")
 
 
 def _path_key(s: LockStatus) -> str:

@@ -251,8 +251,11 @@ def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path)
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        rec.until(lambda m: p in m and m[p].state is State.HELD
-                  and m[p].liveness is Liveness.ALIVE, what="live holder")
+        sets = rec.until(lambda m: p in m and m[p].state is State.HELD
+                         and m[p].liveness is Liveness.ALIVE, what="live holder")
+        # a holder started after the last liveness pass is looked up, never called dead
+        first = next(s for cs in sets for s in cs.added if s.path == p)
+        assert (first.state, first.liveness) == (State.HELD, Liveness.ALIVE), first.reasons
         before = rec.model[p]
         assert before.record.written_by_lockwarden
         child.send_signal(signal.SIGKILL)
