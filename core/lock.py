@@ -825,10 +825,10 @@ class Lock:
     def _mark_lost(self, during: str, why: str) -> None:
         token = self._token
         self._forget()
-        self.lost.set()
         log.warning("lock %s lost during %s: %s", self.path, during, why)
         _audit(self.path, "lost", result="lost",
                details={"token": token, "during": during, "reason": why}, format=self.format)
+        self.lost.set()  # last: once ``lost`` is seen, the report is complete
 
     def _start_refresher(self, token: str) -> None:
         assert self.ttl is not None

@@ -274,11 +274,16 @@ def test_refresh_keeps_file_present_and_detects_loss(lockdir: Path) -> None:
 def test_auto_refresh_renews_and_reports_loss(lockdir: Path) -> None:
     path = lockdir / "ar.lock"
     lk = Lock(path, format="task-mcp", ttl=0.4, auto_refresh=True).acquire()
+    assert lk.record is not None and lk.record.acquired_at is not None
+    first = lk.record.acquired_at
     deadline = time.monotonic() + 10
     while len(_entries(lockdir, "refresh")) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(_entries(lockdir, "refresh")) >= 2
-    assert inspect(str(path)).state is State.HELD  # renewed before expiry
+    assert lk.is_held and not lk.lost.is_set()
+    renewed = parse(path.read_bytes())
+    assert renewed.token == lk.token
+    assert renewed.acquired_at is not None and renewed.acquired_at > first
     os.unlink(path)
     (lockdir / "ar.lock").write_text("pid=1\ntimestamp=1\n")
     assert lk.lost.wait(10)
