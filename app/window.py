@@ -11,7 +11,15 @@ import html
 import os
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QItemSelection, QModelIndex, QPoint, QSettings, Qt
+from PySide6.QtCore import (
+    QByteArray,
+    QItemSelection,
+    QModelIndex,
+    QPoint,
+    QSettings,
+    Qt,
+    QTimer,
+)
 from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -237,10 +245,13 @@ class MainWindow(QMainWindow):
         self.statusBar().addWidget(self.dirs_label, 1)
         self.statusBar().addPermanentWidget(self.counts_label)
 
-        ctx.model.countsChanged.connect(self.update_status)
+        self._status_timer = QTimer(self)
+        self._status_timer.setSingleShot(True)
+        self._status_timer.setInterval(200)
+        self._status_timer.timeout.connect(self.update_status)
+        ctx.model.countsChanged.connect(self._status_timer.start)
         ctx.inventory.dirsChanged.connect(lambda _d: self.update_status())
         ctx.actions.heldChanged.connect(self._update_actions)
-        ctx.model.dataChanged.connect(lambda *_a: None)
         self.restore_state()
         self.update_status()
         self._update_actions()
