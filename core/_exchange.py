@@ -24,9 +24,8 @@ exchange-and-verify step still never removes a fresh lock.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
+import functools
 import os
 import platform
 import sys
@@ -46,17 +45,19 @@ _AT_FDCWD = -100
 _SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276}
 _UNSUPPORTED_ERRNOS = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
 
-
 class ExchangeUnsupported(OSError):
     """This platform or file system has no atomic exchange of two names."""
-
 
 class GuardTimeout(LockError, OSError):
     """The directory guard was held by another process for longer than the bounded wait.
     A :class:`~core.errors.LockError` (and an ``OSError`` with ``errno.ETIMEDOUT``)."""
 
-
+@functools.cache
 def _load_exchange() -> tuple[str, Any] | None:
+    """The platform's exchange call, loaded on first use (ctypes is not imported before, so
+    the CLI's fast paths stay cheap)."""
+    import ctypes
+
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -75,6 +76,8 @@ def _load_exchange() -> tuple[str, Any] | None:
         sc.restype = ctypes.c_long
         return ("syscall", (sc, nr))
     if sys.platform == "darwin":
+        import ctypes.util
+
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         except OSError:
@@ -87,15 +90,10 @@ def _load_exchange() -> tuple[str, Any] | None:
         return ("renamex_np", fn)
     return None
 
-
-_IMPL = _load_exchange()
-
-
 def exchange_available() -> bool:
     """True when this platform has an atomic exchange primitive (it may still be refused by a
     particular file system; :func:`exchange` then raises :class:`ExchangeUnsupported`)."""
-    return _IMPL is not None
-
+    return _load_exchange() is not None
 
 def exchange(a: str, b: str) -> None:
     """Atomically swap the directory entries ``a`` and ``b`` (both must exist, same file
@@ -106,9 +104,12 @@ def exchange(a: str, b: str) -> None:
         ExchangeUnsupported: no exchange primitive here, or the file system refused it.
         OSError: any other failure (``ENOENT`` when either name is missing, ...).
     """
-    if _IMPL is None:
+    loaded = _load_exchange()
+    if loaded is None:
         raise ExchangeUnsupported(errno.ENOTSUP, "no atomic exchange on this platform")
-    kind, impl = _IMPL
+    import ctypes
+
+    kind, impl = loaded
     ba, bb = os.fsencode(a), os.fsencode(b)
     if kind == "renameat2":
         rc = impl(_AT_FDCWD, ba, _AT_FDCWD, bb, _RENAME_EXCHANGE)
@@ -124,12 +125,10 @@ def exchange(a: str, b: str) -> None:
             raise ExchangeUnsupported(err, f"atomic exchange refused: {os.strerror(err)}", a)
         raise OSError(err, os.strerror(err), a, None, b)
 
-
 try:
     import fcntl as _fcntl
 except ImportError:  # pragma: no cover - Windows
     _fcntl = None  # type: ignore[assignment]
-
 
 class DirGuard:
     """Exclusive kernel lock (``flock``) on a directory, held as a context manager.

@@ -41,7 +41,6 @@ import errno
 import logging
 import math
 import os
-import secrets
 import stat
 import threading
 import time
@@ -105,6 +104,12 @@ _LINK_UNSUPPORTED = {
 _no_link_devs: set[int] = set()
 _no_exchange_devs: set[int] = set()
 _MAX_RETRIES = 50
+
+
+def _new_token() -> str:
+    """128 random bits as 32 lowercase hex digits (``os.urandom``, as ``secrets.token_hex``
+    uses; importing :mod:`secrets` would cost the CLI ~9 ms)."""
+    return os.urandom(16).hex()
 
 
 def _crash_point(step: str) -> None:
@@ -471,7 +476,7 @@ class Lock:
                 if seen.state is State.UNREADABLE and seen.record is None:
                     _check_regular(self.path)
                 return seen
-        token = secrets.token_hex(16)
+        token = _new_token()
         record, data = self._build(token, _now())
         tmp = temp_path(self.path, token)
         ident = _write_temp(tmp, data)
@@ -630,7 +635,7 @@ class Lock:
         """Fallback without an exchange primitive (under the guard): move the judged file
         out, verify it, delete it, then publish ours with ``link`` (EEXIST: a foreign acquirer
         got in first, fairly)."""
-        swap = temp_path(self.path, secrets.token_hex(16), "swap")
+        swap = temp_path(self.path, _new_token(), "swap")
         try:
             os.rename(self.path, swap)
         except FileNotFoundError:
@@ -688,7 +693,7 @@ class Lock:
             if self.format == "task-mcp":
                 self._extra_metadata["reclaimed_from"] = rec.holder if rec else None
                 self._extra_metadata["reclaimed_reason"] = decision.get("decision", "STALE")
-            token = secrets.token_hex(16)
+            token = _new_token()
             record, data = self._build(token, _now())
             tmp = temp_path(self.path, token)
             ident = _write_temp(tmp, data)
@@ -793,7 +798,7 @@ class Lock:
                     raise LockLost(f"{self.path}: this lock was lost earlier")
                 raise LockError(f"{self.path} is not held by this Lock object")
             record, data = self._build(token, _now())
-            tmp = temp_path(self.path, secrets.token_hex(16))
+            tmp = temp_path(self.path, _new_token())
             new_ident = _write_temp(tmp, data)
             try:
                 with DirGuard(os.path.dirname(self.path)):
@@ -1000,7 +1005,7 @@ def force_release(path: str | os.PathLike[str], *, reason: str | None = None) ->
         UnreadableError: the path is a symlink, FIFO, directory or device (never removed).
     """
     p = _lock_path(path)
-    token = secrets.token_hex(16)
+    token = _new_token()
     try:
         status = _removed_status(p, _remove_if(p, token, lambda _d, _i: True))
     except LockLost:
@@ -1040,7 +1045,7 @@ def release_path(
     fmt = rec.format if rec else None
     if not force:
         try:
-            removed = _removed_status(p, _remove_if(p, secrets.token_hex(16), mine))
+            removed = _removed_status(p, _remove_if(p, _new_token(), mine))
         except LockLost as exc:
             _audit(p, "release_refused", result="refused",
                    details={"pid": pid, "holder": _holder_summary(status), "reason": str(exc)},
@@ -1052,7 +1057,7 @@ def release_path(
                format=fmt)
         return removed
     try:
-        removed = _removed_status(p, _remove_if(p, secrets.token_hex(16), lambda _d, _i: True))
+        removed = _removed_status(p, _remove_if(p, _new_token(), lambda _d, _i: True))
     except LockLost:
         _audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise
@@ -1076,14 +1081,12 @@ def wait(
 
     Raises:
         LockTimeout: ``timeout`` passed first (``.status``: the last verdict).
-        UnreadableError: the path's directory is missing.
+        UnreadableError: the path's directory is missing, or the path is a symlink, FIFO,
+            directory or device.
     """
     from core._waiter import Waiter
 
-    p = os.path.abspath(os.fspath(path))
-    parent = os.path.dirname(p)
-    if not os.path.isdir(parent):
-        raise UnreadableError(f"directory {parent} does not exist", path=p)
+    p = _lock_path(path)
     policy = StalePolicy(stale_after=stale_after)
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     status = _inspect(p, policy)
@@ -1111,3 +1114,5 @@ def wait(
             status = _inspect(p, policy)
             if status.state in (State.FREE, State.STALE):
                 return status
+            if status.state is State.UNREADABLE and status.record is None:
+                _check_regular(p)

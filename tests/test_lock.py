@@ -197,6 +197,7 @@ def test_non_regular_lock_paths_refused_nothing_written(lockdir: Path, tmp_path:
         lambda: reclaim(path, force=True),
         lambda: force_release(path),
         lambda: release_path(path, pid=os.getpid(), force=True),
+        lambda: wait(path, timeout=1),
     ):
         with pytest.raises(UnreadableError):
             call()
