@@ -35,12 +35,16 @@ class _Printer:
         self.stop = stop
         self.lock = threading.Lock()
         self.dir_modes: dict[str, tuple[str, str]] = {}
+        self.broken = False
 
     def _write(self, line: str) -> None:
+        if self.broken:
+            return
         try:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
-        except (BrokenPipeError, ValueError):
+        except (BrokenPipeError, ValueError):  # the reader went away (`| head -1`)
+            self.broken = True
             self.stop.set()
 
     def status(self, event: str, status: LockStatus) -> None:
@@ -80,7 +84,8 @@ class _Printer:
 
 
 def watch(specs: list[WatchSpec], out: Out) -> int:
-    """Run the monitor until SIGINT/SIGTERM; return 0 (or 141 when stdout was closed)."""
+    """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
+    SIGPIPE) when the reader of stdout went away."""
     from core.watch import Watcher
 
     stop = threading.Event()
@@ -110,4 +115,9 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
         watcher.close()
         for signum, handler in old.items():
             signal.signal(signum, handler)
+    if printer.broken:
+        from core.cli import _silence_stdout
+
+        _silence_stdout()
+        return 141
     return 0
