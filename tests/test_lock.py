@@ -598,3 +598,16 @@ def test_reclaim_swaps_back_a_file_replaced_after_the_check(
     assert path.read_bytes() == foreign
     assert ei.value.status is not None and ei.value.status.state is State.HELD
     assert _leftovers(lockdir) == ["swap.lock"]
+
+
+def test_blocking_acquire_takes_over_when_stale_after_passes(lockdir: Path) -> None:
+    """No file event and no process exit: the waiter wakes when ``stale_after`` passes
+    (another tool's lock whose holder is gone becomes stale only by age)."""
+    path = lockdir / "aging.lock"
+    path.write_text(f"pid={_dead_pid()}\ntimestamp={int(time.time())}\ntag=old-tool\n")
+    lk = Lock(path, stale_after=1.0)
+    with pytest.raises(LockHeld):
+        lk.acquire(blocking=False)
+    lk.acquire(timeout=20)
+    assert lk.reclaimed_from is not None and lk.reclaimed_from.state is State.STALE
+    lk.release()
