@@ -132,7 +132,11 @@ def _audit(
 ) -> None:
     from core import audit
 
-    w = audit.append(path, operation, result=result, details=details, format=format)
+    try:
+        w = audit.append(path, operation, result=result, details=details, format=format)
+    except Exception as exc:  # auditing must never turn a done operation into a failure
+        log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
+        return
     if w.error:
         log.warning("audit entry for %s of %s not written: %s", operation, path, w.error)
 
@@ -622,7 +626,8 @@ class Lock:
             _crash_point("reclaim_after_exchange")
             out = _read_regular(tmp)
             if out is not None and out[1] == cur_info and out[0] == cur_data:
-                os.unlink(tmp)  # the judged stale lock, now under our temp name
+                with contextlib.suppress(OSError):  # the lock is ours whatever happens here
+                    os.unlink(tmp)  # the judged stale lock, now under our temp name
                 _crash_point("reclaim_after_unlink_old")
                 return _Outcome("won", now_status, displaced=now_status)
             # not the judged file (a foreign tool replaced it meanwhile): put it back
