@@ -109,6 +109,11 @@ def run(args: argparse.Namespace, out: Out) -> int:
     from core.errors import LockHeld, LockLost, LockTimeout
     from core.lock import Lock
 
+    if not getattr(args, "debug", False):
+        import logging
+
+        # the refresher's "lock lost" warning: reported below as one line of ours instead
+        logging.getLogger("lockwarden.lock").addHandler(logging.NullHandler())
     lock = Lock(
         args.path, tag=args.tag, ttl=args.ttl, format=args.format,
         stale_after=float(args.stale_after), holder_pid=os.getpid(),
@@ -153,6 +158,9 @@ def run(args: argparse.Namespace, out: Out) -> int:
                         lock.release()
                     except LockLost as exc:
                         out.note(f"run: the lock was lost while the command ran: {exc}")
+                elif lock.lost.is_set():  # found by the refresher: removed or replaced
+                    out.note(f"run: the lock {args.path} was lost while the command ran "
+                             "(removed or replaced by someone else)")
             return code
         except _Signalled as sig:
             if lock.is_held:

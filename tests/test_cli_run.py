@@ -156,3 +156,19 @@ def test_ttl_is_refreshed_while_cmd_runs(lockdir: Path) -> None:
     code, err = finish(proc)
     assert code == 3, err
     assert not lock.exists()
+
+
+def test_lock_forced_away_while_cmd_runs_is_reported(lockdir: Path) -> None:
+    lock = lockdir / "lease.lock"
+    proc = start_run(lock, "--ttl", "1")
+    child_pid(proc)
+    out = lw("release", str(lock), "--force", "--reason", "test")
+    assert out.returncode == 0, out.stderr
+    assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0  # a successor
+    assert proc.stdin is not None
+    proc.stdin.write("0\n")
+    proc.stdin.flush()
+    code, err = finish(proc)
+    assert code == 0  # CMD's code
+    assert "was lost while the command ran" in one_line(err)
+    assert status_json(lock)["pid"] == 1  # the successor's lock was not touched
