@@ -112,6 +112,15 @@ def _new_token() -> str:
     return os.urandom(16).hex()
 
 
+def _link(src: str, dst: str) -> None:
+    """``link(src, dst)`` without following a symlink at ``src`` where the OS can say so
+    (``linkat`` without ``AT_SYMLINK_FOLLOW``); ``dst`` is never followed by ``link``."""
+    if os.link in os.supports_follow_symlinks:
+        os.link(src, dst, follow_symlinks=False)
+    else:  # pragma: no cover - Windows: CreateHardLinkW
+        os.link(src, dst)
+
+
 def _crash_point(step: str) -> None:
     """Test-only crash hook: ``os._exit(137)`` when ``LOCKWARDEN_CRASH_AT == step``."""
     if os.environ.get(CRASH_ENV) == step:
@@ -525,7 +534,7 @@ class Lock:
         dev = os.lstat(tmp).st_dev if _no_link_devs else -1
         if dev not in _no_link_devs:
             try:
-                os.link(tmp, self.path, follow_symlinks=False)
+                _link(tmp, self.path)
                 _crash_point("after_link")
                 return True
             except FileExistsError:
@@ -648,7 +657,7 @@ class Lock:
         out = _read_regular(swap)
         if out is None or out[1] != cur_info or out[0] != cur_data:
             with contextlib.suppress(OSError):
-                os.link(swap, self.path, follow_symlinks=False)
+                _link(swap, self.path)
             _unlink_quiet(swap)
             return _Outcome("retry", judged)
         os.unlink(swap)
@@ -945,7 +954,7 @@ def _remove_if(
         out = _read_regular(rel)
         if out is None or not ours(out[0], out[1]):
             with contextlib.suppress(OSError):
-                os.link(rel, path, follow_symlinks=False)
+                _link(rel, path)
             _unlink_quiet(rel)
             raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
         os.unlink(rel)
