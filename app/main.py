@@ -72,15 +72,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard.activated.connect(lw.show_window)
     lw.start(show_window=not (args.minimized or lw.config.ui.start_minimized))
 
-    def on_signal(_sig: int, _frame: object) -> None:
-        lw.finish_quit(release=True)
+    # SIGINT/SIGTERM: release our locks and quit. The handler only sets a flag: Python runs
+    # it between any two bytecodes of the GUI thread (maybe inside a locked section), so the
+    # work is done by the pulse timer, which also lets Python see signals while Qt's loop runs.
+    stop_requested: list[int] = []
+
+    def on_signal(sig: int, _frame: object) -> None:
+        stop_requested.append(sig)
+
+    def pulse_tick() -> None:
+        if stop_requested and not lw.quitting:
+            lw.finish_quit(release=True)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    # let Python run its signal handlers while Qt's loop is in C++
     pulse = QTimer()
-    pulse.start(300)
-    pulse.timeout.connect(lambda: None)
+    pulse.timeout.connect(pulse_tick)
+    pulse.start(200)
 
     report = os.environ.get("LOCKWARDEN_STARTUP_REPORT")
     if report and lw.tray is not None:
