@@ -87,18 +87,26 @@ def _inotify_watch(dirpath: str) -> int | None:
 
 
 _closer_queue: queue.SimpleQueue[int] | None = None
-_closer_pid = 0
 _closer_lock = threading.Lock()
+
+
+def _reset_closer_after_fork() -> None:
+    global _closer_queue, _closer_lock
+    _closer_queue = None  # the helper thread does not exist in a forked child
+    _closer_lock = threading.Lock()  # and may have held the lock at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_closer_after_fork)
 
 
 def _close_later(fd: int) -> None:
     """Close an inotify descriptor in a helper thread: the kernel waits for an RCU grace
     period when an inotify instance is destroyed (10-20 ms measured here), which would
     otherwise be paid by every acquire that had to wait, after it already holds the lock."""
-    global _closer_queue, _closer_pid
+    global _closer_queue
     with _closer_lock:
-        if _closer_queue is None or _closer_pid != os.getpid():  # none yet, or forked
-            _closer_pid = os.getpid()
+        if _closer_queue is None:
             q: queue.SimpleQueue[int] = queue.SimpleQueue()
 
             def run() -> None:
