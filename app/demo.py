@@ -45,8 +45,9 @@ class Demo:
     """The demo's temporary directory and helper processes."""
 
     def __init__(self, base: str | None = None) -> None:
-        self.dir = tempfile.mkdtemp(prefix="lockwarden-demo-", dir=base)
-        self.config_path = os.path.join(self.dir, ".demo-config", "config.toml")
+        self.root = tempfile.mkdtemp(prefix="lockwarden-demo-", dir=base)
+        self.dir = os.path.join(self.root, "locks")
+        self.config_path = os.path.join(self.root, "config", "config.toml")
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def specs(self) -> list[Any]:
@@ -58,6 +59,7 @@ class Demo:
     def start(self) -> None:
         """Create the directory layout and start the helpers."""
         os.makedirs(os.path.dirname(self.config_path), exist_ok=True)
+        os.makedirs(self.dir, exist_ok=True)
         os.makedirs(os.path.join(self.dir, "tasks"), exist_ok=True)
         os.makedirs(os.path.join(self.dir, "proof", "ledger"), exist_ok=True)
         # a corrupt file, as a crashed foreign tool might leave: shows as unreadable
@@ -85,7 +87,7 @@ class Demo:
                 p.kill()
                 p.wait()
         self.procs.clear()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _parent_alive(ppid: int) -> bool:

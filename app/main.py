@@ -38,6 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return helper_main(args.demo_helper[0], args.demo_helper[1])
 
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        print("lockwarden-gui: no graphical display (DISPLAY/WAYLAND_DISPLAY are not set); "
+              "use the command line: lockwarden status", file=sys.stderr)
+        return 1
+
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 

@@ -482,6 +482,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """With a tray the window only hides; without one closing it quits the app."""
+        if self.ctx.quitting:  # finish_quit saved the state already
+            event.accept()
+            return
         self.save_state()
         if self.ctx.tray is not None and not self.ctx.quitting:
             event.ignore()
