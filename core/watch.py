@@ -411,7 +411,8 @@ class Watcher:
         self.rescan_interval = float(rescan_interval)
         self.liveness_interval = float(liveness_interval)
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the inventory (held by the worker while it works)
+        self._life = threading.Lock()  # started/closed flags
         self._dirs: list[_Dir] = []
         self._entries: dict[str, _Entry] = {}
         self._pid_of: dict[str, int] = {}  # path -> holder PID
@@ -435,6 +436,7 @@ class Watcher:
         self._started = False
         self._closed = False
         self._last_dirs: list[DirStatus] | None = None
+        self._dirs_dirty = True  # a directory's mode, message or error may have changed
         self._next_tick = math.inf
 
     # -- public API ----------------------------------------------------------------------
@@ -446,12 +448,13 @@ class Watcher:
         :meth:`dir_status` each directory's mode; later changes arrive through ``on_change``.
         Missing directories are not an error (``mode="missing"``). Calling it twice is a
         no-op. Raises ``RuntimeError`` after :meth:`close`."""
-        with self._lock:
+        with self._life:
             if self._closed:
                 raise RuntimeError("this Watcher was closed")
             if self._started:
                 return
             self._started = True
+        with self._lock:
             self._procs = self._round_procs = _snapshot()
             self._apply_specs(self._specs)
             self._batch = _Batch()  # the initial inventory is not a change
@@ -467,7 +470,7 @@ class Watcher:
         process alive). No callback is called after it returns (unless called from a
         callback). Idempotent."""
         deadline = time.monotonic() + CLOSE_TIMEOUT
-        with self._lock:
+        with self._life:  # never the inventory lock: the worker may hold it for a long scan
             if self._closed:
                 return
             self._closed = True
@@ -561,14 +564,17 @@ class Watcher:
             if self._stop.is_set():
                 break
             dones: list[threading.Event] = []
+            dirs: list[DirStatus] | None = None
             try:
                 with self._lock:
                     self._work(items, dones)
                     changes = self._maybe_flush()
-                    dirs = self._dir_statuses()
+                    if first or self._dirs_dirty:
+                        self._dirs_dirty = False
+                        dirs = self._dir_statuses()
             except Exception:  # never let one bad round kill the watcher
                 log.exception("lockwarden watcher: error while processing changes")
-                changes, dirs = ChangeSet(), self._last_dirs or []
+                changes = ChangeSet()
             for ev in dones:
                 ev.set()
             if self._stop.is_set():
@@ -578,19 +584,20 @@ class Watcher:
                     self._on_change(changes)
                 except Exception:
                     log.exception("lockwarden watcher: on_change callback failed")
-            if self._on_dirs is not None and (first or dirs != self._last_dirs):
-                try:
-                    self._on_dirs(list(dirs))
-                except Exception:
-                    log.exception("lockwarden watcher: on_dirs callback failed")
-            self._last_dirs = dirs
+            if dirs is not None and (first or dirs != self._last_dirs):
+                self._last_dirs = dirs
+                if self._on_dirs is not None:
+                    try:
+                        self._on_dirs(list(dirs))
+                    except Exception:
+                        log.exception("lockwarden watcher: on_dirs callback failed")
             first = False
 
     def _next_wake(self) -> float:
         now_m = time.monotonic()
         wake = self._next_tick
-        if self._pending:
-            wake = min(wake, min(due for due, _ in self._pending.values()))
+        if self._pending:  # in order of arrival, so of due time: the first is the earliest
+            wake = min(wake, next(iter(self._pending.values()))[0])
         if self._dir_checks:
             wake = min(wake, min(self._dir_checks.values()))
         if self._proof_due:
@@ -627,7 +634,11 @@ class Watcher:
                     if d in self._dirs:
                         self._check_dir(d)
         if self._pending:
-            due_paths = [(p, d) for p, (due, d) in self._pending.items() if due <= now_m]
+            due_paths: list[tuple[str, _Dir]] = []
+            for p, (due, d) in self._pending.items():  # arrival order = due order
+                if due > now_m:
+                    break
+                due_paths.append((p, d))
             for p, _d in due_paths:
                 del self._pending[p]
             procs = self._procs_for_reads(len(due_paths))
@@ -836,6 +847,7 @@ class Watcher:
             for d in leftovers:
                 self._detach(d, "missing", "no longer watched")
         self._dirs = new
+        self._dirs_dirty = True
         for i, d in enumerate(new):
             d.overlapped = any(_overlaps(d, e) for e in new[:i])
         for d in new:
@@ -857,6 +869,7 @@ class Watcher:
                 self._detach(d, "missing", f"{what}; it will be watched when it appears")
             elif not d.message:
                 d.message = "does not exist; it will be watched when it appears"
+                self._dirs_dirty = True
             return
         ident = (st.st_dev, st.st_ino)
         if d.attached and d.root_id == ident:
@@ -900,6 +913,7 @@ class Watcher:
                 mode = "error"
                 message = f"cannot be watched: {exc.strerror or exc}"
         d.mode, d.message = mode, message
+        self._dirs_dirty = True
         self._rescan_dir(d)
 
     def _choose_mode(self, d: _Dir) -> tuple[str, str]:
@@ -962,6 +976,7 @@ class Watcher:
         d.attached = False
         d.root_id = None
         d.mode, d.message = mode, message
+        self._dirs_dirty = True
         d.next_rescan = math.inf
         self._drop_all(d)
         for p in [p for p, (_, hd) in self._pending.items() if hd is d]:
@@ -985,11 +1000,14 @@ class Watcher:
             return
         except OSError as exc:
             d.scan_error = f"cannot be listed: {exc.strerror or exc}"
+            self._dirs_dirty = True
             for path in list(d.paths):
                 self._drop(d, path)
             d.proofs.clear()
             return
-        d.scan_error = None
+        if d.scan_error is not None:
+            d.scan_error = None
+            self._dirs_dirty = True
         seen: set[str] = set()
         todo: list[tuple[str, os.stat_result | None]] = []
         for path, st in listing.files.items():
