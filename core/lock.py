@@ -121,6 +121,23 @@ def _link(src: str, dst: str) -> None:
         os.link(src, dst)
 
 
+def _put_back(moved: str, path: str) -> None:
+    """Return a file that was moved out of ``path`` but is not the one expected (someone
+    else's), without ever replacing what may be at ``path`` now. If ``path`` was taken in the
+    meantime, the file stays under its temp name (recognisable, never deleted)."""
+    try:
+        _link(moved, path)
+    except FileExistsError:
+        log.warning("%s was taken meanwhile; the displaced file stays at %s", path, moved)
+        return
+    except OSError:  # not hard-linkable (a directory; no links on this file system)
+        if not os.path.lexists(path):
+            with contextlib.suppress(OSError):
+                os.rename(moved, path)
+        return
+    _unlink_quiet(moved)
+
+
 def _crash_point(step: str) -> None:
     """Test-only crash hook: ``os._exit(137)`` when ``LOCKWARDEN_CRASH_AT == step``."""
     if os.environ.get(CRASH_ENV) == step:
@@ -571,9 +588,10 @@ class Lock:
         if tmp_linked is not None:
             _unlink_quiet(tmp_linked)
             _crash_point("after_temp_unlink")
-        with contextlib.suppress(OSError):
-            st = os.lstat(self.path)
-            ident = (st.st_ino, st.st_dev)  # differs from the temp's after the O_EXCL fallback
+        if _no_link_devs and ident[1] in _no_link_devs:
+            with contextlib.suppress(OSError):
+                st = os.lstat(self.path)
+                ident = (st.st_ino, st.st_dev)  # the O_EXCL fallback wrote a new inode
         with contextlib.suppress(OSError):
             fsync_dir(os.path.dirname(self.path))
         with self._mutex:
@@ -656,9 +674,7 @@ class Lock:
             return _Outcome("retry", judged)
         out = _read_regular(swap)
         if out is None or out[1] != cur_info or out[0] != cur_data:
-            with contextlib.suppress(OSError):
-                _link(swap, self.path)
-            _unlink_quiet(swap)
+            _put_back(swap, self.path)
             return _Outcome("retry", judged)
         os.unlink(swap)
         _crash_point("reclaim_after_unlink_old")
@@ -953,9 +969,7 @@ def _remove_if(
         _crash_point("release_after_rename_out")
         out = _read_regular(rel)
         if out is None or not ours(out[0], out[1]):
-            with contextlib.suppress(OSError):
-                _link(rel, path)
-            _unlink_quiet(rel)
+            _put_back(rel, path)
             raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
         os.unlink(rel)
     return out
