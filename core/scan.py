@@ -140,14 +140,11 @@ class Listing:
         files: candidate lock paths (names matching the patterns, plus af ledger and claim
             locks) -> their ``lstat`` result, or ``None`` when ``lstat`` failed.
         proofs: af proof directories found (the root itself, or any directory walked).
-        ledgers: ``proof dir -> signature`` of its ``ledger/`` directory (mtime, inode), used
-            by the watcher to replay a ledger only when it changed.
         problems: sub-directories that could not be listed, with the reason.
     """
 
     files: dict[str, os.stat_result | None] = field(default_factory=dict)
     proofs: list[str] = field(default_factory=list)
-    ledgers: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -219,7 +216,6 @@ def list_dir(spec: WatchSpec, *, with_stat: bool = True) -> Listing:
 
 def _add_proof(proof: str, out: Listing, with_stat: bool) -> None:
     out.proofs.append(proof)
-    out.ledgers[proof] = ledger_signature(proof)
     ledger_lock = os.path.join(proof, LEDGER_DIR, LEDGER_LOCK)
     if ledger_lock not in out.files and os.path.lexists(ledger_lock):
         out.files[ledger_lock] = _lstat(ledger_lock) if with_stat else None

@@ -293,6 +293,7 @@ class _Dir:
         self.next_rescan = math.inf
         self.overlapped = False
         self.scan_error: str | None = None
+        self.problems: list[str] = []  # sub-directories that could not be listed
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -1005,8 +1006,9 @@ class Watcher:
                 self._drop(d, path)
             d.proofs.clear()
             return
-        if d.scan_error is not None:
+        if d.scan_error is not None or d.problems != listing.problems:
             d.scan_error = None
+            d.problems = listing.problems
             self._dirs_dirty = True
         seen: set[str] = set()
         todo: list[tuple[str, os.stat_result | None]] = []
@@ -1055,8 +1057,14 @@ class Watcher:
         for d in self._dirs:
             if d.attached and d.scan_error:
                 out.append(DirStatus(d.root, "error", d.scan_error))
-            else:
-                out.append(DirStatus(d.root, d.mode, d.message))
+                continue
+            message = d.message
+            if d.attached and d.problems:
+                n = len(d.problems)
+                more = (f"{n} sub-directories cannot be listed, e.g. {d.problems[0]}" if n > 1
+                        else d.problems[0])
+                message = f"{message}; {more}" if message else more
+            out.append(DirStatus(d.root, d.mode, message))
         return out
 
     # -- time ----------------------------------------------------------------------------

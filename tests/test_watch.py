@@ -504,15 +504,18 @@ def test_unreadable_directory_is_an_error(shared_tmp: Path) -> None:  # noqa: F8
         "import json\n"
         "from core.watch import Watcher\n"
         "from core.config import WatchSpec\n"
-        f"w = Watcher([WatchSpec({str(locked)!r})], print)\n"
+        f"w = Watcher([WatchSpec({str(locked)!r}), WatchSpec({str(shared_tmp)!r}, "
+        "recursive=True)], print)\n"
         "w.start()\n"
         "print(json.dumps([(d.mode, d.message) for d in w.dir_status()]))\n"
         "w.close()\n"
     )
     proc = run_unprivileged(code)
     assert proc.returncode == 0, proc.stderr
-    [(mode, message)] = json.loads(proc.stdout)
+    [(mode, message), (mode2, message2)] = json.loads(proc.stdout)
     assert mode == "error" and "permission denied" in message.lower()
+    # a recursive watch above it works, and says what it cannot see
+    assert mode2 == "events" and str(locked) in message2 and "cannot be listed" in message2
 
 
 # -- af proofs -----------------------------------------------------------------------------
