@@ -407,6 +407,14 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
     problems = _Problems(text, label, strict)
     try:
         data = tomllib.loads(text)
+    except RecursionError as exc:  # absurdly deep nesting: tomllib recurses
+        what = f"{label}: invalid TOML: nested too deeply"
+        if strict:
+            raise ConfigError(what) from exc
+        cfg = default_config()
+        cfg.path = path
+        cfg.warnings = [f"{what}; using the default configuration"]
+        return cfg
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"at line (\d+), column (\d+)", msg)

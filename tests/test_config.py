@@ -237,3 +237,12 @@ def test_unreadable_and_binary_files_never_raise(tmp_path: Path) -> None:
     d.mkdir()
     cfg = config.load(str(d))
     assert cfg.watches_are_default and "cannot be read" in cfg.warnings[0]
+
+
+def test_absurd_nesting_never_raises(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("a = " + "[" * 50000 + "]" * 50000 + "\n")
+    cfg = config.load(str(path))
+    assert cfg.watches_are_default and "nested too deeply" in cfg.warnings[0]
+    with pytest.raises(ConfigError):
+        config.load_strict(str(path))
