@@ -611,3 +611,23 @@ def test_blocking_acquire_takes_over_when_stale_after_passes(lockdir: Path) -> N
     lk.acquire(timeout=20)
     assert lk.reclaimed_from is not None and lk.reclaimed_from.state is State.STALE
     lk.release()
+
+
+def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a live holder keeps the lock and nothing happens, a waiter sleeps in the slow
+    fallback poll (1 s), not in a 100 ms loop."""
+    import core._waiter as waiter_mod
+
+    calls: list[float | None] = []
+    real_wait = waiter_mod.Waiter.wait
+
+    def counting_wait(self: waiter_mod.Waiter, timeout: float | None) -> str:
+        calls.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(waiter_mod.Waiter, "wait", counting_wait)
+    path = lockdir / "quiet.lock"
+    with Lock(path), pytest.raises(LockTimeout):
+        Lock(path).acquire(timeout=2.5)
+    assert 2 <= len(calls) <= 6, calls
+    assert max(c for c in calls if c is not None) >= 0.9
