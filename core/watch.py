@@ -55,7 +55,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -145,6 +145,16 @@ class ChangeSet:
 
     def __len__(self) -> int:
         return len(self.added) + len(self.changed) + len(self.removed)
+
+    def events(self) -> Iterator[tuple[str, LockStatus]]:
+        """``("added" | "changed" | "removed", status)`` pairs, in that order (one line each
+        for ``lockwarden watch``)."""
+        for s in self.added:
+            yield "added", s
+        for s in self.changed:
+            yield "changed", s
+        for s in self.removed:
+            yield "removed", s
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,7 @@ def test_create_modify_replace_delete(watch: Any, lockdir: Path) -> None:
     os.unlink(lockdir / "a.lock")
     sets = rec.until(lambda m: p not in m, what="delete")
     assert [s.path for cs in sets for s in cs.removed] == [p]
+    assert [(e, s.path) for cs in sets for e, s in cs.events()] == [("removed", p)]
     assert w.snapshot() == []
 
 
