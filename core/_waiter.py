@@ -176,14 +176,16 @@ class Waiter:
         )
         from watchdog.observers import Observer
 
-        target = self.path
+        name = self.name
         poke = self._poke
 
         class _Handler(FileSystemEventHandler):
+            # the watch is not recursive: the base name identifies the lock (FSEvents may
+            # report the directory by another spelling, e.g. /private/var for /var)
             def on_any_event(self, event: FileSystemEvent) -> None:
-                src = os.fsdecode(event.src_path)
-                dest = os.fsdecode(event.dest_path) if event.dest_path else ""
-                if target in (src, dest):
+                src = os.path.basename(os.fsdecode(event.src_path))
+                dest = os.path.basename(os.fsdecode(event.dest_path)) if event.dest_path else ""
+                if name in (src, dest):
                     poke()
 
         observer = Observer()

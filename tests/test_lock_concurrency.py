@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,53 @@ def test_waiter_takes_over_from_sigkilled_holder(lockdir: Path) -> None:
     # generous bound for a loaded CI box; the figure itself is in bench_engine_takeover.py
     assert got_at - killed_at < 2.0
     assert w.exitcode == 0
+
+
+def test_portable_fallbacks_wake_the_waiter(lockdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The code path of platforms without inotify and pidfds (macOS, Windows): watchdog's
+    Observer for directory events and a psutil helper thread for the holder's exit."""
+    import core._waiter as waiter_mod
+
+    monkeypatch.setattr(waiter_mod, "_inotify_watch", lambda _d: None)
+    monkeypatch.delattr(os, "pidfd_open", raising=False)
+    pokes: list[str] = []
+    real_poke = waiter_mod.Waiter._poke
+    real_pid_thread = waiter_mod.Waiter._start_pid_thread
+
+    def poke(self: waiter_mod.Waiter) -> None:
+        pokes.append("observer" if self._observer is not None else "?")
+        real_poke(self)
+
+    def pid_thread(self: waiter_mod.Waiter, pid: int) -> None:
+        pokes.append(f"watching {pid}")
+        real_pid_thread(self, pid)
+
+    monkeypatch.setattr(waiter_mod.Waiter, "_poke", poke)
+    monkeypatch.setattr(waiter_mod.Waiter, "_start_pid_thread", pid_thread)
+    path = lockdir / "portable.lock"
+    # 1. a release (directory event through watchdog)
+    holder = Lock(path).acquire()
+    got: list[Lock] = []
+    t = threading.Thread(target=lambda: got.append(Lock(path).acquire(timeout=30)))
+    t.start()
+    time.sleep(0.3)
+    holder.release()
+    t.join(30)
+    assert got and got[0].is_held and got[0].reclaimed_from is None
+    assert "observer" in pokes  # woken by a watchdog event
+    got[0].release()
+    # 2. the holder is SIGKILLed (no file event; the psutil helper sees the exit)
+    ready = CTX.Event()
+    h = CTX.Process(target=_holder, args=(str(path), ready))
+    h.start()
+    assert ready.wait(30)
+    got.clear()
+    t = threading.Thread(target=lambda: got.append(Lock(path).acquire(timeout=30)))
+    t.start()
+    time.sleep(0.3)
+    os.kill(h.pid, signal.SIGKILL)
+    h.join(30)
+    t.join(30)
+    assert got and got[0].reclaimed_from is not None
+    assert f"watching {h.pid}" in pokes
+    got[0].release()
