@@ -350,6 +350,21 @@ class LockwardenApp(QObject):
                 self.show_error("Start at login", f"Could not change the login item: {exc}")
         self.window.update_status()
 
+    def set_notifications_paused(self, paused: bool) -> None:
+        """Pause or resume notifications and remember it in the configuration."""
+        notes = self.config.notifications
+        if getattr(notes, "paused", None) == paused:
+            return
+        self.config = replace(self.config, notifications=replace(notes, paused=paused))
+        if self.demo is None:
+            from core import config as cfgmod
+
+            try:
+                cfgmod.save(self.config, self.config_path)
+            except OSError as exc:
+                self.show_error("Settings not saved",
+                                f"Could not write {self.config_path}: {exc.strerror or exc}")
+
     def audit_sources(self) -> list[str]:
         """Directories whose ``.lock_audit.log`` the viewer reads: the watched ones and every
         directory holding a listed lock, plus the per-user fallback log."""

@@ -63,7 +63,7 @@ class Inventory(QObject):
             signal = not self._signalled
             self._signalled = True
         if signal:
-            emit(self._wake)
+            self._emit_wake()
 
     def push_changeset(self, changes: Any) -> None:
         """``on_change`` callback for :class:`core.watch.Watcher`: queue a ``ChangeSet``."""
@@ -79,7 +79,13 @@ class Inventory(QObject):
             signal = not self._signalled
             self._signalled = True
         if signal:
+            self._emit_wake()
+
+    def _emit_wake(self) -> None:
+        try:
             emit(self._wake)
+        except RuntimeError:  # the app was torn down while a watcher thread still reported
+            pass
 
     # -- GUI thread ---------------------------------------------------------------------------
 
@@ -138,10 +144,12 @@ class Inventory(QObject):
         def run() -> None:
             try:
                 w.start()
-            except RuntimeError:  # closed before it started
+                if self._watcher is not w:  # closed or replaced meanwhile
+                    return
+                self.push((s.path, s) for s in w.snapshot())
+                self.push_dirs(w.dir_status())
+            except RuntimeError:  # closed before it started, or the app is gone
                 return
-            self.push((s.path, s) for s in w.snapshot())
-            self.push_dirs(w.dir_status())
 
         threading.Thread(target=run, name="lockwarden-watcher-start", daemon=True).start()
 

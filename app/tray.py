@@ -63,6 +63,8 @@ class TrayController(QObject):
         ctx.model.transitions.connect(self._transitions)
         self.act_pause = QAction("Pause notifications", self)
         self.act_pause.setCheckable(True)
+        self.paused = bool(getattr(ctx.config.notifications, "paused", False))
+        self.act_pause.setChecked(self.paused)
         self.act_pause.toggled.connect(self._set_paused)
         self.refresh()
         self.rebuild_menu()
@@ -77,6 +79,7 @@ class TrayController(QObject):
 
     def _set_paused(self, on: bool) -> None:
         self.paused = on
+        self.ctx.set_notifications_paused(on)
 
     def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
         if reason in (QSystemTrayIcon.ActivationReason.Trigger,

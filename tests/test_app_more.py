@@ -1,0 +1,205 @@
+"""More of the app, offscreen: quit with held locks, errors as messages, tray logic
+(aggregate, menu limit, notifications once per lock, pause), start at login, dark theme."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from core import config as cfgmod
+from core.record import Liveness, LockRecord, LockStatus, State
+
+
+@pytest.fixture
+def make_app(qtbot, tmp_path, monkeypatch):
+    from app.application import LockwardenApp
+
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    apps: list[LockwardenApp] = []
+
+    def make(dirs: list[Path], *, tray: bool = False, **notes) -> LockwardenApp:
+        cfg_path = tmp_path / "cfg" / "config.toml"
+        cfg = cfgmod.Config(watches=[cfgmod.WatchSpec(path=str(d)) for d in dirs],
+                            notifications=cfgmod.NotificationSettings(**notes))
+        cfgmod.save(cfg, str(cfg_path))
+        qapp = QApplication.instance()
+        assert isinstance(qapp, QApplication)
+        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=tray)
+        apps.append(lw)
+        return lw
+
+    yield make
+    for lw in apps:
+        lw.finish_quit(release=True)
+        lw.dispose()
+
+
+def fake(path: str, state: State, age: float = 30.0, pid: int = 4321) -> LockStatus:
+    now = datetime.now(UTC)
+    rec = LockRecord(path=path, format="sema", pid=pid, host=None,
+                     acquired_at=now - timedelta(seconds=age))
+    live = Liveness.DEAD if state is State.STALE else Liveness.ALIVE
+    return LockStatus(path=path, state=state, liveness=live, record=rec,
+                      reasons=[f"PID {pid} exited"] if state is State.STALE else [])
+
+
+def test_quit_with_held_locks_asks_and_releases(make_app, lockdir):
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    path = lockdir / "held.lock"
+    lw.actions.acquire(str(path), ttl=30.0)
+    assert path.exists()
+    box = lw.request_quit()
+    assert isinstance(box, QMessageBox) and "held.lock" in box.text()
+    assert not lw.quitting
+    release = next(b for b in box.buttons() if b.text() == "Release and quit")
+    release.click()
+    assert lw.quitting
+    assert not path.exists()
+
+
+def test_engine_errors_are_messages_and_table_stays(make_app, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    lw = make_app([gone])
+    lw.start(show_window=True)
+    lock = gone / "x.lock"
+    lw.actions.acquire(str(lock))
+    lw.inventory.flush()
+    shutil.rmtree(gone)
+    lw.release(str(lock))
+    assert lw.last_error is not None
+    title, text = lw.last_error
+    assert "release" in title.lower() and "Traceback" not in text
+    assert not lw.actions.holds(str(lock))
+    # acquiring in a directory that does not exist: the dialog refuses, nothing raised
+    dlg = lw.open_acquire(str(gone))
+    dlg.accept()
+    assert "not a directory" in dlg.error.text()
+    dlg.reject()
+
+
+def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
+    from app.tray import MENU_LIMIT, aggregate
+    from core.watch import DirStatus
+
+    lw = make_app([lockdir], tray=True, on_acquire=True)
+    tray = lw.tray
+    assert tray is not None
+    assert aggregate({}, []) == "free"
+    assert aggregate({State.HELD: 2}, []) == "held"
+    assert aggregate({State.HELD: 2, State.EXPIRED: 1}, []) == "stale"
+    assert aggregate({State.HELD: 1}, [DirStatus(str(lockdir), "missing")]) == "problem"
+
+    base = str(lockdir)
+    held = [fake(f"{base}/h{i:02d}.lock", State.HELD, age=i) for i in range(20)]
+    lw.inventory.push((s.path, s) for s in held)
+    lw.inventory.flush()
+    assert [t for t, _ in tray.messages] == ["20 lock changes"]  # summarised, not 20 popups
+    tray.refresh()
+    assert tray.state == "held" and tray.badge == 0
+    assert "20 held" in tray.icon.toolTip()
+    # a lock becomes stale: one notification, not one per tick
+    stale = fake(f"{base}/h03.lock", State.STALE, age=3)
+    for _ in range(3):
+        lw.inventory.push([(stale.path, stale)])
+        lw.inventory.flush()
+    stale_msgs = [m for m in tray.messages if "is stale" in m[0]]
+    assert stale_msgs == [("h03.lock is stale", "PID 4321 exited")]
+    tray.refresh()
+    assert tray.state == "stale" and tray.badge == 1
+    tray.rebuild_menu()
+    texts = [a.text() for a in tray.menu.actions()]
+    lock_entries = [t for t in texts if ".lock —" in t]
+    assert len(lock_entries) == MENU_LIMIT
+    assert lock_entries[0].startswith("h03.lock — stale")
+    assert f"{20 - MENU_LIMIT} more…" in texts
+    assert {"Open Lockwarden", "Acquire lock…", "Pause notifications", "Quit"} <= set(texts)
+    # pause: no more messages, and the choice is saved
+    tray.act_pause.setChecked(True)
+    assert cfgmod.load(lw.config_path).notifications.paused
+    n = len(tray.messages)
+    other = fake(f"{base}/h07.lock", State.STALE, age=7)
+    lw.inventory.push([(other.path, other)])
+    lw.inventory.flush()
+    assert len(tray.messages) == n
+
+
+def test_release_in_tray_menu_only_for_own_locks(make_app, lockdir):
+    lw = make_app([lockdir], tray=True)
+    lw.start(show_window=False)
+    mine = lockdir / "mine.lock"
+    lw.actions.acquire(str(mine))
+    other = fake(str(lockdir / "other.lock"), State.HELD)
+    lw.inventory.push([(other.path, other)])
+    lw.inventory.flush()
+    tray = lw.tray
+    assert tray is not None
+    tray.rebuild_menu()
+    subs = {a.text().split(" — ")[0]: [x.text() for x in a.menu().actions()]
+            for a in tray.menu.actions() if a.menu() is not None}
+    assert subs["mine.lock"][0] == "Release"
+    assert "Release" not in subs["other.lock"]
+    release = next(a for a in tray.menu.actions() if a.text().startswith("mine.lock"))
+    next(x for x in release.menu().actions() if x.text() == "Release").trigger()
+    assert not mine.exists()
+
+
+def test_start_at_login_through_settings(make_app, lockdir, tmp_path):
+    from app import autostart
+
+    lw = make_app([lockdir])
+    dlg = lw.open_settings()
+    assert not dlg.autostart.isChecked()
+    dlg.autostart.setChecked(True)
+    dlg.accept()
+    entry = tmp_path / "xdg_config_home" / "autostart" / "lockwarden.desktop"
+    assert entry == autostart.desktop_file()
+    text = entry.read_text()
+    assert "Exec=" in text and "--minimized" in text and "-m app" in text
+    dlg = lw.open_settings()
+    assert dlg.autostart.isChecked()
+    dlg.autostart.setChecked(False)
+    dlg.accept()
+    assert not entry.exists()
+
+
+def test_dark_theme_follows_the_palette(make_app, lockdir, qtbot):
+    from app.theme import apply_theme
+
+    lw = make_app([lockdir])
+    qapp = QApplication.instance()
+    assert isinstance(qapp, QApplication)
+    try:
+        assert apply_theme(qapp, "dark") == "dark"
+        table = lw.window.table
+        qtbot.waitUntil(
+            lambda: table.palette().color(QPalette.ColorRole.Base).lightnessF() < 0.3)
+        pal = table.palette()
+        base = pal.color(QPalette.ColorRole.Base).lightnessF()
+        text = pal.color(QPalette.ColorRole.Text).lightnessF()
+        assert base < 0.3 and text > 0.7
+        # the cells carry no colours of their own: text comes from the palette
+        from PySide6.QtCore import Qt
+
+        from app.model import Col
+
+        st = fake(str(lockdir / "a.lock"), State.STALE)
+        lw.inventory.push([(st.path, st)])
+        lw.inventory.flush()
+        idx = lw.model.index(0, Col.LOCK)
+        assert lw.model.data(idx, Qt.ItemDataRole.ForegroundRole) is None
+        assert lw.model.data(idx, Qt.ItemDataRole.BackgroundRole) is None
+    finally:
+        apply_theme(qapp, "light")
+    assert qapp.palette().color(QPalette.ColorRole.Base).lightnessF() > 0.7
