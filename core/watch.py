@@ -304,6 +304,7 @@ class _Dir:
         self.overlapped = False
         self.scan_error: str | None = None
         self.problems: list[str] = []  # sub-directories that could not be listed
+        self.reattach = False  # the root's watch died: attach again even if the inode is equal
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -676,9 +677,14 @@ class Watcher:
             return
         due = now_m + DEBOUNCE
         if path == d.root:
+            # the watched directory itself was deleted or moved: its watch is dead even if a
+            # new directory appears at once (possibly with the same inode number)
+            d.reattach = True
             self._dir_checks.setdefault(d, due)
             return
         if path in d.watches:  # a proof's ledger/ or locks/ watched on its own
+            obs, watch = d.watches.pop(path)
+            _unschedule(obs, watch)  # the rescan watches it again if it is (still) there
             d.next_rescan = min(d.next_rescan, due)
             return
         name = os.path.basename(path)
@@ -883,10 +889,11 @@ class Watcher:
                 self._dirs_dirty = True
             return
         ident = (st.st_dev, st.st_ino)
-        if d.attached and d.root_id == ident:
+        if d.attached and d.root_id == ident and not d.reattach:
             return
         if d.attached:
             self._detach(d, "missing", "was replaced")
+        d.reattach = False
         self._attach(d, ident)
 
     def _filesystem(self, path: str) -> Filesystem | None:
@@ -979,10 +986,7 @@ class Watcher:
 
     def _detach(self, d: _Dir, mode: str, message: str) -> None:
         for obs, watch in d.watches.values():
-            try:
-                obs.unschedule(watch)
-            except (KeyError, RuntimeError, OSError):
-                pass
+            _unschedule(obs, watch)
         d.watches = {}
         d.attached = False
         d.root_id = None
@@ -1086,10 +1090,7 @@ class Watcher:
             for path in [p for p in d.watches if p != d.root]:
                 if not os.path.isdir(path):
                     obs, watch = d.watches.pop(path)
-                    try:
-                        obs.unschedule(watch)
-                    except (KeyError, RuntimeError, OSError):
-                        pass
+                    _unschedule(obs, watch)
         if not self._pid_of:
             return
         prev, new = self._procs, _snapshot()
@@ -1153,6 +1154,13 @@ class Watcher:
         key = _path_key
         return ChangeSet(sorted(added, key=key), sorted(changed, key=key),
                          sorted(removed, key=key))
+
+
+def _unschedule(obs: BaseObserver, watch: ObservedWatch) -> None:
+    try:
+        obs.unschedule(watch)
+    except (KeyError, RuntimeError, OSError):
+        pass  # already gone with its directory
 
 
 def _proc_key(info: Any) -> tuple[Any, ...] | None:

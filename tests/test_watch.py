@@ -407,6 +407,22 @@ def test_missing_directory_appears_and_is_recreated(watch: Any, tmp_path: Path) 
     rec.until(lambda m: str(d / "c.lock") in m, what="event in re-created directory")
 
 
+def test_directory_recreated_at_once(watch: Any, tmp_path: Path) -> None:
+    """Deleted and re-created before the watcher looks (often with the same inode number):
+    the dead watch is replaced all the same."""
+    d = tmp_path / "quick"
+    d.mkdir()
+    write(d / "a.lock", sema_text(os.getpid()))
+    _w, rec = watch([WatchSpec(str(d))])
+    for i in range(3):
+        shutil.rmtree(d)
+        d.mkdir()
+        write(d / f"b{i}.lock", sema_text(os.getpid()))
+        rec.until(lambda m, i=i: set(m) == {str(d / f"b{i}.lock")}, what=f"round {i}")
+        write(d / f"c{i}.lock", sema_text(os.getpid()))  # events still arrive
+        rec.until(lambda m, i=i: str(d / f"c{i}.lock") in m, what=f"event in round {i}")
+
+
 def test_polling_on(watch: Any, lockdir: Path) -> None:
     w, rec = watch([WatchSpec(str(lockdir), polling="on")])
     [ds] = w.dir_status()
