@@ -472,22 +472,20 @@ def load(path: str | None = None) -> Config:
             platformdirs location).
 
     Returns:
-        The configuration. No file: defaults (a warning only when a path was named explicitly
-        or by ``$LOCKWARDEN_CONFIG``). An unreadable file or a TOML syntax error: defaults and a
-        warning naming the line (and the key on it). A value of the wrong type or out of range:
+        The configuration. No file: defaults, no warning (the first run; :func:`save` creates
+        it, and ``path`` is kept in :attr:`Config.path`). An unreadable file or a TOML syntax
+        error: defaults and a warning naming the line (and the key on it). A value of the wrong
+        type or out of range:
         the default for that key and a warning naming the key and its line. Unknown keys are
         ignored with a warning.
     """
-    explicit = path is not None or bool(os.environ.get(CONFIG_ENV, "").strip())
     target = expand_path(path) if path is not None else default_config_path()
     try:
         with open(target, "rb") as f:
             raw = f.read()
-    except FileNotFoundError:
+    except FileNotFoundError:  # first run: not a problem, save() will create it
         cfg = default_config()
         cfg.path = target
-        if explicit:
-            cfg.warnings.append(f"{target} does not exist; using the default configuration")
         return cfg
     except OSError as exc:
         cfg = default_config()
