@@ -289,7 +289,9 @@ class _Outcome:
     __slots__ = ("displaced", "kind", "status")
 
     def __init__(self, kind: str, status: LockStatus, displaced: LockStatus | None = None):
-        self.kind = kind  # "won", "published" (path was free), "refused", "retry"
+        # "won", "published" (path was free), "refused", "retry", "lost_race" (we removed the
+        # stale lock, someone else took the free path before our link)
+        self.kind = kind
         self.status = status
         self.displaced = displaced
 
@@ -539,7 +541,9 @@ class Lock:
                         format=self.format)
                     return None
                 status = out.status
-                if out.kind == "refused":
+                if out.kind == "lost_race":
+                    self._audit_lost_race(out)
+                if out.kind in ("refused", "lost_race"):
                     return status
             return status
         finally:
@@ -681,7 +685,8 @@ class Lock:
         if self._publish(tmp, data):
             _unlink_quiet(tmp)
             return _Outcome("won", judged, displaced=judged)
-        return _Outcome("refused", _inspect(self.path, self.policy))
+        # we removed the stale lock, but another acquirer linked into the free path first
+        return _Outcome("lost_race", _inspect(self.path, self.policy), displaced=judged)
 
     def _reclaim(self, *, force: bool, reason: str | None) -> Lock:
         """Break the lock at the path and hold it (see :func:`reclaim`)."""
@@ -742,6 +747,10 @@ class Lock:
                         displaced=_holder_summary(out.displaced), reason=why, forced=force,
                         **decision), format=self.format)
                     return self
+                if out.kind == "lost_race":
+                    self._audit_lost_race(out, reason)
+                    raise LockHeld(f"lock taken first by another process: "
+                                   f"{_describe(out.status)}", out.status)
                 if out.kind == "refused":
                     self._refuse(out.status, decision.get("decision"), reason)
             finally:
@@ -749,6 +758,15 @@ class Lock:
                 self._extra_metadata.pop("reclaimed_from", None)
                 self._extra_metadata.pop("reclaimed_reason", None)
         raise LockHeld(f"{self.path} kept changing; reclaim gave up", status)
+
+    def _audit_lost_race(self, out: _Outcome, reason: str | None = None) -> None:
+        assert out.displaced is not None
+        _audit(self.path, "reclaim", result="lost_race", details={
+            "displaced": _holder_summary(out.displaced),
+            "reason": reason or "; ".join(out.displaced.reasons) or "stale",
+            "note": "the stale lock was removed, another process then took the free lock",
+            "holder": _holder_summary(out.status),
+        }, format=self.format)
 
     def _refuse(
         self, status: LockStatus, decision: str | None, reason: str | None

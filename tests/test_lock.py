@@ -631,3 +631,68 @@ def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.Monkey
         Lock(path).acquire(timeout=2.5)
     assert 2 <= len(calls) <= 6, calls
     assert max(c for c in calls if c is not None) >= 0.9
+
+
+# -- fallbacks for file systems / platforms without exchange or hard links -------------------
+
+
+@pytest.fixture
+def no_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
+    import core._exchange as ex
+    import core.lock as engine
+
+    def refuse(a: str, b: str) -> None:
+        raise ex.ExchangeUnsupported(95, "no exchange here (test)")
+
+    monkeypatch.setattr(ex, "exchange", refuse)
+    monkeypatch.setattr(engine, "_no_exchange_devs", set())
+
+
+@pytest.fixture
+def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno as errno_mod
+
+    import core.lock as engine
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(errno_mod.EPERM, "hard links not supported (test)")
+
+    monkeypatch.setattr(engine, "_link", refuse)
+    monkeypatch.setattr(engine, "_no_link_devs", set())
+
+
+@linux_only
+@pytest.mark.usefixtures("no_exchange")
+def test_reclaim_and_refresh_without_exchange(lockdir: Path) -> None:
+    path = lockdir / "nx.lock"
+    make_stale(path)
+    lk = reclaim(path)
+    assert lk.reclaimed_from is not None
+    assert parse(path.read_bytes()).token == lk.token
+    lk.release()
+    lk = Lock(path, format="task-mcp", ttl=60).acquire()
+    lk.refresh()
+    assert parse(path.read_bytes()).token == lk.token
+    os.unlink(path)
+    other = Lock(path).acquire()
+    with pytest.raises(LockLost):
+        lk.refresh()
+    assert parse(path.read_bytes()).token == other.token
+    other.release()
+    assert _leftovers(lockdir) == []
+
+
+@linux_only
+@pytest.mark.usefixtures("no_links")
+def test_acquire_release_reclaim_without_hard_links(lockdir: Path) -> None:
+    path = lockdir / "nl.lock"
+    with Lock(path, tag="excl") as lk:
+        assert parse(path.read_bytes()).token == lk.token
+        with pytest.raises(LockHeld):
+            Lock(path).acquire(blocking=False)
+    assert not path.exists()
+    make_stale(path)
+    lk = Lock(path).acquire(timeout=5)
+    assert lk.reclaimed_from is not None
+    lk.release()
+    assert _leftovers(lockdir) == []
