@@ -236,13 +236,14 @@ def _norm_reasons(reasons: Iterable[str]) -> list[str]:
 
 def same_verdict(a: LockStatus, b: LockStatus) -> bool:
     """True when ``b`` says nothing new compared with ``a``: same state, liveness, record,
-    file identity, error and read-only flag, and the same reasons once numbers are ignored
-    (``"held for 3m 12s"`` == ``"held for 3m 14s"``)."""
+    file identity, error, read-only flag and stale limit, and the same reasons once numbers
+    are ignored (``"held for 3m 12s"`` == ``"held for 3m 14s"``)."""
     return (
         a.state is b.state
         and a.liveness is b.liveness
         and a.error == b.error
         and a.read_only == b.read_only
+        and a.stale_after == b.stale_after
         and a.file == b.file
         and a.record == b.record
         and _norm_reasons(a.reasons) == _norm_reasons(b.reasons)
