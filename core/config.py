@@ -314,9 +314,9 @@ def _parse_watch(
                      fallback="ignored")
         return None
     path = raw.get("path")
-    if not isinstance(path, str) or not path.strip():
+    if not isinstance(path, str) or not path.strip() or "\0" in path:
         what = ("is missing" if path is None
-                else f"must be a non-empty string, not {_describe(path)}")
+                else f"must be a non-empty string (no NUL), not {_describe(path)}")
         problems.add(f"{key0}.path", what, section=sect, name="path",
                      fallback="this [[watch]] entry is ignored")
         return None
@@ -487,10 +487,11 @@ def load(path: str | None = None) -> Config:
         cfg = default_config()
         cfg.path = target
         return cfg
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         cfg = default_config()
         cfg.path = target
-        cfg.warnings.append(f"{target}: cannot be read ({exc.strerror or exc}); "
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        cfg.warnings.append(f"{target}: cannot be read ({reason}); "
                             "using the default configuration")
         return cfg
     text = raw.decode("utf-8", errors="replace")

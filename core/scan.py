@@ -425,7 +425,7 @@ def scan_dir(
         procs = _snapshot()
     try:
         listing = list_dir(spec, with_stat=False)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return []
     return _judge_listing(listing, policy_for(spec), procs, now)
 

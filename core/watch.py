@@ -879,7 +879,7 @@ class Watcher:
         replaced (its device/inode changed)."""
         try:
             st = os.stat(d.root)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the path
             st = None
         if st is None or not stat.S_ISDIR(st.st_mode):
             if d.attached or d.mode != "missing":

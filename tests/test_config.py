@@ -246,3 +246,11 @@ def test_absurd_nesting_never_raises(tmp_path: Path) -> None:
     assert cfg.watches_are_default and "nested too deeply" in cfg.warnings[0]
     with pytest.raises(ConfigError):
         config.load_strict(str(path))
+
+
+def test_nul_in_paths(tmp_path: Path) -> None:
+    assert config.load(str(tmp_path) + "/a\0b").warnings  # never raises
+    path = tmp_path / "config.toml"
+    path.write_text('[[watch]]\npath = "/tmp/a\\u0000b"\n')
+    cfg = config.load(str(path))
+    assert cfg.watches_are_default and "watch[1].path" in cfg.warnings[0]
