@@ -8,6 +8,7 @@ become message boxes (:meth:`LockwardenApp.show_error`), never tracebacks.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,13 @@ class LockwardenApp(QObject):
     Signals:
         dialogOpened(QDialog): a dialog was opened (tests and screenshots drive it).
         quitRequested(): the quit confirmation was answered and the app is quitting.
+        errorRaised(str, str): title and text of a failed operation (from worker threads).
     """
 
     dialogOpened = Signal(object)
     quitRequested = Signal()
+    errorRaised = Signal(str, str)
+    _opDone = Signal()
 
     def __init__(
         self,
@@ -71,6 +75,9 @@ class LockwardenApp(QObject):
         self.quitting = False
         self.last_error: tuple[str, str] | None = None
         self.dialogs: list[QDialog] = []
+        self.busy = 0
+        self.errorRaised.connect(self.show_error)
+        self._opDone.connect(self._op_done)
 
         self.model = LockTableModel(self)
         self.proxy = LockFilterProxy(self)
@@ -196,11 +203,16 @@ class LockwardenApp(QObject):
         return box
 
     def _touched(self, path: str) -> None:
-        try:
-            self.inventory.refresh_path(path)
-        except Exception as exc:
-            print(f"lockwarden: cannot re-inspect {path}: {exc}", flush=True)
-        self.inventory.flush()
+        """Re-inspect a path an operation changed, in a worker thread; the result goes through
+        the inventory like the watcher's (the watcher's own event then changes nothing)."""
+
+        def work() -> None:
+            try:
+                self.inventory.refresh_path(path)
+            except Exception as exc:  # the watcher heals it; never crash here
+                print(f"lockwarden: cannot re-inspect {path}: {exc}", flush=True)
+
+        threading.Thread(target=work, name="lockwarden-inspect", daemon=True).start()
 
     def _status(self, path: str) -> LockStatus | None:
         st = self.model.status_of(path)
@@ -215,12 +227,26 @@ class LockwardenApp(QObject):
                 return None
         return st
 
-    def _run(self, fn: Any) -> Any:
-        try:
-            return fn()
-        except ActionError as exc:
-            self.show_error(exc.title, str(exc))
-            return None
+    def _run(self, fn: Any) -> None:
+        """Run a lock operation in a worker thread (the GUI thread never waits on a network
+        directory); its :class:`ActionError` becomes a message box. :attr:`busy` counts the
+        operations still running."""
+        self.busy += 1
+
+        def work() -> None:
+            try:
+                fn()
+            except ActionError as exc:
+                emit(self.errorRaised, exc.title, str(exc))
+            except Exception as exc:  # never a traceback in the user's face
+                emit(self.errorRaised, "Unexpected error", f"{type(exc).__name__}: {exc}")
+            finally:
+                emit(self._opDone)
+
+        threading.Thread(target=work, name="lockwarden-action", daemon=True).start()
+
+    def _op_done(self) -> None:
+        self.busy -= 1
 
     # -- operations (window and tray) ---------------------------------------------------------
 

@@ -68,7 +68,7 @@ def test_quit_with_held_locks_asks_and_releases(make_app, lockdir):
     assert not path.exists()
 
 
-def test_engine_errors_are_messages_and_table_stays(make_app, tmp_path):
+def test_engine_errors_are_messages_and_table_stays(make_app, tmp_path, qtbot):
     gone = tmp_path / "gone"
     gone.mkdir()
     lw = make_app([gone])
@@ -78,6 +78,7 @@ def test_engine_errors_are_messages_and_table_stays(make_app, tmp_path):
     lw.inventory.flush()
     shutil.rmtree(gone)
     lw.release(str(lock))
+    qtbot.waitUntil(lambda: lw.busy == 0)
     assert lw.last_error is not None
     title, text = lw.last_error
     assert "release" in title.lower() and "Traceback" not in text
@@ -135,14 +136,15 @@ def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     assert len(tray.messages) == n
 
 
-def test_release_in_tray_menu_only_for_own_locks(make_app, lockdir):
+def test_release_in_tray_menu_only_for_own_locks(make_app, lockdir, qtbot):
     lw = make_app([lockdir], tray=True)
     lw.start(show_window=False)
     mine = lockdir / "mine.lock"
     lw.actions.acquire(str(mine))
     other = fake(str(lockdir / "other.lock"), State.HELD)
     lw.inventory.push([(other.path, other)])
-    lw.inventory.flush()
+    qtbot.waitUntil(lambda: lw.model.status_of(str(mine)) is not None
+                    and lw.model.status_of(other.path) is not None, timeout=20000)
     tray = lw.tray
     assert tray is not None
     tray.rebuild_menu()
@@ -152,6 +154,7 @@ def test_release_in_tray_menu_only_for_own_locks(make_app, lockdir):
     assert "Release" not in subs["other.lock"]
     release = next(a for a in tray.menu.actions() if a.text().startswith("mine.lock"))
     next(x for x in release.menu().actions() if x.text() == "Release").trigger()
+    qtbot.waitUntil(lambda: lw.busy == 0)
     assert not mine.exists()
 
 

@@ -80,6 +80,11 @@ def holder(tmp_path):
         p.wait()
 
 
+def settle(lw, qtbot) -> None:
+    """Wait until the operations started from the GUI (worker threads) have finished."""
+    qtbot.waitUntil(lambda: lw.busy == 0, timeout=WAIT_MS)
+
+
 def row_state(lw, path: Path) -> State | None:
     st = lw.model.status_of(str(path))
     return None if st is None else st.state
@@ -94,6 +99,7 @@ def test_acquire_and_release_through_the_window(gui, qtbot, lockdir):
     dlg.name.setText("job.lock")
     dlg.tag.setText("nightly report")
     dlg.accept()
+    settle(gui, qtbot)
     path = lockdir / "job.lock"
     assert path.is_file()
     assert "tag=nightly report" in path.read_text()
@@ -111,13 +117,14 @@ def test_acquire_and_release_through_the_window(gui, qtbot, lockdir):
     assert f"pid={os.getpid()}" in gui.window.detail.raw.toPlainText()
     assert gui.window.act_release.isEnabled()
     gui.window.act_release.trigger()
+    settle(gui, qtbot)
     assert not path.exists()
     assert ("release", "gui") in ops(lockdir)
     qtbot.waitUntil(lambda: gui.model.status_of(str(path)) is None, timeout=WAIT_MS)
     assert gui.last_error is None
 
 
-def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, lockdir, holder):
+def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, qtbot, lockdir, holder):
     dlg = gui.open_acquire(str(lockdir))
     dlg.name.setText("")
     dlg.accept()
@@ -130,6 +137,7 @@ def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, lockdir, h
     dlg = gui.open_acquire(str(lockdir))
     dlg.name.setText("busy.lock")
     dlg.accept()
+    settle(gui, qtbot)
     assert gui.last_error is not None
     title, text = gui.last_error
     assert "Could not acquire" in title and "held" in text and "Traceback" not in text
@@ -149,6 +157,7 @@ def test_reclaim_after_holder_killed(gui, qtbot, lockdir, holder):
     dlg = gui.open_reclaim(str(path))
     assert dlg is not None and not dlg.ask_reason  # stale: the light confirmation
     dlg.accept()
+    settle(gui, qtbot)
     assert gui.last_error is None
     assert gui.actions.holds(str(path))
     assert f"pid={os.getpid()}" in path.read_text()
@@ -167,10 +176,12 @@ def test_force_release_needs_confirmation_and_reason(gui, qtbot, lockdir, holder
     assert f"PID {p.pid}" in dlg.label.text() and "alive" in dlg.label.text()
     assert not dlg.ok.isEnabled()
     dlg.accept()  # no reason: refused
+    settle(gui, qtbot)
     assert path.exists()
     dlg.reason.setText("job hung since noon")
     assert dlg.ok.isEnabled()
     dlg.accept()
+    settle(gui, qtbot)
     assert not path.exists()
     entries = [e for e in audit.read(str(lockdir)) if e.operation == "force_release"]
     assert entries and entries[-1].details.get("reason") == "job hung since noon"
