@@ -895,7 +895,14 @@ class Watcher:
         if d.attached:
             self._detach(d, "missing", "was replaced")
         d.reattach = False
-        self._attach(d, ident)
+        try:
+            self._attach(d, ident)
+        except Exception as exc:  # one odd directory must not stop the others
+            log.exception("lockwarden watcher: cannot watch %s", d.root)
+            d.attached = True
+            d.mode, d.message = "error", f"cannot be watched: {exc}"
+            d.next_rescan = time.monotonic() + self.rescan_interval
+            self._dirs_dirty = True
 
     def _filesystem(self, path: str) -> Filesystem | None:
         if self._partitions is None:
