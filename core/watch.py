@@ -927,8 +927,13 @@ class Watcher:
                 if isinstance(exc, FileNotFoundError | NotADirectoryError):
                     self._detach(d, "missing", "does not exist; it will be watched when it appears")
                     return
-                mode = "polling"
-                message = _fallback_message(exc)
+                if d.spec.polling == "off":
+                    mode = "error"
+                    message = (f"file-system events unavailable ({exc.strerror or exc}) and "
+                               'polling = "off" in the settings')
+                else:
+                    mode = "polling"
+                    message = _fallback_message(exc)
         if mode == "polling":
             try:
                 d.watches[d.root] = self._schedule(d, d.root, polling=True)
