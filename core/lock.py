@@ -430,7 +430,8 @@ class Lock:
                 path=self.path, format=self.format, holder=agent, pid=pid, host=host,
                 acquired_at=now, token=token, start=start,
             )
-        data = formats.serialize(record)
+        # make_record already serialised it (raw is exactly those bytes, decoded)
+        data = record.raw.encode("utf-8") if record.raw else formats.serialize(record)
         return record, data
 
     # -- acquire --------------------------------------------------------------------------
