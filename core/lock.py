@@ -970,9 +970,11 @@ def _next_wake(
 def _remove_if(
     path: str, token: str, ours: Callable[[bytes, FileInfo], bool]
 ) -> tuple[bytes, FileInfo]:
-    """Under the directory guard, move the lock out to ``.<name>.<token>.rel``, check it with
-    ``ours(bytes, info)`` and delete it; put it back and raise LockLost if it is not ours.
-    Returns the removed file's bytes and identity."""
+    """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
+    that is not ours is never touched), then move it out to ``.<name>.<token>.rel``, check
+    again what was moved (closes the gap between the check and the move against tools that
+    replace files without the guard) and delete it; put it back and raise LockLost if it is
+    not ours. Returns the removed file's bytes and identity."""
     with DirGuard(os.path.dirname(path)):
         rel = temp_path(path, token, "rel")
         try:
@@ -981,6 +983,9 @@ def _remove_if(
             raise LockLost(f"{path}: the lock file is gone") from None
         if not stat.S_ISREG(st.st_mode):
             raise LockLost(f"{path}: now {describe_mode(st.st_mode)}, not our lock")
+        seen = _read_regular(path)
+        if seen is None or not ours(seen[0], seen[1]):
+            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
         try:
             os.rename(path, rel)
         except FileNotFoundError:

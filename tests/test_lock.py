@@ -696,3 +696,27 @@ def test_acquire_release_reclaim_without_hard_links(lockdir: Path) -> None:
     assert lk.reclaimed_from is not None
     lk.release()
     assert _leftovers(lockdir) == []
+
+
+def test_release_puts_back_a_file_replaced_after_the_check(
+    lockdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A foreign tool replaces our lock between release's check and its move-out: what was
+    moved out is checked again, found foreign, and put back; nothing is deleted."""
+    path = lockdir / "rb.lock"
+    lk = Lock(path).acquire()
+    foreign = b"pid=1\ntimestamp=1700000000\ntag=renamed over us\n"
+    real_rename = os.rename
+
+    def racing_rename(src: str, dst: str) -> None:
+        if src == str(path) and dst.endswith(".rel"):
+            (lockdir / "foreign.tmp").write_bytes(foreign)
+            real_rename(str(lockdir / "foreign.tmp"), str(path))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", racing_rename)
+    with pytest.raises(LockLost):
+        lk.release()
+    monkeypatch.undo()
+    assert path.read_bytes() == foreign
+    assert _leftovers(lockdir) == ["rb.lock"]
