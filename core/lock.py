@@ -82,6 +82,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "reclaim_after_guard",  # guard held, nothing changed yet
     "reclaim_after_exchange",  # new lock at the path, judged file at the temp name
     "reclaim_after_unlink_old",  # judged file removed, before audit
+    "reclaim_after_rename_out",  # no-exchange fallback: judged file moved to .swap
     "release_after_rename_out",  # our lock moved to .rel, not yet removed
     "refresh_after_exchange",  # renewed lock at the path, old one at the temp name
 )
@@ -677,6 +678,7 @@ class Lock:
             os.rename(self.path, swap)
         except FileNotFoundError:
             return _Outcome("retry", judged)
+        _crash_point("reclaim_after_rename_out")
         out = _read_regular(swap)
         if out is None or out[1] != cur_info or out[0] != cur_data:
             _put_back(swap, self.path)

@@ -25,7 +25,16 @@ ACQUIRE = "from core.lock import Lock; Lock({p!r}).acquire(timeout=10)"
 RELEASE = "from core.lock import Lock; Lock({p!r}).acquire(timeout=10).release()"
 REFRESH = "from core.lock import Lock; Lock({p!r}, ttl=60).acquire(timeout=10).refresh()"
 RECLAIM = "import core; core.reclaim({p!r})"
+NO_EXCHANGE = (
+    "import core._exchange as ex\n"
+    "def refuse(a, b): raise ex.ExchangeUnsupported(95, 'no exchange (test)')\n"
+    "ex.exchange = refuse\n"
+)
+RECLAIM_FALLBACK = NO_EXCHANGE + RECLAIM
 STALE = "import os; from core.lock import Lock; Lock({p!r}).acquire(); os._exit(0)"
+
+_LABELS = {ACQUIRE: "acquire", RELEASE: "release", REFRESH: "refresh", RECLAIM: "reclaim",
+           RECLAIM_FALLBACK: "reclaim-without-exchange"}
 
 CASES = [
     ("after_temp_create", ACQUIRE, False),
@@ -37,6 +46,8 @@ CASES = [
     ("reclaim_after_exchange", RECLAIM, True),
     ("reclaim_after_unlink_old", RECLAIM, True),
     ("reclaim_after_exchange", ACQUIRE, True),  # a blocking acquire that reclaims
+    ("reclaim_after_rename_out", RECLAIM_FALLBACK, True),  # platforms without exchange
+    ("reclaim_after_unlink_old", RECLAIM_FALLBACK, True),
     ("release_after_rename_out", RELEASE, False),
     ("refresh_after_exchange", REFRESH, False),
 ]
@@ -55,8 +66,7 @@ def test_crash_points_are_all_exercised() -> None:
 
 
 @pytest.mark.parametrize(("point", "code", "stale_first"), CASES,
-                         ids=[f"{c[0]}-{c[1].split(';')[-1].split('(')[0].strip()}"
-                              for c in CASES])
+                         ids=[f"{c[0]}-{_LABELS[c[1]]}" for c in CASES])
 def test_crash_leaves_no_blocking_or_partial_lock(
     lockdir: Path, point: str, code: str, stale_first: bool
 ) -> None:
