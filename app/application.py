@@ -22,7 +22,7 @@ from app.actions import ActionError, LockActions
 from app.dialogs import AcquireDialog, AuditDialog, SettingsDialog, force_dialog, reclaim_dialog
 from app.inventory import Inventory
 from app.model import LockFilterProxy, LockTableModel, is_attention
-from app.qtcompat import emit
+from app.qtcompat import GarbageCollector, emit
 from app.theme import apply_theme
 from app.tray import TrayController
 from app.window import MainWindow
@@ -64,6 +64,7 @@ class LockwardenApp(QObject):
 
         audit.set_via("gui")
         self.qapp = qapp
+        self.gc = GarbageCollector()  # unparented: outlives dispose() until it has collected
         self.config_path = config_path or config.default_config_path()
         self.config: Any = config.load(self.config_path)
         self.demo = demo
@@ -170,6 +171,7 @@ class LockwardenApp(QObject):
         used by tests and the screenshot script, which create several apps in one process)."""
         from PySide6.QtCore import QCoreApplication, QEvent
 
+        collector = self.gc
         self.model.stop_ticking()
         for dlg in list(self.dialogs):
             dlg.deleteLater()
@@ -180,6 +182,7 @@ class LockwardenApp(QObject):
         self.window.deleteLater()
         self.deleteLater()
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        collector.stop()
 
     # -- helpers ------------------------------------------------------------------------------
 

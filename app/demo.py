@@ -126,7 +126,8 @@ def helper_main(role: str, directory: str) -> int:
         lock = core.Lock(str(d / "deploy.lock"), tag="deploy web-3 to production")
         lock.acquire(blocking=False)
         if wait(4):
-            os.kill(os.getpid(), signal.SIGKILL)  # crash, leaving the lock behind
+            # crash, leaving the lock behind (Windows has no SIGKILL; TerminateProcess there)
+            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
         lock.release()
         return 0
     if role == "queue":

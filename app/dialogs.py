@@ -8,11 +8,12 @@ by setting fields and calling ``accept()`` (issue 5 "Tests").
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from core.record import WRITABLE_FORMATS, LockStatus
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
@@ -421,9 +423,11 @@ def _field(entry: Any, *names: str) -> Any:
 class AuditDialog(QDialog):
     """Audit log viewer: entries of the given logs (lock directories or log files), newest
     first, filtered by operation / lock / user, with each log's chain verification result
-    (``core.audit.verify``)."""
+    (``core.audit.verify``). Logs are read in a worker thread; ``ready`` turns True and
+    ``loaded(entries, lines)`` is emitted when they are in."""
 
     COLUMNS = ("Time (UTC)", "Operation", "Lock", "User", "Via", "Result", "Details")
+    loaded = Signal(object, object)
 
     def __init__(self, sources: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -467,19 +471,29 @@ class AuditDialog(QDialog):
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         close.rejected.connect(self.reject)
         lay.addWidget(close)
+        self.ready = False
+        self.loaded.connect(self._loaded)
         self.operation.currentIndexChanged.connect(self._fill)
         self.lock_filter.textChanged.connect(self._fill)
         self.user_filter.textChanged.connect(self._fill)
         self.reload()
 
     def reload(self) -> None:
-        """Read and verify every source again."""
+        """Read and verify every source again, in a worker thread (logs may live on a network
+        directory); the table fills when :attr:`loaded` is emitted."""
+        self.ready = False
+        self.verification.setPlainText("Reading the audit logs…")
+        sources = list(self.sources)
+        threading.Thread(target=lambda: self._load(sources), name="lockwarden-audit",
+                         daemon=True).start()
+
+    def _load(self, sources: list[str]) -> None:
         from core import audit
 
         entries: list[dict[str, Any]] = []
         lines: list[str] = []
         seen: set[str] = set()
-        for src in self.sources:
+        for src in sources:
             try:
                 log = audit.log_path_for(src) if not src.endswith(".log") else src
             except Exception:
@@ -507,6 +521,12 @@ class AuditDialog(QDialog):
         if not lines:
             lines.append("No audit log in the watched directories yet.")
         entries.sort(key=lambda r: r["sort"], reverse=True)
+        try:
+            emit(self.loaded, entries, lines)
+        except RuntimeError:  # the dialog was closed meanwhile
+            pass
+
+    def _loaded(self, entries: list[dict[str, Any]], lines: list[str]) -> None:
         self.entries = entries
         self.verification.setPlainText("\n".join(lines))
         ops = sorted({r["operation"] for r in entries if r["operation"]})
@@ -519,6 +539,7 @@ class AuditDialog(QDialog):
             self.operation.setCurrentText(cur)
         self.operation.blockSignals(False)
         self._fill()
+        self.ready = True
 
     @staticmethod
     def _as_row(e: Any, log: str) -> dict[str, Any]:

@@ -268,6 +268,8 @@ def shoot(out: Path) -> int:
                 if name == "audit":
                     dlg.sources = [str(real / ".lock_audit.log")]
                     dlg.reload()
+                    while not dlg.ready:
+                        spin(20)
                 spin(300)
                 _save(dlg.grab(), out / f"dialog-{name}-{theme}.png")
                 dlg.reject()

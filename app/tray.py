@@ -173,7 +173,7 @@ class TrayController(QObject):
                 self._notified[new.path] = new.state
                 want = n.on_stale if new.state is State.STALE else n.on_expired
                 if want:
-                    why = new.reasons[0] if new.reasons else ""
+                    why = "; ".join(new.reasons[:2])
                     messages.append((f"{os.path.basename(new.path)} is {new.state.value}",
                                      why or new.path))
             elif new is not None and new.state is State.HELD and \

@@ -231,10 +231,11 @@ def test_window_state_persists(gui, qtbot):
     assert (hh.sortIndicatorSection(), hh.sortIndicatorOrder()) == (7, Qt.SortOrder.DescendingOrder)
 
 
-def test_audit_viewer_lists_entries_and_chain(gui, lockdir):
+def test_audit_viewer_lists_entries_and_chain(gui, qtbot, lockdir):
     gui.actions.acquire(str(lockdir / "a.lock"))
     gui.actions.release(str(lockdir / "a.lock"))
     dlg = gui.open_audit()
+    qtbot.waitUntil(lambda: dlg.ready, timeout=WAIT_MS)
     ops_shown = [r["operation"] for r in dlg.visible_entries()]
     assert ops_shown[:2] == ["release", "acquire"]  # newest first
     assert "chain intact" in dlg.verification.toPlainText()
