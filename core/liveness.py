@@ -241,9 +241,11 @@ def _predates(start: float | None, written: float | None, taken_at: float) -> bo
     """True when the holder must have been running before a snapshot taken at ``taken_at``:
     its recorded start, or the lock's write time (plus the slack), is earlier. A PID missing
     from such a snapshot is dead without a second look (a process started later with the
-    same PID would not be the holder either)."""
+    same PID would not be the holder either). psutil's start times can read ~0.1 s early
+    (boot time in whole seconds), so the recorded start gets the same slack as the write time:
+    a holder started just before the snapshot is looked up directly instead of judged dead."""
     if start is not None:
-        return start + START_TOLERANCE < taken_at
+        return start + START_SLACK < taken_at
     return written is not None and written + START_SLACK < taken_at
 
 
