@@ -12,9 +12,11 @@ Guarantees (see ``docs/engine.md`` for the reasoning and the measurements):
   are not supported (``EPERM``/``ENOTSUP``/``EXDEV``...), the specs' ``O_CREAT|O_EXCL`` + write +
   fsync is used instead. ``rename()`` never targets the lock path on acquire (it would replace a
   held lock: the defect of semats and Task MCP's ``atomic_lock``).
-- **Release never deletes a successor's lock.** Under the directory guard the lock is moved
-  out to ``.<name>.<token>.rel``, checked (same inode and the exact bytes we wrote), then
-  deleted; a file that is not ours is put back and :class:`~core.errors.LockLost` raised.
+- **Release never deletes a successor's lock.** Under the directory guard the lock is checked
+  in place (same inode and the exact bytes we wrote, token included) -- a lock that is not ours
+  is left untouched and :class:`~core.errors.LockLost` raised -- then moved out to
+  ``.<name>.<token>.rel``, checked again (against tools that replace files without the guard)
+  and deleted; a file found foreign at that point is put back.
 - **Reclaim is race-free.** Breakers serialise on a kernel lock (``flock`` on the lock's
   directory, :class:`core._exchange.DirGuard`), re-read and re-judge the file under it, then
   atomically *exchange* it with their complete new lock (``renameat2(RENAME_EXCHANGE)`` on
