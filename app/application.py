@@ -62,6 +62,7 @@ class LockwardenApp(QObject):
         super().__init__()
         from core import audit, config
 
+        self._prev_via = audit.get_via()
         audit.set_via("gui")
         self.qapp = qapp
         self.gc = GarbageCollector()  # unparented: outlives dispose() until it has collected
@@ -183,6 +184,9 @@ class LockwardenApp(QObject):
         self.deleteLater()
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         collector.stop()
+        from core import audit
+
+        audit.set_via(self._prev_via)  # process-wide: give it back (tests share a process)
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -153,7 +153,6 @@ class LockTableModel(QAbstractTableModel):
         self._search: list[str | None] = []
         self._index: dict[str, int] = {}
         self._counts: Counter[State] = Counter()
-        self._filled = False
         self.source_ticks = True
         self.my_pid = os.getpid() if my_pid is None else my_pid
         if my_host is None:
@@ -352,7 +351,6 @@ class LockTableModel(QAbstractTableModel):
             self._remove_rows(removed)
         if added:
             self._insert_rows(added)
-        self._filled = True
         if trans:
             emit(self.transitions, trans)
         if removed or added or trans:

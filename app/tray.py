@@ -38,6 +38,15 @@ def aggregate(counts: dict[State, int], dirs: list[Any]) -> str:
     return "free"
 
 
+def holder_summary(st: LockStatus) -> str:
+    """Owner, PID and host of a lock in one short string (for notifications)."""
+    rec = st.record
+    if rec is None:
+        return ""
+    parts = [rec.holder, f"PID {rec.pid}" if rec.pid is not None else None, rec.host]
+    return " ".join(p for p in parts if p)
+
+
 class TrayController(QObject):
     """Owns the :class:`QSystemTrayIcon` and its menu."""
 
@@ -178,7 +187,7 @@ class TrayController(QObject):
                                      why or new.path))
             elif new is not None and new.state is State.HELD and \
                     (old is None or old.state is not State.HELD) and n.on_acquire:
-                who = LockTableModelHolder.text(new)
+                who = holder_summary(new)
                 messages.append((f"{os.path.basename(new.path)} acquired", who or new.path))
             elif new is None and old is not None and old.state is State.HELD and n.on_release:
                 messages.append((f"{os.path.basename(old.path)} released", old.path))
@@ -196,17 +205,3 @@ class TrayController(QObject):
         self.messages.append((title, body))
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
             self.icon.showMessage(title, body, QSystemTrayIcon.MessageIcon.Warning, 8000)
-
-
-class LockTableModelHolder:
-    """Formats the holder of a lock for notifications."""
-
-    @staticmethod
-    def text(st: LockStatus) -> str:
-        """Owner, PID and host in one short string."""
-        rec = st.record
-        if rec is None:
-            return ""
-        parts = [p for p in (rec.holder, f"PID {rec.pid}" if rec.pid is not None else None,
-                             rec.host) if p]
-        return " ".join(parts)

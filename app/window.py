@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.icons import app_icon, state_icon
+from app.icons import app_icon
 from app.model import Col, is_attention
 from core.record import LockStatus, State
 
@@ -498,7 +498,3 @@ class MainWindow(QMainWindow):
             self.ctx.request_quit()
             return
         event.accept()
-
-    def state_icon_for(self, st: LockStatus) -> Any:
-        """The state's icon (for the tray menu)."""
-        return state_icon(st.state.value)
