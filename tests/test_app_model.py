@@ -51,9 +51,20 @@ def test_qtmodeltester_and_proxy(qtmodeltester):
     proxy.setSourceModel(m)
     proxy.sort(Col.AGE, Qt.SortOrder.AscendingOrder)
     qtmodeltester.check(proxy)
-    assert m.rowCount() == 4
+    # the testers stay attached: inserts, in-place changes, removals and ticks are verified
+    m.apply([("/locks/e.lock", status("e.lock", age=5)),
+              ("/locks/a.lock", status("a.lock", State.STALE, liveness=Liveness.DEAD)),
+              ("/locks/b.lock", None)])
+    m.tick()
+    m.apply([("/locks/b.lock", status("b.lock")), ("/locks/c.lock", None)])
+    proxy.set_stale_only(True)
+    proxy.set_stale_only(False)
+    assert [os.path.basename(s.path) for s in m.statuses()] == ["a.lock", "d.lock", "e.lock",
+                                                              "b.lock"]
+    m.apply([("/locks/c.lock", status("c.lock", State.UNREADABLE))])
+    assert m.rowCount() == 5
     assert m.rowCount(m.index(0, 0)) == 0
-    assert m.data(m.index(2, Col.STATE)) == "unreadable"
+    assert m.data(m.index(4, Col.STATE)) == "unreadable"
 
 
 def test_updates_in_place_without_reset(qtbot):

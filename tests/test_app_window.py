@@ -215,6 +215,18 @@ def test_settings_start_watching_a_new_directory(gui, qtbot, isolated, lockdir):
     qtbot.waitUntil(lambda: gui.model.status_of(str(newdir / "fresh.lock")) is not None,
                     timeout=WAIT_MS)
     assert str(newdir) in gui.window.dirs_label.text()
+    # removing a directory takes its locks off the table
+    (lockdir / "old.lock").write_text("pid=1\ntimestamp=1700000000\n")
+    qtbot.waitUntil(lambda: gui.model.status_of(str(lockdir / "old.lock")) is not None,
+                    timeout=WAIT_MS)
+    dlg = gui.open_settings()
+    dlg.list.setCurrentRow(0)
+    dlg.remove_current()
+    dlg.accept()
+    assert [w.path for w in cfgmod.load(gui.config_path).watches] == [str(newdir)]
+    qtbot.waitUntil(lambda: gui.model.status_of(str(lockdir / "old.lock")) is None,
+                    timeout=WAIT_MS)
+    assert gui.model.status_of(str(newdir / "fresh.lock")) is not None
 
 
 def test_window_state_persists(gui, qtbot):
