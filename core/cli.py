@@ -551,6 +551,8 @@ def cmd_wait(args: argparse.Namespace, out: Out) -> int:
         return EXIT_NO
     if out.json:
         out.data(status.to_dict())
+    elif status.state.value == "stale":
+        out.result(f"{args.path} is stale (its holder is gone): it can be taken")
     else:
         out.result(f"{args.path} is free")
     return EXIT_OK

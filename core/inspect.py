@@ -54,7 +54,7 @@ def inspect(
     policy = policy or _DEFAULT_POLICY
     now = now or datetime.now(UTC)
     try:
-        data, info = read_lock_file(path)
+        data, info = _read_settled(path)
     except FileNotFoundError:
         claim = _ledger_claim(path, policy=policy, procs=procs, now=now)
         if claim is not None:
@@ -245,3 +245,15 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+def _read_settled(path: str) -> tuple[bytes, FileInfo]:
+    """:func:`core.fsutil.read_lock_file`, tried a second time when the file was swapped while
+    being read (an engine refresh or reclaim exchanges names atomically): the second read sees
+    the settled file instead of reporting a passing "changed while being read"."""
+    try:
+        return read_lock_file(path)
+    except UnreadableError as exc:
+        if not exc.reason.startswith("changed while"):
+            raise
+    return read_lock_file(path)

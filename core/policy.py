@@ -177,6 +177,15 @@ def judge(
                 return status(State.EXPIRED, expired, "af keeps an expired claim until af reaps it")
             if dead:
                 return status(State.STALE, expired, "its holder is dead, so the lock is stale")
+            if liveness in (Liveness.REMOTE, Liveness.UNKNOWN):
+                # DESIGN.md "Liveness and verdicts": stale when "age/TTL [is] past the policy
+                # where liveness cannot be known"; only a holder seen alive keeps it "expired".
+                why = (
+                    "its holder is on another host"
+                    if liveness is Liveness.REMOTE
+                    else "its holder cannot be checked"
+                )
+                return status(State.STALE, expired, f"{why}, so the lapsed lease makes it stale")
             return status(State.EXPIRED, expired)
         if (
             dead

@@ -133,8 +133,8 @@ def taskmcp(age: float, ttl: float = H, **meta: Any) -> LockRecord:
     ("age", "live", "state"),
     [
         (H + 300, L.ALIVE, State.EXPIRED),
-        (H + 300, L.UNKNOWN, State.EXPIRED),
-        (H + 300, L.REMOTE, State.EXPIRED),
+        (H + 300, L.UNKNOWN, State.STALE),  # lapsed lease, liveness cannot be known
+        (H + 300, L.REMOTE, State.STALE),
         (H + 300, L.DEAD, State.STALE),
         (H + 300, L.REUSED, State.STALE),
         (60, L.ALIVE, State.HELD),

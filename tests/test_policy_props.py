@@ -77,7 +77,8 @@ def test_judge_safety(
         if expiry is not None and expiry > NOW:
             # within its lease only a proven death makes a lock stale
             assert dead
-        if not dead:
+        if not dead and (expiry is None or expiry > NOW):
+            # not proven dead and no lapsed lease: only age past the limit makes it stale
             age = (
                 NOW.timestamp() - rec.acquired_at.timestamp()
                 if rec.acquired_at is not None

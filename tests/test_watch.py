@@ -303,7 +303,8 @@ def test_ttl_lock_expires_on_time_without_file_event(watch: Any, lockdir: Path) 
     _w, rec = watch([WatchSpec(str(lockdir))])
     p = str(lockdir / "lease.lock")
     record = taskmcp.make_record(p, owner="agent-7", since=datetime.now(UTC), ttl=1.5,
-                                 metadata={"environment": "local", "purpose": "test"})
+                                 metadata={"environment": "local", "purpose": "test",
+                                           "process_id": os.getpid()})
     write(lockdir / "lease.lock", serialize(record).decode())
     rec.until(lambda m: p in m and m[p].state is State.HELD, what="held lease")
     before = rec.model[p]
