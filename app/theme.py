@@ -49,6 +49,8 @@ QCheckBox::indicator:checked, QMenu::indicator:non-exclusive:checked {
     background: #4a90e2; border-color: #8cc0ff;
 }
 QCheckBox::indicator:disabled { border-color: #5a5a5a; }
+QCheckBox { spacing: 6px; }
+QToolBar QCheckBox { margin-left: 4px; margin-right: 8px; }
 QLineEdit, QPlainTextEdit {
     border: 1px solid #5c5c5c; border-radius: 3px; background: #1e1e1e;
 }

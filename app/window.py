@@ -47,9 +47,9 @@ from core.record import LockStatus, State
 if TYPE_CHECKING:
     from app.application import LockwardenApp
 
-DEFAULT_WIDTHS = {Col.STATE: 100, Col.LOCK: 150, Col.DIRECTORY: 200, Col.FORMAT: 76,
-                  Col.HOLDER: 150, Col.PID: 60, Col.LIVENESS: 72, Col.AGE: 76,
-                  Col.EXPIRES: 100, Col.TAG: 120}
+DEFAULT_WIDTHS = {Col.STATE: 100, Col.LOCK: 150, Col.DIRECTORY: 190, Col.FORMAT: 76,
+                  Col.HOLDER: 140, Col.PID: 60, Col.LIVENESS: 72, Col.AGE: 76,
+                  Col.EXPIRES: 100, Col.TAG: 100}
 
 
 class DetailPane(QWidget):
@@ -184,6 +184,8 @@ class MainWindow(QMainWindow):
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         ctx.proxy.dataChanged.connect(self._proxy_data_changed)
         ctx.proxy.rowsInserted.connect(self._update_empty)
+        ctx.proxy.rowsInserted.connect(self._select_first)
+        self._auto_selected = False
         ctx.proxy.rowsRemoved.connect(self._update_empty)
         ctx.proxy.layoutChanged.connect(self._update_empty)
 
@@ -407,6 +409,14 @@ class MainWindow(QMainWindow):
 
         self.detail.show_status(st, age=human_duration(age) if age is not None else "",
                                 mine=m.is_mine(st))
+
+    def _select_first(self, *_a: Any) -> None:
+        """Select the first row once, when the first locks arrive, so that the detail pane
+        explains something from the start."""
+        if self._auto_selected or self.current_status() is not None:
+            return
+        self._auto_selected = True
+        self.table.selectRow(0)
 
     def _update_empty(self, *_a: Any) -> None:
         n = self.ctx.proxy.rowCount()
