@@ -70,10 +70,23 @@ ok = wait_until(lambda: tray.icon.isVisible() and not tray.icon.geometry().isEmp
 step("visible" if ok else "FAIL", f"{tray.icon.geometry().width()}x{tray.icon.geometry().height()}")
 ok = wait_until(lambda: tray.state == "held", 20)
 step("held" if ok else "FAIL", tray.state + " | " + tray.icon.toolTip().replace("\n", " | "))
+
+def icon_image():
+    return tray.icon.icon().pixmap(22, 22).toImage()
+
+def screen_colors():
+    g = tray.icon.geometry()
+    img = app.primaryScreen().grabWindow(0, g.x(), g.y(), g.width(), g.height()).toImage()
+    return len({img.pixel(x, y) for x in range(img.width()) for y in range(img.height())})
+
+held_icon = icon_image()
+wait_until(lambda: screen_colors() > 4, 10)
+step("drawn", str(screen_colors()))
 step("kill-now")
 wait_until(lambda: os.path.exists(killed_flag), 30)
 ok = wait_until(lambda: tray.state == "stale" and tray.badge == 1, 30)
 step("stale" if ok else "FAIL", f"{tray.state} badge={tray.badge}")
+step("icon-changed", str(icon_image() != held_icon))
 step("notified", repr(tray.messages))
 tray.rebuild_menu()
 name = os.path.basename(lock_path)
@@ -175,6 +188,8 @@ def test_tray_icon_state_menu_and_reclaim(xtray, tmp_path, lockdir):
     assert "available" in steps and "visible" in steps
     assert "1 held" in steps["held"]
     assert steps["stale"].startswith("stale badge=1")
+    assert int(steps["drawn"]) > 4  # the icon is really painted in trayer's window
+    assert steps["icon-changed"] == "True"
     assert "nightly.lock is stale" in steps["notified"]
     assert "nightly.lock — stale" in steps["menu"]
     assert "Open Lockwarden" in steps["menu"] and "Quit" in steps["menu"]
