@@ -9,8 +9,11 @@ window shows it in a message box. Engine errors (:class:`core.errors.LockError`)
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
@@ -44,6 +47,30 @@ def _explain(exc: BaseException, path: str) -> str:
     return str(exc)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _tracks_path(fn: F) -> F:
+    """Mark the operation's path (first argument) busy while it runs (see
+    :attr:`LockActions.busy_paths`)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: LockActions, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._busy_lock:
+            self.busy_paths[path] = self.busy_paths.get(path, 0) + 1
+        try:
+            return fn(self, path, *args, **kwargs)
+        finally:
+            with self._busy_lock:
+                left = self.busy_paths.get(path, 1) - 1
+                if left:
+                    self.busy_paths[path] = left
+                else:
+                    self.busy_paths.pop(path, None)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class LockActions(QObject):
     """The app's lock operations.
 
@@ -58,12 +85,16 @@ class LockActions(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.held: dict[str, Any] = {}
+        self.busy_paths: dict[str, int] = {}
+        """Paths with an operation of ours running (their changes are expected)."""
+        self._busy_lock = threading.Lock()
 
     def holds(self, path: str) -> bool:
         """True when this app holds the lock at ``path`` (acquired or reclaimed here)."""
         lock = self.held.get(path)
         return lock is not None and bool(lock.is_held)
 
+    @_tracks_path
     def acquire(
         self, path: str, *, format: str = "sema", tag: str | None = None, ttl: float | None = None
     ) -> Any:
@@ -83,6 +114,7 @@ class LockActions(QObject):
         emit(self.touched, path)
         return lock
 
+    @_tracks_path
     def release(self, path: str) -> None:
         """Release a lock this app holds. Raises :class:`ActionError` when it is not ours or
         was lost (the engine never deletes a successor's lock)."""
@@ -101,6 +133,7 @@ class LockActions(QObject):
         emit(self.heldChanged)
         emit(self.touched, path)
 
+    @_tracks_path
     def reclaim(self, path: str, *, force: bool = False, reason: str | None = None,
                 status: LockStatus | None = None) -> Any:
         """Break a stale lock and take it (this app becomes the holder). ``force`` breaks a
@@ -121,6 +154,7 @@ class LockActions(QObject):
         emit(self.touched, path)
         return lock
 
+    @_tracks_path
     def force_release(self, path: str, *, reason: str | None = None) -> LockStatus:
         """Remove the lock whatever its state; the displaced holder and ``reason`` go to the
         audit log. Returns the status of what was removed. Raises :class:`ActionError`."""
@@ -135,6 +169,22 @@ class LockActions(QObject):
             emit(self.heldChanged)
         emit(self.touched, path)
         return st
+
+    def lost(self, path: str, new: LockStatus | None) -> bool:
+        """True when a lock this app holds was removed or taken over by someone else (seen in
+        the inventory, not caused by an operation of ours); the lock is then forgotten."""
+        if path not in self.held or path in self.busy_paths:
+            return False
+        lock = self.held[path]
+        rec = new.record if new is not None else None
+        token = getattr(lock, "token", None)
+        if rec is not None and token is not None and rec.token == token:
+            return False
+        if rec is not None and token is None and rec.pid == os.getpid():
+            return False
+        self.held.pop(path, None)
+        emit(self.heldChanged)
+        return True
 
     def release_all(self) -> list[str]:
         """Release every lock this app holds (on Quit); returns error messages, if any."""

@@ -78,6 +78,7 @@ class LockwardenApp(QObject):
         self.last_error: tuple[str, str] | None = None
         self.dialogs: list[QDialog] = []
         self.busy = 0
+        self.lost_locks: list[str] = []
         self.errorRaised.connect(self.show_error)
         self._opDone.connect(self._op_done)
 
@@ -88,6 +89,7 @@ class LockwardenApp(QObject):
         self.inventory.updated.connect(self.model.apply)
         self.actions = LockActions(self)
         self.actions.touched.connect(self._touched)
+        self.model.transitions.connect(self._check_lost)
 
         if use_tray is None:
             use_tray = QSystemTrayIcon.isSystemTrayAvailable()
@@ -220,6 +222,21 @@ class LockwardenApp(QObject):
                 print(f"lockwarden: cannot re-inspect {path}: {exc}", flush=True)
 
         threading.Thread(target=work, name="lockwarden-inspect", daemon=True).start()
+
+    def _check_lost(self, trans: list[tuple[LockStatus | None, LockStatus | None]]) -> None:
+        """Tell the user when a lock this app holds was removed or replaced by someone else."""
+        for old, new in trans:
+            if old is None:
+                continue
+            path = old.path
+            if self.actions.lost(path, new):
+                title = f"Lost {os.path.basename(path)}"
+                body = ("Someone removed this lock while Lockwarden held it." if new is None
+                        else "Someone else replaced this lock while Lockwarden held it.")
+                if self.tray is not None:
+                    self.tray.notify(title, f"{body}\n{path}")
+                self.window.statusBar().showMessage(f"{title}: {body}", 15000)
+                self.lost_locks.append(path)
 
     def _status(self, path: str) -> LockStatus | None:
         st = self.model.status_of(path)

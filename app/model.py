@@ -104,6 +104,14 @@ def human_duration(seconds: float) -> str:
     return _hd(float(int(max(0.0, seconds))))
 
 
+def _holder_changed(old: LockStatus, new: LockStatus) -> bool:
+    """True when the lock file now names another acquisition (token, PID or timestamp)."""
+    a, b = old.record, new.record
+    if a is None or b is None:
+        return False
+    return (a.token, a.pid, a.acquired_at) != (b.token, b.pid, b.acquired_at)
+
+
 def is_attention(state: State) -> bool:
     """True for the states the tray counts as "stale or expired"."""
     return state in (State.STALE, State.EXPIRED)
@@ -121,8 +129,8 @@ class LockTableModel(QAbstractTableModel):
 
     Signals:
         transitions(list[tuple[LockStatus | None, LockStatus | None]]): after each applied
-            batch, (old, new) per path whose state changed, ``None`` for absent (used by the
-            tray for notifications).
+            batch, (old, new) per path whose state or holder changed, ``None`` for absent
+            (used for notifications and to notice locks this app lost).
         countsChanged(): the per-state counts may have changed.
         ticked(): the clock advanced (once a second); ages and countdowns changed.
 
@@ -344,7 +352,7 @@ class LockTableModel(QAbstractTableModel):
                 removed.append(row)
                 trans.append((old, None))
                 continue
-            if old.state is not st.state:
+            if old.state is not st.state or _holder_changed(old, st):
                 trans.append((old, st))
             self._change_row(row, st)
         if removed:

@@ -206,3 +206,29 @@ def test_dark_theme_follows_the_palette(make_app, lockdir, qtbot):
     finally:
         apply_theme(qapp, "light")
     assert qapp.palette().color(QPalette.ColorRole.Base).lightnessF() > 0.7
+
+
+def test_lock_taken_away_is_reported_as_lost(make_app, lockdir, qtbot):
+    import core
+
+    lw = make_app([lockdir], tray=True)
+    lw.start(show_window=False)
+    path = lockdir / "mine.lock"
+    dlg = lw.open_acquire(str(lockdir))
+    dlg.name.setText("mine.lock")
+    dlg.accept()
+    qtbot.waitUntil(lambda: lw.busy == 0 and lw.actions.holds(str(path)), timeout=20000)
+    qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is not None, timeout=20000)
+    # our own release is not a loss
+    lw.release(str(path))
+    qtbot.waitUntil(lambda: lw.busy == 0, timeout=20000)
+    qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is None, timeout=20000)
+    assert lw.lost_locks == []
+    # someone else force-releases it: reported, and no longer offered for Release
+    lw.actions.acquire(str(path))
+    qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is not None, timeout=20000)
+    core.force_release(str(path), reason="test: someone else")
+    qtbot.waitUntil(lambda: lw.lost_locks == [str(path)], timeout=20000)
+    assert not lw.actions.holds(str(path))
+    assert lw.tray is not None
+    assert any(t == "Lost mine.lock" for t, _ in lw.tray.messages)
