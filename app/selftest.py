@@ -6,17 +6,20 @@ Checks, one printed line each (``"ok   icons: 6 SVG loaded, 9 generated"`` or
 
 1. ``qt``: a ``QApplication`` starts on the ``offscreen`` platform (forced, so the check works
    on a headless CI runner); QtSvg and QtNetwork import.
-2. ``icons``: every SVG in ``resources/icons/`` parses (``QSvgRenderer``) and renders through
+2. ``text``: ICU, which Qt uses for locale-aware case mapping, loads and works: Turkish
+   ``i``/``I`` map to dotted/dotless letters (the Linux bundle ships a trimmed ICU data
+   library, ``packaging/trim_icu.py``).
+3. ``icons``: every SVG in ``resources/icons/`` parses (``QSvgRenderer``) and renders through
    ``QIcon`` (which needs the ``svg`` icon-engine/image-format plugins in a frozen build); every
    generated PNG/ICO in ``resources/generated/`` loads with ``QImage``. In a frozen build the
    generated files must be present; from source they are optional (``packaging/make_icons.py``
    makes them).
-3. ``app``: the GUI modules import (catches modules PyInstaller missed).
-4. ``lock``: in a fresh temp directory, ``core.Lock`` acquires a lock, ``core.inspect`` judges
+4. ``app``: the GUI modules import (catches modules PyInstaller missed).
+5. ``lock``: in a fresh temp directory, ``core.Lock`` acquires a lock, ``core.inspect`` judges
    it ``held``/``alive``, the release removes it, and ``inspect`` then says ``free``.
-5. ``audit``: ``core.audit.read`` finds the ``acquire`` and ``release`` entries of that lock
+6. ``audit``: ``core.audit.read`` finds the ``acquire`` and ``release`` entries of that lock
    and ``core.audit.verify`` accepts the chain.
-6. ``watch``: a watchdog observer (the one ``core.watch`` uses for the platform) starts on the
+7. ``watch``: a watchdog observer (the one ``core.watch`` uses for the platform) starts on the
    temp directory and stops.
 
 The exit status is 0 when every check passed, 1 otherwise. Nothing outside the temp directory
@@ -71,6 +74,56 @@ def _check_qt() -> str:
         raise CheckFailed(f"platform is {name!r}, expected 'offscreen'")
     del app
     return f"Qt {qVersion()} on the offscreen platform; QtSvg, QtNetwork import"
+
+
+def _check_text() -> str:
+    """Locale-aware case mapping, which Qt delegates to ICU (Qt's own fallback, used when ICU
+    is unusable, maps Turkish "i" to "I"): ICU loads and works in the bundle (the Linux build
+    ships a trimmed ICU data library, packaging/trim_icu.py; case mapping itself uses the data
+    compiled into libicuuc)."""
+    from PySide6.QtCore import QLocale
+
+    upper = QLocale(QLocale.Language.Turkish).toUpper("i")
+    if upper != "\u0130":
+        raise CheckFailed(f"Turkish upper case of 'i' is {upper!r}, expected '\u0130'")
+    lower = QLocale(QLocale.Language.Turkish).toLower("I")
+    if lower != "\u0131":
+        raise CheckFailed(f"Turkish lower case of 'I' is {lower!r}, expected '\u0131'")
+    data = _icu_data_check()
+    return "locale-aware case mapping through ICU works" + (f"; {data}" if data else "")
+
+
+def _icu_data_check() -> str:
+    """Where Qt ships its own ICU (Linux wheels: ``PySide6/Qt/lib/libicuuc.so.<N>``), open the
+    root resource bundle from ICU's data library through ICU's C API; a data library whose
+    items cannot be found (a bad trim) fails here. Returns "" where there is no bundled ICU."""
+    import ctypes
+
+    base = getattr(sys, "_MEIPASS", None)
+    if base:
+        libdir = Path(base) / "PySide6" / "Qt" / "lib"
+    else:
+        import PySide6
+
+        libdir = Path(PySide6.__file__).resolve().parent / "Qt" / "lib"
+    libs = sorted(libdir.glob("libicuuc.so.*"))
+    if not libs:
+        return ""
+    major = libs[0].name.rsplit(".so.", 1)[1].split(".")[0]
+    uc = ctypes.CDLL(str(libs[0]))
+    ures_open = getattr(uc, f"ures_open_{major}")
+    ures_open.restype = ctypes.c_void_p
+    ures_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
+    ures_close = getattr(uc, f"ures_close_{major}")
+    ures_close.argtypes = [ctypes.c_void_p]
+    status = ctypes.c_int(0)
+    bundle = ures_open(None, b"root", ctypes.byref(status))
+    if bundle:
+        ures_close(bundle)
+    if status.value > 0 or not bundle:  # U_FAILURE: error codes are > 0
+        raise CheckFailed(f"ICU {major} cannot open its root resource bundle "
+                          f"(UErrorCode {status.value})")
+    return f"ICU {major} data opens"
 
 
 def _check_icons() -> str:
@@ -191,6 +244,7 @@ def run_checks(out: Callable[[str], None] = print) -> int:
         return True
 
     one("qt", _check_qt)
+    one("text", _check_text)
     one("icons", _check_icons)
     one("app", _check_app_modules)
     with tempfile.TemporaryDirectory(prefix="lockwarden-selftest-") as d:
@@ -216,7 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = "frozen" if is_frozen() else "source"
     print(f"lockwarden {__version__} self-test ({kind}, Python "
           f"{sys.version_info.major}.{sys.version_info.minor}, {sys.platform})", flush=True)
-    failures = run_checks(lambda line: print(line, flush=True))
+    try:
+        failures = run_checks(lambda line: print(line, flush=True))
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head): still report status
+        return 1
     print("self-test passed" if failures == 0 else f"self-test FAILED ({failures} failed)",
           flush=True)
     return 0 if failures == 0 else 1

@@ -8,7 +8,8 @@ Steps:
 3. Linux: add the desktop integration files to ``dist/lockwarden/share/`` (the ``.desktop``
    entry and hicolor icons, so ``cp -r share ~/.local/`` installs them), check with ``ldd``
    that no bundled library misses a dependency, and pack
-   ``dist/lockwarden-<version>-linux-<arch>.tar.gz``;
+   ``dist/lockwarden-<version>-linux-<arch>.tar.gz``, after replacing the 32 MB ICU data
+   library with a trimmed one (``packaging/trim_icu.py``; ``LOCKWARDEN_TRIM_ICU=0`` keeps it);
    macOS: zip ``Lockwarden.app`` (``ditto``) into ``dist/lockwarden-<version>-macos-<arch>.zip``;
    Windows: zip the folder into ``dist/lockwarden-<version>-windows-<arch>.zip``;
 4. print the bundle size, then run the frozen ``--version`` and ``--self-test`` (with
@@ -207,6 +208,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if IS_LINUX:
         linux_share(bundle)
+        if os.environ.get("LOCKWARDEN_TRIM_ICU", "1") != "0":
+            sys.path.insert(0, str(ROOT / "packaging"))
+            from trim_icu import trim_bundle
+
+            print(trim_bundle(bundle), flush=True)
         missing = ldd_check(bundle)
         if missing:
             print("build: bundled libraries miss dependencies:", *missing, sep="\n  ")

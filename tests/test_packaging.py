@@ -8,6 +8,8 @@ from __future__ import annotations
 import configparser
 import importlib.util
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -176,7 +178,7 @@ def test_selftest_from_source(tmp_path):
     checks = [ln for ln in lines if ln.startswith(("ok   ", "FAIL "))]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = [ln[5:].split(":")[0] for ln in checks]
-    assert names == ["qt", "icons", "app", "lock", "audit", "watch"]
+    assert names == ["qt", "text", "icons", "app", "lock", "audit", "watch"]
     assert all(ln.startswith("ok   ") for ln in checks)
     assert "icons: 6 SVG loaded" in proc.stdout
     assert list(tmp_path.iterdir()) == []  # its temp directory is gone
@@ -270,3 +272,40 @@ def test_windows_version_template_fills_and_evaluates():
     assert kind == "VSVersionInfo" and kw["ffi"][2]["filevers"] == (1, 2, 3, 0)
     strings = {s[1][0]: s[1][1] for s in kw["kids"][0][1][0][0][1][1]}
     assert strings["ProductVersion"] == "1.2.3" and strings["OriginalFilename"] == "lockwarden.exe"
+
+
+def test_trim_icu_keeps_roots_and_core_data_only():
+    trim = _load(ROOT / "packaging" / "trim_icu.py", "lw_trim_icu")
+    for keep in ("pool.res", "root.res", "res_index.res", "uprops.icu", "ucase.icu",
+                 "nfkc.nrm", "uts46.nrm", "likelySubtags.res", "zoneinfo64.res",
+                 "metaZones.res", "supplementalData.res", "zone/root.res", "lang/root.res"):
+        assert trim.keep_item(keep), keep
+    for drop in ("de.res", "zh_Hant_TW.res", "es_419.res", "sr_Latn.res", "coll/de.res",
+                 "coll/ucadata.icu", "coll/root.res", "brkitr/root.res", "brkitr/cjdict.dict",
+                 "curr/fr.res", "lang/en.res",
+                 "translit/root.txt.res", "gb18030.cnv", "unames.icu"):
+        assert not trim.keep_item(drop), drop
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("objcopy", "objdump", "icupkg", "cc")),
+                    reason="needs binutils, icu-devtools (icupkg) and a C compiler")
+def test_trim_icu_builds_a_small_library_with_the_same_symbol(tmp_path):
+    trim = _load(ROOT / "packaging" / "trim_icu.py", "lw_trim_icu2")
+    libs = sorted((PYSIDE_DIR / "Qt" / "lib").glob("libicudata.so.*"))
+    if not libs:
+        pytest.skip("this PySide6 does not ship ICU")
+    out = tmp_path / libs[0].name
+    before, after = trim.trim(libs[0], out)
+    assert after < before / 4 and out.stat().st_size == after
+    symbols = subprocess.run(["objdump", "-T", str(out)], capture_output=True, text=True).stdout
+    assert re.search(r"\sicudt\d+_dat\s*$", symbols, re.MULTILINE)
+    soname = subprocess.run(["objdump", "-p", str(out)], capture_output=True, text=True).stdout
+    assert f"SONAME               {libs[0].name}" in soname
+    # icupkg -l also checks that no kept item depends on a removed one (exit status 2 if so)
+    dat = tmp_path / f"icudt{re.sub(r'[^0-9]', '', libs[0].name)}l.dat"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.rodata", str(out), str(dat)],
+                   check=True)
+    proc = subprocess.run(["icupkg", "-l", str(dat)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    items = proc.stdout.split()
+    assert "pool.res" in items and "root.res" in items and "coll/de.res" not in items
