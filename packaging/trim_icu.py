@@ -19,9 +19,9 @@ converter (``*.cnv``) or character names (``unames.icu``); ``root.res``, ``pool.
 misses a dependency), per-locale ``*.res``, ``*.cnv``, ``unames.icu``.
 
 How: ``objcopy`` extracts the ``icudt<N>_dat`` blob (``.rodata``), ``icupkg`` (Debian
-``icu-devtools``) removes items, and ``cc`` assembles a new shared library exporting the same
-symbol and soname. When a tool is missing the bundle is left as it is (:func:`trim` returns
-None and says why).
+``icu-devtools``) removes items, and ``as`` + ``ld`` (binutils) make a new shared library
+exporting the same symbol and soname. When a tool is missing the bundle is left as it is
+(:func:`trim` returns the reason instead of sizes).
 
 Usage: ``python packaging/trim_icu.py dist/lockwarden`` (``packaging/build.py`` calls
 :func:`trim_bundle`).
@@ -66,10 +66,10 @@ def keep_item(item: str) -> bool:
 
 def _tools() -> dict[str, str] | str:
     tools = {}
-    for tool in ("objcopy", "objdump", "icupkg", "cc"):
+    for tool in ("objcopy", "objdump", "as", "ld", "icupkg"):
         path = shutil.which(tool)
         if path is None:
-            return f"{tool} not found (Debian: binutils, icu-devtools, gcc)"
+            return f"{tool} not found (Debian packages: binutils, icu-devtools)"
         tools[tool] = path
     return tools
 
@@ -115,9 +115,11 @@ def trim(lib: Path, out: Path) -> tuple[int, int] | str:
             '\t.section .note.GNU-stack,"",@progbits\n',
             encoding="ascii",
         )
+        obj = work / "icudata.o"
         tmp_out = work / lib.name
-        subprocess.run([tools["cc"], "-shared", "-nostdlib", "-o", str(tmp_out), str(asm),
-                        f"-Wl,-soname,{lib.name}", "-Wl,-s"], check=True)
+        subprocess.run([tools["as"], "-o", str(obj), str(asm)], check=True)
+        subprocess.run([tools["ld"], "-shared", "-s", "-soname", lib.name, "-o", str(tmp_out),
+                        str(obj)], check=True)
         shutil.copyfile(tmp_out, out)
     return lib.stat().st_size, out.stat().st_size
 
