@@ -309,3 +309,37 @@ def test_trim_icu_builds_a_small_library_with_the_same_symbol(tmp_path):
     assert proc.returncode == 0, proc.stderr
     items = proc.stdout.split()
     assert "pool.res" in items and "root.res" in items and "coll/de.res" not in items
+
+
+def test_spec_macos_bundle_is_tray_only_and_signed(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.delenv("LOCKWARDEN_CODESIGN_IDENTITY", raising=False)
+    made = _exec_spec([], [], monkeypatch, tmp_path)
+    from core import __version__
+
+    (_coll,), kw = made["BUNDLE"][0]
+    assert kw["name"] == "Lockwarden.app"
+    assert kw["bundle_identifier"] == "io.lockwarden.Lockwarden"
+    assert kw["version"] == __version__
+    plist = kw["info_plist"]
+    assert plist["LSUIElement"] is True and plist["CFBundleShortVersionString"] == __version__
+    _args, exe_kw = made["EXE"][0]
+    assert exe_kw["codesign_identity"] is None  # ad-hoc
+    assert exe_kw["strip"] is False  # stripping would break the signatures
+    monkeypatch.setenv("LOCKWARDEN_CODESIGN_IDENTITY", "Developer ID Application: X (TEAM)")
+    made = _exec_spec([], [], monkeypatch, tmp_path)
+    _args, exe_kw = made["EXE"][0]
+    assert exe_kw["codesign_identity"].startswith("Developer ID")
+    assert Path(exe_kw["entitlements_file"]).is_file()
+
+
+def test_spec_windows_builds_a_windowed_and_a_console_exe(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "platform", "win32")
+    made = _exec_spec([], [], monkeypatch, tmp_path)
+    exes = {kw["name"]: kw for _a, kw in made["EXE"]}
+    assert set(exes) == {"lockwarden", "lockwarden-cli"}
+    assert exes["lockwarden"]["console"] is False and exes["lockwarden-cli"]["console"] is True
+    version_file = Path(exes["lockwarden"]["version"])
+    assert version_file.parent == tmp_path and "{version" not in version_file.read_text()
+    assert "BUNDLE" not in made
+    assert len(made["COLLECT"][0][0]) == 4  # both executables, binaries, datas
