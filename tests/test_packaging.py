@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -194,6 +195,7 @@ def test_selftest_reports_a_broken_icon_and_fails(tmp_path, monkeypatch):
         (res / "icons" / svg.name).write_bytes(svg.read_bytes())
     (res / "icons" / "tray-held.svg").write_text("<svg><not-closed", encoding="utf-8")
     monkeypatch.setattr(selftest, "resources_dir", lambda: res)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the lock check's temp dir
     lines: list[str] = []
     failures = selftest.run_checks(lines.append)
     assert failures == 1
