@@ -36,10 +36,12 @@ def _load(path: Path, name: str) -> ModuleType:
 def _render(name: str, size: int) -> Any:
     """Render resources/icons/<name> to a QImage (ARGB32) of size x size."""
     from PySide6.QtCore import QRectF, Qt
-    from PySide6.QtGui import QGuiApplication, QImage, QPainter
+    from PySide6.QtGui import QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
+    from PySide6.QtWidgets import QApplication
 
-    _app = QGuiApplication.instance() or QGuiApplication([])
+    # a QApplication (not QGuiApplication): widget tests later in the session share it
+    _app = QApplication.instance() or QApplication([])
     renderer = QSvgRenderer(str(ICONS / name))
     assert renderer.isValid(), name
     img = QImage(size, size, QImage.Format.Format_ARGB32)
