@@ -104,7 +104,9 @@ class LockActions(QObject):
         import core
 
         lock = core.Lock(path, tag=tag or None, ttl=ttl, format=format,
-                         auto_refresh=ttl is not None)
+                         auto_refresh=ttl is not None or format == "task-mcp")
+        # task-mcp locks always carry a lease (the spec's default TTL when none is given), so
+        # the app renews them while it holds them instead of letting them expire after an hour
         try:
             lock.acquire(blocking=False)
         except (LockError, OSError) as exc:

