@@ -175,10 +175,15 @@ class Inventory(QObject):
                              daemon=True).start()
 
     def refresh_path(self, path: str) -> None:
-        """Re-inspect one lock path at once (after an action of ours) and queue the result;
-        the watcher's own event for the same change is then a no-op in the model."""
+        """Re-read one lock path at once (after an action of ours). In a watched directory the
+        watcher re-reads it (:meth:`core.watch.Watcher.refresh`), so the table and the watcher
+        never disagree about a lock that lived shorter than the watcher's debounce; elsewhere
+        the path is inspected here and the result queued."""
         import core
 
+        w = self._watcher
+        if w is not None and w.covers(path) and w.refresh([path]):
+            return
         st: LockStatus = core.inspect(path)
         self.push([(path, None if st.state is State.FREE else st)])
 

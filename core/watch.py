@@ -364,6 +364,7 @@ class _Handler(FileSystemEventHandler):
 
 
 _HINT = "hint"
+_REFRESH = "refresh"
 _SPECS = "specs"
 _RESCAN = "rescan"
 _STOP = "stop"
@@ -541,6 +542,27 @@ class Watcher:
         self._q.put((_RESCAN, done))
         done.wait(120.0)
 
+    def covers(self, path: str) -> bool:
+        """True when ``path`` lies in a watched directory that is being watched now (matching
+        its spec's patterns and recursion). Thread-safe."""
+        path = os.path.abspath(path)
+        with self._lock:
+            return any(d.attached and _scan.covers(d.spec, path, d.root) for d in self._dirs)
+
+    def refresh(self, paths: list[str]) -> bool:
+        """Re-read ``paths`` now, without the debounce, in the watcher's thread; what changed is
+        delivered through ``on_change`` like any file event.
+
+        For callers that have just changed a lock themselves (the GUI after an action): the
+        watcher stays the one source of truth, so a lock that lived shorter than the debounce
+        still gets its ``added`` and ``removed`` (or neither), never half of it. Paths outside
+        every watched directory are ignored. Returns False (and does nothing) before
+        :meth:`start` or after :meth:`close`. Asynchronous."""
+        if not self._started or self._closed:
+            return False
+        self._q.put((_REFRESH, [os.path.abspath(p) for p in paths]))
+        return True
+
     def set_specs(self, specs: list[WatchSpec]) -> None:
         """Watch ``specs`` instead, without restarting: unchanged directories keep their
         entries and watches; removed ones report their entries as ``removed``; new or changed
@@ -631,6 +653,10 @@ class Watcher:
             kind = item[0]
             if kind == _HINT:
                 self._hint(item[1], item[2], item[3], now_m)
+            elif kind == _REFRESH:
+                for p in item[1]:
+                    self._pending.pop(p, None)
+                    self._refresh_path(p, None, procs=None)
             elif kind == _SPECS:
                 self._apply_specs(item[1])
             elif kind == _RESCAN:

@@ -659,3 +659,23 @@ def test_snapshot_is_thread_safe_during_changes(watch: Any, lockdir: Path) -> No
     t.join(WAIT)
     assert not errors
     assert {s.path for s in w.snapshot()} == names
+
+
+def test_refresh_reports_a_lock_shorter_lived_than_the_debounce(watch: Any, lockdir: Path) -> None:
+    # the GUI calls refresh() right after its own action: the watcher must report both the
+    # lock's arrival and its removal, even when both happen inside one debounce window
+    w, rec = watch([WatchSpec(str(lockdir))])
+    p = lockdir / "brief.lock"
+    assert w.covers(str(p)) and not w.covers("/elsewhere/x.lock")
+    write(p, sema_text(os.getpid()))
+    assert w.refresh([str(p)])
+    rec.until(lambda m: str(p) in m, what="added after refresh")
+    p.unlink()
+    w.refresh([str(p)])
+    rec.until(lambda m: str(p) not in m, what="removed after refresh")
+    outside = lockdir.parent / "outside.lock"
+    write(outside, sema_text(os.getpid()))
+    w.refresh([str(outside)])  # not watched: ignored
+    with pytest.raises(queue.Empty):
+        rec.q.get(timeout=0.3)
+    assert str(outside) not in rec.model
