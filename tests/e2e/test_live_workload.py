@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -463,6 +464,9 @@ def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
     assert figures["table stale-colour pixels before the kill"] == 0
 
     # 3. SIGKILL the victim: stale everywhere within 3 s, reclaimed through the tray menu -----
+    # Workload pacing: a random moment within one liveness interval (2 s), so that the kill's
+    # phase against the watchers' liveness passes is not tied to the test's own waits above.
+    time.sleep(random.uniform(0.0, 2.0))
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     t_kill = time.time()
