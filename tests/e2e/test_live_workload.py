@@ -531,6 +531,8 @@ def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
     screen.confirm("Quit Lockwarden")   # default button: "Release and quit"
     assert gui.wait(60) == 0
     gui_out.close()
+    said = (tmp_path / "gui.out").read_text(errors="replace")
+    assert "Traceback" not in said and "lockwarden:" not in said, said[-2000:]
     watch.wait(lambda o: o.get("path") == victim_lock and o.get("event") == "removed", 30,
                "the GUI's release on quit")
     watch.proc.send_signal(signal.SIGTERM)
