@@ -425,9 +425,9 @@ def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
     genv = dict(env, DISPLAY=xtray, QT_QPA_PLATFORM="xcb",
                 XDG_CONFIG_HOME=str(tmp_path / "xdg"), XDG_STATE_HOME=str(tmp_path / "xdg"),
                 XDG_RUNTIME_DIR=str(tmp_path / "run"))
-    gui_out = open(tmp_path / "gui.out", "w")  # noqa: SIM115 (closed at the end)
-    gui = spawn([sys.executable, "-m", "app", "--config", str(cfg_path)], env=genv,
-                stdout=gui_out, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    with open(tmp_path / "gui.out", "w") as gui_out:  # the child keeps its own copy
+        gui = spawn([sys.executable, "-m", "app", "--config", str(cfg_path)], env=genv,
+                    stdout=gui_out, stderr=subprocess.STDOUT, cwd=str(ROOT))
     icon = wait_for(screen.tray_icon, 60, "the tray icon in trayer's panel")
     window = wait_for(screen.main_window, 60, "the main window")
     assert wait_for(lambda: tray_state(screen, icon), 30, "a tray state colour") == "free"
@@ -530,7 +530,6 @@ def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
     screen.key("Return")
     screen.confirm("Quit Lockwarden")   # default button: "Release and quit"
     assert gui.wait(60) == 0
-    gui_out.close()
     said = (tmp_path / "gui.out").read_text(errors="replace")
     assert "Traceback" not in said and "lockwarden:" not in said, said[-2000:]
     watch.wait(lambda o: o.get("path") == victim_lock and o.get("event") == "removed", 30,
