@@ -28,12 +28,14 @@ import errno
 import functools
 import os
 import platform
+import stat
 import sys
 import time
 from types import TracebackType
 from typing import Any
 
 from core.errors import LockError
+from core.fsutil import GUARD_FILE_NAME
 
 GUARD_TIMEOUT = 10.0
 """Longest wait for a directory guard, seconds. The guard is held by Lockwarden processes for
@@ -140,8 +142,9 @@ class DirGuard:
     Raises (on enter):
         GuardTimeout: another process held the guard for longer than ``timeout``.
         OSError: the directory cannot be opened for another reason than "not supported".
-    ``held`` is False when the platform or file system cannot lock directories (the guard is
-    then a no-op and callers rely on exchange-and-verify alone).
+    Where a directory cannot be locked (NFS, Windows) a guard file
+    :data:`GUARD_FILE_NAME` in it is locked instead. ``held`` is False when neither works (the
+    guard is then a no-op: reclaim refuses to break a lock without an exchange primitive).
     """
 
     def __init__(self, dirpath: str, timeout: float = GUARD_TIMEOUT) -> None:
@@ -151,31 +154,72 @@ class DirGuard:
         self.held = False
 
     def __enter__(self) -> DirGuard:
-        if _fcntl is None:
-            return self
-        try:
-            fd = os.open(self.dirpath, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-                         | getattr(os, "O_CLOEXEC", 0))
-        except PermissionError:
-            return self  # unreadable directory: cannot guard, exchange-and-verify still holds
+        fd: int | None = None
+        if _fcntl is not None:
+            try:
+                fd = os.open(self.dirpath, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                             | getattr(os, "O_CLOEXEC", 0))
+            except PermissionError:
+                fd = None
+        if fd is not None and not self._try_lock(fd, file_lock=False):
+            os.close(fd)
+            fd = None
+        if fd is None:
+            # the directory cannot be locked (NFS gives EBADF for a read-only descriptor,
+            # Windows has no flock): lock a guard file in it instead
+            fd = self._open_guard_file()
+            if fd is None or not self._try_lock(fd, file_lock=True):
+                if fd is not None:
+                    os.close(fd)
+                return self  # no guard possible: callers must not rely on it (see ``held``)
         self.fd = fd
+        self.held = True
+        return self
+
+    def _open_guard_file(self) -> int | None:
+        flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            fd = os.open(os.path.join(self.dirpath, GUARD_FILE_NAME), flags, 0o666)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def _try_lock(self, fd: int, *, file_lock: bool) -> bool:
+        """Lock ``fd`` within the timeout: True when held, False when this kind of lock is
+        not supported here; GuardTimeout when someone else keeps holding it."""
         deadline = time.monotonic() + self.timeout
         pause = 0.0002
         while True:
             try:
-                _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
-                self.held = True
-                return self
+                if _fcntl is not None:
+                    _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+                elif file_lock:  # pragma: no cover - Windows
+                    import msvcrt
+
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                else:  # pragma: no cover
+                    return False
+                return True
             except BlockingIOError:
                 pass
             except OSError as exc:
                 if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL,
                                  errno.EBADF):
-                    return self
-                self._close()
-                raise
+                    return False
+                if not (os.name == "nt" and exc.errno in (errno.EACCES, errno.EDEADLK)):
+                    os.close(fd)
+                    raise
             if time.monotonic() >= deadline:
-                self._close()
+                os.close(fd)
                 raise GuardTimeout(
                     errno.ETIMEDOUT,
                     f"another process has held the lock guard of this directory for more than "

@@ -38,6 +38,7 @@ import select
 import struct
 import sys
 import threading
+import time
 from typing import Any
 
 _IN_MODIFY = 0x00000002
@@ -302,11 +303,21 @@ class Waiter:
             poller.register(self._pipe[0], select.POLLIN)
         if self._pidfd is not None and not self.holder_exited:
             poller.register(self._pidfd, select.POLLIN)
-        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
-        try:
-            ready = poller.poll(ms)
-        except InterruptedError:  # pragma: no cover - PEP 475 retries
-            return "timeout"
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ms = None if left is None else int(left * 1000 + 0.999)
+            try:
+                ready = poller.poll(ms)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                return "timeout"
+            result = self._handle(ready)
+            # events about other files in the directory (busy /tmp) are not a reason to
+            # re-check the lock: keep waiting until something relevant or the deadline
+            if result != "timeout" or not ready or (left is not None and left <= 0):
+                return result
+
+    def _handle(self, ready: list[tuple[int, int]]) -> str:
         result = "timeout"
         for fd, _mask in ready:
             if fd == self._pidfd:

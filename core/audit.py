@@ -50,6 +50,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -354,9 +355,15 @@ def _append_entry(log_path: str, entry: dict[str, Any]) -> None:
     raise OSError(errno.EAGAIN, "kept being replaced while we tried to append")
 
 
+LOCK_TIMEOUT = 5.0
+"""Seconds an append waits for another writer's lock on the log before it writes to the
+per-user fallback log instead (appends take well under a millisecond each)."""
+
+
 @contextlib.contextmanager
 def _locked(fd: int) -> Iterator[None]:
-    """Hold an exclusive kernel lock on the open log ``fd`` (blocks until granted)."""
+    """Hold an exclusive kernel lock on the open log ``fd``; on POSIX wait at most
+    :data:`LOCK_TIMEOUT` seconds (``TimeoutError``, an ``OSError``: the caller falls back)."""
     if os.name == "nt":  # pragma: no cover - not testable on Linux CI
         import msvcrt
 
@@ -376,10 +383,22 @@ def _locked(fd: int) -> Iterator[None]:
     else:
         import fcntl
 
+        # bounded: a stopped or hostile process holding the log's lock must not hang every
+        # lock operation in the directory; past the limit the entry goes to the fallback log
+        deadline = time.monotonic() + LOCK_TIMEOUT
+        delay = 0.001
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        errno.ETIMEDOUT,
+                        f"the audit log stayed locked by another process for {LOCK_TIMEOUT:g} s",
+                    ) from None
+                time.sleep(delay)  # flock has no wake-up event: short, growing waits
+                delay = min(delay * 2, 0.05)
             except InterruptedError:  # pragma: no cover - PEP 475 retries already
                 continue
         try:

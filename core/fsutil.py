@@ -21,6 +21,10 @@ MAX_LOCK_BYTES = 64 * 1024
 AUDIT_LOG_NAME = ".lock_audit.log"
 """Audit log file name, beside the locks (Task MCP's name, spec 004 "Audit logging")."""
 
+GUARD_FILE_NAME = ".lockwarden.guard"
+"""Guard file the engine locks where a directory itself cannot be locked (NFS, Windows);
+never a lock (DESIGN.md "Lock operations": serialise breakers with a kernel lock on a guard)."""
+
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -169,7 +173,7 @@ def parse_temp_name(name: str) -> tuple[str, str, str] | None:
 def is_engine_file(name: str) -> bool:
     """True for files the engine owns that are never locks: our temp files and the audit
     log (and its guard)."""
-    return name in (AUDIT_LOG_NAME,) or parse_temp_name(name) is not None
+    return name in (AUDIT_LOG_NAME, GUARD_FILE_NAME) or parse_temp_name(name) is not None
 
 
 def _readlink(path: str) -> str:

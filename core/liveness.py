@@ -18,7 +18,9 @@ with a direct look-up, so a process started after the snapshot is never called d
 from __future__ import annotations
 
 import functools
+import os
 import socket
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -117,6 +119,56 @@ def snapshot() -> ProcessSnapshot:
     return ProcessSnapshot(procs=procs, taken_at=taken_at)
 
 
+@functools.cache
+def boot_id() -> str | None:
+    """This boot's random id (Linux ``/proc/sys/kernel/random/boot_id``), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            value = f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value or None
+
+
+def process_identity(pid: int) -> str | None:
+    """A clock-independent identity of process ``pid``: ``"<boot_id>:<start ticks>"`` where
+    the start is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot; Linux only).
+
+    psutil's ``create_time`` adds the boot time of ``/proc/stat``, which the kernel moves by
+    the size of every wall-clock step (NTP, resume from suspend): after a step a live holder's
+    ``create_time`` no longer equals the ``start=`` it recorded. This identity does not move.
+    ``None`` elsewhere, or when there is no such process (or it cannot be read)."""
+    boot = boot_id()
+    if boot is None or pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    if len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return f"{boot}:{int(fields[19])}"
+
+
+def _hidden_but_running(pid: int) -> bool:
+    """True when ``pid`` exists although psutil cannot see it (``/proc`` mounted with
+    ``hidepid``): ``kill(pid, 0)`` answers ``EPERM`` for another user's live process. Never
+    on Windows (its ``os.kill`` terminates)."""
+    if os.name == "nt":
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def process_start_time(pid: int) -> float | None:
     """Start time of process ``pid`` in Unix seconds (psutil ``create_time``), or ``None``
     when there is no such process (or it is a zombie, or its start time cannot be read)."""
@@ -182,7 +234,10 @@ def check(
         ``(Liveness, reasons)``. Rules (DESIGN.md, "Liveness and verdicts"): no PID ->
         ``unknown``; ``record.host`` set and not this host (:func:`same_host`) -> ``remote``
         (no host: sema and pidfiles of other tools are assumed local); no such PID, or a zombie
-        -> ``dead``; access denied -> ``alive``; started more than :data:`START_SLACK` after
+        -> ``dead`` (unless ``kill(pid, 0)`` says ``EPERM``: hidden by ``hidepid``, alive);
+        access denied -> ``alive``; a recorded ``proc`` identity (:func:`process_identity`)
+        equal to the process's -> ``alive``, different -> ``reused``; started more than
+        :data:`START_SLACK` after
         ``acquired_at`` (or ``written_at``), or a recorded ``start`` that differs from the
         process's by more than :data:`START_TOLERANCE` -> ``reused``; else ``alive``.
 
@@ -208,6 +263,10 @@ def check(
     else:
         info = _probe(pid)
     if info is None:
+        if _hidden_but_running(pid):
+            return Liveness.ALIVE, [
+                f"PID {pid} is running (as another user, hidden from this one: hidepid)"
+            ]
         return Liveness.DEAD, [f"PID {pid} exited"]
     if info is _DENIED:
         return Liveness.ALIVE, [f"PID {pid} is running (as another user: access denied)"]
@@ -218,6 +277,20 @@ def check(
     label = f"PID {pid}" + (f" ({info.name})" if info.name else "")
     if ct is None:
         return Liveness.ALIVE, [f"{label} is running (its start time is not readable)"]
+
+    if record.proc is not None:
+        # clock-independent comparison first (a wall-clock step moves ``create_time``)
+        now_id = process_identity(pid)
+        if now_id is not None:
+            if now_id == record.proc:
+                return Liveness.ALIVE, [f"{label} is alive"]
+            same_boot = now_id.rsplit(":", 1)[0] == record.proc.rsplit(":", 1)[0]
+            return Liveness.REUSED, [
+                f"PID {pid} now belongs to another process (started at another moment since "
+                "boot than the lock's holder)"
+                if same_boot
+                else f"PID {pid} is another process: the lock was written before the last reboot"
+            ]
 
     if record.start is not None:
         diff = ct - record.start

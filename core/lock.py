@@ -362,13 +362,14 @@ class Lock:
         self.lost = threading.Event()
         self.reclaimed_from: LockStatus | None = None
         self._mutex = threading.RLock()
+        self._owner_thread: int | None = None  # thread that acquired (for ``with``)
         self._token: str | None = None
         self._record: LockRecord | None = None
         self._data: bytes | None = None
         self._ident: tuple[int, int] | None = None
         self._stop_refresh: threading.Event | None = None
         self._extra_metadata: dict[str, Any] = {}
-        self._start_cache: dict[int, float] = {}
+        self._start_cache: dict[int, tuple[float, str | None]] = {}
 
     # -- properties -----------------------------------------------------------------------
     @property
@@ -396,14 +397,17 @@ class Lock:
 
     def _build(self, token: str, now: datetime) -> tuple[LockRecord, bytes]:
         from core import formats
-        from core.liveness import hostname, process_start_time
+        from core.liveness import hostname, process_identity, process_start_time
 
         pid = self._pid()
-        start = self._start_cache.get(pid)
-        if start is None:
+        cached = self._start_cache.get(pid)
+        if cached is None:
             start = process_start_time(pid)
+            proc = process_identity(pid)
             if start is not None and pid == os.getpid():
-                self._start_cache[pid] = start
+                self._start_cache[pid] = (start, proc)
+        else:
+            start, proc = cached
         if start is None:
             raise LockError(f"holder process {pid} does not exist; cannot take {self.path}")
         host = hostname()
@@ -413,7 +417,7 @@ class Lock:
 
             record = sema.make_record(
                 self.path, pid=pid, timestamp=now, tag=self.tag, host=host, start=start,
-                token=token, ttl=self.ttl,
+                token=token, ttl=self.ttl, proc=proc,
             )
         elif self.format == "task-mcp":
             from core.formats import taskmcp
@@ -425,13 +429,13 @@ class Lock:
             assert self.ttl is not None
             record = taskmcp.make_record(
                 self.path, owner=taskmcp.default_owner(pid, host), since=now, ttl=self.ttl,
-                metadata=metadata, token=token, start=start,
+                metadata=metadata, token=token, start=start, proc=proc,
             )
         else:
             agent = self.tag or f"lockwarden-pid-{pid}@{host}"
             record = LockRecord(
                 path=self.path, format=self.format, holder=agent, pid=pid, host=host,
-                acquired_at=now, token=token, start=start,
+                acquired_at=now, token=token, start=start, proc=proc,
             )
         # make_record already serialised it (raw is exactly those bytes, decoded)
         data = record.raw.encode("utf-8") if record.raw else formats.serialize(record)
@@ -579,6 +583,11 @@ class Lock:
                 n = os.write(fd, view)
                 view = view[n:]
             os.fsync(fd)
+        except BaseException:
+            # our own partial file would stay "unreadable" forever: take it back
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            raise
         finally:
             os.close(fd)
         return True
@@ -607,6 +616,7 @@ class Lock:
             self._record = record
             self._data = data
             self._ident = ident
+            self._owner_thread = threading.get_ident()
             self.lost.clear()
             self.reclaimed_from = None
         if self.auto_refresh and self.ttl is not None:
@@ -633,7 +643,7 @@ class Lock:
         """Replace the lock at the path by our complete temp file ``tmp``, under the guard,
         if (re-read and re-judged under the guard) it is still the judged file and
         ``accept`` approves the new verdict."""
-        with DirGuard(os.path.dirname(self.path)):
+        with DirGuard(os.path.dirname(self.path)) as guard:
             _crash_point("reclaim_after_guard")
             cur = _read_regular(self.path)
             if cur is None:
@@ -650,12 +660,12 @@ class Lock:
             if not accept(now_status):
                 return _Outcome("refused", now_status)
             if cur_info.dev in _no_exchange_devs:
-                return self._rename_out_and_link(tmp, data, cur_data, cur_info, now_status)
+                return self._fallback_take_over(guard, tmp, data, cur_data, cur_info, now_status)
             try:
                 _exchange.exchange(tmp, self.path)
             except ExchangeUnsupported:
                 _no_exchange_devs.add(cur_info.dev)
-                return self._rename_out_and_link(tmp, data, cur_data, cur_info, now_status)
+                return self._fallback_take_over(guard, tmp, data, cur_data, cur_info, now_status)
             except FileNotFoundError:
                 return _Outcome("retry", now_status)
             _crash_point("reclaim_after_exchange")
@@ -668,6 +678,22 @@ class Lock:
             # not the judged file (a foreign tool replaced it meanwhile): put it back
             _exchange.exchange(tmp, self.path)
             return _Outcome("retry", now_status)
+
+    def _fallback_take_over(
+        self, guard: DirGuard, tmp: str, data: bytes, cur_data: bytes, cur_info: FileInfo,
+        judged: LockStatus,
+    ) -> _Outcome:
+        """Without an exchange primitive the judged file must leave the path before ours can
+        be linked in; that is safe only while every Lockwarden breaker is serialised by the
+        guard. Without the guard: refuse (two breakers could each remove the other's fresh
+        lock), with a clear error."""
+        if not guard.held:
+            raise LockError(
+                f"cannot break {self.path} safely: this file system offers neither a kernel "
+                "lock on the directory (or on a guard file in it) nor an atomic exchange; "
+                "remove the stale lock by hand once you are sure its holder is gone"
+            )
+        return self._rename_out_and_link(tmp, data, cur_data, cur_info, judged)
 
     def _rename_out_and_link(
         self, tmp: str, data: bytes, cur_data: bytes, cur_info: FileInfo, judged: LockStatus
@@ -850,30 +876,40 @@ class Lock:
                 if self.lost.is_set():
                     raise LockLost(f"{self.path}: this lock was lost earlier")
                 raise LockError(f"{self.path} is not held by this Lock object")
+            rec = self._record
+            if rec is not None and rec.pid is not None and rec.start is not None:
+                # renew for the same holder process: reuse its recorded start and identity
+                # (a holder that died meanwhile must not be replaced by whoever has its PID)
+                self._start_cache[rec.pid] = (rec.start, rec.proc)
             record, data = self._build(token, _now())
             tmp = temp_path(self.path, _new_token())
             new_ident = _write_temp(tmp, data)
+            lost_why: str | None = None
             try:
                 with DirGuard(os.path.dirname(self.path)):
                     cur = _read_regular(self.path)
                     if cur is None or cur[0] != old_data or (cur[1].ino, cur[1].dev) != ident:
-                        self._mark_lost("refresh", "the lock file was removed or replaced")
-                        raise LockLost(f"{self.path}: the lock is no longer ours")
-                    try:
-                        if cur[1].dev in _no_exchange_devs:
-                            raise ExchangeUnsupported(errno.ENOTSUP, "no exchange")
-                        _exchange.exchange(tmp, self.path)
-                        _crash_point("refresh_after_exchange")
-                        out = _read_regular(tmp)
-                        if out is None or out[0] != old_data or (out[1].ino, out[1].dev) != ident:
+                        lost_why = "the lock file was removed or replaced"
+                    else:
+                        try:
+                            if cur[1].dev in _no_exchange_devs:
+                                raise ExchangeUnsupported(errno.ENOTSUP, "no exchange")
                             _exchange.exchange(tmp, self.path)
-                            self._mark_lost("refresh", "the lock file was replaced")
-                            raise LockLost(f"{self.path}: the lock is no longer ours")
-                    except ExchangeUnsupported:
-                        _no_exchange_devs.add(cur[1].dev)
-                        os.replace(tmp, self.path)
+                            _crash_point("refresh_after_exchange")
+                            out = _read_regular(tmp)
+                            if (out is None or out[0] != old_data
+                                    or (out[1].ino, out[1].dev) != ident):
+                                _exchange.exchange(tmp, self.path)
+                                lost_why = "the lock file was replaced"
+                        except ExchangeUnsupported:
+                            _no_exchange_devs.add(cur[1].dev)
+                            os.replace(tmp, self.path)
             finally:
                 _unlink_quiet(tmp)
+            if lost_why is not None:
+                # audited outside the directory guard: the audit log's own lock may wait
+                self._mark_lost("refresh", lost_why)
+                raise LockLost(f"{self.path}: the lock is no longer ours")
             with contextlib.suppress(OSError):
                 fsync_dir(os.path.dirname(self.path))
             self._record, self._data, self._ident = record, data, new_ident
@@ -917,8 +953,14 @@ class Lock:
     def __enter__(self) -> Lock:
         """``with lk:`` acquires (blocking, no timeout); ``with lk.acquire(timeout=5):``
         enters the lock already held. Leaving releases it."""
-        if self.is_held:
-            return self
+        with self._mutex:
+            if self.is_held:
+                if self._owner_thread == threading.get_ident():
+                    return self  # ``with lk.acquire(...):`` -- already ours
+                raise LockError(
+                    f"{self.path} is held through this Lock object by another thread; "
+                    "a Lock object is not shared between threads: give each thread its own"
+                )
         return self.acquire()
 
     def __exit__(
@@ -980,7 +1022,9 @@ def _remove_if(
     replace files without the guard) and delete it; put it back and raise LockLost if it is
     not ours. Returns the removed file's bytes and identity."""
     with DirGuard(os.path.dirname(path)):
-        rel = temp_path(path, token, "rel")
+        # a fresh random name: the token is readable in the lock file, so a name derived from
+        # it could be occupied in advance by anyone who can write to the directory
+        rel = temp_path(path, _new_token(), "rel")
         try:
             st = os.lstat(path)
         except FileNotFoundError:

@@ -187,11 +187,9 @@ def judge(
                 )
                 return status(State.STALE, expired, f"{why}, so the lapsed lease makes it stale")
             return status(State.EXPIRED, expired)
-        if (
-            dead
-            and record.format != "af-claim"
-            and (record.written_by_lockwarden or record.format == "task-mcp")
-        ):
+        if dead and record.written_by_lockwarden and record.format != "af-claim":
+            # another tool's lease stands until it lapses (DESIGN.md: TTL formats are stale
+            # "when expired and not alive"); ours carries proof (token, start) of its holder
             return status(
                 State.STALE,
                 "its holder is proven dead on this host, so the lock is stale "

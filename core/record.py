@@ -74,6 +74,9 @@ class LockRecord:
         raw: the file's text as read (decoded UTF-8, errors replaced).
         token: random 128-bit hex of a Lockwarden acquisition (sema ``token=``), else ``None``.
         start: holder process start time (Unix seconds, float) when recorded (sema ``start=``).
+        proc: clock-independent identity of the holder process where the OS has one (Linux:
+            ``"<boot_id>:<start time in clock ticks since boot>"``, sema ``proc=``), so that a
+            wall-clock step cannot make a live holder look like a reused PID.
     """
 
     path: str
@@ -89,6 +92,7 @@ class LockRecord:
     raw: str = ""
     token: str | None = None
     start: float | None = None
+    proc: str | None = None
 
     @property
     def written_by_lockwarden(self) -> bool:

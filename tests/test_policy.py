@@ -140,7 +140,7 @@ def taskmcp(age: float, ttl: float = H, **meta: Any) -> LockRecord:
         (60, L.ALIVE, State.HELD),
         (60, L.UNKNOWN, State.HELD),
         (60, L.REMOTE, State.HELD),
-        (60, L.DEAD, State.STALE),  # task-mcp holder proven dead on this host
+        (60, L.DEAD, State.HELD),  # another tool's lease stands until it lapses (DESIGN.md)
     ],
 )
 def test_ttl_table(age: float, live: Liveness, state: State) -> None:
@@ -312,8 +312,17 @@ def test_taskmcp_lock_expired() -> None:
 
 
 def test_taskmcp_holder_dead_before_expiry() -> None:
-    st = verdict(taskmcp(60), L.DEAD)
+    from dataclasses import replace
+
+    # a task-mcp lock written by Lockwarden (token + host prove its holder): stale at death
+    ours = replace(taskmcp(60), token="ab" * 16, host="here")
+    st = verdict(ours, L.DEAD)
+    assert st.state is State.STALE
     assert taskmcp_decision(st, policy=OFF) == (True, "HOLDER_DEAD", "high")
+    # another tool's lease stands until it lapses (DESIGN.md: stale "when expired and not alive")
+    foreign = verdict(taskmcp(60), L.DEAD)
+    assert foreign.state is State.HELD
+    assert taskmcp_decision(foreign, policy=OFF) == (False, "LOCK_HELD", "low")
 
 
 def test_taskmcp_same_user_is_the_real_os_user() -> None:

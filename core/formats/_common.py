@@ -73,6 +73,15 @@ def is_token(value: object) -> bool:
     return isinstance(value, str) and _TOKEN_RE.match(value) is not None
 
 
+_PROC_RE = re.compile(r"^[0-9A-Za-z._-]{1,64}:[0-9]{1,20}$")
+
+
+def is_proc_id(value: object) -> bool:
+    """True when ``value`` looks like a process identity written by Lockwarden
+    (``"<boot id>:<start ticks>"``, see :func:`core.liveness.process_identity`)."""
+    return isinstance(value, str) and _PROC_RE.match(value) is not None
+
+
 def short(value: object, limit: int = 40) -> str:
     """``repr`` of a value cut to ``limit`` characters, for reasons shown to people."""
     text = repr(value)

@@ -33,6 +33,7 @@ from core.formats._common import (
     clean_value,
     decode_text,
     format_time,
+    is_proc_id,
     is_token,
     load_json_object,
     parse_time,
@@ -60,7 +61,7 @@ EVENT_FILE_RE = re.compile(r"^(?:event-)?([0-9]{1,18})\.json\Z")
 MAX_EVENT_BYTES = 1024 * 1024
 """Largest ledger event file read by :func:`replay_ledger` (events may carry node text)."""
 
-_LOCKWARDEN_KEYS = ("pid", "host", "start", "token")
+_LOCKWARDEN_KEYS = ("pid", "host", "start", "proc", "token")
 
 
 # -- af-ledger --------------------------------------------------------------------------------
@@ -96,7 +97,9 @@ def ledger_from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecor
     if start is not None and start < 0:
         start = None
     token = obj["token"] if is_token(obj.get("token")) else None
-    for key, used in (("pid", pid), ("host", host), ("start", start), ("token", token)):
+    proc = obj["proc"] if is_proc_id(obj.get("proc")) else None
+    for key, used in (("pid", pid), ("host", host), ("start", start), ("proc", proc),
+                      ("token", token)):
         if key in obj and used is None:
             metadata[key] = obj[key]
     return LockRecord(
@@ -110,6 +113,7 @@ def ledger_from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecor
         raw=raw_text(data),
         token=token,
         start=start,
+        proc=proc,
     )
 
 
@@ -140,6 +144,10 @@ def serialize_ledger_lock(record: LockRecord) -> bytes:
         if not (math.isfinite(record.start) and record.start >= 0):
             raise ValueError(f"start must be finite and >= 0, not {record.start!r}")
         obj["start"] = float(record.start)
+    if record.proc is not None:
+        if not is_proc_id(record.proc):
+            raise ValueError(f"proc is not a process identity: {record.proc!r}")
+        obj["proc"] = record.proc
     if record.token is not None:
         if not is_token(record.token):
             raise ValueError("token must be 32 lowercase hex digits")

@@ -30,6 +30,7 @@ from core.formats._common import (
     clean_value,
     decode_text,
     from_unix,
+    is_proc_id,
     is_token,
     number_text,
     raw_text,
@@ -39,7 +40,7 @@ from core.record import LockRecord
 
 FORMAT = "sema"
 
-KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "token", "ttl")
+KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "proc", "token", "ttl")
 """Keys with a meaning: the specs' three, then Lockwarden's four, in the order we write them."""
 
 _INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
@@ -108,7 +109,8 @@ def parse(data: bytes, path: str = "") -> LockRecord:
 
     Lockwarden's keys (DESIGN.md "Formats"): ``host`` -> ``record.host``; ``start`` (finite
     float >= 0, Unix s) -> ``record.start``; ``token`` (32 lowercase hex digits) ->
-    ``record.token``; ``ttl`` (finite float >= 0, seconds) -> ``record.ttl``. A value of one of
+    ``record.token``; ``proc`` (``<boot id>:<start ticks>``) -> ``record.proc``; ``ttl`` (finite
+    float >= 0, seconds) -> ``record.ttl``. A value of one of
     these keys that does not fit is not used and stays in ``metadata`` for display.
 
     ``acquired_at`` is ``timestamp`` as an aware UTC datetime; ``expires_at`` stays ``None``
@@ -150,6 +152,13 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         if start is None:
             metadata["start"] = pairs["start"]
 
+    proc: str | None = None
+    if "proc" in pairs:
+        if is_proc_id(pairs["proc"]):
+            proc = pairs["proc"]
+        else:
+            metadata["proc"] = pairs["proc"]
+
     token: str | None = None
     if "token" in pairs:
         if is_token(pairs["token"]):
@@ -178,6 +187,7 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         raw=raw_text(data),
         token=token,
         start=start,
+        proc=proc,
     )
 
 
@@ -191,7 +201,7 @@ def serialize(record: LockRecord) -> bytes:
     """The bytes of a sema lock for ``record`` (LF line endings, spec 002 "Line Endings").
 
     Writes ``pid``, ``timestamp`` (``acquired_at`` as whole Unix seconds), ``tag`` (when not
-    ``None``), then Lockwarden's ``host``, ``start``, ``token``, ``ttl`` when set
+    ``None``), then Lockwarden's ``host``, ``start``, ``proc``, ``token``, ``ttl`` when set
     (DESIGN.md "Formats"). Every value has control characters replaced by spaces and is
     trimmed (spec 002 "Tag Sanitization", "Parsing Rules" 3), so no value can inject a line and
     ``parse(serialize(r))`` gives back what was written. ``metadata`` is not written.
@@ -218,6 +228,10 @@ def serialize(record: LockRecord) -> bytes:
         if not (math.isfinite(record.start) and record.start >= 0):
             raise ValueError(f"start must be finite and >= 0, not {record.start!r}")
         lines.append(f"start={format_start(record.start)}")
+    if record.proc is not None:
+        if not is_proc_id(record.proc):
+            raise ValueError(f"proc is not a process identity: {record.proc!r}")
+        lines.append(f"proc={record.proc}")
     if record.token is not None:
         if not is_token(record.token):
             raise ValueError("token must be 32 lowercase hex digits")
@@ -239,6 +253,7 @@ def make_record(
     start: float | None = None,
     token: str | None = None,
     ttl: float | None = None,
+    proc: str | None = None,
 ) -> LockRecord:
     """A sema :class:`LockRecord` ready to be written, with ``raw`` holding its text.
 
@@ -266,6 +281,7 @@ def make_record(
         tag=clean_value(tag) if tag is not None else None,
         token=token,
         start=start,
+        proc=proc,
     )
     data = serialize(record)
     return _replace_raw(record, data)

@@ -35,6 +35,7 @@ from core.formats._common import (
     decode_text,
     format_time,
     from_unix,
+    is_proc_id,
     is_token,
     load_json_object,
     parse_time,
@@ -196,6 +197,7 @@ def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
     tag = clean_value(tag_value) if isinstance(tag_value, str) else None
 
     token = obj["token"] if is_token(obj.get("token")) else None
+    proc = obj["proc"] if is_proc_id(obj.get("proc")) else None
     start_value = obj.get("start")
     start = as_finite(start_value)
     if start is not None and start < 0:
@@ -215,6 +217,7 @@ def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
         raw=raw_text(data),
         token=token,
         start=start,
+        proc=proc,
     )
 
 
@@ -230,7 +233,7 @@ def serialize(record: LockRecord) -> bytes:
 
     ``owner``, ``since`` (ISO 8601 UTC with milliseconds and ``Z``, as JavaScript's
     ``toISOString``), ``ttl`` (seconds; an integer when whole), ``metadata``, then ``token``
-    and ``start`` when set.
+    , ``start`` and ``proc`` when set.
 
     Raises:
         ValueError: no ``holder``/``acquired_at``/``ttl``, a negative or non-finite ``ttl``,
@@ -256,6 +259,10 @@ def serialize(record: LockRecord) -> bytes:
         if not (math.isfinite(record.start) and record.start >= 0):
             raise ValueError(f"start must be finite and >= 0, not {record.start!r}")
         obj["start"] = float(record.start)
+    if record.proc is not None:
+        if not is_proc_id(record.proc):
+            raise ValueError(f"proc is not a process identity: {record.proc!r}")
+        obj["proc"] = record.proc
     try:
         text = json.dumps(obj, indent=2, allow_nan=False, ensure_ascii=True)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -272,6 +279,7 @@ def make_record(
     metadata: dict[str, Any],
     token: str | None = None,
     start: float | None = None,
+    proc: str | None = None,
 ) -> LockRecord:
     """A Task MCP :class:`LockRecord` ready to be written, ``raw`` holding its text.
 
@@ -295,6 +303,7 @@ def make_record(
         metadata=dict(metadata),
         token=token,
         start=float(start) if start is not None else None,
+        proc=proc,
     )
     data = serialize(draft)
     try:
@@ -322,6 +331,7 @@ def with_since(record: LockRecord, since: datetime) -> LockRecord:
         metadata=record.metadata,
         token=record.token,
         start=record.start,
+        proc=record.proc,
     )
 
 
