@@ -1,0 +1,93 @@
+"""Fixes from the user-level review of the app, offscreen with real lock directories:
+reclaimed TTL locks are renewed, Settings round-trips exactly, the detail pane's time texts
+follow the clock, dark balloons, notifications, tray badge and problems, acquire dialog,
+duplicate names, stable rows, unreadable rows, keyboard."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from core import config as cfgmod
+from core.record import State
+
+
+def dead_pid() -> int:
+    """A PID no process has now."""
+    import psutil
+
+    pid = 4_000_000
+    while psutil.pid_exists(pid):
+        pid -= 1
+    return pid
+
+
+def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
+               tag: str = "t") -> None:
+    """A sema lock file acquired ``age`` seconds ago by ``pid`` (spec 000 fields)."""
+    ts = int(time.time() - age)
+    text = f"pid={pid}\ntimestamp={ts}\ntag={tag}\n"
+    if ttl is not None:
+        text += f"ttl={ttl:g}\n"
+    path.write_text(text)
+
+
+@pytest.fixture
+def make_app(qtbot: Any, tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+    from app.application import LockwardenApp
+
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    apps: list[Any] = []
+
+    def make(dirs: list[Path], *, tray: bool = False, stale_after: float = 3600.0,
+             **notes: Any) -> Any:
+        cfg_path = tmp_path / "cfg" / "config.toml"
+        cfg = cfgmod.Config(
+            watches=[cfgmod.WatchSpec(path=str(d), stale_after=stale_after) for d in dirs],
+            notifications=cfgmod.NotificationSettings(**notes))
+        cfgmod.save(cfg, str(cfg_path))
+        qapp = QApplication.instance()
+        assert isinstance(qapp, QApplication)
+        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=tray)
+        apps.append(lw)
+        return lw
+
+    yield make
+    for lw in apps:
+        lw.finish_quit(release=True)
+        lw.dispose()
+
+
+def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any) -> None:
+    import core
+
+    path = lockdir / "lease.lock"
+    write_sema(path, pid=dead_pid(), age=30, ttl=2)
+    st = core.inspect(str(path))
+    assert st.state in (State.STALE, State.EXPIRED) and st.record is not None
+    lw = make_app([lockdir])
+    lock = lw.actions.reclaim(str(path), status=st)
+    assert lock.ttl == 2 and lw.actions.holds(str(path))
+    token = lock.token
+    first = core.inspect(str(path)).record
+    assert first is not None and first.acquired_at is not None
+    # two renewals (every 1.5 s) later the lock is still ours, held, and its time moved on
+    qtbot.waitUntil(lambda: lw.actions.renewals >= 2, timeout=20_000)
+    now = core.inspect(str(path))
+    assert now.state is State.HELD, now.reasons
+    assert now.record is not None and now.record.token == token
+    assert now.record.acquired_at is not None and now.record.acquired_at > first.acquired_at
+    lw.actions.release(str(path))
+    assert not path.exists()
+    qtbot.waitUntil(lambda: str(path) not in lw.actions.renewers, timeout=10_000)
