@@ -179,18 +179,19 @@ class LockActions(QObject):
         ttl = getattr(lock, "ttl", None)
         if lock is None or ttl is None:
             return
+        held: Any = lock  # narrowed, for the closures below
         self._stop_renewing(path)
         timer = QTimer(self)
         timer.setInterval(max(50, int(ttl * 750)))
 
         def renew() -> None:
-            if self.held.get(path) is not lock or not lock.is_held:
+            if self.held.get(path) is not held or not held.is_held:
                 self._stop_renewing(path)
                 return
 
             def work() -> None:
                 try:
-                    lock.refresh()
+                    held.refresh()
                     self.renewals += 1
                 except LockLost:
                     pass  # the inventory reports the loss (:meth:`lost`)
