@@ -179,30 +179,28 @@ class LockActions(QObject):
         ttl = getattr(lock, "ttl", None)
         if lock is None or ttl is None:
             return
-        held: Any = lock  # narrowed, for the closures below
         self._stop_renewing(path)
         timer = QTimer(self)
         timer.setInterval(max(50, int(ttl * 750)))
-
-        def renew() -> None:
-            if self.held.get(path) is not held or not held.is_held:
-                self._stop_renewing(path)
-                return
-
-            def work() -> None:
-                try:
-                    held.refresh()
-                    self.renewals += 1
-                except LockLost:
-                    pass  # the inventory reports the loss (:meth:`lost`)
-                except (LockError, OSError) as exc:
-                    log.warning("could not renew %s: %s", path, exc)
-
-            threading.Thread(target=work, name="lockwarden-renew", daemon=True).start()
-
-        timer.timeout.connect(renew)
+        timer.timeout.connect(functools.partial(self._renew, path, lock))
         self.renewers[path] = timer
         timer.start()
+
+    def _renew(self, path: str, lock: Any) -> None:
+        if not lock.is_held or self.held.get(path) is not lock:
+            self._stop_renewing(path)
+            return
+
+        def work() -> None:
+            try:
+                lock.refresh()
+                self.renewals += 1
+            except LockLost:
+                pass  # the inventory reports the loss (:meth:`lost`)
+            except (LockError, OSError) as exc:
+                log.warning("could not renew %s: %s", path, exc)
+
+        threading.Thread(target=work, name="lockwarden-renew", daemon=True).start()
 
     def _stop_renewing(self, path: str) -> None:
         timer = self.renewers.pop(path, None)
