@@ -187,13 +187,14 @@ class LockActions(QObject):
         timer.start()
 
     def _renew(self, path: str, lock: Any) -> None:
+        refresh = lock.refresh
         if not lock.is_held or self.held.get(path) is not lock:
             self._stop_renewing(path)
             return
 
         def work() -> None:
             try:
-                lock.refresh()
+                refresh()
                 self.renewals += 1
             except LockLost:
                 pass  # the inventory reports the loss (:meth:`lost`)
