@@ -374,10 +374,15 @@ class LockwardenApp(QObject):
 
     def apply_settings(self, config: Any, *, autostart_on: bool | None = None) -> None:
         """Save ``config`` (``core.config.save``) and apply it now: watched directories
-        (``Watcher.set_specs``), theme, notifications; set start at login if given."""
+        (``Watcher.set_specs``), theme, notifications; set start at login if given. A
+        ``config`` equal to the current one (warnings aside) is neither saved nor applied."""
         from core import config as cfgmod
 
         old = self.config
+        if replace(config, warnings=[]) == replace(old, warnings=[]):
+            # nothing changed (OK without edits): do not rewrite the user's file
+            self._apply_autostart(autostart_on)
+            return
         self.config = config
         if self.demo is None:
             try:
@@ -393,13 +398,17 @@ class LockwardenApp(QObject):
                 self.inventory.push([(p, None) for p in gone])
         if config.ui.theme != old.ui.theme:
             self.theme = apply_theme(self.qapp, config.ui.theme)
-        if autostart_on is not None:
-            try:
-                if autostart_on != autostart.is_enabled():
-                    autostart.set_enabled(autostart_on)
-            except OSError as exc:
-                self.show_error("Start at login", f"Could not change the login item: {exc}")
+        self._apply_autostart(autostart_on)
         self.window.update_status()
+
+    def _apply_autostart(self, autostart_on: bool | None) -> None:
+        if autostart_on is None:
+            return
+        try:
+            if autostart_on != autostart.is_enabled():
+                autostart.set_enabled(autostart_on)
+        except OSError as exc:
+            self.show_error("Start at login", f"Could not change the login item: {exc}")
 
     def set_notifications_paused(self, paused: bool) -> None:
         """Pause or resume notifications and remember it in the configuration."""

@@ -42,6 +42,8 @@ from app.qtcompat import emit
 from core.record import WRITABLE_FORMATS, LockStatus
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
+STALE_DECIMALS = 3
+"""Decimals of the stale limit (seconds) in Settings; an unchanged value is kept exactly."""
 
 
 def _human(seconds: float) -> str:
@@ -240,10 +242,12 @@ class SettingsDialog(QDialog):
         self.patterns = QLineEdit()
         self.patterns.setToolTip("File name patterns, separated by commas")
         self.stale = QDoubleSpinBox()
-        self.stale.setRange(1, 30 * 24 * 60)
-        self.stale.setDecimals(0)
-        self.stale.setSuffix(" min")
-        self.stale.setToolTip("A foreign lock whose holder is not alive is stale after this age")
+        self.stale.setRange(1, 30 * 24 * 3600)
+        self.stale.setDecimals(STALE_DECIMALS)
+        self.stale.setSingleStep(60)
+        self.stale.setSuffix(" s")
+        self.stale.setToolTip("A foreign lock whose holder is not alive is stale after this "
+                              "age, in seconds (3600 = 1 hour)")
         self.polling = QComboBox()
         self.polling.addItems(["auto", "on", "off"])
         self.polling.setToolTip("auto: poll network filesystems; on: always poll; off: events only")
@@ -342,7 +346,7 @@ class SettingsDialog(QDialog):
         self.path.setText(w.path)
         self.recursive.setChecked(w.recursive)
         self.patterns.setText(", ".join(w.patterns))
-        self.stale.setValue(round(w.stale_after / 60.0))
+        self.stale.setValue(w.stale_after)
         self.polling.setCurrentText(w.polling)
         self._loading = False
 
@@ -351,12 +355,19 @@ class SettingsDialog(QDialog):
         if self._loading or not 0 <= row < len(self._watches):
             return
         pats = [p.strip() for p in self.patterns.text().split(",") if p.strip()]
+        old = self._watches[row]
+        stale = float(self.stale.value())
+        if stale == round(old.stale_after, STALE_DECIMALS):
+            stale = old.stale_after  # shown rounded, unchanged: keep the exact value
+        patterns: Any = pats or list(DEFAULT_PATTERNS)
+        if patterns == list(old.patterns):
+            patterns = old.patterns  # unchanged: keep the very value (exact round trip)
         self._watches[row] = replace(
-            self._watches[row],
+            old,
             path=os.path.expanduser(self.path.text().strip()) or self._watches[row].path,
             recursive=self.recursive.isChecked(),
-            patterns=pats or list(DEFAULT_PATTERNS),
-            stale_after=float(self.stale.value()) * 60.0,
+            patterns=patterns,
+            stale_after=stale,
             polling=self.polling.currentText(),
         )
         item = self.list.item(row)

@@ -91,3 +91,20 @@ def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any)
     lw.actions.release(str(path))
     assert not path.exists()
     qtbot.waitUntil(lambda: str(path) not in lw.actions.renewers, timeout=10_000)
+
+
+def test_settings_ok_without_changes_keeps_the_file(make_app: Any, lockdir: Path) -> None:
+    lw = make_app([lockdir], stale_after=90.5)
+    cfg = Path(lw.config_path)
+    before = (cfg.read_bytes(), cfg.stat().st_mtime_ns)
+    dlg = lw.open_settings()
+    assert dlg.stale.value() == 90.5 and dlg.stale.suffix() == " s"
+    dlg.accept()
+    assert (cfg.read_bytes(), cfg.stat().st_mtime_ns) == before
+    assert lw.config.watches[0].stale_after == 90.5
+    # a real change is saved, to the second
+    dlg = lw.open_settings()
+    dlg.stale.setValue(45)
+    dlg.accept()
+    assert cfgmod.load(str(cfg)).watches[0].stale_after == 45.0
+    assert lw.config.watches[0].stale_after == 45.0
