@@ -21,7 +21,7 @@ from app import autostart
 from app.actions import ActionError, LockActions
 from app.dialogs import AcquireDialog, AuditDialog, SettingsDialog, force_dialog, reclaim_dialog
 from app.inventory import Inventory
-from app.model import LockFilterProxy, LockTableModel, is_attention
+from app.model import LockFilterProxy, LockTableModel, current_reasons, is_attention
 from app.qtcompat import GarbageCollector, emit
 from app.theme import apply_theme
 from app.tray import TrayController
@@ -240,6 +240,8 @@ class LockwardenApp(QObject):
                 self.lost_locks.append(path)
 
     def _status(self, path: str) -> LockStatus | None:
+        """The table's status of ``path`` (else a fresh inspection), with its reasons worded
+        for now (confirmations quote them)."""
         st = self.model.status_of(path)
         if st is None:
             import core
@@ -250,7 +252,8 @@ class LockwardenApp(QObject):
                 return None
             if st.state is State.FREE:
                 return None
-        return st
+            return st
+        return replace(st, reasons=current_reasons(st))
 
     def _run(self, fn: Any) -> None:
         """Run a lock operation in a worker thread (the GUI thread never waits on a network

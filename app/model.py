@@ -112,6 +112,40 @@ def _holder_changed(old: LockStatus, new: LockStatus) -> bool:
     return (a.token, a.pid, a.acquired_at) != (b.token, b.pid, b.acquired_at)
 
 
+def current_reasons(st: LockStatus, now: datetime | None = None) -> list[str]:
+    """The verdict's reasons as they read at ``now`` (default: the clock), for the detail pane
+    and the confirmations: the watcher does not resend a verdict whose only change is a number
+    ("held for 3m 12s"), so the time-dependent words are recomputed here with
+    :func:`core.policy.judge` from the record, the stored liveness and the liveness reasons
+    (the leading reasons of ``st`` that a judgement without them lacks). Falls back to
+    ``st.reasons`` when the state would differ (the watcher reports that change itself), for
+    records-less verdicts, or when the reasons cannot be split. Never raises."""
+    rec = st.record
+    if rec is None or st.error is not None or st.state in (State.UNREADABLE, State.WRITING):
+        return list(st.reasons)
+    try:
+        from core.policy import StalePolicy, judge
+
+        policy = StalePolicy(stale_after=st.stale_after)
+
+        def again(at: datetime, live: list[str]) -> LockStatus:
+            return judge(st.path, rec, file=st.file, liveness=st.liveness,
+                         liveness_reasons=live, policy=policy, now=at)
+
+        base = again(st.checked_at, [])
+        n = len(base.reasons)
+        if base.state is not st.state or list(st.reasons[len(st.reasons) - n:]) != \
+                list(base.reasons) or n > len(st.reasons):
+            return list(st.reasons)
+        live = list(st.reasons[: len(st.reasons) - n])
+        fresh = again(now or datetime.now(UTC), live)
+        if fresh.state is not st.state:
+            return list(st.reasons)
+        return list(fresh.reasons)
+    except Exception:  # a display nicety: never fail the pane for it
+        return list(st.reasons)
+
+
 def is_attention(state: State) -> bool:
     """True for the states the tray counts as "stale or expired"."""
     return state in (State.STALE, State.EXPIRED)

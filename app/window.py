@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import os
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
@@ -41,7 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.icons import app_icon
-from app.model import Col, is_attention
+from app.model import Col, current_reasons, human_duration, is_attention
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -109,8 +110,10 @@ class DetailPane(QWidget):
         self.status: LockStatus | None = None
         self.show_status(None)
 
-    def show_status(self, st: LockStatus | None, *, age: str = "", mine: bool = False) -> None:
-        """Show ``st`` (``None`` clears the pane). ``age`` is the formatted age text."""
+    def show_status(self, st: LockStatus | None, *, age: str = "", mine: bool = False,
+                    now: datetime | None = None) -> None:
+        """Show ``st`` (``None`` clears the pane). ``age`` is the formatted age text; ``now``
+        (aware UTC, default the clock) the moment the reasons are worded for."""
         self.status = st
         for lab in self.values.values():
             lab.setText("")
@@ -131,24 +134,48 @@ class DetailPane(QWidget):
             v["PID"].setText("" if rec.pid is None else str(rec.pid))
             v["Host"].setText(rec.host or "")
             v["Liveness"].setText(st.liveness.value)
-            if rec.acquired_at is not None:
-                v["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-                                      + (f" ({age} ago)" if age else ""))
+            self._set_acquired(age)
             exp = rec.effective_expiry()
             v["Expires"].setText(exp.strftime("%Y-%m-%d %H:%M:%S UTC") if exp else "never")
             v["TTL"].setText("" if rec.ttl is None else f"{rec.ttl:g} s")
             v["Tag"].setText(rec.tag or "")
             v["Token"].setText(rec.token or "")
-        reasons = list(st.reasons)
+        self._set_reasons(now)
+        self.raw.setPlainText(rec.raw if rec is not None else "")
+        if rec is None and st.state is State.UNREADABLE:
+            self.raw.setPlaceholderText("(not readable as a lock file)")
+
+
+    def _set_acquired(self, age: str) -> None:
+        st = self.status
+        rec = st.record if st is not None else None
+        if rec is None or rec.acquired_at is None:
+            return
+        self.values["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+                                        + (f" ({age} ago)" if age else ""))
+
+    def _set_reasons(self, now: datetime | None) -> None:
+        st = self.status
+        if st is None:
+            return
+        reasons = current_reasons(st, now)
         if st.error and st.error not in reasons:
             reasons.append(st.error)
         if not reasons:
             reasons = ["(no reasons given)"]
-        self.reasons.setText("<ul style='margin-left:-20px'>" + "".join(
-            f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>")
-        self.raw.setPlainText(rec.raw if rec is not None else "")
-        if rec is None and st.state is State.UNREADABLE:
-            self.raw.setPlaceholderText("(not readable as a lock file)")
+        text = "<ul style='margin-left:-20px'>" + "".join(
+            f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>"
+        if text != self.reasons.text():
+            self.reasons.setText(text)
+
+    def tick(self, *, age: str, now: datetime) -> None:
+        """Re-word the time-dependent texts ("Acquired … (3m ago)", "held for 3m 12s",
+        "expired 5s ago") for ``now`` without touching the rest (the raw file keeps its
+        scroll position and selection)."""
+        if self.status is None:
+            return
+        self._set_acquired(age)
+        self._set_reasons(now)
 
 
 class MainWindow(QMainWindow):
@@ -183,6 +210,7 @@ class MainWindow(QMainWindow):
         self.table.sortByColumn(int(Col.STATE), Qt.SortOrder.AscendingOrder)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         ctx.proxy.dataChanged.connect(self._proxy_data_changed)
+        ctx.model.ticked.connect(self._tick_detail)
         ctx.proxy.rowsInserted.connect(self._update_empty)
         ctx.proxy.rowsInserted.connect(self._select_first)
         self._auto_selected = False
@@ -405,10 +433,17 @@ class MainWindow(QMainWindow):
             return
         m = self.ctx.model
         age = m.age_seconds(st)
-        from app.model import human_duration
-
         self.detail.show_status(st, age=human_duration(age) if age is not None else "",
-                                mine=m.is_mine(st))
+                                mine=m.is_mine(st), now=m.now)
+
+    def _tick_detail(self) -> None:
+        """Each second: the selected lock's time-dependent texts follow the clock."""
+        st = self.detail.status
+        if st is None:
+            return
+        m = self.ctx.model
+        age = m.age_seconds(st)
+        self.detail.tick(age=human_duration(age) if age is not None else "", now=m.now)
 
     def _select_first(self, *_a: Any) -> None:
         """Select the first row once, when the first locks arrive, so that the detail pane

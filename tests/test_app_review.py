@@ -32,9 +32,11 @@ def dead_pid() -> int:
 
 
 def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
-               tag: str = "t") -> None:
-    """A sema lock file acquired ``age`` seconds ago by ``pid`` (spec 000 fields)."""
-    ts = int(time.time() - age)
+               tag: str = "t", ts: int | None = None) -> None:
+    """A sema lock file acquired ``age`` seconds ago (or at Unix time ``ts``) by ``pid``
+    (spec 000 fields)."""
+    if ts is None:
+        ts = int(time.time() - age)
     text = f"pid={pid}\ntimestamp={ts}\ntag={tag}\n"
     if ttl is not None:
         text += f"ttl={ttl:g}\n"
@@ -108,3 +110,53 @@ def test_settings_ok_without_changes_keeps_the_file(make_app: Any, lockdir: Path
     dlg.accept()
     assert cfgmod.load(str(cfg)).watches[0].stale_after == 45.0
     assert lw.config.watches[0].stale_after == 45.0
+
+
+def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: Path,
+                                                        qtbot: Any) -> None:
+    import subprocess
+
+    from app.model import current_reasons
+
+    holder = subprocess.Popen(["sleep", "120"])
+    try:
+        live = lockdir / "live.lock"
+        import psutil
+
+        # written just after the holder started (a PID older than its lock is "alive")
+        write_sema(live, pid=holder.pid, age=0,
+                   ts=int(psutil.Process(holder.pid).create_time() + 0.999))
+        gone = lockdir / "gone.lock"
+        write_sema(gone, pid=dead_pid(), age=20, ttl=3)
+        lw = make_app([lockdir])
+        lw.start(show_window=True)
+        qtbot.waitUntil(lambda: lw.model.status_of(str(live)) is not None
+                        and lw.model.status_of(str(gone)) is not None, timeout=20_000)
+        assert lw.window.select_path(str(live))
+        pane = lw.window.detail
+        qtbot.waitUntil(lambda: "held for" in pane.reasons.text(), timeout=20_000)
+        first_reasons = pane.reasons.text()
+        first_acquired = pane.values["Acquired"].text()
+        assert "held for" in first_reasons and "ago)" in first_acquired
+        # no new verdict arrives (only numbers change), yet the words follow the clock
+        qtbot.waitUntil(lambda: pane.reasons.text() != first_reasons
+                        and pane.values["Acquired"].text() != first_acquired, timeout=20_000)
+        assert pane.status is lw.model.status_of(str(live))
+        assert "held for" in pane.reasons.text()
+        stored = lw.model.status_of(str(live))
+        assert stored is not None and stored.reasons[0] in pane.reasons.text()  # liveness kept
+        # the reclaim confirmation quotes the reasons as they read when it opens
+        st = lw.model.status_of(str(gone))
+        assert st is not None and st.state is State.STALE
+        qtbot.waitUntil(lambda: current_reasons(st) != st.reasons, timeout=20_000)
+        before = current_reasons(st)
+        dlg = lw.open_reclaim(str(gone))
+        after = current_reasons(st)
+        assert dlg is not None
+        text = dlg.label.text()
+        assert any(r in text for r in before + after if "expired" in r), text
+        assert not any(r in text for r in st.reasons if "expired" in r), text
+        dlg.reject()
+    finally:
+        holder.kill()
+        holder.wait()
