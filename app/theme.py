@@ -56,9 +56,12 @@ QLineEdit, QPlainTextEdit {
 }
 QLineEdit { padding: 2px 4px; }
 QLineEdit:focus, QPlainTextEdit:focus { border-color: #4a90e2; }
+QBalloonTip QLabel { color: black; }
 """
 """Fusion draws checkbox frames and line-edit borders with ``window.darker()``, invisible on a
-dark window; this makes them visible in the dark theme only."""
+dark window; this makes them visible in the dark theme only. Qt's tray notification balloon
+(``QBalloonTip``, used where the desktop has no notification service) paints a light
+background of its own, so its labels keep black text in the dark theme."""
 
 
 def system_is_dark() -> bool:

@@ -199,3 +199,70 @@ def test_tray_icon_state_menu_and_reclaim(xtray, tmp_path, lockdir):
     assert steps["released"] == "True"
     ops = [e.operation for e in audit.read(str(lockdir))]
     assert ops[-2:] == ["reclaim", "release"]
+
+
+BALLOON_CHECK = r'''
+import sys, time
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QApplication, QLabel, QSystemTrayIcon
+
+app = QApplication([sys.argv[0]])
+from app.icons import app_icon
+from app.theme import apply_theme
+
+def wait_until(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        loop = QEventLoop()
+        QTimer.singleShot(50, loop.quit)
+        loop.exec()
+    return bool(pred())
+
+print("THEME", apply_theme(app, "dark"), flush=True)
+if not wait_until(QSystemTrayIcon.isSystemTrayAvailable, 15):
+    print("FAIL no tray", flush=True)
+    sys.exit(1)
+icon = QSystemTrayIcon(app_icon())
+icon.show()
+wait_until(lambda: not icon.geometry().isEmpty(), 10)
+icon.showMessage("Title here", "Body text line", QSystemTrayIcon.MessageIcon.Warning, 10000)
+
+def tip():
+    return [w for w in app.topLevelWidgets()
+            if w.metaObject().className() == "QBalloonTip" and w.isVisible()]
+
+if not wait_until(lambda: bool(tip()), 10):
+    print("FAIL no balloon", flush=True)
+    sys.exit(1)
+balloon = tip()[0]
+img = balloon.grab().toImage()
+labels = [(lab.text(), lab.geometry()) for lab in balloon.findChildren(QLabel)]
+print("LABELS", labels, flush=True)
+for text, g in labels:
+    if text in ("Title here", "Body text line"):
+        lum = sorted(QColor(img.pixel(x, y)).lightnessF()
+                     for x in range(g.x(), g.x() + g.width(), 2)
+                     for y in range(g.y(), g.y() + g.height(), 2))
+        bg = lum[len(lum) // 2]  # most of a label is background
+        ink = lum[0] if bg > 0.5 else lum[-1]
+        print("LABEL", repr(text), f"{bg:.2f}", f"{ink:.2f}", flush=True)
+'''
+
+
+def test_dark_theme_balloon_is_readable(xtray: str, tmp_path: Path) -> None:
+    """A tray notification balloon in the dark theme: its text contrasts with its own
+    (light) background (the review found white text on the balloon's pale yellow)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DISPLAY=xtray, QT_QPA_PLATFORM="xcb",
+               XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    out = subprocess.run([sys.executable, "-c", BALLOON_CHECK], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert "THEME dark" in out.stdout, out.stdout + out.stderr
+    labels = [line.split() for line in out.stdout.splitlines() if line.startswith("LABEL ")]
+    assert len(labels) == 2, out.stdout + out.stderr
+    for parts in labels:
+        bg, ink = float(parts[-2]), float(parts[-1])
+        assert abs(bg - ink) > 0.45, out.stdout
