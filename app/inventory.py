@@ -45,6 +45,8 @@ class Inventory(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._lock = threading.Lock()
+        self._specs_lock = threading.Lock()
+        self._specs_gen = 0
         self._pending: dict[str, LockStatus | None] = {}
         self._pending_dirs: list[Any] | None = None
         self._signalled = False
@@ -161,12 +163,31 @@ class Inventory(QObject):
         return self._watcher
 
     def set_specs(self, specs: list[Any]) -> None:
-        """Change the watched directories without restart (``Watcher.set_specs``)."""
-        if self._watcher is None:
+        """Change the watched directories without restart (``Watcher.set_specs``).
+
+        ``Watcher.set_specs`` scans the new directories and ``dir_status`` may wait on a
+        network filesystem, so both run in a worker thread (one change at a time; when changes
+        pile up, only the last one asked is applied); the results arrive through
+        :attr:`updated` and :attr:`dirsChanged`."""
+        w = self._watcher
+        if w is None:
             self.start(specs)
             return
-        self._watcher.set_specs(specs)
-        self.push_dirs(self._watcher.dir_status())
+
+        self._specs_gen += 1
+        gen = self._specs_gen
+
+        def run() -> None:
+            with self._specs_lock:
+                if self._watcher is not w or gen != self._specs_gen:
+                    return  # closed or replaced meanwhile, or a newer change follows
+                try:
+                    w.set_specs(specs)
+                    self.push_dirs(w.dir_status())
+                except RuntimeError:  # closed meanwhile, or the app is gone
+                    return
+
+        threading.Thread(target=run, name="lockwarden-set-specs", daemon=True).start()
 
     def rescan(self) -> None:
         """Ask the watcher for a full rescan (results arrive via :attr:`updated`)."""

@@ -160,3 +160,35 @@ def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: 
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_settings_change_scans_off_the_gui_thread(make_app: Any, lockdir: Path,
+                                                  tmp_path: Path, qtbot: Any) -> None:
+    import threading
+
+    lw = make_app([lockdir])
+    lw.start(show_window=False)
+    qtbot.waitUntil(lambda: lw.inventory.watcher is not None
+                    and len(lw.inventory.dirs) == 1, timeout=20_000)
+    other = tmp_path / "other"
+    other.mkdir()
+    write_sema(other / "b.lock", pid=dead_pid(), age=7200)
+    w = lw.inventory.watcher
+    threads: list[str] = []
+    real_set_specs, real_dir_status = w.set_specs, w.dir_status
+
+    def set_specs(specs: Any) -> Any:  # a spy: records the thread, then does the real work
+        threads.append(threading.current_thread().name)
+        return real_set_specs(specs)
+
+    def dir_status() -> Any:
+        threads.append(threading.current_thread().name)
+        return real_dir_status()
+
+    w.set_specs, w.dir_status = set_specs, dir_status
+    dlg = lw.open_settings()
+    dlg.add_directory(str(other))
+    dlg.accept()
+    qtbot.waitUntil(lambda: lw.model.status_of(str(other / "b.lock")) is not None
+                    and {d.path for d in lw.inventory.dirs} >= {str(other)}, timeout=20_000)
+    assert threads and threading.main_thread().name not in threads
