@@ -21,7 +21,7 @@ from app import autostart
 from app.actions import ActionError, LockActions
 from app.dialogs import AcquireDialog, AuditDialog, SettingsDialog, force_dialog, reclaim_dialog
 from app.inventory import Inventory
-from app.model import LockFilterProxy, LockTableModel, current_reasons, is_attention
+from app.model import LockFilterProxy, LockTableModel, current_reasons
 from app.qtcompat import GarbageCollector, emit
 from app.theme import apply_theme
 from app.tray import TrayController
@@ -301,9 +301,10 @@ class LockwardenApp(QObject):
         self._run(lambda: self.actions.release(path))
 
     def open_reclaim(self, path: str) -> QDialog | None:
-        """Reclaim: a light confirmation for a stale/expired lock, a forced-reclaim
-        confirmation with a reason otherwise. Returns the dialog (``None`` if the lock is
-        gone)."""
+        """Reclaim: a light confirmation for a stale lock, a forced-reclaim confirmation with
+        a reason otherwise -- also for an expired lock, whose holder is alive (issue 5
+        "Dialogs": breaking a live holder's lock is a forced decision). Returns the dialog
+        (``None`` if the lock is gone)."""
         st = self._status(path)
         if st is None:
             self.show_error("Nothing to reclaim", f"{path} is free now.")
@@ -312,7 +313,7 @@ class LockwardenApp(QObject):
             self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
                                               "does not change it.")
             return None
-        light = is_attention(st.state)
+        light = st.state is State.STALE
         dlg = reclaim_dialog(st, self.window) if light else force_dialog(
             st, reclaim=True, parent=self.window)
 

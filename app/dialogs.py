@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
-from core.record import WRITABLE_FORMATS, LockStatus
+from core.record import WRITABLE_FORMATS, LockStatus, State
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
 STALE_DECIMALS = 3
@@ -205,9 +205,13 @@ def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None
     name = os.path.basename(st.path)
     verb = "Force reclaim" if reclaim else "Force release"
     what = ("remove it and take it for Lockwarden" if reclaim else "delete the lock file")
+    expired = ""
+    if st.state is State.EXPIRED:
+        expired = ("Its lease has expired, but its holder is still alive and may still be "
+                   "working.\n\n")
     text = (f"{verb} {name}?\n\nHolder: {describe_holder(st)}\nPath: {st.path}\n\n"
-            f"This will {what}. If the holder is still working, two programs may then run "
-            "what the lock protects at the same time.")
+            f"{expired}This will {what}. If the holder is still working, two programs may "
+            "then run what the lock protects at the same time.")
     return ConfirmDialog(f"{verb}…", text, verb, ask_reason=True, parent=parent)
 
 

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.icons import app_icon
-from app.model import Col, current_reasons, human_duration, is_attention
+from app.model import Col, current_reasons, human_duration
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -377,7 +377,7 @@ class MainWindow(QMainWindow):
         self.act_force.setEnabled(bool(writable))
         self.act_open_folder.setEnabled(has)
         self.act_copy.setEnabled(has)
-        if st is not None and is_attention(st.state):
+        if st is not None and st.state is State.STALE:
             self.act_reclaim.setText("Reclaim")
         elif st is not None:
             self.act_reclaim.setText("Reclaim…")

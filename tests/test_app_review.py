@@ -192,3 +192,41 @@ def test_settings_change_scans_off_the_gui_thread(make_app: Any, lockdir: Path,
     qtbot.waitUntil(lambda: lw.model.status_of(str(other / "b.lock")) is not None
                     and {d.path for d in lw.inventory.dirs} >= {str(other)}, timeout=20_000)
     assert threads and threading.main_thread().name not in threads
+
+
+def test_expired_lock_of_a_live_holder_needs_a_forced_reclaim(make_app: Any, lockdir: Path,
+                                                             qtbot: Any) -> None:
+    import subprocess
+
+    import psutil
+
+    from core import audit
+
+    holder = subprocess.Popen(["sleep", "120"])
+    try:
+        path = lockdir / "lease.lock"
+        write_sema(path, pid=holder.pid, age=0, ttl=1,
+                   ts=int(psutil.Process(holder.pid).create_time() + 0.999))
+        lw = make_app([lockdir])
+        lw.start(show_window=True)
+
+        def expired() -> bool:
+            st = lw.model.status_of(str(path))
+            return st is not None and st.state is State.EXPIRED
+
+        qtbot.waitUntil(expired, timeout=20_000)
+        dlg = lw.open_reclaim(str(path))
+        assert dlg is not None and dlg.windowTitle() == "Force reclaim…"
+        assert "holder is still alive" in dlg.label.text()
+        assert dlg.ask_reason and not dlg.ok.isEnabled()
+        dlg.accept()  # refused without a reason
+        assert dlg.isVisible()
+        dlg.reason.setText("holder hung, checked by hand")
+        dlg.accept()
+        qtbot.waitUntil(lambda: lw.busy == 0 and lw.actions.holds(str(path)), timeout=20_000)
+        assert f"pid={os.getpid()}" in path.read_text()
+        entries = [e for e in audit.read(str(lockdir)) if e.operation == "reclaim"]
+        assert entries and "holder hung" in str(entries[-1].details)
+    finally:
+        holder.kill()
+        holder.wait()
