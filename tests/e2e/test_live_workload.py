@@ -253,16 +253,22 @@ class WatchStream:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            t = time.time()
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                self.garbage.append(raw)
-                continue
-            with self.cond:
-                self.lines.append((t, obj))
-                self.cond.notify_all()
+        try:
+            for raw in self.proc.stdout:
+                self._add(raw)
+        except (OSError, ValueError):  # the pipe was closed by the fixture after a failure
+            return
+
+    def _add(self, raw: str) -> None:
+        t = time.time()
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            self.garbage.append(raw)
+            return
+        with self.cond:
+            self.lines.append((t, obj))
+            self.cond.notify_all()
 
     def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float,
              what: str) -> tuple[float, dict[str, Any]]:
@@ -368,6 +374,9 @@ def procs() -> Iterator[list[subprocess.Popen[Any]]]:
         if p.poll() is None:
             p.kill()
             p.wait()
+        for pipe in (p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def marked_processes(mark: str) -> list[psutil.Process]:
