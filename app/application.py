@@ -79,6 +79,9 @@ class LockwardenApp(QObject):
         self.dialogs: list[QDialog] = []
         self.busy = 0
         self.lost_locks: list[str] = []
+        self.lost_now: set[str] = set()
+        """Paths found lost in the batch of transitions being handled (the tray does not
+        announce them as released)."""
         self.errorRaised.connect(self.show_error)
         self._opDone.connect(self._op_done)
 
@@ -226,6 +229,7 @@ class LockwardenApp(QObject):
 
     def _check_lost(self, trans: list[tuple[LockStatus | None, LockStatus | None]]) -> None:
         """Tell the user when a lock this app holds was removed or replaced by someone else."""
+        self.lost_now = set()
         for old, new in trans:
             if old is None:
                 continue
@@ -235,9 +239,10 @@ class LockwardenApp(QObject):
                 body = ("Someone removed this lock while Lockwarden held it." if new is None
                         else "Someone else replaced this lock while Lockwarden held it.")
                 if self.tray is not None:
-                    self.tray.notify(title, f"{body}\n{path}")
+                    self.tray.notify(title, f"{body}\n{path}", warning=True)
                 self.window.statusBar().showMessage(f"{title}: {body}", 15000)
                 self.lost_locks.append(path)
+                self.lost_now.add(path)
 
     def _status(self, path: str) -> LockStatus | None:
         """The table's status of ``path`` (else a fresh inspection), with its reasons worded

@@ -34,12 +34,16 @@ class Inventory(QObject):
     Signals (all emitted in the GUI thread):
         updated(list[tuple[str, LockStatus | None]]): merged lock updates, ``None`` = gone.
         dirsChanged(list[core.watch.DirStatus]): watched directories and their mode.
+        ready(): the first scan's inventory has been delivered (after its last
+            :attr:`updated`); :attr:`initial_done` is then True. Changes before it are what
+            was there at start, not events (the tray does not notify about them).
 
     ``_wake`` is the cross-thread signal: emitted from any thread, delivered queued.
     """
 
     updated = Signal(object)
     dirsChanged = Signal(object)
+    ready = Signal()
     _wake = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -49,6 +53,8 @@ class Inventory(QObject):
         self._specs_gen = 0
         self._pending: dict[str, LockStatus | None] = {}
         self._pending_dirs: list[Any] | None = None
+        self._pending_ready = False
+        self.initial_done = False
         self._signalled = False
         self._watcher: Any = None
         self.dirs: list[Any] = []
@@ -105,6 +111,9 @@ class Inventory(QObject):
                 pending, self._pending = self._pending, {}
                 self._signalled = False
             dirs, self._pending_dirs = self._pending_dirs, None
+            now_ready = self._pending_ready and not more
+            if now_ready:
+                self._pending_ready = False
         if more:
             self._big_batch = True
             QTimer.singleShot(0, self._drain)  # GUI thread: the rest on the next turn
@@ -120,6 +129,9 @@ class Inventory(QObject):
             emit(self.dirsChanged, dirs)
         if pending:
             emit(self.updated, list(pending.items()))
+        if now_ready and not self.initial_done:
+            self.initial_done = True
+            emit(self.ready)
 
     def flush(self) -> None:
         """Deliver everything queued now (GUI thread; used after an action and in tests)."""
@@ -151,6 +163,8 @@ class Inventory(QObject):
                 if self._watcher is not w:  # closed or replaced meanwhile
                     return
                 self.push((s.path, s) for s in w.snapshot())
+                with self._lock:
+                    self._pending_ready = True
                 self.push_dirs(w.dir_status())
             except RuntimeError:  # closed before it started, or the app is gone
                 return

@@ -104,7 +104,7 @@ def human_duration(seconds: float) -> str:
     return _hd(float(int(max(0.0, seconds))))
 
 
-def _holder_changed(old: LockStatus, new: LockStatus) -> bool:
+def holder_changed(old: LockStatus, new: LockStatus) -> bool:
     """True when the lock file now names another acquisition (token, PID or timestamp)."""
     a, b = old.record, new.record
     if a is None or b is None:
@@ -386,7 +386,7 @@ class LockTableModel(QAbstractTableModel):
                 removed.append(row)
                 trans.append((old, None))
                 continue
-            if old.state is not st.state or _holder_changed(old, st):
+            if old.state is not st.state or holder_changed(old, st):
                 trans.append((old, st))
             self._change_row(row, st)
         if removed:

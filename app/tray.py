@@ -16,7 +16,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from app.icons import app_icon, state_icon, tray_icon
-from app.model import is_attention
+from app.model import holder_changed, is_attention
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -63,6 +63,9 @@ class TrayController(QObject):
         self.paused = False
         self._notified: dict[str, State] = {}
         self.messages: list[tuple[str, str]] = []
+        self.message_icons: list[QSystemTrayIcon.MessageIcon] = []
+        self._dup_names: set[str] | None = None
+        ctx.model.countsChanged.connect(self._forget_names)
         self._refresh = QTimer(self)
         self._refresh.setSingleShot(True)
         self._refresh.setInterval(250)
@@ -77,6 +80,9 @@ class TrayController(QObject):
         self.act_pause.toggled.connect(self._set_paused)
         self.refresh()
         self.rebuild_menu()
+
+    def _forget_names(self) -> None:
+        self._dup_names = None
 
     def show(self) -> None:
         """Show the icon."""
@@ -171,8 +177,16 @@ class TrayController(QObject):
     # -- notifications ------------------------------------------------------------------------
 
     def _transitions(self, trans: list[tuple[LockStatus | None, LockStatus | None]]) -> None:
+        """Notifications for a batch of state/holder changes (issue 5 "Tray"): a lock became
+        stale or expired (once per lock, not per tick); a lock was acquired (a new lock or a
+        new holder, not a stale lock turning held again) or released, if asked. Nothing for
+        what the first scan found (it was there before the app started), and no "released"
+        for a lock of ours that was lost (the app says "Lost …" instead)."""
         n = self.ctx.config.notifications
-        messages: list[tuple[str, str]] = []
+        self._dup_names = None  # this batch may have added a lock of the same name
+        quiet = not self.ctx.inventory.initial_done
+        lost_now = self.ctx.lost_now
+        messages: list[tuple[str, str, bool]] = []  # title, body, is a warning
         for old, new in trans:
             if (new is None or not is_attention(new.state)) and old is not None:
                 self._notified.pop(old.path, None)
@@ -181,27 +195,51 @@ class TrayController(QObject):
                     continue
                 self._notified[new.path] = new.state
                 want = n.on_stale if new.state is State.STALE else n.on_expired
-                if want:
+                if want and not quiet:
                     why = "; ".join(new.reasons[:2])
                     messages.append((f"{os.path.basename(new.path)} is {new.state.value}",
-                                     why or new.path))
-            elif new is not None and new.state is State.HELD and \
-                    (old is None or old.state is not State.HELD) and n.on_acquire:
+                                     why or new.path, True))
+            elif quiet:
+                continue
+            elif new is not None and new.state is State.HELD and n.on_acquire and (
+                    old is None or old.record is None or holder_changed(old, new)):
                 who = holder_summary(new)
-                messages.append((f"{os.path.basename(new.path)} acquired", who or new.path))
-            elif new is None and old is not None and old.state is State.HELD and n.on_release:
-                messages.append((f"{os.path.basename(old.path)} released", old.path))
+                messages.append((f"{self.lock_title(new.path)} acquired", who or new.path,
+                                 False))
+            elif new is None and old is not None and old.state is State.HELD and \
+                    n.on_release and old.path not in lost_now:
+                messages.append((f"{self.lock_title(old.path)} released", old.path, False))
         if not messages or self.paused:
             return
         if len(messages) > 3:
             title = f"{len(messages)} lock changes"
-            body = "\n".join(t for t, _ in messages[:5])
-            messages = [(title, body)]
-        for title, body in messages:
-            self.notify(title, body)
+            body = "\n".join(t for t, _, _ in messages[:5])
+            messages = [(title, body, any(w for _, _, w in messages))]
+        for title, body, warn in messages:
+            self.notify(title, body, warning=warn)
 
-    def notify(self, title: str, body: str) -> None:
-        """Show a tray notification (recorded in :attr:`messages` for tests)."""
+    def notify(self, title: str, body: str, *, warning: bool = True) -> None:
+        """Show a tray notification (recorded in :attr:`messages` and its icon in
+        :attr:`message_icons`, for tests): the Warning icon for stale/expired/lost, the
+        Information icon (``warning=False``) for acquire/release."""
+        icon = (QSystemTrayIcon.MessageIcon.Warning if warning
+                else QSystemTrayIcon.MessageIcon.Information)
         self.messages.append((title, body))
+        self.message_icons.append(icon)
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
-            self.icon.showMessage(title, body, QSystemTrayIcon.MessageIcon.Warning, 8000)
+            self.icon.showMessage(title, body, icon, 8000)
+
+    def lock_title(self, path: str) -> str:
+        """A lock's name for menus and notifications: the file name, with its parent
+        directory when another listed lock has the same name ("build/x.lock")."""
+        name = os.path.basename(path)
+        if self._dup_names is None:
+            seen: dict[str, int] = {}
+            for s in self.ctx.model.statuses():
+                b = os.path.basename(s.path)
+                seen[b] = seen.get(b, 0) + 1
+            self._dup_names = {b for b, k in seen.items() if k > 1}
+        if name in self._dup_names:
+            parent = os.path.basename(os.path.dirname(path))
+            return f"{parent}/{name}" if parent else name
+        return name

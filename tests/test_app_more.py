@@ -103,6 +103,7 @@ def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     assert aggregate({State.HELD: 1}, [DirStatus(str(lockdir), "missing")]) == "problem"
 
     base = str(lockdir)
+    lw.inventory.initial_done = True  # as after the first scan: changes are events now
     held = [fake(f"{base}/h{i:02d}.lock", State.HELD, age=i) for i in range(20)]
     lw.inventory.push((s.path, s) for s in held)
     lw.inventory.flush()

@@ -230,3 +230,49 @@ def test_expired_lock_of_a_live_holder_needs_a_forced_reclaim(make_app: Any, loc
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_notifications_are_events_with_the_right_icons(make_app: Any, lockdir: Path,
+                                                       qtbot: Any) -> None:
+    from dataclasses import replace
+
+    from PySide6.QtWidgets import QSystemTrayIcon
+
+    import core
+
+    info, warn = QSystemTrayIcon.MessageIcon.Information, QSystemTrayIcon.MessageIcon.Warning
+    old_stale = lockdir / "old.lock"
+    write_sema(old_stale, pid=dead_pid(), age=7200)
+    lw = make_app([lockdir], tray=True, on_acquire=True, on_release=True)
+    tray = lw.tray
+    assert tray is not None
+    lw.start(show_window=False)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done
+                    and lw.model.status_of(str(old_stale)) is not None, timeout=20_000)
+    assert tray.messages == []  # what the first scan found is not news
+    # a lock going stale now: a warning
+    new_stale = lockdir / "new.lock"
+    write_sema(new_stale, pid=dead_pid(), age=7200)
+    qtbot.waitUntil(lambda: any(t == "new.lock is stale" for t, _ in tray.messages),
+                    timeout=20_000)
+    assert tray.message_icons[-1] is warn
+    n = len(tray.messages)
+    # a stale lock judged held again (same holder) is no "acquired"
+    st = lw.model.status_of(str(old_stale))
+    assert st is not None
+    lw.inventory.push([(st.path, replace(st, state=State.HELD, reasons=[]))])
+    lw.inventory.flush()
+    assert len(tray.messages) == n
+    # our own acquisition: "acquired", with the information icon
+    mine = lockdir / "mine.lock"
+    lw.actions.acquire(str(mine))
+    qtbot.waitUntil(lambda: any(t == "mine.lock acquired" for t, _ in tray.messages),
+                    timeout=20_000)
+    assert tray.message_icons[-1] is info
+    # someone else takes it away: "Lost", never followed by "released"
+    core.force_release(str(mine), reason="test")
+    qtbot.waitUntil(lambda: lw.lost_locks == [str(mine)], timeout=20_000)
+    lw.inventory.flush()
+    titles = [t for t, _ in tray.messages]
+    assert titles[-1] == "Lost mine.lock" and "mine.lock released" not in titles
+    assert tray.message_icons[-1] is warn
