@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPen, QPixmap
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QIcon, QPainter, QPen, QPixmap
 
 from core.record import State
 
@@ -94,24 +94,55 @@ def _tray_base(state: str, size: int) -> QPixmap:
     return _drawn_lock(STATE_COLORS.get(state, STATE_COLORS["problem"]), size)
 
 
+def badge_text(count: int, size: int) -> str:
+    """Badge glyphs for ``count`` at icon edge ``size`` px: the number; above 9 at panel sizes
+    (< 32 px) "9+", above 99 "99+", so the glyphs stay large enough to read."""
+    if size < 32 and count > 9:
+        return "9+"
+    return str(count) if count < 100 else "99+"
+
+
+def badge_geometry(text: str, size: int) -> tuple[QRectF, QFont, float]:
+    """Where the badge with ``text`` goes on a ``size`` px icon (lower right corner, at most
+    74% of the width so the padlock's colour stays visible), its font and ring width (px)."""
+    h = size * (0.6 if size < 32 else 0.52)
+    ring = 1.0 if size < 32 else size / 24
+    cap = size * 0.74
+    font = QFont()
+    font.setBold(True)
+    font.setPixelSize(max(7, round(h - 2.5 * ring)))
+    if len(text) > 1:
+        font.setStretch(QFont.Stretch.SemiCondensed)
+    fm = QFontMetricsF(font)
+    while font.pixelSize() > 7 and fm.horizontalAdvance(text) + 3 * ring > cap:
+        font.setPixelSize(font.pixelSize() - 1)
+        fm = QFontMetricsF(font)
+    w = min(cap, max(h, fm.horizontalAdvance(text) + 3 * ring + h * 0.25))
+    return QRectF(size - w, size - h, w, h), font, ring
+
+
 def tray_pixmap(state: str, badge: int = 0, size: int = 64) -> QPixmap:
     """Tray icon for an aggregate ``state`` (one of :data:`TRAY_STATES`) with a red count
-    ``badge`` (stale + expired locks) in the lower right corner when ``badge > 0``; counts
-    above 99 show as "99+". ``size`` is the pixmap edge in pixels."""
+    ``badge`` (stale + expired locks) in the lower right corner when ``badge > 0``
+    (:func:`badge_text`). The badge has a dark outer ring (and from 32 px a white inner one),
+    so it stands out from the red "problem" padlock and from light and dark panels alike.
+    ``size`` is the pixmap edge in pixels."""
     pm = QPixmap(_tray_base(state, size))
     if badge <= 0:
         return pm
-    text = str(badge) if badge < 100 else "99+"
+    text = badge_text(badge, size)
+    rect, font, ring = badge_geometry(text, size)
     p = QPainter(pm)
     p.setRenderHint(QPainter.RenderHint.Antialiasing)
-    d = size * (0.56 if len(text) < 3 else 0.7)
-    rect = QRectF(size - d, size - size * 0.56, d, size * 0.56)
-    p.setPen(QPen(QColor("#ffffff"), max(1.0, size / 32)))
-    p.setBrush(QColor("#c62828"))
-    p.drawRoundedRect(rect, rect.height() / 2, rect.height() / 2)
-    font = QFont()
-    font.setBold(True)
-    font.setPixelSize(int(size * (0.42 if len(text) == 1 else 0.34)))
+    p.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    p.setPen(Qt.PenStyle.NoPen)
+    layers = [("#1d1f21", 0.0), ("#ffffff", ring), ("#c62828", 2 * ring)]
+    if size < 32:  # panel sizes: no room for two rings; the dark one parts the colours
+        layers = [("#1d1f21", 0.0), ("#c62828", ring)]
+    for color, inset in layers:
+        r = rect.adjusted(inset, inset, -inset, -inset)
+        p.setBrush(QColor(color))
+        p.drawRoundedRect(r, r.height() / 2, r.height() / 2)
     p.setFont(font)
     p.setPen(QColor("#ffffff"))
     p.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), text)

@@ -276,3 +276,26 @@ def test_notifications_are_events_with_the_right_icons(make_app: Any, lockdir: P
     titles = [t for t, _ in tray.messages]
     assert titles[-1] == "Lost mine.lock" and "mine.lock released" not in titles
     assert tray.message_icons[-1] is warn
+
+
+@pytest.mark.parametrize("size", [22, 32, 64])
+@pytest.mark.parametrize("count", [2, 12])
+def test_tray_badge_stands_out_from_a_red_padlock(qtbot: Any, size: int, count: int) -> None:
+    from PySide6.QtGui import QColor
+
+    from app.icons import badge_geometry, badge_text, tray_pixmap
+
+    img = tray_pixmap("problem", count, size).toImage()
+    rect, font, _ring = badge_geometry(badge_text(count, size), size)
+    assert font.pixelSize() >= 7
+    x = int(rect.center().x())
+    col = [QColor(img.pixel(x, y)) for y in range(int(rect.top()), int(rect.bottom()))]
+    first_red = next(i for i, c in enumerate(col)
+                     if c.red() > 150 and c.green() < 80 and c.alpha() > 250)
+    light = [c.lightnessF() for c in col[:first_red]]
+    # from the red padlock down into the badge: a dark ring (then a white one from 32 px),
+    # then the red fill
+    assert light and min(light) < 0.3, light
+    if size >= 32:
+        assert max(light) > 0.8 and light.index(min(light)) < light.index(max(light)), light
+    assert badge_text(count, size) == (str(count) if size >= 32 or count < 10 else "9+")
