@@ -145,12 +145,39 @@ class TrayController(QObject):
         if len(locks) > MENU_LIMIT:
             more = menu.addAction(f"{len(locks) - MENU_LIMIT} more…")
             more.triggered.connect(c.show_window)
+        problems = self.problems_text()
+        if problems:
+            menu.addSeparator()
+            act = menu.addAction(state_icon("problem"), f"Problems: {problems} — Open…")
+            act.setToolTip("Show the problems in the Lockwarden window")
+            act.triggered.connect(self.open_problems)
         menu.addSeparator()
         menu.addAction("Open Lockwarden").triggered.connect(c.show_window)
         menu.addAction("Acquire lock…").triggered.connect(lambda: c.open_acquire(None))
         menu.addAction(self.act_pause)
         menu.addSeparator()
         menu.addAction("Quit").triggered.connect(c.request_quit)
+
+    def problems_text(self) -> str:
+        """What makes the tray red, in a few words ("2 unreadable, 1 directory missing"), or
+        "" when nothing does (see :func:`aggregate`)."""
+        parts = []
+        unreadable = self.ctx.model.counts().get(State.UNREADABLE, 0)
+        if unreadable:
+            parts.append(f"{unreadable} unreadable")
+        for mode, word in (("missing", "missing"), ("error", "failing")):
+            k = sum(1 for d in self.ctx.inventory.dirs if getattr(d, "mode", "") == mode)
+            if k:
+                parts.append(f"{k} {'directory' if k == 1 else 'directories'} {word}")
+        return ", ".join(parts)
+
+    def open_problems(self) -> None:
+        """Open the window showing the problems: unreadable locks filtered in the table, the
+        directories' modes in the status bar."""
+        c = self.ctx
+        c.show_window()
+        if c.model.counts().get(State.UNREADABLE, 0):
+            c.window.filter.setText("unreadable")
 
     def _lock_submenu(self, menu: QMenu, st: LockStatus) -> QMenu:
         c = self.ctx

@@ -299,3 +299,22 @@ def test_tray_badge_stands_out_from_a_red_padlock(qtbot: Any, size: int, count: 
     if size >= 32:
         assert max(light) > 0.8 and light.index(min(light)) < light.index(max(light)), light
     assert badge_text(count, size) == (str(count) if size >= 32 or count < 10 else "9+")
+
+
+def test_tray_menu_explains_the_problem_state(make_app: Any, lockdir: Path, tmp_path: Path,
+                                              qtbot: Any) -> None:
+    missing = tmp_path / "not-there"
+    (lockdir / "garbage.lock").write_bytes(b"\xff\xfe not a lock")
+    lw = make_app([lockdir, missing], tray=True)
+    tray = lw.tray
+    assert tray is not None
+    lw.start(show_window=False)
+    qtbot.waitUntil(lambda: tray.state == "problem" and lw.inventory.initial_done
+                    and len(lw.inventory.dirs) == 2
+                    and lw.model.counts().get(State.UNREADABLE, 0) == 1, timeout=20_000)
+    tray.rebuild_menu()
+    acts = [a for a in tray.menu.actions() if a.text().startswith("Problems:")]
+    assert [a.text() for a in acts] == ["Problems: 1 unreadable, 1 directory missing — Open…"]
+    acts[0].trigger()
+    assert lw.window.isVisible() and lw.window.filter.text() == "unreadable"
+    assert lw.proxy.rowCount() == 1
