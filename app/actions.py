@@ -35,6 +35,9 @@ class ActionError(Exception):
 
 def _explain(exc: BaseException, path: str) -> str:
     if isinstance(exc, LockHeld):
+        rec = exc.status.record if exc.status is not None else None
+        if rec is not None and rec.pid == os.getpid():
+            return f"{path} is already held by this Lockwarden."
         return f"{path} is held by someone else.\n\n{exc}"
     if isinstance(exc, LockLost):
         return f"{path} is no longer ours: it was removed, reclaimed or replaced.\n\n{exc}"
@@ -113,6 +116,8 @@ class LockActions(QObject):
         lock is held or the directory is not usable."""
         import core
 
+        if self.holds(path):
+            raise ActionError("Already held", f"{path} is already held by this Lockwarden.")
         lock = core.Lock(path, tag=tag or None, ttl=ttl, format=format,
                          auto_refresh=ttl is not None or format == "task-mcp")
         # task-mcp locks always carry a lease (the spec's default TTL when none is given), so

@@ -50,6 +50,7 @@ class LockwardenApp(QObject):
     quitRequested = Signal()
     errorRaised = Signal(str, str)
     _opDone = Signal()
+    _acquireDone = Signal(object, object, object)
 
     def __init__(
         self,
@@ -84,6 +85,8 @@ class LockwardenApp(QObject):
         announce them as released)."""
         self.errorRaised.connect(self.show_error)
         self._opDone.connect(self._op_done)
+        self._acquireDone.connect(self._acquire_done)
+        self.last_acquire_dir: str | None = None
 
         self.model = LockTableModel(self)
         self.proxy = LockFilterProxy(self)
@@ -288,18 +291,50 @@ class LockwardenApp(QObject):
         return [w.path for w in self.config.watches]
 
     def open_acquire(self, directory: str | None = None) -> AcquireDialog:
-        """Open the Acquire dialog; on accept acquire the lock, held by this process."""
+        """Open the Acquire dialog; its directory is ``directory``, else the one last used
+        for a successful acquire, else the first watched one. The lock is acquired in a
+        worker thread, held by this process; on failure the dialog stays open with the error
+        and the typed fields."""
         dirs = self.watched_dirs()
-        dlg = AcquireDialog(dirs, self.window, directory=directory or (dirs[0] if dirs else ""))
+        start = directory or self.last_acquire_dir or (dirs[0] if dirs else "")
+        dlg = AcquireDialog(dirs, self.window, directory=start)
 
-        def go() -> None:
-            v = dlg.values()
-            self._run(lambda: self.actions.acquire(v["path"], format=v["format"],
-                                                   tag=v["tag"], ttl=v["ttl"]))
+        def submit(v: dict[str, Any]) -> None:
+            self.busy += 1
 
-        dlg.accepted.connect(go)
+            def work() -> None:
+                err: str | None = None
+                try:
+                    self.actions.acquire(v["path"], format=v["format"], tag=v["tag"],
+                                         ttl=v["ttl"])
+                except ActionError as exc:
+                    err = str(exc)
+                except Exception as exc:  # never a traceback in the user's face
+                    err = f"{type(exc).__name__}: {exc}"
+                try:
+                    emit(self._acquireDone, dlg, v, err)
+                except RuntimeError:  # the app is gone
+                    pass
+
+            threading.Thread(target=work, name="lockwarden-acquire", daemon=True).start()
+
+        dlg.submit = submit
         self._open(dlg)
         return dlg
+
+    def _acquire_done(self, dlg: AcquireDialog, v: dict[str, Any], err: str | None) -> None:
+        self.busy -= 1
+        if err is None:
+            self.last_acquire_dir = os.path.dirname(v["path"])
+        if dlg not in self.dialogs:  # closed meanwhile
+            if err is not None:
+                self.show_error("Could not acquire the lock", err)
+            return
+        if err is None:
+            dlg.succeeded()
+        else:
+            self.last_error = ("Could not acquire the lock", err)
+            dlg.failed(err)
 
     def release(self, path: str) -> None:
         """Release a lock this app holds (errors shown)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -102,6 +103,10 @@ class AcquireDialog(QDialog):
         self.ttl.setSuffix(" s")
         self.ttl.setSpecialValueText("no TTL")
         self.ttl.setToolTip("Lease length in seconds; Lockwarden refreshes it at 75% while it runs")
+        self.ttl_note = QLabel()
+        self.ttl_note.setWordWrap(True)
+        self.ttl_note.hide()
+        self.format.currentTextChanged.connect(self._format_changed)
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #d23c3c;")
@@ -112,10 +117,15 @@ class AcquireDialog(QDialog):
         form.addRow("Format:", self.format)
         form.addRow("Tag:", self.tag)
         form.addRow("TTL:", self.ttl)
+        form.addRow("", self.ttl_note)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
         ok = buttons.button(QDialogButtonBox.StandardButton.Ok)
         ok.setText("Acquire")
+        self.ok = ok
+        self.submit: Callable[[dict[str, Any]], None] | None = None
+        """Set by the app: called with :meth:`values` on Acquire; the dialog then stays open
+        until :meth:`succeeded` closes it or :meth:`failed` shows the error (fields kept)."""
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
@@ -127,6 +137,20 @@ class AcquireDialog(QDialog):
         d = QFileDialog.getExistingDirectory(self, "Lock directory", self.directory.currentText())
         if d:
             self.directory.setCurrentText(d)
+
+    def _format_changed(self, fmt: str) -> None:
+        if fmt == "task-mcp":
+            from core.formats import taskmcp
+
+            default = taskmcp.default_ttl("local", "interactive")
+            self.ttl.setSpecialValueText(f"spec default ({default:g} s)")
+            self.ttl_note.setText(
+                f"Task MCP locks always carry a lease: with no TTL given, the spec's default "
+                f"of {_human(default)} applies (spec 004), renewed while Lockwarden runs.")
+            self.ttl_note.show()
+        else:
+            self.ttl.setSpecialValueText("no TTL")
+            self.ttl_note.hide()
 
     def values(self) -> dict[str, Any]:
         """``{"path", "format", "tag", "ttl"}``: path of the lock file, format name, tag or
@@ -153,13 +177,30 @@ class AcquireDialog(QDialog):
         return None
 
     def accept(self) -> None:
-        """Accept only valid fields; otherwise show what is wrong and stay open."""
+        """Accept only valid fields; otherwise show what is wrong and stay open. With
+        :attr:`submit` set, hand the values over and wait for the outcome, open."""
         problem = self.validate()
         if problem:
-            self.error.setText(problem)
-            self.error.show()
+            self.failed(problem)
             return
+        if self.submit is None:
+            super().accept()
+            return
+        self.error.hide()
+        self.ok.setEnabled(False)
+        self.ok.setText("Acquiring…")
+        self.submit(self.values())
+
+    def succeeded(self) -> None:
+        """The lock was acquired: close (``accepted``)."""
         super().accept()
+
+    def failed(self, message: str) -> None:
+        """Show ``message`` in the dialog and let the user correct the fields."""
+        self.error.setText(message)
+        self.error.show()
+        self.ok.setEnabled(True)
+        self.ok.setText("Acquire")
 
 
 class ConfirmDialog(QDialog):

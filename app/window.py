@@ -8,7 +8,6 @@ The window only presents; the operations live in :class:`app.application.Lockwar
 from __future__ import annotations
 
 import html
-import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -304,7 +303,7 @@ class MainWindow(QMainWindow):
 
     def _make_actions(self) -> None:
         c = self.ctx
-        self.act_acquire = self._action("Acquire…", lambda: c.open_acquire(self._cur_dir()),
+        self.act_acquire = self._action("Acquire…", lambda: c.open_acquire(None),
                                         QKeySequence.StandardKey.New,
                                         "Acquire a lock held by Lockwarden (Ctrl+N)")
         self.act_release = self._action("Release", lambda: self._with_current(c.release),
@@ -363,10 +362,6 @@ class MainWindow(QMainWindow):
         st = self.current_status()
         if st is not None:
             fn(st.path)
-
-    def _cur_dir(self) -> str | None:
-        st = self.current_status()
-        return os.path.dirname(st.path) if st is not None else None
 
     def _update_actions(self) -> None:
         st = self.current_status()

@@ -318,3 +318,63 @@ def test_tray_menu_explains_the_problem_state(make_app: Any, lockdir: Path, tmp_
     acts[0].trigger()
     assert lw.window.isVisible() and lw.window.filter.text() == "unreadable"
     assert lw.proxy.rowCount() == 1
+
+
+def test_acquire_dialog_defaults_errors_and_task_mcp(make_app: Any, lockdir: Path,
+                                                     tmp_path: Path, qtbot: Any) -> None:
+    import subprocess
+
+    import psutil
+
+    second = tmp_path / "second"
+    (second / "sub").mkdir(parents=True)
+    holder = subprocess.Popen(["sleep", "120"])
+    try:
+        write_sema(second / "sub" / "other.lock", pid=holder.pid, age=0,
+                   ts=int(psutil.Process(holder.pid).create_time() + 0.999))
+        busy = lockdir / "busy.lock"
+        write_sema(busy, pid=holder.pid, age=0,
+                   ts=int(psutil.Process(holder.pid).create_time() + 0.999))
+        lw = make_app([lockdir, second])
+        lw.config = cfgmod.Config(watches=[
+            cfgmod.WatchSpec(path=str(lockdir)), cfgmod.WatchSpec(path=str(second),
+                                                                  recursive=True)])
+        lw.start(show_window=True)
+        other = str(second / "sub" / "other.lock")
+        qtbot.waitUntil(lambda: lw.model.status_of(other) is not None
+                        and lw.model.status_of(str(busy)) is not None, timeout=20_000)
+        assert lw.window.select_path(other)
+        # the selected row's subdirectory is not the default: the first watched one is
+        lw.window.act_acquire.trigger()
+        dlg = lw.dialogs[-1]
+        assert dlg.directory.currentText() == str(lockdir)
+        # a failure keeps the dialog open with the error and the typed fields
+        dlg.name.setText("busy.lock")
+        dlg.tag.setText("keep me")
+        dlg.accept()
+        qtbot.waitUntil(lambda: lw.busy == 0 and dlg.error.isVisibleTo(dlg), timeout=20_000)
+        assert dlg in lw.dialogs and dlg.isVisible()
+        assert "held by someone else" in dlg.error.text()
+        assert dlg.tag.text() == "keep me" and dlg.ok.isEnabled()
+        # success closes it; the same lock again is "already held by this Lockwarden"
+        dlg.name.setText("mine.lock")
+        dlg.accept()
+        qtbot.waitUntil(lambda: lw.busy == 0 and dlg not in lw.dialogs, timeout=20_000)
+        assert lw.actions.holds(str(lockdir / "mine.lock"))
+        dlg = lw.open_acquire()
+        assert dlg.directory.currentText() == str(lockdir)
+        dlg.name.setText("mine.lock")
+        dlg.accept()
+        qtbot.waitUntil(lambda: lw.busy == 0 and dlg.error.isVisibleTo(dlg), timeout=20_000)
+        assert "already held by this Lockwarden" in dlg.error.text()
+        assert "someone else" not in dlg.error.text()
+        # task-mcp: "no TTL" means the spec's default lease
+        dlg.format.setCurrentText("task-mcp")
+        assert dlg.ttl.value() == 0 and "spec default" in dlg.ttl.specialValueText()
+        assert dlg.ttl_note.isVisibleTo(dlg) and "default" in dlg.ttl_note.text()
+        dlg.format.setCurrentText("sema")
+        assert dlg.ttl.specialValueText() == "no TTL" and not dlg.ttl_note.isVisibleTo(dlg)
+        dlg.reject()
+    finally:
+        holder.kill()
+        holder.wait()
