@@ -132,8 +132,10 @@ class TrayController(QObject):
 
     def rebuild_menu(self) -> None:
         """Fill the menu: locks with their submenus (at most :data:`MENU_LIMIT`, then
-        "N more…"), then "Open Lockwarden", "Acquire lock…", "Pause notifications", "Quit"."""
+        "N more…"; a name two listed locks share gets its parent directory), then
+        "Open Lockwarden", "Acquire lock…", "Pause notifications", "Quit"."""
         menu = self.menu
+        self._dup_names = None
         menu.clear()
         c = self.ctx
         locks = self.menu_locks()
@@ -185,7 +187,7 @@ class TrayController(QObject):
         who = ""
         if rec is not None:
             who = rec.holder or (f"PID {rec.pid}" if rec.pid is not None else "")
-        title = f"{os.path.basename(st.path)} — {st.state.value}" + (f" ({who})" if who else "")
+        title = f"{self.lock_title(st.path)} — {st.state.value}" + (f" ({who})" if who else "")
         sub = menu.addMenu(state_icon(st.state.value), title)
         sub.setToolTip(st.path)
         path = st.path

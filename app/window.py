@@ -34,6 +34,8 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QScrollArea,
     QSplitter,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableView,
     QToolBar,
     QVBoxLayout,
@@ -177,6 +179,16 @@ class DetailPane(QWidget):
         self._set_reasons(now)
 
 
+class ElideMiddleDelegate(QStyledItemDelegate):
+    """Elides a cell's text in the middle ("/home/…/build/a"): for directories, whose
+    distinguishing part is often at the end (issue 5 "Main window")."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: Any) -> None:
+        """Qt hook: the default options, with middle elision."""
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
+
+
 class MainWindow(QMainWindow):
     """Lock table, filter box, quick filters, detail pane, actions, status bar."""
 
@@ -206,6 +218,8 @@ class MainWindow(QMainWindow):
         hh.setSortIndicatorShown(True)
         for col, w in DEFAULT_WIDTHS.items():
             self.table.setColumnWidth(int(col), w)
+        self._elide_middle = ElideMiddleDelegate(self.table)
+        self.table.setItemDelegateForColumn(int(Col.DIRECTORY), self._elide_middle)
         self.table.sortByColumn(int(Col.STATE), Qt.SortOrder.AscendingOrder)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         ctx.proxy.dataChanged.connect(self._proxy_data_changed)

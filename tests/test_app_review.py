@@ -378,3 +378,32 @@ def test_acquire_dialog_defaults_errors_and_task_mcp(make_app: Any, lockdir: Pat
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_same_name_in_two_directories(make_app: Any, lockdir: Path, tmp_path: Path,
+                                      qtbot: Any) -> None:
+    from PySide6.QtCore import Qt
+
+    from app.model import Col
+
+    a = tmp_path / "projects" / "alpha" / "build"
+    b = tmp_path / "projects" / "beta" / "build2"
+    for d in (a, b):
+        d.mkdir(parents=True)
+        write_sema(d / "x.lock", pid=dead_pid(), age=7200)
+    lw = make_app([a, b], tray=True)
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.model.rowCount() == 2, timeout=20_000)
+    delegate = lw.window.table.itemDelegateForColumn(int(Col.DIRECTORY))
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    opt = QStyleOptionViewItem()
+    delegate.initStyleOption(opt, lw.proxy.index(0, int(Col.DIRECTORY)))
+    assert opt.textElideMode == Qt.TextElideMode.ElideMiddle
+    assert lw.window.table.textElideMode() == Qt.TextElideMode.ElideRight  # others unchanged
+    tray = lw.tray
+    assert tray is not None
+    tray.rebuild_menu()
+    titles = sorted(x.text().split(" — ")[0] for x in tray.menu.actions()
+                    if x.menu() is not None)
+    assert titles == ["build/x.lock", "build2/x.lock"]
