@@ -8,8 +8,9 @@ Rules (DESIGN.md "GUI", issue 5 "Main window"):
   reset after the first fill.
 - Ages and expiry countdowns tick once a second: a timer emits ``dataChanged`` for the age and
   expires columns only.
-- :data:`SORT_ROLE` gives each cell a sort key of a real type (ages and countdowns as float
-  seconds, PIDs as ints), so the proxy sorts durations as durations and stays in C++.
+- :data:`SORT_ROLE` gives each cell a string sort key ordering like its real type (ages and
+  countdowns as times, PIDs as numbers) with the path as tie-break, so the proxy sorts
+  durations as durations, keeps equal rows in a stable order and stays in C++.
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ HEADERS: dict[Col, str] = {
 STATUS_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 """Role returning the row's :class:`~core.record.LockStatus` (any column)."""
 SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
-"""Role returning the cell's sort key: ``str`` (lower case), ``int`` or ``float``. The keys do
-not depend on the clock, so they are computed once per change: age sorts by minus the Unix
-time the age counts from (a larger age is an earlier time), expires by the expiry's Unix
-time; both order exactly like the durations shown."""
+"""Role returning the cell's sort key, a ``str`` ordering like the column's real type, then
+the lock path as a tie-break (see :meth:`LockTableModel._sort_key`). The keys do not depend
+on the clock, so they are computed once per change: age sorts by the Unix time the age counts
+from (reversed: a larger age is an earlier time), expires by the expiry's Unix time; both
+order exactly like the durations shown."""
 FILTER_ROLE = int(Qt.ItemDataRole.UserRole) + 3
 """The proxy's filter role. No cell answers it: :class:`LockFilterProxy` filters in Python on
 whole rows, and a ``dataChanged`` whose roles omit it and :data:`SORT_ROLE` (the age tick) is
@@ -90,8 +92,12 @@ STATE_ORDER: dict[State, int] = {
     State.FREE: 5,
 }
 
-_NO_AGE = -1e18  # sort key of an absent age (sorts first ascending)
-_NO_EXPIRY = 1e18  # sort key of "never expires" (sorts last ascending)
+_TIME_SPAN = 1e12  # Unix seconds beyond any lock's time (year 33658); keeps keys positive
+
+
+def _fixed(seconds: float) -> str:
+    """A non-negative time as a fixed-width string that sorts like the number (µs)."""
+    return f"{min(max(seconds, 0.0), 2 * _TIME_SPAN):021.6f}"
 
 Update = tuple[str, LockStatus | None]
 """One update: (lock path, new status or ``None`` when the lock disappeared)."""
@@ -326,19 +332,27 @@ class LockTableModel(QAbstractTableModel):
             return rec.tag or "" if rec else ""
         return ""
 
-    def _sort_key(self, st: LockStatus, col: Col) -> Any:
+    def _sort_key(self, st: LockStatus, col: Col) -> str:
+        """The cell's sort key: a string that orders like the column's real type (state
+        rank, PID as a number, age/expiry as times) followed by the lock path, so rows whose
+        values are equal keep a stable order instead of jumping when one of them changes
+        (Qt re-inserts a changed row at the edge of its equal range). Strings compare in
+        C++, so sorting never calls Python."""
         rec = st.record
         if col == Col.STATE:
-            return STATE_ORDER.get(st.state, 9)
-        if col == Col.PID:
-            return rec.pid if rec and rec.pid is not None else -1
-        if col == Col.AGE:
+            key = str(STATE_ORDER.get(st.state, 9))
+        elif col == Col.PID:
+            key = f"{(rec.pid if rec and rec.pid is not None else -1) + 1:012d}"
+        elif col == Col.AGE:
             base = self._base_time(st)
-            return _NO_AGE if base is None else -base
-        if col == Col.EXPIRES:
+            # a larger age is an earlier time; no age sorts first ("!" < digits)
+            key = "!" if base is None else _fixed(_TIME_SPAN - base)
+        elif col == Col.EXPIRES:
             exp = self._expiry(st)
-            return _NO_EXPIRY if exp is None else exp
-        return self._display(st, col).lower()
+            key = "~" if exp is None else _fixed(exp)  # never expires: last ("~" > digits)
+        else:
+            key = self._display(st, col).lower()
+        return key + "\x00" + st.path
 
     def _sort_keys(self, st: LockStatus) -> tuple[Any, ...]:
         return tuple(self._sort_key(st, c) for c in Col)

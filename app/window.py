@@ -8,6 +8,8 @@ The window only presents; the operations live in :class:`app.application.Lockwar
 from __future__ import annotations
 
 import html
+import os
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +45,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.icons import app_icon
-from app.model import Col, current_reasons, human_duration
+from app.model import STATUS_ROLE, Col, current_reasons, human_duration
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -179,6 +181,27 @@ class DetailPane(QWidget):
         self._set_reasons(now)
 
 
+class LockTable(QTableView):
+    """The lock table. Qt's single-selection view selects a neighbour when the selected row
+    is removed; here the selection is cleared instead and :attr:`selected_removed` is called
+    with the removed lock's path (a lock must never be swapped under the user's cursor)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.selected_removed: Callable[[str], None] | None = None
+
+    def rowsAboutToBeRemoved(self, parent: Any, start: int, end: int) -> None:
+        """Qt hook: clear the selection first when it is among the removed rows."""
+        sm = self.selectionModel()
+        rows = sm.selectedRows() if sm is not None else []
+        if rows and start <= rows[0].row() <= end and not parent.isValid():
+            value = rows[0].data(STATUS_ROLE)
+            sm.clear()
+            if isinstance(value, LockStatus) and self.selected_removed is not None:
+                self.selected_removed(value.path)
+        super().rowsAboutToBeRemoved(parent, start, end)
+
+
 class ElideMiddleDelegate(QStyledItemDelegate):
     """Elides a cell's text in the middle ("/home/…/build/a"): for directories, whose
     distinguishing part is often at the end (issue 5 "Main window")."""
@@ -200,7 +223,8 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(app_icon())
         self.resize(1100, 680)
 
-        self.table = QTableView()
+        self.table = LockTable()
+        self.table.selected_removed = self._selected_removed
         self.table.setModel(ctx.proxy)
         self.table.setSortingEnabled(True)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -351,14 +375,23 @@ class MainWindow(QMainWindow):
         self.filter.selectAll()
 
     def current_status(self) -> LockStatus | None:
-        """Status of the selected row, or ``None``."""
-        idx = self.table.selectionModel().currentIndex()
+        """Status of the selected row, or ``None`` (the current index alone does not count:
+        Qt moves it to a neighbour when the selected row disappears)."""
         rows = self.table.selectionModel().selectedRows()
-        if rows:
-            idx = rows[0]
-        if not idx.isValid():
+        if not rows:
             return None
-        return self.ctx.proxy.status_at(idx.row())
+        return self.ctx.proxy.status_at(rows[0].row())
+
+    def _selected_removed(self, path: str) -> None:
+        """The selected lock left the list (released, removed or filtered out): say so in
+        the detail pane; nothing else is selected in its place."""
+        self.detail.show_status(None)
+        row = self.ctx.model.row_of(path)
+        why = ("it is hidden by the filter" if row is not None
+               else "it was released or removed")
+        self.detail.reasons.setText(
+            f"{html.escape(os.path.basename(path))} is no longer in the list: {why}.")
+        self._update_actions()
 
     def select_path(self, path: str) -> bool:
         """Select the row of ``path``; False when it is not visible."""

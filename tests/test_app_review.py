@@ -407,3 +407,45 @@ def test_same_name_in_two_directories(make_app: Any, lockdir: Path, tmp_path: Pa
     titles = sorted(x.text().split(" — ")[0] for x in tray.menu.actions()
                     if x.menu() is not None)
     assert titles == ["build/x.lock", "build2/x.lock"]
+
+
+def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir: Path,
+                                                         qtbot: Any) -> None:
+    from dataclasses import replace
+
+    from PySide6.QtCore import Qt
+
+    from app.model import Col
+
+    paths = [str(lockdir / f"{n}.lock") for n in ("c", "a", "d", "b")]
+    for p in paths:
+        write_sema(Path(p), pid=dead_pid(), age=7200)
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.model.rowCount() == 4 and lw.inventory.initial_done,
+                    timeout=20_000)
+    lw.window.table.sortByColumn(int(Col.STATE), Qt.SortOrder.AscendingOrder)
+
+    def order() -> list[str]:
+        out = []
+        for r in range(lw.proxy.rowCount()):
+            st = lw.proxy.status_at(r)
+            assert st is not None
+            out.append(st.path)
+        return out
+
+    assert order() == sorted(paths)  # equal states: by path
+    # a row whose reasons change (same state) stays where it is
+    st = lw.model.status_of(paths[1])
+    assert st is not None
+    lw.inventory.push([(st.path, replace(st, reasons=[*st.reasons, "re-checked"]))])
+    lw.inventory.flush()
+    assert order() == sorted(paths)
+    # the selected lock disappears: nothing else gets selected behind the user's back
+    assert lw.window.select_path(paths[1])
+    lw.inventory.push([(paths[1], None)])
+    lw.inventory.flush()
+    assert lw.window.current_status() is None
+    assert lw.window.detail.status is None
+    assert "a.lock is no longer in the list" in lw.window.detail.reasons.text()
+    assert not lw.window.act_force.isEnabled()
