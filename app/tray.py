@@ -70,8 +70,8 @@ class TrayController(QObject):
         self._refresh.setSingleShot(True)
         self._refresh.setInterval(250)
         self._refresh.timeout.connect(self.refresh)
-        ctx.model.countsChanged.connect(self._refresh.start)
-        ctx.inventory.dirsChanged.connect(lambda _d: self._refresh.start())
+        ctx.model.countsChanged.connect(self._schedule_refresh)
+        ctx.inventory.dirsChanged.connect(lambda _d: self._schedule_refresh())
         ctx.model.transitions.connect(self._transitions)
         self.act_pause = QAction("Pause notifications", self)
         self.act_pause.setCheckable(True)
@@ -80,6 +80,13 @@ class TrayController(QObject):
         self.act_pause.toggled.connect(self._set_paused)
         self.refresh()
         self.rebuild_menu()
+
+    def _schedule_refresh(self) -> None:
+        """Refresh at most every 250 ms while changes keep coming: a running timer is left
+        alone, never restarted (restarting it on each change starved the icon under steady
+        churn; qutebrowser's ``misc/throttle.py`` pattern)."""
+        if not self._refresh.isActive():
+            self._refresh.start()
 
     def _forget_names(self) -> None:
         self._dup_names = None
