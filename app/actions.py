@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.qtcompat import emit
-from core.errors import LockError, LockHeld, LockLost, NotStale
+from core.errors import LockError, LockHeld, LockLost, NotStale, UnreadableError
 from core.record import LockStatus
 
 log = logging.getLogger(__name__)
@@ -33,24 +33,41 @@ class ActionError(Exception):
         super().__init__(message)
 
 
+def _detail(exc: BaseException, path: str) -> str:
+    """The engine's message without the path the sentence before it already names."""
+    if isinstance(exc, UnreadableError):
+        return exc.reason
+    if isinstance(exc, OSError) and not isinstance(exc, LockError):
+        return str(exc.strerror or exc)
+    text = str(exc)
+    for prefix in (f"{path}: ", f"{path} "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text.replace(path, os.path.basename(path))
+
+
 def _explain(exc: BaseException, path: str) -> str:
+    """A message for people about ``exc`` on ``path``, naming the path once."""
+    detail = _detail(exc, path)
     if isinstance(exc, LockHeld):
         rec = exc.status.record if exc.status is not None else None
         if rec is not None and rec.pid == os.getpid():
             return f"{path} is already held by this Lockwarden."
-        return f"{path} is held by someone else.\n\n{exc}"
+        return f"{path} is held by someone else.\n\n{detail}"
     if isinstance(exc, LockLost):
-        return f"{path} is no longer ours: it was removed, reclaimed or replaced.\n\n{exc}"
+        return f"{path} is no longer ours: it was removed, reclaimed or replaced.\n\n{detail}"
     if isinstance(exc, NotStale):
-        return f"{path} is not stale, so it was not reclaimed.\n\n{exc}"
+        return f"{path} is not stale, so it was not reclaimed.\n\n{detail}"
+    if isinstance(exc, UnreadableError):
+        return f"{path} {detail}."
     if isinstance(exc, PermissionError):
-        return f"Permission denied for {path}.\n\n{exc.strerror or exc}"
+        return f"Permission denied for {path}."
     if isinstance(exc, FileNotFoundError):
         where = os.path.dirname(path) or path
-        return f"{where} does not exist (any more).\n\n{exc.strerror or exc}"
+        return f"{where} does not exist (any more)."
     if isinstance(exc, OSError):
-        return f"{path}: {exc.strerror or exc}"
-    return str(exc)
+        return f"{path}: {detail}"
+    return f"{path}: {detail}"
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -21,7 +21,7 @@ from app import autostart
 from app.actions import ActionError, LockActions
 from app.dialogs import AcquireDialog, AuditDialog, SettingsDialog, force_dialog, reclaim_dialog
 from app.inventory import Inventory
-from app.model import LockFilterProxy, LockTableModel, current_reasons
+from app.model import LockFilterProxy, LockTableModel, current_reasons, not_a_lock_file
 from app.qtcompat import GarbageCollector, emit
 from app.theme import apply_theme
 from app.tray import TrayController
@@ -353,6 +353,10 @@ class LockwardenApp(QObject):
             self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
                                               "does not change it.")
             return None
+        if not_a_lock_file(st):
+            self.show_error("Not a lock file", f"{path} {st.error}; Lockwarden does not "
+                                               "touch it.")
+            return None
         light = st.state is State.STALE
         dlg = reclaim_dialog(st, self.window) if light else force_dialog(
             st, reclaim=True, parent=self.window)
@@ -375,6 +379,10 @@ class LockwardenApp(QObject):
         if st.read_only:
             self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
                                               "does not change it.")
+            return None
+        if not_a_lock_file(st):
+            self.show_error("Not a lock file", f"{path} {st.error}; Lockwarden does not "
+                                               "touch it.")
             return None
         dlg = force_dialog(st, reclaim=False, parent=self.window)
 

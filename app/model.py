@@ -152,6 +152,15 @@ def current_reasons(st: LockStatus, now: datetime | None = None) -> list[str]:
         return list(st.reasons)
 
 
+def not_a_lock_file(st: LockStatus) -> bool:
+    """True when the path is a symlink, FIFO, socket, device or directory
+    (:func:`core.fsutil.read_lock_file` refused it without opening it): Lockwarden offers
+    neither Reclaim nor Force release for what is not a lock file."""
+    err = st.error or ""
+    return st.state is State.UNREADABLE and st.file is None and (
+        err.endswith(", not a lock file") or "links are never followed" in err)
+
+
 def is_attention(state: State) -> bool:
     """True for the states the tray counts as "stale or expired"."""
     return state in (State.STALE, State.EXPIRED)

@@ -16,7 +16,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from app.icons import app_icon, state_icon, tray_icon
-from app.model import holder_changed, is_attention
+from app.model import holder_changed, is_attention, not_a_lock_file
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ class TrayController(QObject):
         path = st.path
         if c.actions.holds(path):
             sub.addAction("Release").triggered.connect(lambda: c.release(path))
-        if not st.read_only:
+        if not st.read_only and not not_a_lock_file(st):
             if is_attention(st.state):
                 sub.addAction("Reclaim").triggered.connect(lambda: c.open_reclaim(path))
             sub.addAction("Force release…").triggered.connect(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import os
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from PySide6.QtCore import (
     QSettings,
     Qt,
     QTimer,
+    Signal,
 )
 from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import (
@@ -45,7 +47,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.icons import app_icon
-from app.model import STATUS_ROLE, Col, current_reasons, human_duration
+from app.model import STATUS_ROLE, Col, current_reasons, human_duration, not_a_lock_file
+from app.qtcompat import emit
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -56,8 +59,27 @@ DEFAULT_WIDTHS = {Col.STATE: 100, Col.LOCK: 150, Col.DIRECTORY: 190, Col.FORMAT:
                   Col.EXPIRES: 100, Col.TAG: 100}
 
 
+RAW_LIMIT = 64 * 1024
+"""At most this many bytes of an unreadable lock file are shown (bytes, 64 KiB)."""
+
+
+def escaped_text(data: bytes) -> str:
+    """``data`` as text for the raw pane: UTF-8 where it decodes, other bytes as ``\\xNN``,
+    control characters other than newline and tab as ``\\xNN`` too."""
+    text = data.decode("utf-8", errors="backslashreplace")
+    return "".join(c if c in "\n\t" or (ord(c) >= 32 and ord(c) != 127)
+                   else f"\\x{ord(c):02x}" for c in text)
+
+
 class DetailPane(QWidget):
-    """Parsed fields, the verdict's reasons in plain words and the raw file (monospace)."""
+    """Parsed fields, the verdict's reasons in plain words and the raw file (monospace).
+
+    For an unreadable lock the raw file is read in a worker thread with
+    :func:`core.fsutil.read_lock_file` (symlinks, FIFOs, devices and directories are never
+    opened; at most :data:`RAW_LIMIT` bytes) and shown escaped; ``rawLoaded(path, text,
+    placeholder)`` brings it back to the GUI thread."""
+
+    rawLoaded = Signal(str, str, str)
 
     FIELDS = ("Path", "State", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
               "Expires", "TTL", "Tag", "Token")
@@ -111,6 +133,7 @@ class DetailPane(QWidget):
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(split)
         self.status: LockStatus | None = None
+        self.rawLoaded.connect(self._raw_loaded)
         self.show_status(None)
 
     def show_status(self, st: LockStatus | None, *, age: str = "", mine: bool = False,
@@ -118,6 +141,7 @@ class DetailPane(QWidget):
         """Show ``st`` (``None`` clears the pane). ``age`` is the formatted age text; ``now``
         (aware UTC, default the clock) the moment the reasons are worded for."""
         self.status = st
+        self.raw.setPlaceholderText("(file content)")
         for lab in self.values.values():
             lab.setText("")
         if st is None:
@@ -146,7 +170,37 @@ class DetailPane(QWidget):
         self._set_reasons(now)
         self.raw.setPlainText(rec.raw if rec is not None else "")
         if rec is None and st.state is State.UNREADABLE:
-            self.raw.setPlaceholderText("(not readable as a lock file)")
+            self.raw.setPlaceholderText("(reading…)")
+            self._load_raw(st.path)
+
+    def _load_raw(self, path: str) -> None:
+        def work() -> None:
+            from core.errors import UnreadableError
+            from core.fsutil import read_lock_file
+
+            text, placeholder = "", ""
+            try:
+                data, _info = read_lock_file(path, RAW_LIMIT)
+                text = escaped_text(data)
+                if not text:
+                    placeholder = "(empty file)"
+            except UnreadableError as exc:
+                placeholder = f"(not shown: {exc.reason})"
+            except OSError as exc:
+                placeholder = f"(not shown: {exc.strerror or exc})"
+            try:
+                emit(self.rawLoaded, path, text, placeholder)
+            except RuntimeError:  # the pane is gone
+                pass
+
+        threading.Thread(target=work, name="lockwarden-raw", daemon=True).start()
+
+    def _raw_loaded(self, path: str, text: str, placeholder: str) -> None:
+        st = self.status
+        if st is None or st.path != path or st.record is not None:
+            return  # the selection moved on meanwhile
+        self.raw.setPlaceholderText(placeholder or "(file content)")
+        self.raw.setPlainText(text)
 
 
     def _set_acquired(self, age: str) -> None:
@@ -413,7 +467,7 @@ class MainWindow(QMainWindow):
     def _update_actions(self) -> None:
         st = self.current_status()
         has = st is not None
-        writable = has and st is not None and not st.read_only
+        writable = has and st is not None and not st.read_only and not not_a_lock_file(st)
         self.act_release.setEnabled(bool(has and st and self.ctx.actions.holds(st.path)))
         self.act_reclaim.setEnabled(bool(writable and st and st.state is not State.WRITING))
         self.act_force.setEnabled(bool(writable))

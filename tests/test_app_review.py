@@ -449,3 +449,60 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
     assert lw.window.detail.status is None
     assert "a.lock is no longer in the list" in lw.window.detail.reasons.text()
     assert not lw.window.act_force.isEnabled()
+
+
+def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, lockdir: Path,
+                                                                qtbot: Any) -> None:
+    from app.actions import ActionError
+
+    garbage = lockdir / "garbage.lock"
+    garbage.write_bytes(b"\xff\xfe\x01pid=abc\n")
+    fifo = lockdir / "pipe.lock"
+    os.mkfifo(fifo)
+    link = lockdir / "link.lock"
+    link.symlink_to(garbage)
+    normal = lockdir / "normal.lock"
+    write_sema(normal, pid=dead_pid(), age=60)
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.model.rowCount() == 4, timeout=20_000)
+    w, pane = lw.window, lw.window.detail
+    assert w.select_path(str(garbage))
+    qtbot.waitUntil(lambda: "pid=abc" in pane.raw.toPlainText(), timeout=20_000)
+    assert pane.raw.toPlainText().startswith("\\xff\\xfe\\x01pid=abc")
+    assert w.act_force.isEnabled()  # a real file: it may be force-released
+    for odd in (fifo, link):
+        assert w.select_path(str(odd))
+        qtbot.waitUntil(lambda: pane.raw.placeholderText().startswith("(not shown:"),
+                        timeout=20_000)
+        assert pane.raw.toPlainText() == ""
+        assert not w.act_force.isEnabled() and not w.act_reclaim.isEnabled()
+        assert lw.open_force_release(str(odd)) is None
+        assert lw.last_error is not None and lw.last_error[0] == "Not a lock file"
+    assert w.select_path(str(normal))
+    assert pane.raw.placeholderText() == "(file content)"
+    assert "pid=" in pane.raw.toPlainText()
+    # an engine error names the path once
+    holder_path = str(normal)
+    lw.actions.acquire(str(lockdir / "mine.lock"))
+    try:
+        lw.actions.acquire(str(lockdir / "mine.lock"))
+    except ActionError as exc:
+        assert str(exc).count(str(lockdir / "mine.lock")) == 1
+    else:
+        raise AssertionError("acquiring a held lock succeeded")
+    import subprocess
+
+    import psutil
+
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        write_sema(normal, pid=holder.pid, age=0,
+                   ts=int(psutil.Process(holder.pid).create_time() + 0.999))
+        with pytest.raises(ActionError) as info:
+            lw.actions.acquire(holder_path)
+        assert "held by someone else" in str(info.value)
+        assert str(info.value).count(holder_path) == 1, str(info.value)
+    finally:
+        holder.kill()
+        holder.wait()
