@@ -140,7 +140,8 @@ class TrayController(QObject):
     def rebuild_menu(self) -> None:
         """Fill the menu: locks with their submenus (at most :data:`MENU_LIMIT`, then
         "N more…"; a name two listed locks share gets its parent directory), then
-        "Open Lockwarden", "Acquire lock…", "Pause notifications", "Quit"."""
+        "Problems…" if any, "Open Lockwarden", "Acquire lock…", "Audit log…", "Settings…",
+        "Pause notifications", "Quit"."""
         menu = self.menu
         self._dup_names = None
         menu.clear()
@@ -163,9 +164,20 @@ class TrayController(QObject):
         menu.addSeparator()
         menu.addAction("Open Lockwarden").triggered.connect(c.show_window)
         menu.addAction("Acquire lock…").triggered.connect(lambda: c.open_acquire(None))
+        menu.addAction("Audit log…").triggered.connect(self._with_window(c.open_audit))
+        menu.addAction("Settings…").triggered.connect(self._with_window(c.open_settings))
         menu.addAction(self.act_pause)
         menu.addSeparator()
         menu.addAction("Quit").triggered.connect(c.request_quit)
+
+    def _with_window(self, fn: Any) -> Any:
+        """A slot that shows the window, then calls ``fn`` (dialogs open over the window)."""
+
+        def slot() -> None:
+            self.ctx.show_window()
+            fn()
+
+        return slot
 
     def problems_text(self) -> str:
         """What makes the tray red, in a few words ("2 unreadable, 1 directory missing"), or

@@ -399,13 +399,18 @@ class MainWindow(QMainWindow):
                                         QKeySequence.StandardKey.New,
                                         "Acquire a lock held by Lockwarden (Ctrl+N)")
         self.act_release = self._action("Release", lambda: self._with_current(c.release),
-                                        QKeySequence.StandardKey.Delete,
-                                        "Release a lock this Lockwarden holds (Del)")
+                                        None, "Release a lock this Lockwarden holds (Del)")
+        # Del is its own action, enabled whenever a row is selected: on a lock this app does
+        # not hold it explains why nothing happens instead of doing nothing silently
+        self.act_release_key = self._action("Release (Del)", self.release_key,
+                                            QKeySequence.StandardKey.Delete)
         self.act_reclaim = self._action("Reclaim", lambda: self._with_current(c.open_reclaim),
-                                        None, "Break a stale lock and take it")
+                                        QKeySequence("Ctrl+R"),
+                                        "Break a stale lock and take it (Ctrl+R)")
         self.act_force = self._action("Force release…",
                                       lambda: self._with_current(c.open_force_release),
-                                      None, "Delete the lock file whoever holds it")
+                                      QKeySequence("Ctrl+Shift+Del"),
+                                      "Delete the lock file whoever holds it (Ctrl+Shift+Del)")
         self.act_open_folder = self._action("Open folder",
                                             lambda: self._with_current(c.open_folder))
         self.act_copy = self._action("Copy path", lambda: self._with_current(c.copy_path),
@@ -416,12 +421,28 @@ class MainWindow(QMainWindow):
                 QKeySequence("F5") not in self.act_rescan.shortcuts():
             self.act_rescan.setShortcuts([QKeySequence("F5"),
                                           *self.act_rescan.shortcuts()])
-        self.act_settings = self._action("Settings", c.open_settings,
-                                         QKeySequence.StandardKey.Preferences)
+        self.act_settings = self._action("Settings…", c.open_settings,
+                                         QKeySequence("Ctrl+,"), "Settings (Ctrl+,)")
+        prefs = QKeySequence(QKeySequence.StandardKey.Preferences)
+        if not prefs.isEmpty() and prefs != QKeySequence("Ctrl+,"):
+            self.act_settings.setShortcuts([QKeySequence("Ctrl+,"), prefs])
         self.act_audit = self._action("Audit log", c.open_audit, QKeySequence("Ctrl+L"))
         self.act_find = self._action("Find", self.focus_filter, QKeySequence.StandardKey.Find)
         self.act_close = self._action("Close window", self.close, QKeySequence.StandardKey.Close)
         self.act_quit = self._action("Quit", c.request_quit, QKeySequence.StandardKey.Quit)
+
+    def release_key(self) -> None:
+        """Del: release the selected lock when this Lockwarden holds it; otherwise say in the
+        status bar why not and what to use instead."""
+        st = self.current_status()
+        if st is None:
+            return
+        if self.ctx.actions.holds(st.path):
+            self.ctx.release(st.path)
+            return
+        self.statusBar().showMessage(
+            f"{os.path.basename(st.path)} is not held by this Lockwarden, so Del does not "
+            "release it; use Force release… (Ctrl+Shift+Del) to delete it anyway.", 10000)
 
     def focus_filter(self) -> None:
         """Focus the filter box and select its text (Ctrl+F)."""
@@ -469,6 +490,7 @@ class MainWindow(QMainWindow):
         has = st is not None
         writable = has and st is not None and not st.read_only and not not_a_lock_file(st)
         self.act_release.setEnabled(bool(has and st and self.ctx.actions.holds(st.path)))
+        self.act_release_key.setEnabled(has)
         self.act_reclaim.setEnabled(bool(writable and st and st.state is not State.WRITING))
         self.act_force.setEnabled(bool(writable))
         self.act_open_folder.setEnabled(has)

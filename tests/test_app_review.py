@@ -506,3 +506,50 @@ def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, l
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
+                                             qtbot: Any) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication as QApp
+
+    from app.dialogs import ConfirmDialog, SettingsDialog
+
+    stale = lockdir / "stale.lock"
+    write_sema(stale, pid=dead_pid(), age=7200)
+    lw = make_app([lockdir], tray=True)
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.model.status_of(str(stale)) is not None, timeout=20_000)
+    w = lw.window
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApp.activeWindow() is w, timeout=10_000)
+    assert w.select_path(str(stale))
+    w.table.setFocus()
+    qtbot.keyClick(w.table, Qt.Key.Key_Delete)  # not ours: a hint, nothing released
+    assert "not held by this Lockwarden" in w.statusBar().currentMessage()
+    assert stale.exists()
+    keys = [
+        (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier, ConfirmDialog, "Reclaim lock"),
+        (Qt.Key.Key_Delete,
+         Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+         ConfirmDialog, "Force release…"),
+        (Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier, SettingsDialog,
+         "Lockwarden settings"),
+    ]
+    for key, mods, kind, title in keys:
+        n = len(lw.dialogs)
+        qtbot.keyClick(w.table, key, mods)
+        assert len(lw.dialogs) == n + 1, title
+        dlg = lw.dialogs[-1]
+        assert isinstance(dlg, kind) and dlg.windowTitle() == title
+        dlg.reject()
+        qtbot.waitUntil(lambda d=dlg: d not in lw.dialogs, timeout=10_000)
+    assert stale.exists()
+    tray = lw.tray
+    assert tray is not None
+    tray.rebuild_menu()
+    texts = [a.text() for a in tray.menu.actions()]
+    assert "Settings…" in texts and "Audit log…" in texts
+    next(a for a in tray.menu.actions() if a.text() == "Audit log…").trigger()
+    assert lw.dialogs and lw.dialogs[-1].windowTitle() == "Audit log"
+    lw.dialogs[-1].reject()
