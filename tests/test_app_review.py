@@ -528,7 +528,7 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
     qtbot.keyClick(w.table, Qt.Key.Key_Delete)  # not ours: a hint, nothing released
     assert "not held by this Lockwarden" in w.statusBar().currentMessage()
     assert stale.exists()
-    keys = [
+    keys: list[tuple[Any, Any, type, str]] = [
         (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier, ConfirmDialog, "Reclaim lock"),
         (Qt.Key.Key_Delete,
          Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
@@ -540,7 +540,7 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
         n = len(lw.dialogs)
         qtbot.keyClick(w.table, key, mods)
         assert len(lw.dialogs) == n + 1, title
-        dlg = lw.dialogs[-1]
+        dlg: Any = lw.dialogs[-1]
         assert isinstance(dlg, kind) and dlg.windowTitle() == title
         dlg.reject()
         qtbot.waitUntil(lambda d=dlg: d not in lw.dialogs, timeout=10_000)
