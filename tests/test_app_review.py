@@ -528,7 +528,7 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
     qtbot.keyClick(w.table, Qt.Key.Key_Delete)  # not ours: a hint, nothing released
     assert "not held by this Lockwarden" in w.statusBar().currentMessage()
     assert stale.exists()
-    keys: list[tuple[Any, Any, type, str]] = [
+    keys: list[tuple[Any, Any, Any, str]] = [
         (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier, ConfirmDialog, "Reclaim lock"),
         (Qt.Key.Key_Delete,
          Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
