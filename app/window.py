@@ -461,12 +461,17 @@ class MainWindow(QMainWindow):
         """The selected lock left the list (released, removed or filtered out): say so in
         the detail pane; nothing else is selected in its place."""
         self.detail.show_status(None)
-        row = self.ctx.model.row_of(path)
-        why = ("it is hidden by the filter" if row is not None
+        self._update_actions()
+        # the source model may be removing the row right now: decide why once it is done
+        QTimer.singleShot(0, lambda: self._say_gone(path))
+
+    def _say_gone(self, path: str) -> None:
+        if self.detail.status is not None:  # the user selected another lock meanwhile
+            return
+        why = ("it is hidden by the filter" if self.ctx.model.row_of(path) is not None
                else "it was released or removed")
         self.detail.reasons.setText(
             f"{html.escape(os.path.basename(path))} is no longer in the list: {why}.")
-        self._update_actions()
 
     def select_path(self, path: str) -> bool:
         """Select the row of ``path``; False when it is not visible."""

@@ -447,8 +447,15 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
     lw.inventory.flush()
     assert lw.window.current_status() is None
     assert lw.window.detail.status is None
-    assert "a.lock is no longer in the list" in lw.window.detail.reasons.text()
     assert not lw.window.act_force.isEnabled()
+    qtbot.waitUntil(lambda: "a.lock is no longer in the list: it was released"
+                    in lw.window.detail.reasons.text(), timeout=10_000)
+    # hidden by the filter: said so, and again nothing else is selected
+    assert lw.window.select_path(paths[0])
+    lw.window.filter.setText("d.lock")
+    assert lw.window.current_status() is None
+    qtbot.waitUntil(lambda: "c.lock is no longer in the list: it is hidden by the filter"
+                    in lw.window.detail.reasons.text(), timeout=10_000)
 
 
 def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, lockdir: Path,
