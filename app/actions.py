@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app.qtcompat import emit
 from core.errors import LockError, LockHeld, LockLost, NotStale, UnreadableError
@@ -104,17 +104,10 @@ class LockActions(QObject):
 
     heldChanged = Signal()
     touched = Signal(str)
-    _renewNeeded = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.held: dict[str, Any] = {}
-        self.renewers: dict[str, QTimer] = {}
-        """GUI-thread timers renewing reclaimed TTL locks at 75% of their TTL (the engine's
-        ``core.reclaim`` has no ``auto_refresh`` parameter; see :meth:`_start_renewing`)."""
-        self.renewals = 0
-        """Number of successful renewals made by :attr:`renewers` (for tests)."""
-        self._renewNeeded.connect(self._start_renewing)
         self.busy_paths: dict[str, int] = {}
         """Paths with an operation of ours running (their changes are expected)."""
         self._busy_lock = threading.Lock()
@@ -179,57 +172,14 @@ class LockActions(QObject):
         stale_after = status.stale_after if status is not None else 3600.0
         try:
             lock = core.reclaim(path, force=force, reason=reason or None, ttl=ttl,
-                                stale_after=stale_after)
+                                stale_after=stale_after, auto_refresh=True)
         except (LockError, OSError) as exc:
             emit(self.touched, path)
             raise ActionError("Could not reclaim the lock", _explain(exc, path)) from exc
-        self.held[path] = lock
-        if getattr(lock, "ttl", None) is not None:
-            # ``core.reclaim`` returns a Lock without ``auto_refresh``: renew it here, or the
-            # reclaimed TTL lock would expire while Lockwarden holds it
-            emit(self._renewNeeded, path)
+        self.held[path] = lock  # a lock with a lease renews itself (auto_refresh)
         emit(self.heldChanged)
         emit(self.touched, path)
         return lock
-
-    @Slot(str)
-    def _start_renewing(self, path: str) -> None:
-        """GUI thread: renew the held lock at ``path`` every 75% of its TTL (spec 004
-        "Auto-Refresh Mechanism"), each renewal in a worker thread (``Lock.refresh`` may wait
-        on a network directory). The timer stops when the lock is no longer held here."""
-        lock: Any = self.held.get(path)
-        ttl = getattr(lock, "ttl", None)
-        if lock is None or ttl is None:
-            return
-        self._stop_renewing(path)
-        timer = QTimer(self)
-        timer.setInterval(max(50, int(ttl * 750)))
-        timer.timeout.connect(functools.partial(self._renew, path, lock))
-        self.renewers[path] = timer
-        timer.start()
-
-    def _renew(self, path: str, lock: Any) -> None:
-        refresh = lock.refresh
-        if not lock.is_held or self.held.get(path) is not lock:
-            self._stop_renewing(path)
-            return
-
-        def work() -> None:
-            try:
-                refresh()
-                self.renewals += 1
-            except LockLost:
-                pass  # the inventory reports the loss (:meth:`lost`)
-            except (LockError, OSError) as exc:
-                log.warning("could not renew %s: %s", path, exc)
-
-        threading.Thread(target=work, name="lockwarden-renew", daemon=True).start()
-
-    def _stop_renewing(self, path: str) -> None:
-        timer = self.renewers.pop(path, None)
-        if timer is not None:
-            timer.stop()
-            timer.deleteLater()
 
     @_tracks_path
     def force_release(self, path: str, *, reason: str | None = None) -> LockStatus:
@@ -260,7 +210,6 @@ class LockActions(QObject):
         if rec is not None and token is None and rec.pid == os.getpid():
             return False
         self.held.pop(path, None)
-        self._stop_renewing(path)
         emit(self.heldChanged)
         return True
 

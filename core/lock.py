@@ -1063,6 +1063,7 @@ def reclaim(
     tag: str | None = None,
     ttl: float | None = None,
     stale_after: float = 3600.0,
+    auto_refresh: bool = False,
 ) -> Lock:
     """Break the lock at ``path`` and hold it; returns the held :class:`Lock`.
 
@@ -1079,6 +1080,11 @@ def reclaim(
     reclaim at once: exactly one wins, the others get NotStale (or LockHeld); see the module
     docstring.
 
+    ``auto_refresh``: renew the new lock at 75% of its lease in a daemon thread, as
+    :class:`Lock` does (spec 004 "Auto-Refresh Mechanism"); it applies when the new lock has a
+    lease (``ttl`` given, or a task-mcp lock with the spec's default TTL) and is ignored
+    otherwise.
+
     Raises:
         NotStale: not stale and not ``force`` (``.status``; ``.decision`` for task-mcp).
         LockHeld: someone else took the lock first.
@@ -1089,7 +1095,9 @@ def reclaim(
     fmt = "sema"
     if status.record is not None and status.record.format in WRITABLE_FORMATS:
         fmt = status.record.format
-    lk = Lock(p, tag=tag, ttl=ttl, format=fmt, stale_after=stale_after, holder_pid=holder_pid)
+    leased = ttl is not None or fmt == "task-mcp"
+    lk = Lock(p, tag=tag, ttl=ttl, format=fmt, stale_after=stale_after, holder_pid=holder_pid,
+              auto_refresh=auto_refresh and leased)
     try:
         return lk._reclaim(force=force, reason=reason)
     except LockHeld as exc:
