@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +32,38 @@ def lockdir(tmp_path: Path) -> Path:
     d = tmp_path / "locks"
     d.mkdir()
     return d
+
+
+@pytest.fixture
+def make_app(
+    qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Any]]:
+    """Factory of offscreen :class:`app.application.LockwardenApp` instances watching the
+    given directories, with a private config and XDG directories; all are quit (releasing
+    what they hold) and disposed after the test. Qt is imported only by the tests using it."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.application import LockwardenApp
+    from core import config as cfgmod
+
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    apps: list[Any] = []
+
+    def make(dirs: list[Path], *, tray: bool = False, stale_after: float = 3600.0,
+             **notes: Any) -> Any:
+        cfg_path = tmp_path / "cfg" / "config.toml"
+        cfg = cfgmod.Config(
+            watches=[cfgmod.WatchSpec(path=str(d), stale_after=stale_after) for d in dirs],
+            notifications=cfgmod.NotificationSettings(**notes))
+        cfgmod.save(cfg, str(cfg_path))
+        qapp = QApplication.instance()
+        assert isinstance(qapp, QApplication)
+        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=tray)
+        apps.append(lw)
+        return lw
+
+    yield make
+    for lw in apps:
+        lw.finish_quit(release=True)
+        lw.dispose()

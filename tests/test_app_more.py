@@ -9,39 +9,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import shutil
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from core import config as cfgmod
 from core.record import Liveness, LockRecord, LockStatus, State
-
-
-@pytest.fixture
-def make_app(qtbot, tmp_path, monkeypatch):
-    from app.application import LockwardenApp
-
-    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
-    apps: list[LockwardenApp] = []
-
-    def make(dirs: list[Path], *, tray: bool = False, **notes) -> LockwardenApp:
-        cfg_path = tmp_path / "cfg" / "config.toml"
-        cfg = cfgmod.Config(watches=[cfgmod.WatchSpec(path=str(d)) for d in dirs],
-                            notifications=cfgmod.NotificationSettings(**notes))
-        cfgmod.save(cfg, str(cfg_path))
-        qapp = QApplication.instance()
-        assert isinstance(qapp, QApplication)
-        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=tray)
-        apps.append(lw)
-        return lw
-
-    yield make
-    for lw in apps:
-        lw.finish_quit(release=True)
-        lw.dispose()
 
 
 def fake(path: str, state: State, age: float = 30.0, pid: int = 4321) -> LockStatus:

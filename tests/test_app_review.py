@@ -10,12 +10,10 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QApplication
 
 from core import config as cfgmod
 from core.record import State
@@ -41,34 +39,6 @@ def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
     if ttl is not None:
         text += f"ttl={ttl:g}\n"
     path.write_text(text)
-
-
-@pytest.fixture
-def make_app(qtbot: Any, tmp_path: Path,
-             monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
-    from app.application import LockwardenApp
-
-    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
-    apps: list[Any] = []
-
-    def make(dirs: list[Path], *, tray: bool = False, stale_after: float = 3600.0,
-             **notes: Any) -> Any:
-        cfg_path = tmp_path / "cfg" / "config.toml"
-        cfg = cfgmod.Config(
-            watches=[cfgmod.WatchSpec(path=str(d), stale_after=stale_after) for d in dirs],
-            notifications=cfgmod.NotificationSettings(**notes))
-        cfgmod.save(cfg, str(cfg_path))
-        qapp = QApplication.instance()
-        assert isinstance(qapp, QApplication)
-        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=tray)
-        apps.append(lw)
-        return lw
-
-    yield make
-    for lw in apps:
-        lw.finish_quit(release=True)
-        lw.dispose()
 
 
 def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any) -> None:
