@@ -97,12 +97,12 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
                            "lock is 2h 14m old, older than the 1h stale limit"]),
         st("tasks/queue.lock", State.EXPIRED,
            rec("tasks/queue.lock", "task-mcp",
-               '{"owner": "agent-7@ci-runner-3", "since": '
+               '{"owner": "pid-7311@vm", "since": '
                f'{int(q_at.timestamp() * 1000)}, "ttl": 300, '
-               '"metadata": {"task": "reindex"}}',
-               holder="agent-7@ci-runner-3", acquired_at=q_at, ttl=300.0),
-           Liveness.UNKNOWN, ["TTL of 5m 0s passed 2m 11s ago",
-                              "owner names no PID: liveness unknown"]),
+               '"metadata": {"task": "reindex", "process_id": 7311}}',
+               holder="pid-7311@vm", pid=7311, acquired_at=q_at, ttl=300.0),
+           Liveness.ALIVE, ["PID 7311 (node) is alive",
+                            "expired 2m 11s ago (TTL 5m 0s)"]),
         st("incoming.lock", State.WRITING, None, Liveness.UNKNOWN,
            ["file is empty and 0.8s old: a peer is still writing it (2s grace)"],
            file=FileInfo(1, 1, 0, int((now.timestamp() - 0.8) * 1e9))),
