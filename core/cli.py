@@ -693,8 +693,10 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_gui(args: argparse.Namespace, out: Out) -> int:
     """``gui``: start the desktop app (``app.main:main``, imported only here)."""
-    try:
-        from app.main import main as gui_main
+    import importlib
+
+    try:  # the GUI is optional for the CLI: imported dynamically, never at module level
+        gui_main = importlib.import_module("app.main").main
     except ImportError as exc:
         raise CliError(f"gui: the desktop app is not available ({exc})") from None
     try:

@@ -119,7 +119,14 @@ def inspect_bytes(
     now = now or datetime.now(UTC)
     if mtime is None and file is not None:
         mtime = file.mtime_ns / 1e9
-    if not data.strip():
+    empty = not data.strip()
+    error = "the file is empty" if empty else None
+    if error is None:
+        try:
+            record = _parse(data, path)
+        except ParseError as exc:
+            error = exc.reason
+    if error is not None:  # empty or partial: "writing" within the grace, else unreadable
         return judge(
             path,
             None,
@@ -129,25 +136,9 @@ def inspect_bytes(
             policy=policy,
             now=now,
             mtime=mtime,
-            error="the file is empty",
+            error=error,
             empty_or_partial=True,
-            empty=True,
-        )
-    try:
-        record = _parse(data, path)
-    except ParseError as exc:
-        return judge(
-            path,
-            None,
-            file=file,
-            liveness=Liveness.UNKNOWN,
-            liveness_reasons=[],
-            policy=policy,
-            now=now,
-            mtime=mtime,
-            error=exc.reason,
-            empty_or_partial=True,
-            empty=False,
+            empty=empty,
         )
     try:
         liveness, reasons = check(record, procs=procs, written_at=mtime)
