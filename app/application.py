@@ -340,14 +340,12 @@ class LockwardenApp(QObject):
         """Release a lock this app holds (errors shown)."""
         self._run(lambda: self.actions.release(path))
 
-    def open_reclaim(self, path: str) -> QDialog | None:
-        """Reclaim: a light confirmation for a stale lock, a forced-reclaim confirmation with
-        a reason otherwise -- also for an expired lock, whose holder is alive (issue 5
-        "Dialogs": breaking a live holder's lock is a forced decision). Returns the dialog
-        (``None`` if the lock is gone)."""
+    def _breakable(self, path: str, nothing_title: str) -> LockStatus | None:
+        """The status of a lock this app may break, or ``None`` after telling the user why
+        not (free now, a read-only ledger claim, or not a lock file at all)."""
         st = self._status(path)
         if st is None:
-            self.show_error("Nothing to reclaim", f"{path} is free now.")
+            self.show_error(nothing_title, f"{path} is free now.")
             return None
         if st.read_only:
             self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
@@ -356,6 +354,16 @@ class LockwardenApp(QObject):
         if not_a_lock_file(st):
             self.show_error("Not a lock file", f"{path} {st.error}; Lockwarden does not "
                                                "touch it.")
+            return None
+        return st
+
+    def open_reclaim(self, path: str) -> QDialog | None:
+        """Reclaim: a light confirmation for a stale lock, a forced-reclaim confirmation with
+        a reason otherwise -- also for an expired lock, whose holder is alive (issue 5
+        "Dialogs": breaking a live holder's lock is a forced decision). Returns the dialog
+        (``None`` if the lock is gone)."""
+        st = self._breakable(path, "Nothing to reclaim")
+        if st is None:
             return None
         light = st.state is State.STALE
         dlg = reclaim_dialog(st, self.window) if light else force_dialog(
@@ -372,17 +380,8 @@ class LockwardenApp(QObject):
 
     def open_force_release(self, path: str) -> QDialog | None:
         """Force release with a confirmation naming the holder and asking for a reason."""
-        st = self._status(path)
+        st = self._breakable(path, "Nothing to release")
         if st is None:
-            self.show_error("Nothing to release", f"{path} is free now.")
-            return None
-        if st.read_only:
-            self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
-                                              "does not change it.")
-            return None
-        if not_a_lock_file(st):
-            self.show_error("Not a lock file", f"{path} {st.error}; Lockwarden does not "
-                                               "touch it.")
             return None
         dlg = force_dialog(st, reclaim=False, parent=self.window)
 
