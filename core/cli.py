@@ -187,6 +187,11 @@ def _add_common(p: argparse.ArgumentParser, *, json_opt: bool = True) -> None:
         )
 
 
+def _add_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=_seconds, metavar="S",
+                   help="give up after S seconds (exit 1); default: wait forever")
+
+
 def _add_stale_after(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stale-after", type=_positive_seconds, default=3600.0, metavar="S",
@@ -245,8 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("acquire", "wait until the lock is acquired")
     p.add_argument("path", type=_path, metavar="PATH")
-    p.add_argument("--timeout", type=_seconds, metavar="S",
-                   help="give up after S seconds (exit 1); default: wait forever")
+    _add_timeout(p)
     _add_lock_opts(p)
     _add_common(p)
 
@@ -266,8 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("wait", "wait until a lock is free")
     p.add_argument("path", type=_path, metavar="PATH")
-    p.add_argument("--timeout", type=_seconds, metavar="S",
-                   help="give up after S seconds (exit 1); default: wait forever")
+    _add_timeout(p)
     _add_stale_after(p)
     _add_common(p)
 
