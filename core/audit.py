@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import UnreadableError
-from core.fsutil import AUDIT_LOG_NAME, READ_FLAGS, describe_mode, human_size
+from core.fsutil import AUDIT_LOG_NAME, READ_FLAGS, describe_mode, human_size, os_reason
 
 __all__ = [
     "FALLBACK_LOG_NAME",
@@ -795,18 +795,7 @@ def _parse_ts(v: object) -> _dt.datetime | None:
 
 
 def _os_reason(exc: OSError) -> str:
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    if exc.errno == errno.EROFS:
-        return "read-only file system"
-    if exc.errno == errno.ELOOP:
-        return "is a symbolic link; links are never followed"
-    if exc.errno == errno.ENXIO:
-        return "is a FIFO or device with nothing behind it"
+    """:func:`core.fsutil.os_reason`; a missing path here means the log's directory."""
     if exc.errno == errno.ENOENT:
         return "directory does not exist"
-    if exc.errno == errno.ENOTDIR:
-        return "a part of the path is not a directory"
-    if exc.errno == errno.ENOSPC:
-        return "no space left on device"
-    return exc.strerror or str(exc)
+    return os_reason(exc)

@@ -91,7 +91,7 @@ def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileI
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise UnreadableError(_os_reason(exc), path=path) from exc
+        raise UnreadableError(os_reason(exc), path=path) from exc
     kind = describe_mode(st.st_mode)
     if kind is not None:
         if stat.S_ISLNK(st.st_mode):
@@ -110,7 +110,7 @@ def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileI
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise UnreadableError(_os_reason(exc), path=path) from exc
+        raise UnreadableError(os_reason(exc), path=path) from exc
     try:
         fst = os.fstat(fd)
         if (fst.st_ino, fst.st_dev) != (st.st_ino, st.st_dev) or not stat.S_ISREG(fst.st_mode):
@@ -121,7 +121,7 @@ def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileI
             try:
                 chunk = os.read(fd, min(remaining, 65536))
             except OSError as exc:
-                raise UnreadableError(_os_reason(exc), path=path) from exc
+                raise UnreadableError(os_reason(exc), path=path) from exc
             if not chunk:
                 break
             chunks.append(chunk)
@@ -183,9 +183,15 @@ def _readlink(path: str) -> str:
         return ""
 
 
-def _os_reason(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
+    """Plain-words reason for an ``OSError`` met on a file in a lock directory (shown to
+    people as the reason a file is unreadable or a log could not be written)."""
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
     if exc.errno == errno.ELOOP:
         return "is a symbolic link (or a loop of them); links are never followed"
     if exc.errno == errno.ENOTDIR:

@@ -16,7 +16,7 @@ import types
 from datetime import UTC, datetime
 
 from core.errors import ParseError, UnreadableError
-from core.fsutil import read_lock_file
+from core.fsutil import os_reason, read_lock_file
 from core.liveness import ProcessSnapshot, check
 from core.policy import StalePolicy, judge
 from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
@@ -66,7 +66,7 @@ def inspect(
             checked_at=now,
             stale_after=policy.stale_after,
         )
-    except UnreadableError as exc:
+    except OSError as exc:  # UnreadableError, or anything read_lock_file did not foresee
         return judge(
             path,
             None,
@@ -75,18 +75,7 @@ def inspect(
             liveness_reasons=[],
             policy=policy,
             now=now,
-            error=exc.reason,
-        )
-    except OSError as exc:  # anything read_lock_file did not foresee: still a verdict
-        return judge(
-            path,
-            None,
-            file=None,
-            liveness=Liveness.UNKNOWN,
-            liveness_reasons=[],
-            policy=policy,
-            now=now,
-            error=exc.strerror or str(exc),
+            error=exc.reason if isinstance(exc, UnreadableError) else os_reason(exc),
         )
     return inspect_bytes(path, data, info, policy=policy, procs=procs, now=now)
 
