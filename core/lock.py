@@ -473,38 +473,15 @@ class Lock:
             _audit(self.path, "acquire_refused", result="held",
                    details={"holder": _holder_summary(status)}, format=self.format)
             raise LockHeld(f"lock held: {_describe(status)}", status)
-        from core._waiter import Waiter
-
-        with Waiter(self.path) as waiter:
-            backoff = 0.005
-            watched: int | None = -1
-            while True:
-                pid = _local_holder_pid(status)
-                if pid != watched:
-                    # open the pidfd *before* the next check, so the check that says
-                    # "alive" and the descriptor refer to the same process
-                    waiter.watch_holder(pid)
-                    watched = pid
-                else:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        _audit(self.path, "acquire_refused", result="timeout",
-                               details={"holder": _holder_summary(status),
-                                        "timeout": timeout}, format=self.format)
-                        raise LockTimeout(
-                            f"timed out after {timeout:g} s waiting for {_describe(status)}",
-                            status,
-                        )
-                    wake = _next_wake(status, self.policy, waiter.events, remaining)
-                    if waiter.holder_exited and status.liveness is Liveness.ALIVE:
-                        # the holder exited but is still judged alive (not yet reaped):
-                        # re-check soon, backing off
-                        wake = min(wake, backoff) if wake is not None else backoff
-                        backoff = min(backoff * 2, 0.5)
-                    waiter.wait(wake)
-                status = self._attempt(precheck=True)
-                if status is None:
-                    return self
+        try:
+            _wait_until(self.path, self.policy, status, deadline, timeout,
+                        lambda: self._attempt(precheck=True))
+        except LockTimeout as exc:
+            _audit(self.path, "acquire_refused", result="timeout",
+                   details={"holder": _holder_summary(exc.status) if exc.status else None,
+                            "timeout": timeout}, format=self.format)
+            raise
+        return self
 
     def _attempt(self, precheck: bool = False) -> LockStatus | None:
         """One try: publish, or reclaim a stale lock. None when we now hold the lock, else
@@ -988,6 +965,52 @@ def _local_holder_pid(status: LockStatus) -> int | None:
     return rec.pid if _same_host(rec.host) else None
 
 
+def _wait_until(
+    path: str,
+    policy: StalePolicy,
+    status: LockStatus,
+    deadline: float | None,
+    timeout: float | None,
+    attempt: Callable[[], LockStatus | None],
+) -> None:
+    """Sleep on the lock's directory events and its local holder's exit (no polling loop;
+    DESIGN.md "Lock operations", wait), calling ``attempt()`` after each wake-up until it
+    returns ``None`` (done); otherwise it returns the verdict that still stops us.
+
+    ``deadline`` is a ``time.monotonic()`` value (``timeout``, seconds, only names it in the
+    message). Raises LockTimeout (``.status``: the last verdict) when the deadline passes.
+    """
+    from core._waiter import Waiter
+
+    with Waiter(path) as waiter:
+        backoff = 0.005
+        watched: int | None = -1
+        while True:
+            pid = _local_holder_pid(status)
+            if pid != watched:
+                # open the pidfd *before* the next check, so the check that says "alive"
+                # and the descriptor refer to the same process
+                waiter.watch_holder(pid)
+                watched = pid
+            else:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise LockTimeout(
+                        f"timed out after {timeout:g} s waiting for {_describe(status)}", status
+                    )
+                wake = _next_wake(status, policy, waiter.events, remaining)
+                if waiter.holder_exited and status.liveness is Liveness.ALIVE:
+                    # the holder exited but is still judged alive (not yet reaped):
+                    # re-check soon, backing off
+                    wake = min(wake, backoff) if wake is not None else backoff
+                    backoff = min(backoff * 2, 0.5)
+                waiter.wait(wake)
+            after = attempt()
+            if after is None:
+                return
+            status = after
+
+
 def _next_wake(
     status: LockStatus, policy: StalePolicy, events: bool, remaining: float | None
 ) -> float | None:
@@ -1192,35 +1215,22 @@ def wait(
         UnreadableError: the path's directory is missing, or the path is a symlink, FIFO,
             directory or device.
     """
-    from core._waiter import Waiter
-
     p = _lock_path(path)
     policy = StalePolicy(stale_after=stale_after)
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     status = _inspect(p, policy)
     if status.state in (State.FREE, State.STALE):
         return status
-    with Waiter(p) as waiter:
-        watched: int | None = -1
-        backoff = 0.005
-        while True:
-            pid = _local_holder_pid(status)
-            if pid != watched:
-                waiter.watch_holder(pid)
-                watched = pid
-            else:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise LockTimeout(
-                        f"timed out after {timeout:g} s waiting for {_describe(status)}", status
-                    )
-                wake = _next_wake(status, policy, waiter.events, remaining)
-                if waiter.holder_exited and status.liveness is Liveness.ALIVE:
-                    wake = min(wake, backoff) if wake is not None else backoff
-                    backoff = min(backoff * 2, 0.5)
-                waiter.wait(wake)
-            status = _inspect(p, policy)
-            if status.state in (State.FREE, State.STALE):
-                return status
-            if status.state is State.UNREADABLE and status.record is None:
-                _check_regular(p)
+    settled: list[LockStatus] = []
+
+    def look() -> LockStatus | None:
+        st = _inspect(p, policy)
+        if st.state in (State.FREE, State.STALE):
+            settled.append(st)
+            return None
+        if st.state is State.UNREADABLE and st.record is None:
+            _check_regular(p)
+        return st
+
+    _wait_until(p, policy, status, deadline, timeout, look)
+    return settled[-1]
