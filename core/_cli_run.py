@@ -38,8 +38,13 @@ FORWARDED = tuple(
 """Signals the wrapper forwards to CMD."""
 
 
-class _Signalled(Exception):
-    """A forwarded signal arrived before CMD was started."""
+class _Signalled(BaseException):
+    """A forwarded signal arrived before CMD was started.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``): raised from a signal handler, it can
+    surface anywhere in the engine, and the engine's defensive ``except Exception`` blocks
+    (a failed psutil check, a failed audit write) must not swallow it -- the wrapper would
+    then keep waiting for a lock after being told to stop."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
