@@ -21,7 +21,7 @@ from app import autostart
 from app.actions import ActionError, LockActions
 from app.dialogs import AcquireDialog, AuditDialog, SettingsDialog, force_dialog, reclaim_dialog
 from app.inventory import Inventory
-from app.model import LockFilterProxy, LockTableModel, current_reasons, not_a_lock_file
+from app.model import LockFilterProxy, LockTableModel, not_a_lock_file, status_now
 from app.qtcompat import GarbageCollector, emit
 from app.theme import apply_theme
 from app.tray import TrayController
@@ -261,7 +261,7 @@ class LockwardenApp(QObject):
             if st.state is State.FREE:
                 return None
             return st
-        return replace(st, reasons=current_reasons(st))
+        return status_now(st)
 
     def _run(self, fn: Any) -> None:
         """Run a lock operation in a worker thread (the GUI thread never waits on a network

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
+from core.reasons import render
 from core.record import WRITABLE_FORMATS, LockStatus, State
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
@@ -258,7 +259,7 @@ def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None
 
 def reclaim_dialog(st: LockStatus, parent: QWidget | None = None) -> ConfirmDialog:
     """Lighter confirmation for reclaiming a stale lock (no reason needed)."""
-    reasons = "\n".join(f"• {r}" for r in st.reasons) or "• judged stale"
+    reasons = "\n".join(f"• {render(r)}" for r in st.reasons) or "• judged stale"
     text = (f"Reclaim {os.path.basename(st.path)}? Lockwarden will break the stale lock and "
             f"hold it.\n\nHolder: {describe_holder(st)}\n{reasons}")
     return ConfirmDialog("Reclaim lock", text, "Reclaim", parent=parent)

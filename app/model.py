@@ -19,6 +19,7 @@ import enum
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +35,7 @@ from PySide6.QtCore import (
 
 from app.icons import state_icon
 from app.qtcompat import emit
+from core.reasons import Code, UnreadableKind, advance, texts
 from core.record import LockStatus, State
 
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -118,47 +120,41 @@ def holder_changed(old: LockStatus, new: LockStatus) -> bool:
     return (a.token, a.pid, a.acquired_at) != (b.token, b.pid, b.acquired_at)
 
 
+def status_now(st: LockStatus, now: datetime | None = None) -> LockStatus:
+    """``st`` as it reads at ``now`` (default: the clock): ticking reason parameters moved
+    along the clock (:func:`core.reasons.advance`) and ``checked_at`` set to ``now``."""
+    at = now or datetime.now(UTC)
+    dt = max((at - st.checked_at).total_seconds(), 0.0)
+    return replace(st, reasons=advance(st.reasons, dt), checked_at=max(at, st.checked_at))
+
+
 def current_reasons(st: LockStatus, now: datetime | None = None) -> list[str]:
-    """The verdict's reasons as they read at ``now`` (default: the clock), for the detail pane
-    and the confirmations: the watcher does not resend a verdict whose only change is a number
-    ("held for 3m 12s"), so the time-dependent words are recomputed here with
-    :func:`core.policy.judge` from the record, the stored liveness and the liveness reasons
-    (the leading reasons of ``st`` that a judgement without them lacks). Falls back to
-    ``st.reasons`` when the state would differ (the watcher reports that change itself), for
-    records-less verdicts, or when the reasons cannot be split. Never raises."""
-    rec = st.record
-    if rec is None or st.error is not None or st.state in (State.UNREADABLE, State.WRITING):
-        return list(st.reasons)
-    try:
-        from core.policy import StalePolicy, judge
-
-        policy = StalePolicy(stale_after=st.stale_after)
-
-        def again(at: datetime, live: list[str]) -> LockStatus:
-            return judge(st.path, rec, file=st.file, liveness=st.liveness,
-                         liveness_reasons=live, policy=policy, now=at)
-
-        base = again(st.checked_at, [])
-        n = len(base.reasons)
-        if base.state is not st.state or list(st.reasons[len(st.reasons) - n:]) != \
-                list(base.reasons) or n > len(st.reasons):
-            return list(st.reasons)
-        live = list(st.reasons[: len(st.reasons) - n])
-        fresh = again(now or datetime.now(UTC), live)
-        if fresh.state is not st.state:
-            return list(st.reasons)
-        return list(fresh.reasons)
-    except Exception:  # a display nicety: never fail the pane for it
-        return list(st.reasons)
+    """The verdict's reasons in words as they read at ``now`` (default: the clock), for the
+    detail pane and the confirmations: the watcher does not resend a verdict whose only change
+    is a ticking parameter ("held for 3m 12s"), so those parameters are moved along the clock
+    here (:func:`core.reasons.advance`) before rendering. Never raises."""
+    at = now or datetime.now(UTC)
+    return texts(advance(st.reasons, max((at - st.checked_at).total_seconds(), 0.0)))
 
 
 def not_a_lock_file(st: LockStatus) -> bool:
     """True when the path is a symlink, FIFO, socket, device or directory
     (:func:`core.fsutil.read_lock_file` refused it without opening it): Lockwarden offers
     neither Reclaim nor Force release for what is not a lock file."""
-    err = st.error or ""
-    return st.state is State.UNREADABLE and st.file is None and (
-        err.endswith(", not a lock file") or "links are never followed" in err)
+    return st.state is State.UNREADABLE and st.file is None and any(
+        r.code is Code.UNREADABLE and _kind(r.get("kind")) in NOT_FILE_KINDS
+        for r in st.reasons)
+
+
+NOT_FILE_KINDS = frozenset(k for k in UnreadableKind if k.not_a_file)
+"""Unreadable kinds that are no regular file (symlink, FIFO, socket, device, directory)."""
+
+
+def _kind(value: object) -> UnreadableKind | None:
+    try:
+        return UnreadableKind(str(value))
+    except ValueError:
+        return None
 
 
 def is_attention(state: State) -> bool:
@@ -263,8 +259,9 @@ class LockTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DecorationRole and col == Col.STATE:
             return state_icon(st.state.value)
         if role == Qt.ItemDataRole.ToolTipRole and col in (Col.STATE, Col.LOCK):
-            lines = [st.path, *st.reasons]
-            if st.error and st.error not in st.reasons:
+            words = texts(st.reasons)
+            lines = [st.path, *words]
+            if st.error and st.error not in words:
                 lines.append(st.error)
             return "\n".join(lines)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (Col.PID, Col.AGE, Col.EXPIRES):
@@ -371,7 +368,7 @@ class LockTableModel(QAbstractTableModel):
         rec = st.record
         return (
             (st.state, st.error),
-            (st.path, tuple(st.reasons)),
+            (st.path, tuple(r.stable() for r in st.reasons)),
             st.path,
             rec.format if rec else None,
             self.holder_text(st),
@@ -554,7 +551,7 @@ class LockTableModel(QAbstractTableModel):
             st = self._rows[row]
             parts = [self._display(st, c) for c in Col if c not in (Col.AGE, Col.EXPIRES)]
             parts.append(st.path)
-            parts.extend(st.reasons)
+            parts.extend(texts(st.reasons))
             text = "\x1f".join(parts).lower()
             self._search[row] = text
         return text

@@ -60,6 +60,8 @@ def _run_in_xvfb(argv: list[str]) -> int:
 
 def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
     """A realistic set of :class:`LockStatus` under ``base`` (one of each state)."""
+    from core.reasons import Code as C
+    from core.reasons import Reason
     from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 
     now = datetime.now(UTC)
@@ -71,8 +73,9 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
         return LockRecord(path=f"{base}/{name}", format=fmt, raw=raw, **kw)
 
     def st(name: str, state: State, record: LockRecord | None, live: Liveness,
-           reasons: list[str], **kw: Any) -> LockStatus:
-        return LockStatus(path=f"{base}/{name}", state=state, liveness=live, reasons=reasons,
+           reasons: list[Reason], **kw: Any) -> LockStatus:
+        return LockStatus(path=f"{base}/{name}", state=state, liveness=live,
+                          reasons=tuple(reasons),
                           record=record, checked_at=now, **kw)
 
     nightly_at = ago(754)
@@ -84,43 +87,44 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
            rec("build/nightly.lock", "sema",
                f"pid=48211\ntimestamp={int(nightly_at.timestamp())}\ntag=nightly build #1842\n",
                pid=48211, host=my_host, acquired_at=nightly_at, tag="nightly build #1842"),
-           Liveness.ALIVE, ["PID 48211 (bash) is alive and started before the lock was written",
-                            "written by another tool: stale only when not alive and older "
-                            "than 1h"]),
+           Liveness.ALIVE, [Reason.of(C.HOLDER_ALIVE, pid=48211, name="bash"),
+                            Reason.of(C.HELD_FOR, age_s=754.0)]),
         st("deploy.lock", State.STALE,
            rec("deploy.lock", "sema",
                f"pid=39117\ntimestamp={int(deploy_at.timestamp())}\ntag=deploy web-3\n"
                f"host={my_host}\nstart=1763720000.51\ntoken=9f2c41d07be84a6e8d1c5f0a3b7e6d21\n",
                pid=39117, host=my_host, acquired_at=deploy_at, tag="deploy web-3",
                token="9f2c41d07be84a6e8d1c5f0a3b7e6d21", start=1763720000.51),
-           Liveness.DEAD, ["PID 39117 exited",
-                           "lock is 2h 14m old, older than the 1h stale limit"]),
+           Liveness.DEAD, [Reason.of(C.HOLDER_DEAD, pid=39117), Reason.of(C.OURS_HOLDER_DEAD)]),
         st("tasks/queue.lock", State.EXPIRED,
            rec("tasks/queue.lock", "task-mcp",
                '{"owner": "pid-7311@vm", "since": '
                f'{int(q_at.timestamp() * 1000)}, "ttl": 300, '
                '"metadata": {"task": "reindex", "process_id": 7311}}',
                holder="pid-7311@vm", pid=7311, acquired_at=q_at, ttl=300.0),
-           Liveness.ALIVE, ["PID 7311 (node) is alive",
-                            "expired 2m 11s ago (TTL 5m 0s)"]),
+           Liveness.ALIVE, [Reason.of(C.HOLDER_ALIVE, pid=7311, name="node"),
+                            Reason.of(C.EXPIRED, ago_s=131.0, ttl_s=300.0)]),
         st("incoming.lock", State.WRITING, None, Liveness.UNKNOWN,
-           ["file is empty and 0.8s old: a peer is still writing it (2s grace)"],
+           [Reason.of(C.WRITING, empty=True, age_s=0.8)],
            file=FileInfo(1, 1, 0, int((now.timestamp() - 0.8) * 1e9))),
         st("corrupt.lock", State.UNREADABLE, None, Liveness.UNKNOWN,
-           ["no lock format accepts this file: line 1 is not key=value, not JSON, "
-            "not a PID"], error="binary data (NUL byte at offset 0)",
+           [Reason.of(C.UNREADABLE, kind="parse", detail="binary data (NUL byte at offset 0)")],
+           error="binary data (NUL byte at offset 0)",
            file=FileInfo(2, 1, 31, int((now.timestamp() - 3 * 86400) * 1e9))),
         st("proof/ledger/ledger.lock", State.HELD,
            rec("proof/ledger/ledger.lock", "af-ledger",
                '{"agent_id": "planner-agent", "acquired_at": "'
                f'{ago(42).isoformat().replace("+00:00", "Z")}"}}',
                holder="planner-agent", acquired_at=ago(42)),
-           Liveness.UNKNOWN, ["af ledger locks name no PID: judged by age (42s)"]),
+           Liveness.UNKNOWN, [Reason.of(C.NO_PID),
+                              Reason.of(C.YOUNGER_THAN_STALE_AFTER, age_s=42.0, limit_s=30.0,
+                                   holder="unknown")]),
         st("proof/ledger#1.2.3", State.HELD,
            rec("proof/ledger#1.2.3", "af-claim", '{"type": "nodes_claimed", ...}',
                holder="prover-2", acquired_at=ago(300),
                expires_at=(now + timedelta(seconds=1260)).replace(microsecond=0)),
-           Liveness.UNKNOWN, ["claim of node 1.2.3 replayed from the ledger; expires in 21m"],
+           Liveness.UNKNOWN, [Reason.of(C.NO_PID), Reason.of(C.EXPIRES_IN, left_s=1260.0),
+                              Reason.of(C.AF_REAPS_CLAIMS)],
            read_only=True),
         st("maintenance.lock", State.HELD,
            rec("maintenance.lock", "sema",
@@ -128,16 +132,21 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
                f"tag=manual maintenance\nhost={my_host}\nttl=600\n",
                pid=my_pid, host=my_host, acquired_at=mine_at, ttl=600.0,
                tag="manual maintenance", token="0c1d2e3f"),
-           Liveness.ALIVE, ["held by this Lockwarden (refreshed every 7m 30s)"]),
+           Liveness.ALIVE, [Reason.of(C.HOLDER_ALIVE, pid=my_pid, name="lockwarden"),
+                            Reason.of(C.HELD_FOR, age_s=95.0),
+                            Reason.of(C.EXPIRES_IN, left_s=505.0)]),
         st("daemon.pid", State.HELD,
            rec("daemon.pid", "pidfile", "812\n", pid=812),
-           Liveness.ALIVE, ["PID 812 (syncd) is alive"],
+           Liveness.ALIVE, [Reason.of(C.HOLDER_ALIVE, pid=812, name="syncd")],
            file=FileInfo(3, 1, 4, int((now.timestamp() - 3 * 86400 - 7200) * 1e9))),
         st("cache.lock", State.HELD,
            rec("cache.lock", "sema",
                f"pid=2231\ntimestamp={int(ago(180).timestamp())}\nhost=build-eu-2\n",
                pid=2231, host="build-eu-2", acquired_at=ago(180)),
-           Liveness.REMOTE, ["held on build-eu-2: only age can judge it (3m 0s < 1h)"]),
+           Liveness.REMOTE, [Reason.of(C.REMOTE_HOST, pid=2231, host="build-eu-2",
+                                  this_host=my_host),
+                             Reason.of(C.YOUNGER_THAN_STALE_AFTER, age_s=180.0, limit_s=3600.0,
+                                  holder="unknown")]),
     ]
 
 

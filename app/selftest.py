@@ -173,6 +173,7 @@ def _check_app_modules() -> str:
 def _check_lock(tmp: Path) -> str:
     from core.inspect import inspect as inspect_lock
     from core.lock import Lock
+    from core.reasons import render_all
     from core.record import Liveness, State
 
     path = str(tmp / "selftest.lock")
@@ -182,7 +183,7 @@ def _check_lock(tmp: Path) -> str:
         status = inspect_lock(path)
         if status.state is not State.HELD or status.liveness is not Liveness.ALIVE:
             raise CheckFailed(f"after acquire: {status.state}/{status.liveness} "
-                              f"({'; '.join(status.reasons)})")
+                              f"({render_all(status.reasons)})")
     finally:
         if lock.is_held:
             lock.release()

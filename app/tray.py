@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from app.icons import app_icon, state_icon, tray_icon
 from app.model import holder_changed, is_attention, not_a_lock_file
+from core.reasons import render_all
 from core.record import LockStatus, State
 
 if TYPE_CHECKING:
@@ -244,7 +245,7 @@ class TrayController(QObject):
                 self._notified[new.path] = new.state
                 want = n.on_stale if new.state is State.STALE else n.on_expired
                 if want and not quiet:
-                    why = "; ".join(new.reasons[:2])
+                    why = render_all(new.reasons[:2])
                     messages.append((f"{os.path.basename(new.path)} is {new.state.value}",
                                      why or new.path, True))
             elif quiet:

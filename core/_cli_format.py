@@ -79,7 +79,7 @@ def status_text(status: LockStatus) -> str:
         if d["error"]:
             lines.append(f"error: {d['error']}")
         for reason in d["reasons"]:
-            lines.append(f"reason: {reason}")
+            lines.append(f"reason: {reason['text']}")
     return "\n".join(lines)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.reasons import UnreadableKind
+
 if TYPE_CHECKING:
     from core.record import LockStatus
 
@@ -31,11 +33,19 @@ class ParseError(LockError, ValueError):
 
 class UnreadableError(LockError, OSError):
     """A path cannot be read as a lock file: FIFO, device, socket, directory, symlink,
-    permission denied, vanished, or too large. ``reason`` says which, in plain words."""
+    permission denied, vanished, or too large. ``kind`` says which
+    (:class:`core.reasons.UnreadableKind`), ``reason`` says it in plain words."""
 
-    def __init__(self, reason: str, *, path: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        kind: UnreadableKind = UnreadableKind.OS_ERROR,
+    ) -> None:
         self.reason = reason
         self.path = path
+        self.kind = kind
         super().__init__(f"{path}: {reason}" if path else reason)
 
 

@@ -13,6 +13,7 @@ import re
 import stat
 
 from core.errors import UnreadableError
+from core.reasons import UnreadableKind
 from core.record import FileInfo
 
 MAX_LOCK_BYTES = 64 * 1024
@@ -65,6 +66,33 @@ def describe_mode(mode: int) -> str | None:
     return "not a regular file"
 
 
+def mode_kind(mode: int) -> UnreadableKind | None:
+    """The :class:`~core.reasons.UnreadableKind` of a non-regular file type, or ``None`` for a
+    regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return UnreadableKind.DIRECTORY
+    if stat.S_ISLNK(mode):
+        return UnreadableKind.SYMLINK
+    if stat.S_ISFIFO(mode):
+        return UnreadableKind.FIFO
+    if stat.S_ISSOCK(mode):
+        return UnreadableKind.SOCKET
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return UnreadableKind.DEVICE
+    return UnreadableKind.NOT_REGULAR
+
+
+def os_kind(exc: OSError) -> UnreadableKind:
+    """The :class:`~core.reasons.UnreadableKind` of an ``OSError`` met reading a lock file."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return UnreadableKind.PERMISSION
+    if exc.errno == errno.ELOOP:
+        return UnreadableKind.SYMLINK
+    return UnreadableKind.OS_ERROR
+
+
 def human_size(n: int) -> str:
     """``1536`` -> ``"1.5 KiB"``; bytes to a short human string."""
     size = float(n)
@@ -91,37 +119,41 @@ def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileI
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise UnreadableError(os_reason(exc), path=path) from exc
+        raise UnreadableError(os_reason(exc), path=path, kind=os_kind(exc)) from exc
     kind = describe_mode(st.st_mode)
-    if kind is not None:
+    mkind = mode_kind(st.st_mode)
+    if kind is not None and mkind is not None:
         if stat.S_ISLNK(st.st_mode):
             target = _readlink(path)
             raise UnreadableError(
-                f"is a symbolic link{target}; links are never followed", path=path
+                f"is a symbolic link{target}; links are never followed", path=path, kind=mkind
             )
-        raise UnreadableError(f"is {kind}, not a lock file", path=path)
+        raise UnreadableError(f"is {kind}, not a lock file", path=path, kind=mkind)
     if st.st_size > limit:
         raise UnreadableError(
             f"is {human_size(st.st_size)}, larger than the {human_size(limit)} a lock file can be",
             path=path,
+            kind=UnreadableKind.TOO_LARGE,
         )
     try:
         fd = os.open(path, READ_FLAGS)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise UnreadableError(os_reason(exc), path=path) from exc
+        raise UnreadableError(os_reason(exc), path=path, kind=os_kind(exc)) from exc
     try:
         fst = os.fstat(fd)
         if (fst.st_ino, fst.st_dev) != (st.st_ino, st.st_dev) or not stat.S_ISREG(fst.st_mode):
-            raise UnreadableError("changed while being read; try again", path=path)
+            raise UnreadableError(
+                "changed while being read; try again", path=path, kind=UnreadableKind.CHANGED
+            )
         chunks: list[bytes] = []
         remaining = limit + 1
         while remaining > 0:
             try:
                 chunk = os.read(fd, min(remaining, 65536))
             except OSError as exc:
-                raise UnreadableError(os_reason(exc), path=path) from exc
+                raise UnreadableError(os_reason(exc), path=path, kind=os_kind(exc)) from exc
             if not chunk:
                 break
             chunks.append(chunk)
@@ -129,7 +161,9 @@ def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileI
         data = b"".join(chunks)
         if len(data) > limit:
             raise UnreadableError(
-                f"grew past the {human_size(limit)} a lock file can be", path=path
+                f"grew past the {human_size(limit)} a lock file can be",
+                path=path,
+                kind=UnreadableKind.TOO_LARGE,
             )
         return data, file_info(fst)
     finally:

@@ -17,11 +17,17 @@ from datetime import UTC, datetime
 
 from core.errors import ParseError, UnreadableError
 from core.fsutil import os_reason, read_lock_file
-from core.liveness import ProcessSnapshot, check
-from core.policy import StalePolicy, judge
-from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
-
-_DEFAULT_POLICY = StalePolicy()
+from core.liveness import ProcessSnapshot, check, evidence
+from core.policy import (
+    DEFAULT_POLICY,
+    StalePolicy,
+    free_status,
+    judge,
+    judge_unparsed,
+    judge_unreadable,
+)
+from core.reasons import Code, Reason, UnreadableKind
+from core.record import FileInfo, Liveness, LockRecord, LockStatus
 
 
 def inspect(
@@ -51,7 +57,7 @@ def inspect(
     Raises nothing for the path's content. (``TypeError`` for a ``path`` that is not a
     string or path-like, as any file function would.)
     """
-    policy = policy or _DEFAULT_POLICY
+    policy = policy or DEFAULT_POLICY
     now = now or datetime.now(UTC)
     try:
         data, info = _read_settled(path)
@@ -59,24 +65,12 @@ def inspect(
         claim = _ledger_claim(path, policy=policy, procs=procs, now=now)
         if claim is not None:
             return claim
-        return LockStatus(
-            path,
-            State.FREE,
-            reasons=["no lock file"],
-            checked_at=now,
-            stale_after=policy.stale_after,
-        )
-    except OSError as exc:  # UnreadableError, or anything read_lock_file did not foresee
-        return judge(
-            path,
-            None,
-            file=None,
-            liveness=Liveness.UNKNOWN,
-            liveness_reasons=[],
-            policy=policy,
-            now=now,
-            error=exc.reason if isinstance(exc, UnreadableError) else os_reason(exc),
-        )
+        return free_status(path, policy=policy, now=now)
+    except UnreadableError as exc:
+        return judge_unreadable(path, kind=exc.kind, detail=exc.reason, policy=policy, now=now)
+    except OSError as exc:  # anything read_lock_file did not foresee
+        return judge_unreadable(path, kind=UnreadableKind.OS_ERROR, detail=os_reason(exc),
+                                policy=policy, now=now)
     return inspect_bytes(path, data, info, policy=policy, procs=procs, now=now)
 
 
@@ -104,45 +98,44 @@ def inspect_bytes(
     file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check
     (:func:`core.liveness.check`) and a verdict. Never raises for the content of ``data``.
     """
-    policy = policy or _DEFAULT_POLICY
+    policy = policy or DEFAULT_POLICY
     now = now or datetime.now(UTC)
     if mtime is None and file is not None:
         mtime = file.mtime_ns / 1e9
     empty = not data.strip()
-    error = "the file is empty" if empty else None
-    if error is None:
-        try:
-            record = _parse(data, path)
-        except ParseError as exc:
-            error = exc.reason
-    if error is not None:  # empty or partial: "writing" within the grace, else unreadable
-        return judge(
-            path,
-            None,
-            file=file,
-            liveness=Liveness.UNKNOWN,
-            liveness_reasons=[],
-            policy=policy,
-            now=now,
-            mtime=mtime,
-            error=error,
-            empty_or_partial=True,
-            empty=empty,
-        )
+    if empty:
+        return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
+                              now=now, file=file, mtime=mtime)
+    try:
+        record = _parse(data, path)
+    except ParseError as exc:  # partial: "writing" within the grace, else unreadable
+        return judge_unparsed(path, empty=False, detail=exc.reason, policy=policy, now=now,
+                              file=file, mtime=mtime)
+    return judge_record(path, record, policy=policy, procs=procs, now=now, file=file,
+                        mtime=mtime)
+
+
+def judge_record(
+    path: str,
+    record: LockRecord,
+    *,
+    policy: StalePolicy,
+    procs: ProcessSnapshot | None,
+    now: datetime,
+    file: FileInfo | None = None,
+    mtime: float | None = None,
+) -> LockStatus:
+    """Check ``record``'s holder (:func:`core.liveness.check`) and judge it
+    (:func:`core.policy.judge`). A failure of the process check (psutil, ``/proc`` not
+    mounted) is judged as ``unknown`` liveness with reason ``liveness_unchecked``. Never
+    raises."""
     try:
         liveness, reasons = check(record, procs=procs, written_at=mtime)
     except Exception as exc:  # psutil failure (e.g. /proc not mounted): judge without it
-        liveness, reasons = Liveness.UNKNOWN, [f"the holder's process could not be checked: {exc}"]
-    return judge(
-        path,
-        record,
-        file=file,
-        liveness=liveness,
-        liveness_reasons=reasons,
-        policy=policy,
-        now=now,
-        mtime=mtime,
-    )
+        liveness = Liveness.UNKNOWN
+        reasons = [Reason.of(Code.LIVENESS_UNCHECKED, detail=str(exc))]
+    return judge(path, record, liveness=liveness, liveness_reasons=reasons, policy=policy,
+                 now=now, file=file, mtime=mtime, evidence=evidence(record, reasons))
 
 
 def _ledger_claim(
@@ -158,38 +151,16 @@ def _ledger_claim(
     try:
         claims = af.replay_ledger(ledger_dir)
     except Exception as exc:  # a bug in the replay must not escape
-        return judge(
-            path,
-            None,
-            file=None,
-            liveness=Liveness.UNKNOWN,
-            liveness_reasons=[],
-            policy=policy,
-            now=now,
-            error=f"the ledger could not be replayed ({type(exc).__name__}: {exc})",
-        )
+        return judge_unreadable(
+            path, kind=UnreadableKind.PARSE, policy=policy, now=now,
+            detail=f"the ledger could not be replayed ({type(exc).__name__}: {exc})")
     for record in claims:
         node_id = record.metadata.get("node_id") if isinstance(record.metadata, dict) else None
         if node_id == node or record.path == path:
-            liveness, reasons = check(record, procs=procs)
-            status = judge(
-                path,
-                record,
-                file=None,
-                liveness=liveness,
-                liveness_reasons=reasons,
-                policy=policy,
-                now=now,
-            )
+            status = judge_record(path, record, policy=policy, procs=procs, now=now)
             return dataclasses.replace(status, read_only=True)
-    return LockStatus(
-        path,
-        State.FREE,
-        reasons=[f"node {node} is not claimed in the ledger"],
-        checked_at=now,
-        stale_after=policy.stale_after,
-        read_only=True,
-    )
+    return free_status(path, policy=policy, now=now, read_only=True,
+                       reason=Reason.of(Code.NOT_CLAIMED, node=node))
 
 
 def _parse(data: bytes, path: str) -> LockRecord:
@@ -234,6 +205,6 @@ def _read_settled(path: str) -> tuple[bytes, FileInfo]:
     try:
         return read_lock_file(path)
     except UnreadableError as exc:
-        if not exc.reason.startswith("changed while"):
+        if exc.kind is not UnreadableKind.CHANGED:
             raise
     return read_lock_file(path)

@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 import psutil
 
-from core.policy import human_duration
-from core.record import Liveness, LockRecord
+from core.reasons import Code, Reason
+from core.record import Evidence, Liveness, LockRecord
 
 START_SLACK = 2.0
 """Seconds a process may seem to have started after its lock's ``acquired_at`` and still be
@@ -219,8 +219,10 @@ def check(
     *,
     procs: ProcessSnapshot | None = None,
     written_at: float | None = None,
-) -> tuple[Liveness, list[str]]:
-    """Liveness of ``record``'s holder and the reasons for it, in plain words.
+) -> tuple[Liveness, list[Reason]]:
+    """Liveness of ``record``'s holder and the reasons for it, as :class:`~core.reasons.Reason`
+    data (codes ``no_pid``, ``remote_host``, ``invalid_pid``, ``holder_alive``,
+    ``holder_alive_unverified``, ``holder_dead``, ``pid_reused``).
 
     Args:
         record: the parsed lock.
@@ -245,14 +247,13 @@ def check(
     """
     pid = record.pid
     if pid is None:
-        return Liveness.UNKNOWN, ["the lock records no process ID"]
+        return Liveness.UNKNOWN, [Reason.of(Code.NO_PID)]
     if record.host and not same_host(record.host):
         return Liveness.REMOTE, [
-            f"the lock was taken on host {record.host!r}, not on this host ({hostname()!r}): "
-            f"PID {pid} cannot be checked from here"
+            Reason.of(Code.REMOTE_HOST, pid=pid, host=record.host, this_host=hostname())
         ]
     if pid <= 0:
-        return Liveness.UNKNOWN, [f"PID {pid} is not a valid process ID"]
+        return Liveness.UNKNOWN, [Reason.of(Code.INVALID_PID, pid=pid)]
 
     written = _written_at(record.acquired_at, written_at)
     info: ProcInfo | None = None
@@ -265,49 +266,71 @@ def check(
     if info is None:
         if _hidden_but_running(pid):
             return Liveness.ALIVE, [
-                f"PID {pid} is running (as another user, hidden from this one: hidepid)"
+                Reason.of(Code.HOLDER_ALIVE_UNVERIFIED, pid=pid, why="hidepid")
             ]
-        return Liveness.DEAD, [f"PID {pid} exited"]
+        return Liveness.DEAD, [Reason.of(Code.HOLDER_DEAD, pid=pid)]
     if info is _DENIED:
-        return Liveness.ALIVE, [f"PID {pid} is running (as another user: access denied)"]
+        return Liveness.ALIVE, [
+            Reason.of(Code.HOLDER_ALIVE_UNVERIFIED, pid=pid, why="access_denied")
+        ]
     if info.status == psutil.STATUS_ZOMBIE:
-        return Liveness.DEAD, [f"PID {pid} exited (a zombie not yet reaped by its parent)"]
+        return Liveness.DEAD, [Reason.of(Code.HOLDER_DEAD, pid=pid, zombie=True)]
 
     ct = info.create_time
-    label = f"PID {pid}" + (f" ({info.name})" if info.name else "")
+    alive = Reason.of(Code.HOLDER_ALIVE, pid=pid, name=info.name, start=ct)
     if ct is None:
-        return Liveness.ALIVE, [f"{label} is running (its start time is not readable)"]
+        return Liveness.ALIVE, [
+            Reason.of(Code.HOLDER_ALIVE_UNVERIFIED, pid=pid, name=info.name, why="no_start_time")
+        ]
 
     if record.proc is not None:
         # clock-independent comparison first (a wall-clock step moves ``create_time``)
         now_id = process_identity(pid)
         if now_id is not None:
             if now_id == record.proc:
-                return Liveness.ALIVE, [f"{label} is alive"]
+                return Liveness.ALIVE, [alive]
             same_boot = now_id.rsplit(":", 1)[0] == record.proc.rsplit(":", 1)[0]
             return Liveness.REUSED, [
-                f"PID {pid} now belongs to another process (started at another moment since "
-                "boot than the lock's holder)"
-                if same_boot
-                else f"PID {pid} is another process: the lock was written before the last reboot"
+                Reason.of(Code.PID_REUSED, pid=pid, how="proc" if same_boot else "boot")
             ]
 
     if record.start is not None:
         diff = ct - record.start
         if not _same_start(diff):
-            when = "after" if diff > 0 else "before"
             return Liveness.REUSED, [
-                f"PID {pid} now belongs to another process, started "
-                f"{human_duration(abs(diff))} {when} the lock's holder"
+                Reason.of(Code.PID_REUSED, pid=pid, how="start", delta_s=diff)
             ]
-        return Liveness.ALIVE, [f"{label} is alive"]
+        return Liveness.ALIVE, [alive]
 
     if written is not None and ct > written + START_SLACK:
         return Liveness.REUSED, [
-            f"PID {pid} now belongs to a process started {human_duration(ct - written)} "
-            f"after the lock was written"
+            Reason.of(Code.PID_REUSED, pid=pid, how="written", delta_s=ct - written)
         ]
-    return Liveness.ALIVE, [f"{label} is alive"]
+    return Liveness.ALIVE, [alive]
+
+
+@functools.lru_cache(maxsize=1)
+def boot_time() -> float | None:
+    """This host's last boot (Unix s, ``psutil.boot_time()``), read once per process; ``None``
+    where psutil cannot tell."""
+    try:
+        return float(psutil.boot_time())
+    except Exception:  # no /proc/stat (sandboxes): the boot rule is not applied
+        return None
+
+
+def evidence(record: LockRecord, reasons: list[Reason]) -> Evidence:
+    """The :class:`~core.record.Evidence` of a :func:`check`: the PID looked up, the start time
+    and name of the process found under it, and this host's boot time."""
+    start: float | None = None
+    name: str | None = None
+    for r in reasons:
+        if r.code in (Code.HOLDER_ALIVE, Code.HOLDER_ALIVE_UNVERIFIED):
+            s, n = r.get("start"), r.get("name")
+            start = float(s) if isinstance(s, int | float) else None
+            name = n if isinstance(n, str) else None
+    return Evidence(pid=record.pid, process_start=start, process_name=name,
+                    boot_time=boot_time())
 
 
 def _predates(start: float | None, written: float | None, taken_at: float) -> bool:

@@ -69,6 +69,7 @@ from core.fsutil import (
     temp_path,
 )
 from core.policy import StalePolicy
+from core.reasons import Code, Reason, render_all
 from core.record import WRITABLE_FORMATS, FileInfo, Liveness, LockRecord, LockStatus, State
 
 log = logging.getLogger("lockwarden.lock")
@@ -282,7 +283,7 @@ def _describe(status: LockStatus) -> str:
             who = f" by PID {rec.pid}" + (f" on {rec.host}" if rec.host else "")
         elif rec.holder:
             who = f" by {rec.holder}"
-    why = "; ".join(status.reasons)
+    why = render_all(status.reasons)
     return f"{status.path} is {status.state.value}{who}" + (f" ({why})" if why else "")
 
 
@@ -522,7 +523,7 @@ class Lock:
                     self.reclaimed_from = out.displaced
                     _audit(self.path, "reclaim", details=self._details(
                         displaced=_holder_summary(out.displaced),
-                        reason="; ".join(out.displaced.reasons) or "stale"),
+                        reason=render_all(out.displaced.reasons) or "stale"),
                         format=self.format)
                     return None
                 status = out.status
@@ -750,7 +751,7 @@ class Lock:
                     assert out.displaced is not None
                     self._took(token, record, data, ident, tmp_linked=None)
                     self.reclaimed_from = out.displaced
-                    why = reason or "; ".join(out.displaced.reasons) or "stale"
+                    why = reason or render_all(out.displaced.reasons) or "stale"
                     _audit(self.path, "reclaim", details=self._details(
                         displaced=_holder_summary(out.displaced), reason=why, forced=force,
                         **decision), format=self.format)
@@ -771,7 +772,7 @@ class Lock:
         assert out.displaced is not None
         _audit(self.path, "reclaim", result="lost_race", details={
             "displaced": _holder_summary(out.displaced),
-            "reason": reason or "; ".join(out.displaced.reasons) or "stale",
+            "reason": reason or render_all(out.displaced.reasons) or "stale",
             "note": "the stale lock was removed, another process then took the free lock",
             "holder": _holder_summary(out.status),
         }, format=self.format)
@@ -1140,7 +1141,7 @@ def force_release(path: str | os.PathLike[str], *, reason: str | None = None) ->
     try:
         status = _removed_status(p, _remove_if(p, token, lambda _d, _i: True))
     except LockLost:
-        status = LockStatus(p, State.FREE, reasons=["no lock file"])
+        status = LockStatus(p, State.FREE, reasons=(Reason.of(Code.NO_LOCK_FILE),))
         _audit(p, "force_release", result="free", details={"reason": reason,
                                                            "displaced": None})
         return status

@@ -9,220 +9,262 @@ from __future__ import annotations
 
 import getpass
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+from core.defaults import DEFAULT_STALE_AFTER, DEFAULT_WRITING_GRACE, FORMAT_STALE_AFTER
+from core.reasons import Code, Reason, UnreadableKind
+from core.reasons import human_duration as human_duration
+from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 
-DEFAULT_STALE_AFTER = 3600.0
-"""Seconds after which a lock whose holder is not alive is stale (the specs' default:
-``specs/000_f378b7650aba3ec0.txt``, "Stale Detection")."""
-
-DEFAULT_WRITING_GRACE = 2.0
-"""Seconds an empty or partial lock file is given to be completed by its writer."""
-
+__all__ = [
+    "DEFAULT_POLICY", "DEFAULT_STALE_AFTER", "DEFAULT_WRITING_GRACE", "StalePolicy",
+    "free_status", "human_duration", "judge", "judge_unparsed", "judge_unreadable",
+    "taskmcp_decision",
+]
 
 @dataclass(frozen=True, slots=True)
 class StalePolicy:
-    """How verdicts are made, per watched directory (DESIGN.md, "Default stale policy").
+    """How verdicts are made, per watched directory (DESIGN.md, "Default stale policy"), carried
+    from the configuration (:mod:`core.config`) and the CLI's ``--stale-after`` to every place
+    that judges.
 
     Attributes:
         stale_after: seconds; a lock of another tool whose holder is not alive becomes stale
-            when older than this (default 3600 s, as in the specs). Also the age at which an
-            empty lock file (a writer that crashed between create and write) becomes stale.
+            when older than this (default :data:`core.defaults.DEFAULT_STALE_AFTER`, 3600 s,
+            as in the specs). Also the age at which an empty lock file (a writer that crashed
+            between create and write) becomes stale.
         writing_grace: seconds an empty or partial file is shown as ``writing``.
         allow_higher_privilege: Task MCP's HIGHER_PRIVILEGE reclaim (environment ``ci`` >
-            ``cloud`` > ``local``). Off by default: the environment is self-declared.
-        allow_emergency: Task MCP's EMERGENCY_OVERRIDE reclaim (purpose ``emergency``). Off by
-            default: the purpose is self-declared.
+            ``cloud`` > ``local``), used by :func:`taskmcp_decision`. Off by default: the
+            environment is self-declared.
+        allow_emergency: Task MCP's EMERGENCY_OVERRIDE reclaim (purpose ``emergency``), used
+            by :func:`taskmcp_decision`. Off by default: the purpose is self-declared.
+        format_stale_after: per-format stale limits (format name, seconds) that replace
+            ``stale_after`` for that format (default: af's ledger lock, 30 s;
+            :data:`core.defaults.FORMAT_STALE_AFTER`).
+
+    Raises:
+        ValueError: a limit that is not a finite number > 0 (or a negative grace).
     """
 
     stale_after: float = DEFAULT_STALE_AFTER
     writing_grace: float = DEFAULT_WRITING_GRACE
     allow_higher_privilege: bool = False
     allow_emergency: bool = False
+    format_stale_after: tuple[tuple[str, float], ...] = tuple(sorted(FORMAT_STALE_AFTER.items()))
+
+    def __post_init__(self) -> None:
+        for name, value in (("stale_after", self.stale_after),
+                            *((f"stale_after for {f}", v) for f, v in self.format_stale_after)):
+            if not _positive(value):
+                raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+        if not (_positive(self.writing_grace) or self.writing_grace == 0):
+            raise ValueError(f"writing_grace must be a finite number of seconds >= 0, "
+                             f"not {self.writing_grace!r}")
+
+    def limit_for(self, fmt: str | None) -> float:
+        """The stale limit (seconds) for locks of format ``fmt``."""
+        for name, seconds in self.format_stale_after:
+            if name == fmt:
+                return seconds
+        return self.stale_after
 
 
-def human_duration(seconds: float) -> str:
-    """A duration in seconds as short text: ``0.4s``, ``45s``, ``3m 12s``, ``2h 0m``,
-    ``3d 4h``. Negative durations get a leading ``-``; non-finite ones are ``"forever"``."""
-    if math.isnan(seconds) or math.isinf(seconds):
-        return "forever"
-    if seconds < 0:
-        return "-" + human_duration(-seconds)
-    if seconds < 10:
-        text = f"{seconds:.1f}".rstrip("0").rstrip(".")
-        return f"{text}s"
-    total = int(seconds)
-    if total < 60:
-        return f"{total}s"
-    if total < 3600:
-        return f"{total // 60}m {total % 60}s"
-    if total < 86400:
-        return f"{total // 3600}h {total % 3600 // 60}m"
-    return f"{total // 86400}d {total % 86400 // 3600}h"
+def _positive(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
 
 
-def _fmt_time(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+DEFAULT_POLICY = StalePolicy()
+"""The policy used where none is configured."""
+
+
+BOOT_SLACK = 1.0
+"""Seconds of tolerance when comparing an acquisition time with the boot time (sema timestamps
+are whole seconds; ``psutil.boot_time()`` is too)."""
+
+
+def free_status(path: str, *, policy: StalePolicy, now: datetime,
+                reason: Reason | None = None, read_only: bool = False) -> LockStatus:
+    """The ``free`` verdict: nothing is at ``path`` (reason ``no_lock_file`` by default)."""
+    return LockStatus(path, State.FREE, reasons=(reason or Reason.of(Code.NO_LOCK_FILE),),
+                      checked_at=now, stale_after=policy.stale_after, read_only=read_only)
+
+
+def judge_unreadable(path: str, *, kind: UnreadableKind, detail: str, policy: StalePolicy,
+                     now: datetime, file: FileInfo | None = None) -> LockStatus:
+    """The ``unreadable`` verdict for a path that could not be read (``kind``, ``detail``:
+    from :class:`core.errors.UnreadableError`). Never raises."""
+    return LockStatus(path, State.UNREADABLE,
+                      reasons=(Reason.of(Code.UNREADABLE, kind=kind.value, detail=detail),),
+                      error=detail, checked_at=now, file=file, stale_after=policy.stale_after)
+
+
+def judge_unparsed(
+    path: str,
+    *,
+    empty: bool,
+    detail: str,
+    policy: StalePolicy,
+    now: datetime,
+    file: FileInfo | None = None,
+    mtime: float | None = None,
+) -> LockStatus:
+    """The verdict on bytes that are empty (``empty``) or that no format parses (``detail``:
+    the parser's reason). Never raises.
+
+    Rules: younger than ``writing_grace`` (by mtime) -> ``writing`` (a peer created the file
+    with ``O_EXCL`` and is still writing); empty and older than ``stale_after`` -> ``stale``
+    (sema creates the file, then writes it: a crash in between leaves an empty file forever,
+    DESIGN.md "Defects"); else ``unreadable`` with the parse reason (garbage is never stale:
+    never deleted)."""
+    if mtime is None and file is not None:
+        mtime = file.mtime_ns / 1e9
+    kind = UnreadableKind.EMPTY if empty else UnreadableKind.PARSE
+
+    def status(state: State, reason: Reason) -> LockStatus:
+        return LockStatus(path, state, reasons=(reason,), error=detail, checked_at=now,
+                          file=file, stale_after=policy.stale_after)
+
+    age = now.timestamp() - mtime if mtime is not None else None
+    if age is not None and -policy.writing_grace <= age < policy.writing_grace:
+        return status(State.WRITING, Reason.of(Code.WRITING, empty=empty, age_s=max(age, 0.0)))
+    if empty and age is not None and age > policy.stale_after:
+        return status(State.STALE, Reason.of(Code.EMPTY_LEFT_BY_CRASH, age_s=age))
+    return status(State.UNREADABLE, Reason.of(Code.UNREADABLE, kind=kind.value, detail=detail))
 
 
 def judge(
     path: str,
-    record: LockRecord | None,
+    record: LockRecord,
     *,
-    file: FileInfo | None,
     liveness: Liveness,
-    liveness_reasons: list[str],
+    liveness_reasons: Sequence[Reason],
     policy: StalePolicy,
     now: datetime,
+    file: FileInfo | None = None,
     mtime: float | None = None,
-    error: str | None = None,
-    empty_or_partial: bool = False,
-    empty: bool | None = None,
+    evidence: Evidence | None = None,
 ) -> LockStatus:
-    """The verdict on one lock (DESIGN.md, "Liveness and verdicts", default stale policy).
+    """The verdict on one parsed lock (DESIGN.md, "Liveness and verdicts", default stale policy).
 
     Args:
         path: the lock path (``"<proof>/ledger#<node>"`` for af claims replayed from a ledger).
-        record: the parsed lock, or ``None`` (no file, unreadable, empty or unparsable).
-        file: identity of the judged file, or ``None``.
-        liveness, liveness_reasons: from :func:`core.liveness.check` (``UNKNOWN``/``[]``
-            when there is no record).
-        policy: the directory's :class:`StalePolicy`.
+        record: the parsed lock.
+        liveness, liveness_reasons: from :func:`core.liveness.check`.
+        policy: the directory's :class:`StalePolicy` (its limit for ``record.format``).
         now: the moment of the verdict (aware; UTC).
+        file: identity of the judged file, or ``None``.
         mtime: the file's modification time (Unix s); default ``file.mtime_ns``.
-        error: the reason the file could not be read, or (with ``empty_or_partial``) parsed.
-        empty_or_partial: the bytes were empty or did not parse.
-        empty: the bytes were empty (or only whitespace); default ``file.size == 0``.
+        evidence: what liveness saw, and this host's boot time (Unix s) for the boot rule.
 
     Rules, in order:
-        - ``empty_or_partial``: younger than ``writing_grace`` (by mtime) -> ``writing``;
-          empty and older than ``stale_after`` -> ``stale`` (sema creates the file, then writes
-          it: a crash in between leaves an empty file forever, DESIGN.md "Defects"); else
-          ``unreadable`` with the parse reason (garbage is never stale: never deleted).
-        - ``error`` -> ``unreadable``. No record -> ``free``.
+        - A lock of this host (not ``remote``) taken before this host's last boot
+          (``evidence.boot_time``) -> ``stale`` (``predates_boot``): PIDs restart at boot.
         - Past the TTL/``expires_at``: holder dead/reused -> ``stale``; otherwise ``expired``
           (af claims are never stale: af reaps them itself, specs/003 "Stale Lock Cleanup").
         - A lock written by Lockwarden (``token`` and ``host``) whose holder is dead/reused ->
           ``stale`` at once; so is a ``task-mcp`` lock (its owner is a long-running server).
         - A lock with a TTL not yet passed -> ``held`` (the lease stands).
         - Another tool's lock: ``stale`` only when the holder is not alive **and** the lock is
-          older than ``stale_after`` (sema and semats record the PID of their short-lived CLI
-          process). Age from ``acquired_at``, else the file's mtime.
+          older than the format's stale limit (sema and semats record the PID of their
+          short-lived CLI process). Age from ``acquired_at``, else the file's mtime.
         - Otherwise ``held``.
 
-    Returns a :class:`LockStatus` whose ``reasons`` say why, in plain words. Never raises.
+    Returns a :class:`LockStatus` whose ``reasons`` are the liveness reasons followed by the
+    policy's. Never raises.
     """
     if mtime is None and file is not None:
         mtime = file.mtime_ns / 1e9
-    if empty_or_partial:
-        return _judge_unparsed(path, file, policy, now, mtime, error, empty)
-    if error is not None:
-        return LockStatus(
-            path,
-            State.UNREADABLE,
-            reasons=[error],
-            error=error,
-            record=record,
-            checked_at=now,
-            file=file,
-            stale_after=policy.stale_after,
-        )
-    if record is None:
-        return LockStatus(
-            path,
-            State.FREE,
-            reasons=["no lock file"],
-            checked_at=now,
-            file=file,
-            stale_after=policy.stale_after,
-        )
-
-    reasons = list(liveness_reasons)
+    evidence = evidence or Evidence(pid=record.pid)
+    limit_s = policy.limit_for(record.format)
     read_only = record.format == "af-claim" and "#" in (path or record.path)
     dead = liveness in (Liveness.DEAD, Liveness.REUSED)
-    alive = liveness is Liveness.ALIVE
     now_ts = now.timestamp()
-    age: float | None = None
-    if record.acquired_at is not None:
-        age = now_ts - record.acquired_at.timestamp()
-    elif mtime is not None:
-        age = now_ts - mtime
+    taken = _taken_at(record, mtime)
+    age = now_ts - taken if taken is not None else None
 
-    def status(state: State, *more: str) -> LockStatus:
-        return LockStatus(
-            path,
-            state,
-            liveness=liveness,
-            reasons=reasons + list(more),
-            record=record,
-            read_only=read_only,
-            checked_at=now,
-            file=file,
-            stale_after=policy.stale_after,
-        )
+    def status(state: State, *more: Reason) -> LockStatus:
+        return LockStatus(path, state, liveness=liveness,
+                          reasons=(*liveness_reasons, *more), record=record,
+                          read_only=read_only, checked_at=now, file=file,
+                          stale_after=limit_s, evidence=evidence)
+
+    boot = evidence.boot_time
+    if (boot is not None and taken is not None and liveness is not Liveness.REMOTE
+            and record.format != "af-claim" and taken < boot - BOOT_SLACK <= now_ts):
+        return status(State.STALE, Reason.of(Code.PREDATES_BOOT, boot_at=_iso(boot)))
 
     expiry = _expiry(record)
     if expiry is not None:
-        left = (expiry - now).total_seconds()
-        lease = (
-            f"TTL {human_duration(record.ttl)}"
-            if record.ttl is not None and record.format != "af-claim"
-            else f"at {_fmt_time(expiry)}"
-        )
-        if left < 0:
-            expired = f"expired {human_duration(-left)} ago ({lease})"
-            if record.format == "af-claim":
-                return status(State.EXPIRED, expired, "af keeps an expired claim until af reaps it")
-            if dead:
-                return status(State.STALE, expired, "its holder is dead, so the lock is stale")
-            if liveness in (Liveness.REMOTE, Liveness.UNKNOWN):
-                # DESIGN.md "Liveness and verdicts": stale when "age/TTL [is] past the policy
-                # where liveness cannot be known"; only a holder seen alive keeps it "expired".
-                why = (
-                    "its holder is on another host"
-                    if liveness is Liveness.REMOTE
-                    else "its holder cannot be checked"
-                )
-                return status(State.STALE, expired, f"{why}, so the lapsed lease makes it stale")
-            return status(State.EXPIRED, expired)
-        if dead and record.written_by_lockwarden and record.format != "af-claim":
-            # another tool's lease stands until it lapses (DESIGN.md: TTL formats are stale
-            # "when expired and not alive"); ours carries proof (token, start) of its holder
-            return status(
-                State.STALE,
-                "its holder is proven dead on this host, so the lock is stale "
-                f"(its lease would have expired in {human_duration(left)})",
-            )
-        return status(State.HELD, *_held_for(age), f"expires in {human_duration(left)}")
+        return _judge_lease(record, expiry, now, age, liveness, status)
 
     if record.format == "af-claim":  # specs/003 "Stale Lock Cleanup": only af reaps claims
-        return status(State.HELD, *_held_for(age), "af claims are reaped by af itself")
+        return status(State.HELD, *_held_for(age), Reason.of(Code.AF_REAPS_CLAIMS))
     if dead and record.written_by_lockwarden:
-        return status(
-            State.STALE, "a lock written by Lockwarden is stale as soon as its holder is dead"
-        )
-    limit = human_duration(policy.stale_after)
+        return status(State.STALE, Reason.of(Code.OURS_HOLDER_DEAD))
     if age is None:
-        return status(State.HELD, "its age is unknown, so it cannot be judged stale")
-    if not alive and age > policy.stale_after:
-        return status(
-            State.STALE, f"lock is {human_duration(age)} old, older than the {limit} stale limit"
-        )
-    if dead:
-        return status(
-            State.HELD,
-            f"lock is {human_duration(age)} old; another tool's lock becomes stale only after "
-            f"{limit} (its PID may be that of a short-lived CLI process)",
-        )
-    if not alive:
-        return status(
-            State.HELD,
-            f"lock is {human_duration(age)} old; a lock whose holder cannot be checked becomes "
-            f"stale after {limit}",
-        )
+        return status(State.HELD, Reason.of(Code.AGE_UNKNOWN))
+    if liveness is not Liveness.ALIVE and age > limit_s:
+        return status(State.STALE,
+                      Reason.of(Code.OLDER_THAN_STALE_AFTER, age_s=age, limit_s=limit_s))
+    if liveness is not Liveness.ALIVE:
+        return status(State.HELD, Reason.of(Code.YOUNGER_THAN_STALE_AFTER, age_s=age,
+                                            limit_s=limit_s,
+                                            holder="dead" if dead else "unknown"))
     return status(State.HELD, *_held_for(age))
+
+
+def _judge_lease(
+    record: LockRecord,
+    expiry: datetime,
+    now: datetime,
+    age: float | None,
+    liveness: Liveness,
+    status: Callable[..., LockStatus],
+) -> LockStatus:
+    """The lease rules of :func:`judge` for a record with a TTL or ``expires_at``."""
+    left = (expiry - now).total_seconds()
+    dead = liveness in (Liveness.DEAD, Liveness.REUSED)
+    if left < 0:
+        lease: dict[str, float | str] = (
+            {"ttl_s": record.ttl} if record.ttl is not None and record.format != "af-claim"
+            else {"expires_at": _iso(expiry.timestamp())})
+        expired = Reason.of(Code.EXPIRED, ago_s=-left, **lease)
+        if record.format == "af-claim":
+            return status(State.EXPIRED, expired, Reason.of(Code.AF_KEEPS_EXPIRED))
+        if dead:
+            return status(State.STALE, expired, Reason.of(Code.EXPIRED_HOLDER_DEAD))
+        if liveness in (Liveness.REMOTE, Liveness.UNKNOWN):
+            # DESIGN.md "Liveness and verdicts": stale when "age/TTL [is] past the policy
+            # where liveness cannot be known"; only a holder seen alive keeps it "expired".
+            return status(State.STALE, expired, Reason.of(
+                Code.EXPIRED_HOLDER_UNKNOWABLE, remote=liveness is Liveness.REMOTE))
+        return status(State.EXPIRED, expired)
+    if dead and record.written_by_lockwarden and record.format != "af-claim":
+        # another tool's lease stands until it lapses (DESIGN.md: TTL formats are stale
+        # "when expired and not alive"); ours carries proof (token, start) of its holder
+        return status(State.STALE, Reason.of(Code.HOLDER_DEAD_BEFORE_EXPIRY, left_s=left))
+    return status(State.HELD, *_held_for(age), Reason.of(Code.EXPIRES_IN, left_s=left))
+
+
+def _taken_at(record: LockRecord, mtime: float | None) -> float | None:
+    """When the lock was taken (Unix s): ``acquired_at``, else the file's mtime."""
+    if record.acquired_at is not None:
+        try:
+            return record.acquired_at.timestamp()
+        except (OverflowError, OSError, ValueError):
+            return None
+    return mtime
+
+
+def _iso(ts: float) -> str:
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def _expiry(record: LockRecord) -> datetime | None:
@@ -234,53 +276,12 @@ def _expiry(record: LockRecord) -> datetime | None:
         return None
 
 
-def _held_for(age: float | None) -> list[str]:
+def _held_for(age: float | None) -> tuple[Reason, ...]:
     if age is None:
-        return []
+        return ()
     if age < 0:
-        return [f"taken {human_duration(-age)} in the future (clock skew?)"]
-    return [f"held for {human_duration(age)}"]
-
-
-def _judge_unparsed(
-    path: str,
-    file: FileInfo | None,
-    policy: StalePolicy,
-    now: datetime,
-    mtime: float | None,
-    error: str | None,
-    empty: bool | None,
-) -> LockStatus:
-    def status(state: State, reason_text: str, err: str) -> LockStatus:
-        return LockStatus(
-            path,
-            state,
-            reasons=[reason_text],
-            error=err,
-            checked_at=now,
-            file=file,
-            stale_after=policy.stale_after,
-        )
-
-    if empty is None:
-        empty = (file.size == 0) if file is not None else error is None
-    what = "file is empty" if empty else "file is incomplete"
-    reason = error or ("the file is empty" if empty else "the file could not be parsed")
-    age = now.timestamp() - mtime if mtime is not None else None
-    if age is not None and -policy.writing_grace <= age < policy.writing_grace:
-        return status(
-            State.WRITING,
-            f"{what}, written {human_duration(max(age, 0.0))} ago: "
-            "its writer is probably still writing",
-            reason,
-        )
-    if empty and age is not None and age > policy.stale_after:
-        return status(
-            State.STALE,
-            f"empty lock file {human_duration(age)} old: its writer crashed before writing it",
-            reason,
-        )
-    return status(State.UNREADABLE, reason, reason)
+        return (Reason.of(Code.CLOCK_SKEW, ahead_s=-age),)
+    return (Reason.of(Code.HELD_FOR, age_s=age),)
 
 
 PRIVILEGE_ORDER: tuple[str, ...] = ("ci", "cloud", "local")

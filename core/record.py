@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from core.defaults import DEFAULT_STALE_AFTER
+from core.reasons import Reason
+
 
 class Liveness(enum.StrEnum):
     """Whether the holder process of a lock still runs (DESIGN.md, "Liveness and verdicts").
@@ -132,6 +135,29 @@ class FileInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a verdict was judged on besides the file: the process seen under the recorded PID
+    and this host's boot time.
+
+    Attributes:
+        pid: the PID looked up, or ``None``.
+        process_start: that process's start time (Unix s, psutil ``create_time``), or ``None``.
+        process_name: that process's name, or ``None`` (not found, or access denied).
+        boot_time: this host's last boot (Unix s, ``psutil.boot_time()``), when it was used.
+    """
+
+    pid: int | None = None
+    process_start: float | None = None
+    process_name: str | None = None
+    boot_time: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the fields."""
+        return {"pid": self.pid, "process_start": self.process_start,
+                "process_name": self.process_name, "boot_time": self.boot_time}
+
+
+@dataclass(frozen=True, slots=True)
 class LockStatus:
     """The verdict on one lock path at one moment.
 
@@ -139,26 +165,29 @@ class LockStatus:
         path: the lock path (or virtual path of an af ledger claim, see :class:`LockRecord`).
         state: :class:`State`; ``free`` when there is no file (``record`` is then ``None``).
         liveness: :class:`Liveness` of the holder.
-        reasons: the verdict's reasons in plain words, e.g.
-            ``["PID 4242 exited", "lock is 2h 0m old, older than the 1h stale limit"]``.
+        reasons: the verdict's reasons as data (:class:`core.reasons.Reason`: a code and its
+            parameters), e.g. ``holder_dead{pid=4242}``, ``older_than_stale_after{age_s,
+            limit_s}``; :func:`core.reasons.render` gives the words.
         record: the parsed lock, or ``None`` (free, writing or unreadable).
         checked_at: when the verdict was made (aware UTC).
         file: identity of the judged file, or ``None``.
         error: for ``unreadable``: the reason the file could not be read or parsed.
         read_only: True for locks Lockwarden must not modify (af ledger claims).
         stale_after: the policy's stale limit used for this verdict, in seconds.
+        evidence: the process and boot time the verdict was judged on (:class:`Evidence`).
     """
 
     path: str
     state: State
     liveness: Liveness = Liveness.UNKNOWN
-    reasons: list[str] = field(default_factory=list)
+    reasons: tuple[Reason, ...] = ()
     record: LockRecord | None = None
     checked_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     file: FileInfo | None = None
     error: str | None = None
     read_only: bool = False
-    stale_after: float = 3600.0
+    stale_after: float = DEFAULT_STALE_AFTER
+    evidence: Evidence = field(default_factory=lambda: Evidence())
 
     @property
     def age_s(self) -> float | None:
@@ -175,8 +204,8 @@ class LockStatus:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, a superset of sema's ``status --json``: ``locked``, ``pid``,
         ``timestamp``, ``tag`` plus ``path``, ``format``, ``host``, ``holder``, ``liveness``,
-        ``state``, ``reasons``, ``age_s``, ``expires_at`` (RFC 3339 UTC or null), ``ttl``,
-        ``error``."""
+        ``state``, ``reasons`` (objects ``{"code", "text", **params}``), ``age_s``,
+        ``expires_at`` (RFC 3339 UTC or null), ``ttl``, ``error``, ``evidence``."""
         rec = self.record
         expiry = rec.effective_expiry() if rec else None
         age = self.age_s
@@ -191,9 +220,10 @@ class LockStatus:
             "holder": rec.holder if rec else None,
             "liveness": self.liveness.value,
             "state": self.state.value,
-            "reasons": list(self.reasons),
+            "reasons": [r.to_dict() for r in self.reasons],
             "age_s": round(age, 3) if age is not None else None,
             "expires_at": expiry.isoformat().replace("+00:00", "Z") if expiry else None,
             "ttl": rec.ttl if rec else None,
             "error": self.error,
+            "evidence": self.evidence.to_dict(),
         }

@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING
 
 from core.config import WatchSpec, expand_path
 from core.errors import UnreadableError
-from core.fsutil import is_engine_file, read_lock_file
-from core.record import FileInfo, Liveness, LockRecord, LockStatus
+from core.fsutil import is_engine_file, os_kind, os_reason, read_lock_file
+from core.reasons import UnreadableKind
+from core.record import FileInfo, LockRecord, LockStatus
 
 if TYPE_CHECKING:
     from core.liveness import ProcessSnapshot
@@ -291,6 +292,7 @@ class FileRead:
     data: bytes | None = None
     file: FileInfo | None = None
     error: str | None = None
+    kind: UnreadableKind = UnreadableKind.OS_ERROR
 
 
 def read_entry(path: str) -> FileRead | None:
@@ -303,9 +305,9 @@ def read_entry(path: str) -> FileRead | None:
     except FileNotFoundError:
         return None
     except UnreadableError as exc:
-        return FileRead(path, error=exc.reason)
+        return FileRead(path, error=exc.reason, kind=exc.kind)
     except OSError as exc:
-        return FileRead(path, error=exc.strerror or str(exc))
+        return FileRead(path, error=os_reason(exc), kind=os_kind(exc))
     return FileRead(path, data=data, file=info)
 
 
@@ -315,10 +317,10 @@ def judge_read(
     """The verdict on a :class:`FileRead` (:func:`core.inspect.inspect_bytes`, or an
     ``unreadable`` verdict from :func:`core.policy.judge` with the read error)."""
     if read.error is not None or read.data is None:
-        from core.policy import judge
+        from core.policy import judge_unreadable
 
-        return judge(read.path, None, file=None, liveness=Liveness.UNKNOWN, liveness_reasons=[],
-                     policy=policy, now=now, error=read.error or "could not be read")
+        return judge_unreadable(read.path, kind=read.kind, detail=read.error or "could not be read",
+                                policy=policy, now=now)
     from core.inspect import inspect_bytes
 
     mtime = read.file.mtime_ns / 1e9 if read.file is not None else None
@@ -343,15 +345,9 @@ def judge_claim(
     """The verdict on a claim replayed from a ledger: read-only, never a file."""
     import dataclasses
 
-    from core.liveness import check
-    from core.policy import judge
+    from core.inspect import judge_record
 
-    try:
-        liveness, reasons = check(record, procs=procs)
-    except Exception as exc:
-        liveness, reasons = Liveness.UNKNOWN, [f"the holder could not be checked: {exc}"]
-    st = judge(record.path, record, file=None, liveness=liveness, liveness_reasons=reasons,
-               policy=policy, now=now)
+    st = judge_record(record.path, record, policy=policy, procs=procs, now=now)
     return st if st.read_only else dataclasses.replace(st, read_only=True)
 
 

@@ -22,7 +22,7 @@ How it works:
   (TTL expiry, ``stale_after`` reached, the 2 s writing grace) are re-judged at that instant
   without any file event. A change set is emitted only when a verdict or record changed
   (state, liveness, reasons, record, file identity): growing ages alone never emit (the GUI
-  ticks ages itself; numbers inside reasons are ignored when comparing).
+  ticks ages itself; ticking reason parameters are ignored when comparing).
 - **Polling**: watchdog's ``PollingObserver`` (every :data:`POLL_INTERVAL` s, never following
   symlinks) is used for network file systems, which give no events for other hosts' changes
   (NFS, SMB/CIFS, sshfs, 9p, ... detected from ``psutil.disk_partitions(all=True)``, longest
@@ -51,11 +51,10 @@ import logging
 import math
 import os
 import queue
-import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -80,6 +79,7 @@ from watchdog.events import (
 
 from core import scan as _scan
 from core.config import DEFAULT_RESCAN_INTERVAL, WatchSpec, expand_path
+from core.reasons import same_reasons
 from core.record import Liveness, LockStatus, State
 
 if TYPE_CHECKING:
@@ -227,17 +227,10 @@ def is_network_fs(fs: Filesystem | None) -> bool:
 # internals
 # --------------------------------------------------------------------------------------------
 
-_NUM_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-
-
-def _norm_reasons(reasons: Iterable[str]) -> list[str]:
-    return [_NUM_RE.sub("#", r) for r in reasons]
-
-
 def same_verdict(a: LockStatus, b: LockStatus) -> bool:
     """True when ``b`` says nothing new compared with ``a``: same state, liveness, record,
-    file identity, error, read-only flag and stale limit, and the same reasons once numbers
-    are ignored (``"held for 3m 12s"`` == ``"held for 3m 14s"``)."""
+    file identity, error, read-only flag and stale limit, and the same reasons apart from
+    their ticking parameters (ages, time left: :func:`core.reasons.same_reasons`)."""
     return (
         a.state is b.state
         and a.liveness is b.liveness
@@ -246,7 +239,7 @@ def same_verdict(a: LockStatus, b: LockStatus) -> bool:
         and a.stale_after == b.stale_after
         and a.file == b.file
         and a.record == b.record
-        and _norm_reasons(a.reasons) == _norm_reasons(b.reasons)
+        and same_reasons(a.reasons, b.reasons)
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import QModelIndex, Qt
 
 from app.model import SORT_ROLE, STATUS_ROLE, Col, LockFilterProxy, LockTableModel
+from core.reasons import Code, Reason
 from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -20,19 +21,22 @@ ME = 4242
 pytestmark = pytest.mark.usefixtures("qapp")
 
 
+GARBAGE = Reason.of(Code.UNREADABLE, kind="parse", detail="garbage")
+
+
 def status(name: str, state: State = State.HELD, *, age: float = 60.0, pid: int | None = 100,
            ttl: float | None = None, tag: str | None = None, holder: str | None = None,
            host: str | None = "here", liveness: Liveness = Liveness.ALIVE,
-           reasons: list[str] | None = None, directory: str = "/locks") -> LockStatus:
+           reasons: list[Reason] | None = None, directory: str = "/locks") -> LockStatus:
     path = f"{directory}/{name}"
     if state is State.UNREADABLE:
-        return LockStatus(path=path, state=state, reasons=reasons or ["garbage"],
+        return LockStatus(path=path, state=state, reasons=tuple(reasons or [GARBAGE]),
                           error="no format fits", checked_at=NOW,
                           file=FileInfo(1, 1, 3, int((NOW.timestamp() - age) * 1e9)))
     rec = LockRecord(path=path, format="sema", holder=holder, pid=pid, host=host,
                      acquired_at=NOW - timedelta(seconds=age), ttl=ttl, tag=tag,
                      raw=f"pid={pid}\n")
-    return LockStatus(path=path, state=state, liveness=liveness, reasons=reasons or [],
+    return LockStatus(path=path, state=state, liveness=liveness, reasons=tuple(reasons or []),
                       record=rec, checked_at=NOW)
 
 
@@ -76,7 +80,8 @@ def test_updates_in_place_without_reset(qtbot):
     m.apply([("/locks/a.lock", status("a.lock")), ("/locks/b.lock", status("b.lock"))])
     assert m.rowCount() == 2 and not changed
     # the holder dies: state and liveness change, nothing else
-    dead = status("b.lock", State.STALE, liveness=Liveness.DEAD, reasons=["PID 100 exited"])
+    dead = status("b.lock", State.STALE, liveness=Liveness.DEAD,
+                  reasons=[Reason.of(Code.HOLDER_DEAD, pid=100)])
     with qtbot.waitSignal(m.transitions) as blocker:
         m.apply([(dead.path, dead)])
     row = m.row_of(dead.path)
@@ -150,7 +155,8 @@ def test_filters():
     m = make_model()
     m.apply([(s.path, s) for s in (
         status("build.lock", tag="nightly Build"),
-        status("deploy.lock", State.STALE, liveness=Liveness.DEAD, reasons=["PID 77 exited"]),
+        status("deploy.lock", State.STALE, liveness=Liveness.DEAD,
+               reasons=[Reason.of(Code.HOLDER_DEAD, pid=77)]),
         status("mine.lock", pid=ME),
         status("other-host.lock", pid=ME, host="elsewhere", liveness=Liveness.REMOTE),
         status("queue.lock", State.EXPIRED, ttl=5, holder="agent-7"),
@@ -189,7 +195,7 @@ def test_filters():
 
 def test_roles_and_headers():
     m = make_model()
-    st = status("a.lock", reasons=["PID 100 is alive"])
+    st = status("a.lock", reasons=[Reason.of(Code.HOLDER_ALIVE, pid=100)])
     m.apply([(st.path, st)])
     idx = m.index(0, Col.STATE)
     assert m.data(idx, STATUS_ROLE) is st

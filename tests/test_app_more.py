@@ -14,6 +14,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from core import config as cfgmod
+from core.reasons import Code, Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 
 
@@ -23,7 +24,8 @@ def fake(path: str, state: State, age: float = 30.0, pid: int = 4321) -> LockSta
                      acquired_at=now - timedelta(seconds=age))
     live = Liveness.DEAD if state is State.STALE else Liveness.ALIVE
     return LockStatus(path=path, state=state, liveness=live, record=rec,
-                      reasons=[f"PID {pid} exited"] if state is State.STALE else [])
+                      reasons=(Reason.of(Code.HOLDER_DEAD, pid=pid),)
+                      if state is State.STALE else ())
 
 
 def test_quit_with_held_locks_asks_and_releases(make_app, lockdir):

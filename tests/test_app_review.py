@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from core import config as cfgmod
+from core.reasons import Code, Reason, render, texts
 from core.record import State
 
 
@@ -120,18 +121,19 @@ def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: 
         assert pane.status is lw.model.status_of(str(live))
         assert "held for" in pane.reasons.text()
         stored = lw.model.status_of(str(live))
-        assert stored is not None and stored.reasons[0] in pane.reasons.text()  # liveness kept
+        # liveness kept
+        assert stored is not None and render(stored.reasons[0]) in pane.reasons.text()
         # the reclaim confirmation quotes the reasons as they read when it opens
         st = lw.model.status_of(str(gone))
         assert st is not None and st.state is State.STALE
-        qtbot.waitUntil(lambda: current_reasons(st) != st.reasons, timeout=20_000)
+        qtbot.waitUntil(lambda: current_reasons(st) != texts(st.reasons), timeout=20_000)
         before = current_reasons(st)
         dlg = lw.open_reclaim(str(gone))
         after = current_reasons(st)
         assert dlg is not None
         text = dlg.label.text()
         assert any(r in text for r in before + after if "expired" in r), text
-        assert not any(r in text for r in st.reasons if "expired" in r), text
+        assert not any(r in text for r in texts(st.reasons) if "expired" in r), text
         dlg.reject()
     finally:
         holder.kill()
@@ -236,7 +238,7 @@ def test_notifications_are_events_with_the_right_icons(make_app: Any, lockdir: P
     # a stale lock judged held again (same holder) is no "acquired"
     st = lw.model.status_of(str(old_stale))
     assert st is not None
-    lw.inventory.push([(st.path, replace(st, state=State.HELD, reasons=[]))])
+    lw.inventory.push([(st.path, replace(st, state=State.HELD, reasons=()))])
     lw.inventory.flush()
     assert len(tray.messages) == n
     # our own acquisition: "acquired", with the information icon
@@ -414,7 +416,7 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
     # a row whose reasons change (same state) stays where it is
     st = lw.model.status_of(paths[1])
     assert st is not None
-    lw.inventory.push([(st.path, replace(st, reasons=[*st.reasons, "re-checked"]))])
+    lw.inventory.push([(st.path, replace(st, reasons=(*st.reasons, Reason.of(Code.AGE_UNKNOWN))))])
     lw.inventory.flush()
     assert order() == sorted(paths)
     # the selected lock disappears: nothing else gets selected behind the user's back

@@ -153,7 +153,7 @@ def test_reclaim_after_holder_killed(gui, qtbot, lockdir, holder):
     p.wait()
     qtbot.waitUntil(lambda: row_state(gui, path) is State.STALE, timeout=WAIT_MS)
     st = gui.model.status_of(str(path))
-    assert st is not None and any(str(p.pid) in r for r in st.reasons)
+    assert st is not None and any(r.get("pid") == p.pid for r in st.reasons)
     dlg = gui.open_reclaim(str(path))
     assert dlg is not None and not dlg.ask_reason  # stale: the light confirmation
     dlg.accept()

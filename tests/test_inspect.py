@@ -19,6 +19,7 @@ from core.fsutil import read_lock_file
 from core.inspect import inspect, inspect_bytes
 from core.liveness import same_host
 from core.policy import StalePolicy, taskmcp_decision
+from core.reasons import Code, texts
 from core.record import Liveness, State
 
 
@@ -30,7 +31,7 @@ def _age(path: Path, seconds: float) -> None:
 def test_missing_file_is_free(lockdir: Path) -> None:
     st = inspect(str(lockdir / "nothing.lock"))
     assert st.state is State.FREE and not st.locked
-    assert st.reasons == ["no lock file"] and st.record is None
+    assert texts(st.reasons) == ["no lock file"] and st.record is None
     assert inspect(str(lockdir / "no-such-dir" / "x.lock")).state is State.FREE
 
 
@@ -40,8 +41,8 @@ def test_fifo_is_unreadable_and_not_opened(lockdir: Path) -> None:
     os.mkfifo(fifo)
     st = inspect(str(fifo))  # would block forever if it opened the FIFO for reading
     assert st.state is State.UNREADABLE
-    assert st.reasons == ["is a FIFO (named pipe), not a lock file"]
-    assert st.error == st.reasons[0]
+    assert texts(st.reasons) == ["is a FIFO (named pipe), not a lock file"]
+    assert st.error == texts(st.reasons)[0]
 
 
 def test_symlink_is_unreadable_and_not_followed(lockdir: Path) -> None:
@@ -51,7 +52,7 @@ def test_symlink_is_unreadable_and_not_followed(lockdir: Path) -> None:
     link.symlink_to(target)
     st = inspect(str(link))
     assert st.state is State.UNREADABLE
-    assert "symbolic link" in st.reasons[0] and "never followed" in st.reasons[0]
+    assert "symbolic link" in texts(st.reasons)[0] and "never followed" in texts(st.reasons)[0]
     dangling = lockdir / "dangling.lock"
     dangling.symlink_to(lockdir / "gone")
     assert inspect(str(dangling)).state is State.UNREADABLE
@@ -62,14 +63,14 @@ def test_directory_is_unreadable(lockdir: Path) -> None:
     d.mkdir()
     st = inspect(str(d))
     assert st.state is State.UNREADABLE
-    assert st.reasons == ["is a directory, not a lock file"]
+    assert texts(st.reasons) == ["is a directory, not a lock file"]
 
 
 def test_too_large_file_is_unreadable(lockdir: Path) -> None:
     big = lockdir / "big.lock"
     big.write_bytes(b"x" * (64 * 1024 + 1))
     st = inspect(str(big))
-    assert st.state is State.UNREADABLE and "larger than" in st.reasons[0]
+    assert st.state is State.UNREADABLE and "larger than" in texts(st.reasons)[0]
 
 
 def test_empty_file_young_writing_old_stale(lockdir: Path) -> None:
@@ -77,14 +78,14 @@ def test_empty_file_young_writing_old_stale(lockdir: Path) -> None:
     f.write_bytes(b"")
     st = inspect(str(f))
     assert st.state is State.WRITING
-    assert st.reasons[0].startswith("file is empty, written ")
+    assert texts(st.reasons)[0].startswith("file is empty, written ")
     assert st.file is not None and st.file.size == 0
     _age(f, 60)
     assert inspect(str(f)).state is State.UNREADABLE
     _age(f, 2 * 3600)
     old = inspect(str(f))
     assert old.state is State.STALE
-    assert old.reasons == ["empty lock file 2h 0m old: its writer crashed before writing it"]
+    assert texts(old.reasons) == ["empty lock file 2h 0m old: its writer crashed before writing it"]
     assert inspect(str(f), policy=StalePolicy(stale_after=30)).state is State.STALE
     # whitespace only is as empty
     f.write_bytes(b"\r\n\n")
@@ -104,7 +105,7 @@ def test_garbage_young_writing_old_unreadable_forever(lockdir: Path, data: bytes
         _age(f, age)
         st = inspect(str(f))
         assert st.state is State.UNREADABLE, age
-        assert st.reasons and st.reasons[0] and st.error == st.reasons[0]
+        assert texts(st.reasons) and texts(st.reasons)[0] and st.error == texts(st.reasons)[0]
 
 
 def test_permission_denied_is_unreadable(lockdir: Path) -> None:
@@ -115,7 +116,7 @@ def test_permission_denied_is_unreadable(lockdir: Path) -> None:
         pytest.skip("POSIX permissions")
     if os.geteuid() != 0:
         st = inspect(str(f))
-        assert st.state is State.UNREADABLE and st.reasons == ["permission denied"]
+        assert st.state is State.UNREADABLE and texts(st.reasons) == ["permission denied"]
         return
     if shutil.which("setpriv") is None:
         pytest.skip("root reads any file, and setpriv is missing to drop to user nobody")
@@ -141,7 +142,8 @@ def test_permission_denied_is_unreadable(lockdir: Path) -> None:
 ROOT = Path(__file__).resolve().parents[1]
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 _INSPECT_AS_NOBODY = (
-    "from core.inspect import inspect; s = inspect({!r}); print(s.state.value, s.reasons)"
+    "from core.inspect import inspect; from core.reasons import Code, texts; "
+    "s = inspect({!r}); print(s.state.value, texts(s.reasons))"
 )
 
 
@@ -191,10 +193,10 @@ def test_sema_fixtures(fixtures_dir: Path, name: str) -> None:
     young = inspect(path, now=rec.acquired_at + timedelta(minutes=5))
     assert young.state is State.HELD
     assert young.liveness in (Liveness.DEAD, Liveness.REUSED)
-    assert young.reasons[0].startswith(f"PID {rec.pid} ")
+    assert texts(young.reasons)[0].startswith(f"PID {rec.pid} ")
     old = inspect(path, now=rec.acquired_at + timedelta(hours=2))
     assert old.state is State.STALE
-    assert old.reasons[-1] == "lock is 2h 0m old, older than the 1h 0m stale limit"
+    assert texts(old.reasons)[-1] == "lock is 2h 0m old, older than the 1h 0m stale limit"
     assert old.to_dict()["state"] == "stale" and old.to_dict()["pid"] == rec.pid
 
 
@@ -217,11 +219,11 @@ def test_taskmcp_epoch_ms_fixture(fixtures_dir: Path) -> None:
     since = datetime.fromtimestamp(1795280000, UTC)
     st = inspect(path, now=since + timedelta(minutes=3))
     assert st.state is State.HELD and st.liveness is Liveness.REMOTE
-    assert "devbox" in st.reasons[0] and st.reasons[-1] == "expires in 57m 0s"
+    assert "devbox" in texts(st.reasons)[0] and texts(st.reasons)[-1] == "expires in 57m 0s"
     late = inspect(path, now=since + timedelta(hours=1, minutes=5))
     # a lapsed lease whose holder cannot be checked (another host) is stale (DESIGN.md)
     assert late.state is State.STALE
-    assert "expired 5m 0s ago (TTL 1h 0m)" in late.reasons
+    assert "expired 5m 0s ago (TTL 1h 0m)" in texts(late.reasons)
     assert taskmcp_decision(late, policy=StalePolicy()) == (True, "LOCK_EXPIRED", "high")
     assert taskmcp_decision(st, policy=StalePolicy())[1] == "LOCK_HELD"
 
@@ -231,7 +233,7 @@ def test_taskmcp_enhanced_fixture(fixtures_dir: Path) -> None:
     since = _ts("2026-11-21T09:30:00Z")
     st = inspect(path, now=since + timedelta(hours=2))
     assert st.state is State.HELD and st.liveness is Liveness.UNKNOWN
-    assert st.reasons[-1] == "expires in 22h 0m"
+    assert texts(st.reasons)[-1] == "expires in 22h 0m"
     everything_on = StalePolicy(allow_higher_privilege=True, allow_emergency=True)
     # a ci lock: no environment ranks above it
     assert taskmcp_decision(
@@ -254,12 +256,20 @@ def test_af_fixtures(fixtures_dir: Path) -> None:
     expired = inspect(claim, now=_ts("2026-11-22T09:00:00Z"))
     assert expired.state is State.EXPIRED  # never stale: af reaps its own claims
     ledger_lock = str(proof / "ledger" / "ledger.lock")
-    assert inspect(ledger_lock, now=_ts("2026-11-21T09:31:00Z")).state is State.HELD
-    old = inspect(ledger_lock, now=_ts("2026-11-21T11:00:00Z"))
-    assert old.state is State.STALE and old.reasons[-1].startswith("lock is 1h 30m old")
+    # af holds its ledger lock for milliseconds: its own stale limit is 30 s (core.defaults)
+    assert inspect(ledger_lock, now=_ts("2026-11-21T09:30:20Z")).state is State.HELD
+    late = inspect(ledger_lock, now=_ts("2026-11-21T09:31:00Z"))
+    assert late.state is State.STALE and late.stale_after == 30.0
+    assert late.reasons[-1].code is Code.OLDER_THAN_STALE_AFTER
+    assert late.reasons[-1].get("limit_s") == 30.0
+    hourly = StalePolicy(format_stale_after=())
+    assert inspect(ledger_lock, policy=hourly, now=_ts("2026-11-21T09:31:00Z")).state \
+        is State.HELD
+    old = inspect(ledger_lock, policy=hourly, now=_ts("2026-11-21T11:00:00Z"))
+    assert old.state is State.STALE and texts(old.reasons)[-1].startswith("lock is 1h 30m old")
     # ledger events and audit logs are not locks: unreadable with the parser's reason
     event = inspect(str(proof / "ledger" / "000002.json"), now=_ts("2026-11-22T00:00:00Z"))
-    assert event.state is State.UNREADABLE and "ledger event" in event.reasons[0]
+    assert event.state is State.UNREADABLE and "ledger event" in texts(event.reasons)[0]
 
 
 def test_af_ledger_claims_by_virtual_path(fixtures_dir: Path) -> None:
@@ -268,10 +278,10 @@ def test_af_ledger_claims_by_virtual_path(fixtures_dir: Path) -> None:
     held = inspect(f"{ledger}#1.1", now=at)
     assert held.state is State.HELD and held.read_only
     assert held.record is not None and held.record.holder == "prover-7"
-    assert held.reasons[-1] == "expires in 44m 0s"
+    assert texts(held.reasons)[-1] == "expires in 44m 0s"
     gone = inspect(f"{ledger}#1.2", now=_ts("2026-11-21T10:05:00Z"))
     assert gone.state is State.EXPIRED and gone.read_only
     released = inspect(f"{ledger}#1", now=at)  # nodes_released
-    assert released.state is State.FREE and "not claimed" in released.reasons[0]
+    assert released.state is State.FREE and "not claimed" in texts(released.reasons)[0]
     # '#' in an ordinary missing path is just a missing file
-    assert inspect(str(fixtures_dir / "no#such"), now=at).reasons == ["no lock file"]
+    assert texts(inspect(str(fixtures_dir / "no#such"), now=at).reasons) == ["no lock file"]

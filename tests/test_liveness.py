@@ -18,6 +18,7 @@ import pytest
 
 from core import liveness
 from core.liveness import ProcessSnapshot, ProcInfo, check, same_host
+from core.reasons import Code, Reason, texts
 from core.record import Liveness, LockRecord
 
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
@@ -48,7 +49,7 @@ def test_reaped_child_is_dead() -> None:
     proc.wait(timeout=30)
     state, reasons = check(_rec(proc.pid, acquired_at=datetime.now(UTC)))
     assert state is Liveness.DEAD
-    assert reasons == [f"PID {proc.pid} exited"]
+    assert texts(reasons) == [f"PID {proc.pid} exited"]
     assert liveness.process_start_time(proc.pid) is None
 
 
@@ -56,7 +57,8 @@ def test_live_child_is_alive(child: subprocess.Popen[bytes]) -> None:
     rec = _rec(child.pid, acquired_at=datetime.now(UTC))
     state, reasons = check(rec)
     assert state is Liveness.ALIVE
-    assert reasons[0].startswith(f"PID {child.pid}") and reasons[0].endswith("is alive")
+    first = texts(reasons)[0]
+    assert first.startswith(f"PID {child.pid}") and first.endswith("is alive")
     # the same through a snapshot
     snap = liveness.snapshot()
     assert child.pid in snap
@@ -68,7 +70,7 @@ def test_lock_written_before_process_started_is_reused(child: subprocess.Popen[b
     rec = _rec(child.pid, acquired_at=datetime.fromtimestamp(started - 300, UTC))
     state, reasons = check(rec)
     assert state is Liveness.REUSED
-    assert reasons == [
+    assert texts(reasons) == [
         f"PID {child.pid} now belongs to a process started 5m 0s after the lock was written"
     ]
 
@@ -86,7 +88,7 @@ def test_pidfile_start_check_uses_file_mtime(child: subprocess.Popen[bytes]) -> 
     assert check(rec)[0] is Liveness.ALIVE  # no time at all: no start check
     assert check(rec, written_at=time.time())[0] is Liveness.ALIVE
     state, reasons = check(rec, written_at=started - 3 * 3600)
-    assert state is Liveness.REUSED and "3h 0m after the lock was written" in reasons[0]
+    assert state is Liveness.REUSED and "3h 0m after the lock was written" in texts(reasons)[0]
 
 
 def test_start_mismatch_is_reused(child: subprocess.Popen[bytes]) -> None:
@@ -95,7 +97,7 @@ def test_start_mismatch_is_reused(child: subprocess.Popen[bytes]) -> None:
     rec = _rec(child.pid, acquired_at=datetime.now(UTC), start=started - 42.5)
     state, reasons = check(rec)
     assert state is Liveness.REUSED
-    assert reasons == [
+    assert texts(reasons) == [
         f"PID {child.pid} now belongs to another process, started 42s after the lock's holder"
     ]
     assert check(_rec(child.pid, start=started + 7))[0] is Liveness.REUSED
@@ -120,7 +122,7 @@ def test_killed_unreaped_child_is_dead_zombie() -> None:
         rec = _rec(proc.pid, acquired_at=datetime.now(UTC))
         state, reasons = check(rec)
         assert state is Liveness.DEAD
-        assert "zombie" in reasons[0]
+        assert "zombie" in texts(reasons)[0]
         assert check(rec, procs=liveness.snapshot())[0] is Liveness.DEAD
         assert liveness.process_start_time(proc.pid) is None
     finally:
@@ -131,7 +133,7 @@ def test_other_host_is_remote(child: subprocess.Popen[bytes]) -> None:
     rec = _rec(child.pid, host="build-server-17.example.net", acquired_at=datetime.now(UTC))
     state, reasons = check(rec)
     assert state is Liveness.REMOTE
-    assert "build-server-17.example.net" in reasons[0]
+    assert "build-server-17.example.net" in texts(reasons)[0]
 
 
 def test_this_host_in_other_spellings_is_local(child: subprocess.Popen[bytes]) -> None:
@@ -159,7 +161,8 @@ def test_same_host(a: str, b: str, same: bool) -> None:
 
 def test_no_pid_is_unknown() -> None:
     rec = LockRecord(path="/p/locks/1.lock", format="af-claim", holder="agent-1")
-    assert check(rec) == (Liveness.UNKNOWN, ["the lock records no process ID"])
+    assert check(rec) == (Liveness.UNKNOWN, [Reason.of(Code.NO_PID)])
+    assert texts(check(rec)[1]) == ["the lock records no process ID"]
     assert check(_rec(0))[0] is Liveness.UNKNOWN
     assert check(_rec(-5))[0] is Liveness.UNKNOWN
 
@@ -177,7 +180,7 @@ def test_snapshot_taken_after_the_lock_is_trusted() -> None:
     snap = liveness.snapshot()
     assert proc.pid not in snap
     rec = _rec(proc.pid, acquired_at=datetime.now(UTC) - timedelta(minutes=1))
-    assert check(rec, procs=snap) == (Liveness.DEAD, [f"PID {proc.pid} exited"])
+    assert check(rec, procs=snap) == (Liveness.DEAD, [Reason.of(Code.HOLDER_DEAD, pid=proc.pid)])
     started = _rec(proc.pid, start=time.time() - 60)
     assert check(started, procs=snap)[0] is Liveness.DEAD
 
@@ -187,7 +190,7 @@ def test_unreadable_start_time_counts_as_alive() -> None:
     snap = ProcessSnapshot(procs={4242: ProcInfo(None, None)})
     state, reasons = check(_rec(4242, acquired_at=datetime(2020, 1, 1, tzinfo=UTC)), procs=snap)
     assert state is Liveness.ALIVE
-    assert "not readable" in reasons[0]
+    assert "not readable" in texts(reasons)[0]
 
 
 def test_snapshot_matches_psutil(child: subprocess.Popen[bytes]) -> None:

@@ -25,6 +25,7 @@ from core.fsutil import GUARD_FILE_NAME, is_engine_file
 from core.inspect import inspect
 from core.liveness import _hidden_but_running, check, process_identity, process_start_time
 from core.lock import Lock, reclaim
+from core.reasons import texts
 from core.record import Liveness, State
 
 LINUX = sys.platform.startswith("linux")
@@ -55,10 +56,10 @@ def test_wall_clock_step_does_not_make_a_live_holder_look_reused(lockdir: Path) 
     boot, ticks = rec.proc.rsplit(":", 1) if rec.proc else ("", "0")
     other = replace(rec, proc=f"{boot}:{int(ticks) + 1}")
     live, reasons = check(other)
-    assert live is Liveness.REUSED and "another process" in reasons[0]
+    assert live is Liveness.REUSED and "another process" in texts(reasons)[0]
     # a lock written before the last reboot
     live, reasons = check(replace(rec, proc=f"another-boot:{ticks}"))
-    assert live is Liveness.REUSED and "reboot" in reasons[0]
+    assert live is Liveness.REUSED and "reboot" in texts(reasons)[0]
 
 
 @pytest.mark.skipif(os.name == "nt", reason="kill(pid, 0) probes POSIX processes")

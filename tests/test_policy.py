@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from core.policy import StalePolicy, human_duration, judge, taskmcp_decision
+from core.policy import (
+    StalePolicy,
+    free_status,
+    human_duration,
+    judge,
+    judge_unparsed,
+    judge_unreadable,
+    taskmcp_decision,
+)
+from core.reasons import Code, Reason, UnreadableKind, texts
 from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -27,20 +36,22 @@ def sema(age: float, *, ours: bool = False, **kw: Any) -> LockRecord:
     return LockRecord(path="/l/x.lock", format="sema", pid=4242, acquired_at=ago(age), **extra)
 
 
-LIVE_REASONS = {
-    Liveness.ALIVE: "PID 4242 is alive",
-    Liveness.DEAD: "PID 4242 exited",
-    Liveness.REUSED: "PID 4242 now belongs to a process started 5m after the lock",
-    Liveness.REMOTE: "the lock was taken on host 'far'",
-    Liveness.UNKNOWN: "the lock records no process ID",
+LIVE_REASON_DATA = {
+    Liveness.ALIVE: Reason.of(Code.HOLDER_ALIVE, pid=4242),
+    Liveness.DEAD: Reason.of(Code.HOLDER_DEAD, pid=4242),
+    Liveness.REUSED: Reason.of(Code.PID_REUSED, pid=4242, how="written", delta_s=300.0),
+    Liveness.REMOTE: Reason.of(Code.REMOTE_HOST, pid=4242, host="far", this_host="here"),
+    Liveness.UNKNOWN: Reason.of(Code.NO_PID),
 }
+LIVE_REASONS = {live: texts([r])[0] for live, r in LIVE_REASON_DATA.items()}
 
 
 def verdict(rec: LockRecord | None, live: Liveness, **kw: Any) -> LockStatus:
-    reasons = [LIVE_REASONS[live]]
+    reasons = [LIVE_REASON_DATA[live]]
     kw.setdefault("policy", POLICY)
+    assert rec is not None
     return judge(
-        rec.path if rec else "/l/x.lock",
+        rec.path,
         rec,
         file=kw.pop("file", None),
         liveness=live,
@@ -80,20 +91,24 @@ def test_stale_policy_table(ours: bool, age: float, live: Liveness, state: State
     st = verdict(sema(age, ours=ours), live)
     assert st.state is state
     assert st.liveness is live
-    assert st.reasons[0] == LIVE_REASONS[live] and len(st.reasons) >= 2  # liveness first
+    # liveness first
+    assert texts(st.reasons)[0] == LIVE_REASONS[live] and len(st.reasons) >= 2
     assert st.checked_at == NOW and st.stale_after == H and st.record is not None
 
 
 def test_reasons_read_as_sentences() -> None:
     st = verdict(sema(2 * H), L.DEAD)
-    assert st.reasons == ["PID 4242 exited", "lock is 2h 0m old, older than the 1h 0m stale limit"]
+    assert texts(st.reasons) == [
+        "PID 4242 exited", "lock is 2h 0m old, older than the 1h 0m stale limit"]
+    assert [r.code for r in st.reasons] == [Code.HOLDER_DEAD, Code.OLDER_THAN_STALE_AFTER]
+    assert st.reasons[1].get("limit_s") == H and st.reasons[1].get("age_s") == 2 * H
     young = verdict(sema(192), L.DEAD)
-    assert young.reasons[0] == "PID 4242 exited"
-    assert "3m 12s old" in young.reasons[1] and "short-lived" in young.reasons[1]
+    assert texts(young.reasons)[0] == "PID 4242 exited"
+    assert "3m 12s old" in texts(young.reasons)[1] and "short-lived" in texts(young.reasons)[1]
     held = verdict(sema(192), L.ALIVE)
-    assert held.reasons == ["PID 4242 is alive", "held for 3m 12s"]
+    assert texts(held.reasons) == ["PID 4242 is alive", "held for 3m 12s"]
     ours = verdict(sema(5, ours=True), L.DEAD)
-    assert ours.reasons[0] == "PID 4242 exited" and "Lockwarden" in ours.reasons[1]
+    assert texts(ours.reasons)[0] == "PID 4242 exited" and "Lockwarden" in texts(ours.reasons)[1]
 
 
 def test_custom_stale_after() -> None:
@@ -111,7 +126,7 @@ def test_pidfile_age_comes_from_mtime() -> None:
     info = FileInfo(ino=1, dev=1, size=5, mtime_ns=int(old * 1e9))
     assert verdict(rec, L.DEAD, file=info).state is State.STALE
     unknown_age = verdict(rec, L.DEAD)
-    assert unknown_age.state is State.HELD and "age is unknown" in unknown_age.reasons[-1]
+    assert unknown_age.state is State.HELD and "age is unknown" in texts(unknown_age.reasons)[-1]
 
 
 # --- TTL / expiry -------------------------------------------------------------------------------
@@ -151,12 +166,12 @@ def test_ttl_lease_beats_stale_after_when_liveness_unknown() -> None:
     """A CI lock with a 24 h TTL, 2 h old, owner unknown: the lease stands."""
     st = verdict(taskmcp(2 * H, ttl=86400), L.UNKNOWN)
     assert st.state is State.HELD
-    assert "expires in 22h 0m" in st.reasons
+    assert "expires in 22h 0m" in texts(st.reasons)
 
 
 def test_expired_reason_names_ttl() -> None:
     st = verdict(taskmcp(H + 300), L.ALIVE)
-    assert st.reasons == ["PID 4242 is alive", "expired 5m 0s ago (TTL 1h 0m)"]
+    assert texts(st.reasons) == ["PID 4242 is alive", "expired 5m 0s ago (TTL 1h 0m)"]
 
 
 def test_other_tool_sema_with_ttl_dead_but_young_is_held() -> None:
@@ -180,8 +195,8 @@ def test_af_claims() -> None:
     assert live.state is State.HELD and not live.read_only
     gone = verdict(claim("/p/locks/1.lock", -300), L.UNKNOWN)
     assert gone.state is State.EXPIRED
-    assert gone.reasons[1].startswith("expired 5m 0s ago (at 2026-11-21 11:55:00 UTC)")
-    assert "af" in gone.reasons[2]
+    assert texts(gone.reasons)[1].startswith("expired 5m 0s ago (at 2026-11-21 11:55:00 UTC)")
+    assert "af" in texts(gone.reasons)[2]
     # expired for days: still expired, never stale (af reaps its own claims)
     assert verdict(claim("/p/locks/1.lock", -9 * 86400), L.UNKNOWN).state is State.EXPIRED
     replayed = verdict(claim("/p/ledger#1.1", -300), L.UNKNOWN)
@@ -194,31 +209,24 @@ def test_af_claims() -> None:
 
 def unparsed(age: float, *, size: int, error: str | None, **kw: Any) -> LockStatus:
     info = FileInfo(ino=1, dev=1, size=size, mtime_ns=int((NOW.timestamp() - age) * 1e9))
-    return judge(
-        "/l/x.lock",
-        None,
-        file=info,
-        liveness=L.UNKNOWN,
-        liveness_reasons=[],
-        policy=POLICY,
-        now=NOW,
-        error=error,
-        empty_or_partial=True,
-        **kw,
-    )
+    empty = kw.pop("empty", size == 0)
+    detail = error or ("the file is empty" if empty else "the file could not be parsed")
+    return judge_unparsed("/l/x.lock", empty=empty, detail=detail, file=info, policy=POLICY,
+                          now=NOW, **kw)
 
 
 def test_empty_file_young_is_writing() -> None:
     st = unparsed(0.4, size=0, error=None)
     assert st.state is State.WRITING
-    assert st.reasons == ["file is empty, written 0.4s ago: its writer is probably still writing"]
+    assert texts(st.reasons) == [
+        "file is empty, written 0.4s ago: its writer is probably still writing"]
 
 
 def test_empty_file_old_is_unreadable_then_stale() -> None:
     assert unparsed(5, size=0, error="the file is empty").state is State.UNREADABLE
     st = unparsed(2 * H, size=0, error=None)
     assert st.state is State.STALE
-    assert st.reasons == ["empty lock file 2h 0m old: its writer crashed before writing it"]
+    assert texts(st.reasons) == ["empty lock file 2h 0m old: its writer crashed before writing it"]
     # whitespace only counts as empty when the caller says so
     assert unparsed(2 * H, size=2, error="no pid", empty=True).state is State.STALE
 
@@ -228,7 +236,7 @@ def test_garbage_young_is_writing_old_is_unreadable_forever() -> None:
     for age in (3, 2 * H, 400 * 86400):
         st = unparsed(age, size=7, error="no format fits")
         assert st.state is State.UNREADABLE
-        assert st.reasons == ["no format fits"] and st.error == "no format fits"
+        assert texts(st.reasons) == ["no format fits"] and st.error == "no format fits"
 
 
 def test_future_mtime_is_not_writing_forever() -> None:
@@ -237,31 +245,18 @@ def test_future_mtime_is_not_writing_forever() -> None:
 
 
 def test_read_error_is_unreadable() -> None:
-    st = judge(
-        "/l/fifo.lock",
-        None,
-        file=None,
-        liveness=L.UNKNOWN,
-        liveness_reasons=[],
-        policy=POLICY,
-        now=NOW,
-        error="is a FIFO (named pipe), not a lock file",
-    )
+    st = judge_unreadable("/l/fifo.lock", kind=UnreadableKind.FIFO,
+                          detail="is a FIFO (named pipe), not a lock file", policy=POLICY,
+                          now=NOW)
+    assert st.reasons[0].code is Code.UNREADABLE and st.reasons[0].get("kind") == "fifo"
     assert st.state is State.UNREADABLE
-    assert st.reasons == ["is a FIFO (named pipe), not a lock file"]
+    assert texts(st.reasons) == ["is a FIFO (named pipe), not a lock file"]
 
 
 def test_no_record_no_error_is_free() -> None:
-    st = judge(
-        "/l/x.lock",
-        None,
-        file=None,
-        liveness=L.UNKNOWN,
-        liveness_reasons=[],
-        policy=POLICY,
-        now=NOW,
-    )
-    assert st.state is State.FREE and not st.locked and st.reasons == ["no lock file"]
+    st = free_status("/l/x.lock", policy=POLICY, now=NOW)
+    assert [r.code for r in st.reasons] == [Code.NO_LOCK_FILE]
+    assert st.state is State.FREE and not st.locked and texts(st.reasons) == ["no lock file"]
 
 
 # --- human_duration -----------------------------------------------------------------------------

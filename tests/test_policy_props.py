@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from core.inspect import inspect_bytes
 from core.policy import StalePolicy, judge, taskmcp_decision
+from core.reasons import Code, Reason, texts
 from core.record import FileInfo, Liveness, LockRecord, State
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -60,14 +61,14 @@ def test_judge_safety(
         rec,
         file=None,
         liveness=live,
-        liveness_reasons=[f"liveness {live}"],
+        liveness_reasons=[Reason.of(Code.LIVENESS_UNCHECKED, detail=f"liveness {live}")],
         policy=policy,
         now=NOW,
         mtime=mtime,
     )
     assert s.state in (State.HELD, State.STALE, State.EXPIRED)
-    assert s.reasons and all(isinstance(r, str) and r for r in s.reasons)
-    assert s.record is rec and s.liveness is live and s.stale_after == policy.stale_after
+    assert texts(s.reasons) and all(isinstance(r, str) and r for r in texts(s.reasons))
+    assert s.record is rec and s.liveness is live and s.stale_after == policy.limit_for(rec.format)
     if s.state is State.STALE:
         # a live holder's lock is never stale; af claims never are (af reaps them)
         assert live is not Liveness.ALIVE
@@ -86,7 +87,7 @@ def test_judge_safety(
                 if mtime is None
                 else NOW.timestamp() - mtime
             )
-            assert age is not None and age > policy.stale_after
+            assert age is not None and age > policy.limit_for(rec.format)
         if not rec.written_by_lockwarden and rec.format != "task-mcp" and expiry is None:
             age = (
                 NOW.timestamp() - rec.acquired_at.timestamp()
@@ -96,7 +97,7 @@ def test_judge_safety(
                 else NOW.timestamp() - mtime
             )
             # other tools' locks: not alive AND older than stale_after
-            assert age is not None and age > policy.stale_after
+            assert age is not None and age > policy.limit_for(rec.format)
     decision = taskmcp_decision(s, requester_user="nobody-here", policy=policy)
     assert decision[1] in (
         "LOCK_EXPIRED",
@@ -124,7 +125,7 @@ def test_inspect_bytes_never_raises(data: bytes, mtime_age: float, size: int) ->
     info = FileInfo(ino=1, dev=1, size=size, mtime_ns=int((NOW.timestamp() - mtime_age) * 1e9))
     s = inspect_bytes("/l/x.lock", data, info, now=NOW)
     assert s.state is not State.FREE
-    assert s.reasons and all(isinstance(r, str) and r for r in s.reasons)
+    assert texts(s.reasons) and all(isinstance(r, str) and r for r in texts(s.reasons))
     if s.record is None:
         assert s.state in (State.WRITING, State.UNREADABLE, State.STALE)
         if s.state is State.STALE:  # only an empty file older than the stale limit

@@ -17,6 +17,7 @@ import pytest
 
 from core.config import WatchSpec
 from core.fsutil import AUDIT_LOG_NAME, temp_path
+from core.reasons import texts
 from core.record import State
 from core.scan import (
     covers,
@@ -85,7 +86,8 @@ def test_af_proof_inventory(fixtures_dir: Path) -> None:
         st = statuses[c]
         assert st.read_only, c
         assert st.record is not None and st.record.format == "af-claim"
-        assert st.state is State.EXPIRED, (c, st.reasons)  # the fixture's claims are long past
+        # the fixture's claims are long past
+        assert st.state is State.EXPIRED, (c, texts(st.reasons))
     assert statuses[c11].record.holder == "prover-7"  # refreshed, node 1 released
     assert statuses[c12].record.holder == "verifier-2"  # event-NNNNNN.json name accepted
     assert not statuses[ledger_lock].read_only and not statuses[claim_file].read_only
@@ -191,7 +193,7 @@ def test_hostile_entries_never_hang_or_crash(lockdir: Path, recursive: bool) -> 
     for name, words in expected.items():
         st = statuses[str(lockdir / name)]
         assert st.state is State.UNREADABLE, (name, st)
-        assert st.error and words in " ".join(st.reasons), (name, st.reasons)
+        assert st.error and words in " ".join(texts(st.reasons)), (name, texts(st.reasons))
     # nothing was found through the directory symlink
     assert not [p for p in statuses if "loopdir" in p]
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from core.config import WatchSpec
+from core.reasons import Code, Reason, render_all
 from core.record import Liveness, LockStatus, State
 from core.watch import ChangeSet, DirStatus, Watcher, filesystem_of, is_network_fs, same_verdict
 from tests.test_scan import ROOT, make_hostile, run_unprivileged, shared_tmp  # noqa: F401
@@ -322,10 +323,16 @@ def test_no_change_sets_while_only_ages_grow(watch: Any, lockdir: Path) -> None:
 
 
 def test_same_verdict_ignores_numbers_only(lockdir: Path) -> None:
-    a = LockStatus("/x.lock", State.HELD, reasons=["held for 3m 12s"])
-    assert same_verdict(a, LockStatus("/x.lock", State.HELD, reasons=["held for 3m 14s"]))
-    assert not same_verdict(a, LockStatus("/x.lock", State.STALE, reasons=["held for 3m 12s"]))
-    assert not same_verdict(a, LockStatus("/x.lock", State.HELD, reasons=["PID 5 exited"]))
+    held = Reason.of(Code.HELD_FOR, age_s=192.0)
+    a = LockStatus("/x.lock", State.HELD, reasons=(held,))
+    later = (Reason.of(Code.HELD_FOR, age_s=194.0),)
+    assert same_verdict(a, LockStatus("/x.lock", State.HELD, reasons=later))
+    assert not same_verdict(a, LockStatus("/x.lock", State.STALE, reasons=(held,)))
+    dead = (Reason.of(Code.HOLDER_DEAD, pid=5),)
+    assert not same_verdict(a, LockStatus("/x.lock", State.HELD, reasons=dead))
+    other_pid = (Reason.of(Code.HOLDER_DEAD, pid=6),)
+    assert not same_verdict(LockStatus("/x.lock", State.HELD, reasons=dead),
+                            LockStatus("/x.lock", State.HELD, reasons=other_pid))
 
 
 # -- bursts, hostile entries, patterns --------------------------------------------------------
@@ -353,7 +360,7 @@ def test_hostile_entries_while_watching(watch: Any, lockdir: Path) -> None:
               what="hostile entries")
     for name, words in expected.items():
         st = rec.model[str(lockdir / name)]
-        assert words in " ".join(st.reasons), (name, st.reasons)
+        assert words in render_all(st.reasons), (name, st.reasons)
     # a file deleted between its event and its read never shows up
     write(lockdir / "gone.lock", sema_text(os.getpid()))
     os.unlink(lockdir / "gone.lock")

@@ -22,6 +22,7 @@ import psutil
 from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
+from core.reasons import Code, Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 
 ROWS = 10_000
@@ -38,7 +39,7 @@ def make(i: int, variant: int, now: datetime) -> LockStatus:
                      acquired_at=now - timedelta(seconds=i % 7200), tag=f"job {i} v{variant}",
                      raw=f"pid={1000 + i}\n")
     return LockStatus(path=path, state=state, liveness=live, record=rec, checked_at=now,
-                      reasons=[f"variant {variant}"])
+                      reasons=(Reason.of(Code.HELD_FOR, age_s=float(i % 7200)),))
 
 
 def main() -> int:

@@ -1,0 +1,19 @@
+"""The named defaults of the stale policy, in one place (seconds).
+
+Imported by :mod:`core.policy` (which carries them in :class:`~core.policy.StalePolicy`), by
+:mod:`core.record` and by the configuration; nowhere else is a stale limit written as a number.
+"""
+
+from __future__ import annotations
+
+DEFAULT_STALE_AFTER = 3600.0
+"""Seconds after which a lock whose holder is not alive is stale (the specs' default:
+``specs/000_f378b7650aba3ec0.txt``, "Stale Detection"; copied to ``docs/verdicts.md``)."""
+
+DEFAULT_WRITING_GRACE = 2.0
+"""Seconds an empty or partial lock file is given to be completed by its writer."""
+
+FORMAT_STALE_AFTER: dict[str, float] = {"af-ledger": 30.0}
+"""Per-format stale limits that replace :data:`DEFAULT_STALE_AFTER` by default: af holds its
+``ledger.lock`` for milliseconds around one ledger write, so a dead holder's ledger lock older
+than 30 s is left by a crash (``docs/formats.md``, "af")."""

@@ -1,0 +1,308 @@
+"""Verdict reasons as data: one enumeration of codes, typed parameters, and the one place
+where they become words.
+
+Every reason a verdict carries (:attr:`core.record.LockStatus.reasons`) is a :class:`Reason`:
+a stable :class:`Code` plus parameters (numbers in seconds, PIDs, host names, ISO 8601 UTC
+times). Code decides on codes and parameters only; people read :func:`render`. Nothing in
+Lockwarden compares or parses the rendered text (``docs/verdicts.md`` lists the codes).
+
+Imports only the standard library, so every module of ``core`` may use it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+Param = int | float | str | bool | None
+"""A reason's parameter value: JSON-ready scalars only."""
+
+
+class Code(enum.StrEnum):
+    """Stable reason codes (``docs/verdicts.md``). Values are the JSON ``code`` strings."""
+
+    # what is (not) at the path
+    NO_LOCK_FILE = "no_lock_file"
+    NOT_CLAIMED = "not_claimed"  # node
+    UNREADABLE = "unreadable"  # kind, detail
+    WRITING = "writing"  # empty, age_s
+    EMPTY_LEFT_BY_CRASH = "empty_left_by_crash"  # age_s
+    # the holder's liveness (core.liveness)
+    NO_PID = "no_pid"
+    INVALID_PID = "invalid_pid"  # pid
+    REMOTE_HOST = "remote_host"  # pid, host, this_host
+    HOLDER_ALIVE = "holder_alive"  # pid, name
+    HOLDER_ALIVE_UNVERIFIED = "holder_alive_unverified"  # pid, name, why
+    HOLDER_DEAD = "holder_dead"  # pid, zombie
+    PID_REUSED = "pid_reused"  # pid, how, delta_s
+    PREDATES_BOOT = "predates_boot"  # pid (optional), boot_at
+    LIVENESS_UNCHECKED = "liveness_unchecked"  # detail
+    # the policy (core.policy)
+    EXPIRED = "expired"  # ago_s, ttl_s | expires_at
+    AF_KEEPS_EXPIRED = "af_keeps_expired"
+    EXPIRED_HOLDER_DEAD = "expired_holder_dead"
+    EXPIRED_HOLDER_UNKNOWABLE = "expired_holder_unknowable"  # remote
+    HOLDER_DEAD_BEFORE_EXPIRY = "holder_dead_before_expiry"  # left_s
+    HELD_FOR = "held_for"  # age_s
+    CLOCK_SKEW = "clock_skew"  # ahead_s
+    EXPIRES_IN = "expires_in"  # left_s
+    AF_REAPS_CLAIMS = "af_reaps_claims"
+    OURS_HOLDER_DEAD = "ours_holder_dead"
+    AGE_UNKNOWN = "age_unknown"
+    OLDER_THAN_STALE_AFTER = "older_than_stale_after"  # age_s, limit_s
+    YOUNGER_THAN_STALE_AFTER = "younger_than_stale_after"  # age_s, limit_s, holder
+
+
+class UnreadableKind(enum.StrEnum):
+    """Why a path could not be read as a lock (parameter ``kind`` of ``unreadable``)."""
+
+    SYMLINK = "symlink"
+    FIFO = "fifo"
+    SOCKET = "socket"
+    DEVICE = "device"
+    DIRECTORY = "directory"
+    NOT_REGULAR = "not_regular"
+    TOO_LARGE = "too_large"
+    CHANGED = "changed"
+    PERMISSION = "permission"
+    OS_ERROR = "os_error"
+    EMPTY = "empty"
+    PARSE = "parse"
+
+    @property
+    def not_a_file(self) -> bool:
+        """True for kinds that are no regular file at all (never opened, never removed)."""
+        return self in _NOT_FILES
+
+
+_NOT_FILES = frozenset(
+    {
+        UnreadableKind.SYMLINK,
+        UnreadableKind.FIFO,
+        UnreadableKind.SOCKET,
+        UnreadableKind.DEVICE,
+        UnreadableKind.DIRECTORY,
+        UnreadableKind.NOT_REGULAR,
+    }
+)
+
+TICKING: Mapping[str, int] = {"age_s": 1, "ago_s": 1, "left_s": -1, "ahead_s": -1}
+"""Parameters that follow the clock: +1 grows with time, -1 shrinks. A verdict whose reasons
+differ only in these says nothing new (:func:`same_reasons`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One reason of a verdict: a :class:`Code` and its parameters (sorted name/value pairs).
+
+    Build with :meth:`of`; read parameters with :meth:`get`. Hashable and comparable."""
+
+    code: Code
+    params: tuple[tuple[str, Param], ...] = ()
+
+    @classmethod
+    def of(cls, code: Code, **params: Param) -> Reason:
+        """``Reason.of(Code.HOLDER_DEAD, pid=4242)``; ``None`` parameters are dropped."""
+        return cls(code, tuple(sorted((k, v) for k, v in params.items() if v is not None)))
+
+    def get(self, name: str, default: Param = None) -> Param:
+        """The parameter ``name``, or ``default``."""
+        for key, value in self.params:
+            if key == name:
+                return value
+        return default
+
+    def stable(self) -> tuple[Code, tuple[tuple[str, Param], ...]]:
+        """Code and parameters without the :data:`TICKING` ones."""
+        return self.code, tuple(p for p in self.params if p[0] not in TICKING)
+
+    def advanced(self, seconds: float) -> Reason:
+        """The same reason ``seconds`` later: ticking parameters moved with the clock."""
+        if seconds == 0 or not any(k in TICKING for k, _ in self.params):
+            return self
+        moved: list[tuple[str, Param]] = []
+        for key, value in self.params:
+            if key in TICKING and isinstance(value, int | float) and not isinstance(value, bool):
+                value = float(value) + TICKING[key] * seconds
+            moved.append((key, value))
+        ahead = dict(moved).get("ahead_s")
+        if self.code is Code.CLOCK_SKEW and isinstance(ahead, float) and ahead <= 0:
+            return Reason.of(Code.HELD_FOR, age_s=-ahead)  # the future has arrived
+        return Reason(self.code, tuple(moved))
+
+    def to_dict(self) -> dict[str, Param]:
+        """JSON object: ``{"code": …, "text": …, **params}``."""
+        return {"code": self.code.value, "text": render(self), **dict(self.params)}
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+def same_reasons(a: Iterable[Reason], b: Iterable[Reason]) -> bool:
+    """True when two reason lists agree except for ticking parameters (ages, time left)."""
+    return [r.stable() for r in a] == [r.stable() for r in b]
+
+
+def advance(reasons: Iterable[Reason], seconds: float) -> tuple[Reason, ...]:
+    """Every reason moved ``seconds`` along the clock (:meth:`Reason.advanced`)."""
+    return tuple(r.advanced(seconds) for r in reasons)
+
+
+# --------------------------------------------------------------------------------------------
+# words: the one place where reasons become text
+# --------------------------------------------------------------------------------------------
+
+
+def human_duration(seconds: float) -> str:
+    """A duration in seconds as short text: ``0.4s``, ``45s``, ``3m 12s``, ``2h 0m``,
+    ``3d 4h``. Negative durations get a leading ``-``; non-finite ones are ``"forever"``."""
+    if math.isnan(seconds) or math.isinf(seconds):
+        return "forever"
+    if seconds < 0:
+        return "-" + human_duration(-seconds)
+    if seconds < 10:
+        text = f"{seconds:.1f}".rstrip("0").rstrip(".")
+        return f"{text}s"
+    total = int(seconds)
+    if total < 60:
+        return f"{total}s"
+    if total < 3600:
+        return f"{total // 60}m {total % 60}s"
+    if total < 86400:
+        return f"{total // 3600}h {total % 3600 // 60}m"
+    return f"{total // 86400}d {total % 86400 // 3600}h"
+
+
+def _dur(r: Reason, name: str) -> str:
+    value = r.get(name)
+    return human_duration(float(value)) if isinstance(value, int | float) else "?"
+
+
+def _utc(iso: Param) -> str:
+    text = str(iso or "?")
+    return text.replace("T", " ").replace("+00:00", " UTC").replace("Z", " UTC")
+
+
+def _label(r: Reason) -> str:
+    name = r.get("name")
+    return f"PID {r.get('pid')}" + (f" ({name})" if name else "")
+
+
+def _reused(r: Reason) -> str:
+    pid, how, delta = r.get("pid"), r.get("how"), r.get("delta_s")
+    if how == "boot":
+        return f"PID {pid} is another process: the lock was written before the last reboot"
+    if how == "proc":
+        return (f"PID {pid} now belongs to another process (started at another moment since "
+                "boot than the lock's holder)")
+    d = float(delta) if isinstance(delta, int | float) else 0.0
+    if how == "start":
+        when = "after" if d > 0 else "before"
+        return (f"PID {pid} now belongs to another process, started "
+                f"{human_duration(abs(d))} {when} the lock's holder")
+    return (f"PID {pid} now belongs to a process started {human_duration(d)} "
+            "after the lock was written")
+
+
+def _unverified(r: Reason) -> str:
+    why = r.get("why")
+    if why == "hidepid":
+        return f"PID {r.get('pid')} is running (as another user, hidden from this one: hidepid)"
+    if why == "access_denied":
+        return f"PID {r.get('pid')} is running (as another user: access denied)"
+    return f"{_label(r)} is running (its start time is not readable)"
+
+
+def _expired(r: Reason) -> str:
+    ttl = r.get("ttl_s")
+    lease = (f"TTL {human_duration(float(ttl))}" if isinstance(ttl, int | float)
+             else f"at {_utc(r.get('expires_at'))}")
+    return f"expired {_dur(r, 'ago_s')} ago ({lease})"
+
+
+def _held_for(r: Reason) -> str:
+    return f"held for {_dur(r, 'age_s')}"
+
+
+def _younger(r: Reason) -> str:
+    age, limit = _dur(r, "age_s"), _dur(r, "limit_s")
+    if r.get("holder") == "dead":
+        return (f"lock is {age} old; another tool's lock becomes stale only after {limit} "
+                "(its PID may be that of a short-lived CLI process)")
+    return (f"lock is {age} old; a lock whose holder cannot be checked becomes stale "
+            f"after {limit}")
+
+
+def _writing(r: Reason) -> str:
+    what = "file is empty" if r.get("empty") else "file is incomplete"
+    value = r.get("age_s")
+    age = max(float(value), 0.0) if isinstance(value, int | float) else 0.0
+    return f"{what}, written {human_duration(age)} ago: its writer is probably still writing"
+
+
+def _remote(r: Reason) -> str:
+    return (f"the lock was taken on host {r.get('host')!r}, not on this host "
+            f"({r.get('this_host')!r}): PID {r.get('pid')} cannot be checked from here")
+
+
+def _predates_boot(r: Reason) -> str:
+    return (f"the lock was taken before this host's last boot ({_utc(r.get('boot_at'))}): "
+            "its holder cannot still run")
+
+
+_WORDS: dict[Code, object] = {
+    Code.NO_LOCK_FILE: "no lock file",
+    Code.NOT_CLAIMED: lambda r: f"node {r.get('node')} is not claimed in the ledger",
+    Code.UNREADABLE: lambda r: str(r.get("detail") or "could not be read"),
+    Code.WRITING: _writing,
+    Code.EMPTY_LEFT_BY_CRASH: lambda r: (
+        f"empty lock file {_dur(r, 'age_s')} old: its writer crashed before writing it"),
+    Code.NO_PID: "the lock records no process ID",
+    Code.INVALID_PID: lambda r: f"PID {r.get('pid')} is not a valid process ID",
+    Code.REMOTE_HOST: _remote,
+    Code.HOLDER_ALIVE: lambda r: f"{_label(r)} is alive",
+    Code.HOLDER_ALIVE_UNVERIFIED: _unverified,
+    Code.HOLDER_DEAD: lambda r: (
+        f"PID {r.get('pid')} exited"
+        + (" (a zombie not yet reaped by its parent)" if r.get("zombie") else "")),
+    Code.PID_REUSED: _reused,
+    Code.PREDATES_BOOT: _predates_boot,
+    Code.LIVENESS_UNCHECKED: lambda r: (
+        f"the holder's process could not be checked: {r.get('detail')}"),
+    Code.EXPIRED: _expired,
+    Code.AF_KEEPS_EXPIRED: "af keeps an expired claim until af reaps it",
+    Code.EXPIRED_HOLDER_DEAD: "its holder is dead, so the lock is stale",
+    Code.EXPIRED_HOLDER_UNKNOWABLE: lambda r: (
+        ("its holder is on another host" if r.get("remote")
+         else "its holder cannot be checked") + ", so the lapsed lease makes it stale"),
+    Code.HOLDER_DEAD_BEFORE_EXPIRY: lambda r: (
+        "its holder is proven dead on this host, so the lock is stale "
+        f"(its lease would have expired in {_dur(r, 'left_s')})"),
+    Code.HELD_FOR: _held_for,
+    Code.CLOCK_SKEW: lambda r: f"taken {_dur(r, 'ahead_s')} in the future (clock skew?)",
+    Code.EXPIRES_IN: lambda r: f"expires in {_dur(r, 'left_s')}",
+    Code.AF_REAPS_CLAIMS: "af claims are reaped by af itself",
+    Code.OURS_HOLDER_DEAD: "a lock written by Lockwarden is stale as soon as its holder is dead",
+    Code.AGE_UNKNOWN: "its age is unknown, so it cannot be judged stale",
+    Code.OLDER_THAN_STALE_AFTER: lambda r: (
+        f"lock is {_dur(r, 'age_s')} old, older than the {_dur(r, 'limit_s')} stale limit"),
+    Code.YOUNGER_THAN_STALE_AFTER: _younger,
+}
+
+
+def render(reason: Reason) -> str:
+    """The reason in plain English words (CLI, GUI, notifications and audit log alike)."""
+    words = _WORDS.get(reason.code, reason.code.value)
+    return words(reason) if callable(words) else str(words)
+
+
+def render_all(reasons: Iterable[Reason], sep: str = "; ") -> str:
+    """All reasons as one line, joined by ``sep``."""
+    return sep.join(render(r) for r in reasons)
+
+
+def texts(reasons: Iterable[Reason]) -> list[str]:
+    """Each reason rendered (:func:`render`), in order."""
+    return [render(r) for r in reasons]
