@@ -178,6 +178,10 @@ def process_start_time(pid: int) -> float | None:
     return info.create_time
 
 
+INIT_PID = 1
+"""The init process: it adopts orphans, so a CLI whose calling shell is gone sees it as its
+parent. A lock naming it as holder proves nothing about liveness."""
+
 _DENIED = ProcInfo(None, None, None)
 """Sentinel: the process exists but psutil was denied access to it."""
 
@@ -254,6 +258,8 @@ def check(
         ]
     if pid <= 0:
         return Liveness.UNKNOWN, [Reason.of(Code.INVALID_PID, pid=pid)]
+    if pid == INIT_PID:
+        return Liveness.UNKNOWN, [Reason.of(Code.INIT_HOLDER, pid=pid)]
 
     written = _written_at(record.acquired_at, written_at)
     info: ProcInfo | None = None

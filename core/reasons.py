@@ -32,6 +32,7 @@ class Code(enum.StrEnum):
     # the holder's liveness (core.liveness)
     NO_PID = "no_pid"
     INVALID_PID = "invalid_pid"  # pid
+    INIT_HOLDER = "init_holder"  # pid
     REMOTE_HOST = "remote_host"  # pid, host, this_host
     HOLDER_ALIVE = "holder_alive"  # pid, name
     HOLDER_ALIVE_UNVERIFIED = "holder_alive_unverified"  # pid, name, why
@@ -261,6 +262,9 @@ _WORDS: dict[Code, object] = {
         f"empty lock file {_dur(r, 'age_s')} old: its writer crashed before writing it"),
     Code.NO_PID: "the lock records no process ID",
     Code.INVALID_PID: lambda r: f"PID {r.get('pid')} is not a valid process ID",
+    Code.INIT_HOLDER: lambda r: (
+        f"PID {r.get('pid')} is the init process, recorded when the caller's shell was gone: "
+        "it proves nothing, so the lock is judged by its TTL and age"),
     Code.REMOTE_HOST: _remote,
     Code.HOLDER_ALIVE: lambda r: f"{_label(r)} is alive",
     Code.HOLDER_ALIVE_UNVERIFIED: _unverified,

@@ -252,3 +252,12 @@ def test_aware_naive_and_far_timestamps_do_not_raise(child: subprocess.Popen[byt
     assert check(_rec(child.pid, acquired_at=far))[0] is Liveness.ALIVE
     old = datetime.now(UTC) - timedelta(days=365 * 30)
     assert check(_rec(child.pid, acquired_at=old))[0] is Liveness.REUSED
+
+
+def test_init_as_holder_proves_nothing() -> None:
+    """A lock whose recorded holder is PID 1 (the caller's shell was gone, so init adopted the
+    CLI) is never judged alive: liveness unknown, judged by TTL and age."""
+    rec = _rec(1, acquired_at=datetime.now(UTC) - timedelta(hours=2))
+    live, reasons = check(rec)
+    assert live is Liveness.UNKNOWN and [r.code for r in reasons] == [Code.INIT_HOLDER]
+    assert "init process" in texts(reasons)[0]
