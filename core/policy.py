@@ -8,78 +8,20 @@ Only imports :mod:`core.record`, so the CLI's ``status`` path stays cheap.
 from __future__ import annotations
 
 import getpass
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from core.defaults import DEFAULT_STALE_AFTER, DEFAULT_WRITING_GRACE, FORMAT_STALE_AFTER
+from core.defaults import DEFAULT_STALE_AFTER, DEFAULT_WRITING_GRACE
 from core.reasons import Code, Reason, UnreadableKind
 from core.reasons import human_duration as human_duration
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 __all__ = [
     "DEFAULT_POLICY", "DEFAULT_STALE_AFTER", "DEFAULT_WRITING_GRACE", "StalePolicy",
     "free_status", "human_duration", "judge", "judge_unparsed", "judge_unreadable",
     "taskmcp_decision",
 ]
-
-@dataclass(frozen=True, slots=True)
-class StalePolicy:
-    """How verdicts are made, per watched directory (DESIGN.md, "Default stale policy"), carried
-    from the configuration (:mod:`core.config`) and the CLI's ``--stale-after`` to every place
-    that judges.
-
-    Attributes:
-        stale_after: seconds; a lock of another tool whose holder is not alive becomes stale
-            when older than this (default :data:`core.defaults.DEFAULT_STALE_AFTER`, 3600 s,
-            as in the specs). Also the age at which an empty lock file (a writer that crashed
-            between create and write) becomes stale.
-        writing_grace: seconds an empty or partial file is shown as ``writing``.
-        allow_higher_privilege: Task MCP's HIGHER_PRIVILEGE reclaim (environment ``ci`` >
-            ``cloud`` > ``local``), used by :func:`taskmcp_decision`. Off by default: the
-            environment is self-declared.
-        allow_emergency: Task MCP's EMERGENCY_OVERRIDE reclaim (purpose ``emergency``), used
-            by :func:`taskmcp_decision`. Off by default: the purpose is self-declared.
-        format_stale_after: per-format stale limits (format name, seconds) that replace
-            ``stale_after`` for that format (default: af's ledger lock, 30 s;
-            :data:`core.defaults.FORMAT_STALE_AFTER`).
-
-    Raises:
-        ValueError: a limit that is not a finite number > 0 (or a negative grace).
-    """
-
-    stale_after: float = DEFAULT_STALE_AFTER
-    writing_grace: float = DEFAULT_WRITING_GRACE
-    allow_higher_privilege: bool = False
-    allow_emergency: bool = False
-    format_stale_after: tuple[tuple[str, float], ...] = tuple(sorted(FORMAT_STALE_AFTER.items()))
-
-    def __post_init__(self) -> None:
-        for name, value in (("stale_after", self.stale_after),
-                            *((f"stale_after for {f}", v) for f, v in self.format_stale_after)):
-            if not _positive(value):
-                raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-        if not (_positive(self.writing_grace) or self.writing_grace == 0):
-            raise ValueError(f"writing_grace must be a finite number of seconds >= 0, "
-                             f"not {self.writing_grace!r}")
-
-    def limit_for(self, fmt: str | None) -> float:
-        """The stale limit (seconds) for locks of format ``fmt``."""
-        for name, seconds in self.format_stale_after:
-            if name == fmt:
-                return seconds
-        return self.stale_after
-
-
-def _positive(value: object) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
-
-
-DEFAULT_POLICY = StalePolicy()
-"""The policy used where none is configured."""
-
 
 BOOT_SLACK = 1.0
 """Seconds of tolerance when comparing an acquisition time with the boot time (sema timestamps
@@ -90,7 +32,7 @@ def free_status(path: str, *, policy: StalePolicy, now: datetime,
                 reason: Reason | None = None, read_only: bool = False) -> LockStatus:
     """The ``free`` verdict: nothing is at ``path`` (reason ``no_lock_file`` by default)."""
     return LockStatus(path, State.FREE, reasons=(reason or Reason.of(Code.NO_LOCK_FILE),),
-                      checked_at=now, stale_after=policy.stale_after, read_only=read_only)
+                      checked_at=now, policy=policy, read_only=read_only)
 
 
 def judge_unreadable(path: str, *, kind: UnreadableKind, detail: str, policy: StalePolicy,
@@ -99,7 +41,7 @@ def judge_unreadable(path: str, *, kind: UnreadableKind, detail: str, policy: St
     from :class:`core.errors.UnreadableError`). Never raises."""
     return LockStatus(path, State.UNREADABLE,
                       reasons=(Reason.of(Code.UNREADABLE, kind=kind.value, detail=detail),),
-                      error=detail, checked_at=now, file=file, stale_after=policy.stale_after)
+                      error=detail, checked_at=now, file=file, policy=policy)
 
 
 def judge_unparsed(
@@ -126,7 +68,7 @@ def judge_unparsed(
 
     def status(state: State, reason: Reason) -> LockStatus:
         return LockStatus(path, state, reasons=(reason,), error=detail, checked_at=now,
-                          file=file, stale_after=policy.stale_after)
+                          file=file, policy=policy)
 
     age = now.timestamp() - mtime if mtime is not None else None
     if age is not None and -policy.writing_grace <= age < policy.writing_grace:
@@ -190,7 +132,7 @@ def judge(
         return LockStatus(path, state, liveness=liveness,
                           reasons=(*liveness_reasons, *more), record=record,
                           read_only=read_only, checked_at=now, file=file,
-                          stale_after=limit_s, evidence=evidence)
+                          policy=policy, evidence=evidence)
 
     boot = evidence.boot_time
     if (boot is not None and taken is not None and liveness is not Liveness.REMOTE

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from core.defaults import DEFAULT_STALE_AFTER
 from core.reasons import Reason
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 
 class Liveness(enum.StrEnum):
@@ -173,7 +173,8 @@ class LockStatus:
         file: identity of the judged file, or ``None``.
         error: for ``unreadable``: the reason the file could not be read or parsed.
         read_only: True for locks Lockwarden must not modify (af ledger claims).
-        stale_after: the policy's stale limit used for this verdict, in seconds.
+        policy: the :class:`~core.stale_policy.StalePolicy` the verdict was judged under
+            (``stale_after`` is its limit for the lock's format, seconds).
         evidence: the process and boot time the verdict was judged on (:class:`Evidence`).
     """
 
@@ -186,8 +187,14 @@ class LockStatus:
     file: FileInfo | None = None
     error: str | None = None
     read_only: bool = False
-    stale_after: float = DEFAULT_STALE_AFTER
     evidence: Evidence = field(default_factory=lambda: Evidence())
+    policy: StalePolicy = DEFAULT_POLICY
+
+    @property
+    def stale_after(self) -> float:
+        """The stale limit (seconds) this verdict was judged with: the policy's limit for the
+        lock's format (:meth:`core.stale_policy.StalePolicy.limit_for`)."""
+        return self.policy.limit_for(self.record.format if self.record else None)
 
     @property
     def age_s(self) -> float | None:
