@@ -156,6 +156,16 @@ def advance(reasons: Iterable[Reason], seconds: float) -> tuple[Reason, ...]:
 # --------------------------------------------------------------------------------------------
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
+_CONTROL.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``), for every human output:
+    a tag, path or host name can never inject a line or a terminal escape."""
+    return text.translate(_CONTROL)
+
+
 def human_duration(seconds: float) -> str:
     """A duration in seconds as short text: ``0.4s``, ``45s``, ``3m 12s``, ``2h 0m``,
     ``3d 4h``. Negative durations get a leading ``-``; non-finite ones are ``"forever"``."""
@@ -297,9 +307,10 @@ _WORDS: dict[Code, object] = {
 
 
 def render(reason: Reason) -> str:
-    """The reason in plain English words (CLI, GUI, notifications and audit log alike)."""
+    """The reason in plain English words (CLI, GUI, notifications and audit log alike), control
+    characters of its parameters escaped (:func:`printable`)."""
     words = _WORDS.get(reason.code, reason.code.value)
-    return words(reason) if callable(words) else str(words)
+    return printable(words(reason) if callable(words) else str(words))
 
 
 def render_all(reasons: Iterable[Reason], sep: str = "; ") -> str:

@@ -1,0 +1,62 @@
+"""One way to name a lock's holder in words, for every message (CLI, engine errors, GUI
+confirmations). Control characters in holder names, hosts, tags and paths are escaped
+(:func:`core.reasons.printable`).
+"""
+
+from __future__ import annotations
+
+from core.reasons import human_duration, printable, render_all
+from core.record import LockRecord, LockStatus, State
+
+
+def holder_name(record: LockRecord | None) -> str:
+    """Who holds the lock: ``"agent-7 pid 4242 on build-7"``; ``""`` when the record names
+    nobody."""
+    if record is None:
+        return ""
+    who: list[str] = []
+    if record.holder:
+        who.append(record.holder)
+    if record.pid is not None:
+        who.append(f"pid {record.pid}")
+    if record.host and not (record.holder and record.host in record.holder):
+        who.append(f"on {record.host}")
+    return printable(" ".join(who))
+
+
+def describe_holder(status: LockStatus, *, path: bool = False, reasons: bool = False) -> str:
+    """One phrase about a lock and its holder, e.g.
+    ``"held by pid 4242 on build-7 (alive) for 3m 12s, tag 'deploy'"``,
+    ``"stale, holder pid 11294 (dead), 2h 5m old"``, ``"free"``, ``"unreadable: <reason>"``.
+
+    Args:
+        status: the verdict.
+        path: start with the lock's path (``"/locks/a.lock: held by …"``).
+        reasons: end with the verdict's reasons in parentheses.
+    """
+    text = _phrase(status)
+    if path:
+        text = f"{printable(status.path)}: {text}"
+    if reasons and status.reasons and status.state is not State.UNREADABLE:
+        text += f" ({render_all(status.reasons)})"
+    return text
+
+
+def _phrase(status: LockStatus) -> str:
+    if status.state is State.FREE:
+        return "free"
+    if status.state is State.UNREADABLE:
+        return f"unreadable: {printable(status.error or 'unknown reason')}"
+    rec = status.record
+    who = holder_name(rec)
+    holder = f"{who} ({status.liveness.value})" if who else ""
+    age = human_duration(max(status.age_s, 0.0)) if status.age_s is not None else None
+    if status.state in (State.HELD, State.WRITING):
+        text = status.state.value + (f" by {holder}" if holder else "")
+        text += f" for {age}" if age else ""
+    else:
+        text = status.state.value + (f", holder {holder}" if holder else "")
+        text += f", {age} old" if age else ""
+    if rec is not None and rec.tag:
+        text += f", tag '{printable(rec.tag)}'"
+    return text
