@@ -634,30 +634,32 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
 def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     """``audit [PATH|DIR] [--tail N] [--json] [--verify]``: print the audit log
     (:func:`core.audit.read`; PATH is a log, a lock file or a directory) or check its hash
-    chain (:func:`core.audit.verify`): exit 1 when the chain is broken, 3 when the log cannot
-    be read."""
+    chain (:func:`core.audit.verify`): exit 1 when the chain is broken or there is no log, 3
+    when the log cannot be read. ``--tail N`` reads from the end (:func:`core.audit.tail`)."""
     from core import audit
 
     if not os.path.lexists(args.path) and not os.path.isdir(os.path.dirname(args.path) or "."):
         raise CliError(f"{args.path}: no such file or directory")
     if args.verify:
         result = audit.verify(args.path)
+        if result.missing:
+            raise CliError(f"no audit log at {result.log_path}", EXIT_NO)
         if not result.ok and result.bad_line is None:
             raise CliError(f"audit log cannot be read: {result.reason}")
         if out.json:
             out.data({"ok": result.ok, "entries": result.entries, "foreign": result.foreign,
                       "bad_line": result.bad_line, "reason": result.reason,
-                      "log_path": result.log_path})
+                      "log_path": result.log_path, "torn_tail": result.torn_tail})
         elif result.ok:
             out.result(f"{result.log_path}: chain intact ({result.entries} entries, "
-                       f"{result.foreign} from other tools)")
+                       f"{result.foreign} from other tools)"
+                       + (f"; {_one_line(result.reason)}" if result.reason else ""))
         else:
             print(f"{PROG}: {result.log_path}: chain BROKEN: {_one_line(result.reason or '')}",
                   file=sys.stderr, flush=True)
         return EXIT_OK if result.ok else EXIT_NO
-    entries = [_audit_dict(e) for e in audit.read(args.path)]
-    if args.tail is not None:
-        entries = entries[len(entries) - args.tail:] if args.tail else []
+    got = audit.read(args.path) if args.tail is None else audit.tail(args.path, args.tail)
+    entries = [_audit_dict(e) for e in got]
     if out.json:
         out.data(entries)
     elif not out.quiet:

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -291,13 +292,20 @@ def test_read_huge_line(lockdir: Path) -> None:
     log = lockdir / AUDIT_LOG_NAME
     huge = b'{"operation":"' + b"x" * (3 * 1024 * 1024) + b'"}'
     log.write_bytes(huge + b"\n")
-    audit.append(str(lockdir / "a.lock"), "acquire")  # chains onto the huge line
+    # an append reads at most 64 KiB from the end: it cannot hash this line, so it refuses the log
+    w = audit.append(str(lockdir / "a.lock"), "acquire")
+    assert w.fallback and w.error is None
+    assert w.reason is not None and "64 KiB" in w.reason
+    assert log.read_bytes() == huge + b"\n"
+    with open(log, "ab") as f:  # a short foreign line after it: appends chain onto that one
+        f.write(b'{"operation":"short"}\n')
+    assert audit.append(str(lockdir / "a.lock"), "acquire").fallback is False
     entries = audit.read(str(log))
-    assert len(entries) == 2
+    assert len(entries) == 3
     assert entries[0].error is not None and "3.0 MiB" in entries[0].error
     assert len(entries[0].raw) == audit.MAX_LINE_BYTES
     assert entries[0].digest == hashlib.sha256(huge).hexdigest()
-    assert entries[1].prev == entries[0].digest and entries[1].error is None
+    assert entries[2].prev == entries[1].digest and entries[2].error is None
     res = audit.verify(str(log))
     assert (res.ok, res.bad_line) == (False, 1)
 
@@ -383,20 +391,33 @@ def test_any_details_round_trip_on_one_line(
 )
 @given(data=st.binary(max_size=600))
 def test_read_and_verify_never_raise_on_content(lockdir: Path, data: bytes) -> None:
-    log = lockdir / AUDIT_LOG_NAME
+    d = Path(tempfile.mkdtemp(dir=lockdir))  # a fresh log (and chain head) per example
+    log = d / AUDIT_LOG_NAME
     log.write_bytes(data)
     entries = audit.read(str(log))
     res = audit.verify(str(log))
     assert res.entries == len(entries)
-    if any(e.error is not None for e in entries):
+    # a torn last line (no newline, not a JSON object) is an interrupted write, not tampering
+    body = entries[:-1] if res.torn_tail else entries
+    if res.torn_tail:
+        assert entries[-1].error is not None and not data.endswith(b"\n")
+    if any(e.error is not None for e in body):
         assert not res.ok and res.bad_line is not None
     if res.ok:
-        assert all(e.error is None for e in entries)
-    # appending after any garbage works and chains onto its last line
-    audit.append(str(lockdir / "p.lock"), "acquire")
+        assert all(e.error is None for e in body)
+    # appending after any garbage works and chains onto its last line (through a repair entry
+    # when that line was torn)
+    w = audit.append(str(d / "p.lock"), "acquire")
+    assert w.fallback is False and w.repaired == res.torn_tail
     after = audit.read(str(log))
     assert after[-1].error is None and after[-1].operation == "acquire"
-    assert after[-1].prev == (entries[-1].digest if entries else audit.ZERO_HASH)
+    first_new = after[-2] if res.torn_tail else after[-1]
+    if res.torn_tail:
+        assert first_new.operation == "repair" and after[-1].prev == first_new.digest
+    assert first_new.prev == (entries[-1].digest if entries else audit.ZERO_HASH)
+    if res.ok:
+        again = audit.verify(str(log))
+        assert again.ok and not again.torn_tail and again.repaired == int(res.torn_tail)
 
 
 @settings(

@@ -1,7 +1,7 @@
 """core.audit fallback and hostile logs: a directory the writer cannot write sends the entry to
 the per-user log (platformdirs) and says so; a symlink, FIFO or hard link at the log's name is
 never written through; when both logs fail, append returns the error instead of raising
-(DESIGN.md "Audit log"; issue 2 "Hostile directories")."""
+(docs/DESIGN.md "Audit log")."""
 
 from __future__ import annotations
 
