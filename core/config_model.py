@@ -1,0 +1,227 @@
+"""The configuration's values: watched directories, notifications, UI choices, and the
+platform's default lock directories and configuration path.
+
+Loading and validating the TOML file is :mod:`core.config_load`; :mod:`core.config` is the
+facade that also saves it. The file's layout is described in :mod:`core.config`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import platformdirs
+
+from core.defaults import DEFAULT_STALE_AFTER, FORMAT_STALE_AFTER
+from core.stale_policy import StalePolicy
+
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_NAME",
+    "DEFAULT_PATTERNS",
+    "DEFAULT_RESCAN_INTERVAL",
+    "DEFAULT_STALE_AFTER",
+    "POLLING_CHOICES",
+    "THEME_CHOICES",
+    "Config",
+    "NotificationSettings",
+    "UISettings",
+    "WatchSpec",
+    "default_config",
+    "default_config_path",
+    "default_watch_dirs",
+    "expand_path",
+]
+
+CONFIG_ENV = "LOCKWARDEN_CONFIG"
+"""Environment variable naming the configuration file (overrides the platformdirs location)."""
+
+CONFIG_NAME = "config.toml"
+
+DEFAULT_PATTERNS: tuple[str, ...] = ("*.lock", "*.pid", "*-lock")
+"""File-name patterns (fnmatch, matched against the base name) watched by default."""
+
+POLLING_CHOICES: tuple[str, ...] = ("auto", "on", "off")
+THEME_CHOICES: tuple[str, ...] = ("auto", "light", "dark")
+
+DEFAULT_RESCAN_INTERVAL = 30.0
+"""Seconds between full rescans that heal missed file-system events (DESIGN.md, "Watching")."""
+
+
+def _default_patterns() -> list[str]:
+    return list(DEFAULT_PATTERNS)
+
+
+@dataclass
+class WatchSpec:
+    """One watched directory (a ``[[watch]]`` table).
+
+    Attributes:
+        path: the directory. :func:`load` expands ``~`` and environment variables; the scanner
+            and watcher expand again (:func:`expand_path`), so a spec made by hand may hold
+            ``"~/locks"``.
+        recursive: also watch sub-directories.
+        patterns: fnmatch patterns matched against each file's base name (never against the
+            absolute path: watchdog 7 would, DESIGN.md "Watching").
+        stale_after: seconds; a lock of another tool whose holder is not alive is stale when
+            older than this (DESIGN.md, "Default stale policy").
+        polling: ``"auto"`` (poll only on network file systems or when inotify runs out of
+            watches), ``"on"`` (always poll), ``"off"`` (never poll).
+        allow_higher_privilege, allow_emergency: Task MCP reclaim policy flags
+            (``docs/specs/004_6119ce42cf21683e.txt``, reclaim decisions); default false.
+        format_stale_after: per-format stale limits in seconds (format name -> seconds) that
+            replace ``stale_after`` for locks of that format; formats not named keep the
+            defaults of :data:`core.defaults.FORMAT_STALE_AFTER` (af's ledger lock: 30 s).
+    """
+
+    path: str
+    recursive: bool = False
+    patterns: list[str] = field(default_factory=_default_patterns)
+    stale_after: float = DEFAULT_STALE_AFTER
+    polling: str = "auto"
+    allow_higher_privilege: bool = False
+    allow_emergency: bool = False
+    format_stale_after: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> StalePolicy:
+        """The one :class:`~core.stale_policy.StalePolicy` this directory's locks are judged
+        under: ``stale_after``, the Task MCP flags, and the per-format limits (the defaults of
+        :data:`core.defaults.FORMAT_STALE_AFTER` overridden by ``format_stale_after``).
+
+        Raises:
+            ValueError: a limit that is not a finite number of seconds > 0 (only for a spec
+                built by hand: :func:`core.config.load` validates them).
+        """
+        limits = {**FORMAT_STALE_AFTER, **self.format_stale_after}
+        return StalePolicy(
+            stale_after=float(self.stale_after),
+            allow_higher_privilege=bool(self.allow_higher_privilege),
+            allow_emergency=bool(self.allow_emergency),
+            format_stale_after=tuple(sorted((k, float(v)) for k, v in limits.items())),
+        )
+
+    @property
+    def expanded_path(self) -> str:
+        """:attr:`path` with ``~`` and environment variables expanded, made absolute and
+        normalised (no trailing separator)."""
+        return expand_path(self.path)
+
+
+@dataclass
+class NotificationSettings:
+    """``[notifications]``: which lock events raise a desktop notification.
+
+    ``on_stale``/``on_expired``: a lock becomes stale/expired; ``on_acquire``/``on_release``:
+    a lock appears/disappears in a watched directory; ``paused``: "Pause notifications"."""
+
+    on_stale: bool = True
+    on_expired: bool = True
+    on_acquire: bool = False
+    on_release: bool = False
+    paused: bool = False
+
+
+@dataclass
+class UISettings:
+    """``[ui]``: ``theme`` (``auto``/``light``/``dark``), ``start_minimized`` (start in the
+    tray), ``rescan_interval`` (seconds between full rescans, > 0)."""
+
+    theme: str = "auto"
+    start_minimized: bool = False
+    rescan_interval: float = DEFAULT_RESCAN_INTERVAL
+
+
+@dataclass
+class Config:
+    """The whole configuration.
+
+    Attributes:
+        watches: watched directories.
+        notifications, ui: see :class:`NotificationSettings`, :class:`UISettings`.
+        path: the file it was loaded from / will be saved to (``None``: the default path).
+        warnings: problems found while loading, each naming the key and the line
+            (``"config.toml line 7: watch[1].stale_after must be a number of seconds, not
+            'soon'; using 3600"``). Empty when the file was fine or absent.
+        watches_are_default: True when ``watches`` are the platform defaults (no ``[[watch]]``
+            table in the file, or no file).
+    """
+
+    watches: list[WatchSpec] = field(default_factory=list)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    ui: UISettings = field(default_factory=UISettings)
+    path: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    watches_are_default: bool = False
+
+
+def expand_path(path: str) -> str:
+    """Expand ``~`` and environment variables (``$HOME``, ``${XDG_RUNTIME_DIR}``, ``%TEMP%`` on
+    Windows) in ``path``, then make it absolute and normalised."""
+    return os.path.normpath(os.path.abspath(os.path.expandvars(os.path.expanduser(path))))
+
+
+def default_config_path() -> str:
+    """The configuration file: ``$LOCKWARDEN_CONFIG`` if set and non-empty, else
+    ``platformdirs.user_config_dir("lockwarden")/config.toml``."""
+    env = os.environ.get(CONFIG_ENV, "").strip()
+    if env:
+        return expand_path(env)
+    return os.path.join(platformdirs.user_config_dir("lockwarden", appauthor=False), CONFIG_NAME)
+
+
+def default_watch_dirs(
+    *, system: str | None = None, environ: dict[str, str] | None = None
+) -> list[str]:
+    """The platform's usual lock directories, watched when no ``[[watch]]`` is configured.
+
+    - Linux (and other Unix): ``/tmp``, ``/run/lock``, ``/var/lock``, ``$XDG_RUNTIME_DIR``
+      (when set). ``/var/lock`` is usually a symlink to ``/run/lock``: directories are
+      deduplicated by their real path, keeping the first name.
+    - macOS: ``/tmp``, ``/private/var/run``.
+    - Windows: ``%TEMP%`` (else ``%TMP%``, else :func:`tempfile.gettempdir`).
+
+    Args:
+        system: ``sys.platform``-style name (``"linux"``, ``"darwin"``, ``"win32"``); default
+            this machine's. For another platform nothing is checked on disk.
+        environ: environment to read (default ``os.environ``).
+
+    Returns:
+        Absolute paths. On this machine's own platform, directories that do not exist are left
+        out (except the first one, so the list is never empty).
+    """
+    env = os.environ if environ is None else environ
+    native = system is None
+    plat = sys.platform if system is None else system
+    if plat.startswith("win"):
+        temp = env.get("TEMP") or env.get("TMP") or (tempfile.gettempdir() if native else "")
+        candidates = [temp] if temp else []
+    elif plat == "darwin":
+        candidates = ["/tmp", "/private/var/run"]
+    else:
+        candidates = ["/tmp", "/run/lock", "/var/lock"]
+        xdg = env.get("XDG_RUNTIME_DIR", "").strip()
+        if xdg:
+            candidates.append(xdg)
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, d in enumerate(candidates):
+        key = os.path.realpath(d) if native else d
+        if key in seen:
+            continue
+        if native and i > 0 and not os.path.isdir(d):
+            continue
+        seen.add(key)
+        out.append(d)
+    return out
+
+
+def default_config() -> Config:
+    """The configuration used when there is no file: :func:`default_watch_dirs`, not recursive,
+    default patterns; default notifications and UI."""
+    return Config(
+        watches=[WatchSpec(d) for d in default_watch_dirs()],
+        watches_are_default=True,
+    )
