@@ -117,15 +117,9 @@ def split_claim_path(path: str) -> tuple[str, str] | None:
 
 
 def policy_for(spec: WatchSpec) -> StalePolicy:
-    """The :class:`core.policy.StalePolicy` of a watched directory (its ``stale_after`` and
-    Task MCP flags)."""
-    from core.policy import StalePolicy
-
-    return StalePolicy(
-        stale_after=float(spec.stale_after),
-        allow_higher_privilege=bool(spec.allow_higher_privilege),
-        allow_emergency=bool(spec.allow_emergency),
-    )
+    """The :class:`core.stale_policy.StalePolicy` of a watched directory: ``spec.policy``
+    (its ``stale_after``, Task MCP flags and per-format limits)."""
+    return spec.policy
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,6 +24,11 @@ CORE_MODULES = [
     "core.config",
     "core.scan",
     "core.watch",
+    "core.watch_dirs",
+    "core.watch_sources",
+    "core.inventory",
+    "core.config_model",
+    "core.config_load",
     "core.cli",
 ]
 

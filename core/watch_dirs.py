@@ -1,0 +1,499 @@
+"""The watched directories and what the watcher does to them (DESIGN.md, "Watching";
+docs/watching.md, "Live updates").
+
+:class:`Directories` holds one :class:`WatchedDir` per :class:`core.config.WatchSpec` and the
+:class:`core.inventory.Inventory` of their locks. It attaches a directory when it appears
+(watching it through :class:`core.watch_sources.Sources`), detaches it when it vanishes,
+rescans it (re-reading only files whose ``lstat`` identity changed), re-reads single paths,
+replays af ledgers, and re-judges entries when their holder's process changed or a deadline
+passed. It decides nothing about *when*: :class:`core.watch.Watcher` (its thread, queue,
+debounce and timers) calls it, holding the watcher's lock. Reads files and clocks; starts no
+thread of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from core import scan as _scan
+from core.config import WatchSpec, expand_path
+from core.inventory import Entry, Inventory, file_sig
+from core.stale_policy import StalePolicy
+from core.watch_sources import EventHandler, Sources, Watch, fallback_message, unschedule
+
+if TYPE_CHECKING:
+    from core.liveness import ProcessSnapshot
+    from core.record import LockRecord
+
+log = logging.getLogger("core.watch")  # one logger for everything the watcher does
+
+DIRECT_LOOKUPS = 64
+"""A round of work that judges at most this many files looks their holders up directly
+(psutil, one PID at a time); a larger one takes one fresh :func:`core.liveness.snapshot` for
+the round. Either way a file that just changed is judged against the processes running now,
+never against a snapshot up to 2 s old (a holder started after that snapshot is not in it)."""
+
+_APPEARS = "does not exist; it will be watched when it appears"
+
+
+@dataclass(frozen=True, slots=True)
+class DirStatus:
+    """How one watched directory is watched.
+
+    ``path``: the directory (``~`` and variables expanded); ``mode``: ``events`` (file-system
+    events), ``polling`` (snapshots every :data:`core.watch_sources.POLL_INTERVAL` s),
+    ``missing`` (does not exist yet; picked up when it appears) or ``error`` (cannot be listed
+    or watched); ``message``: why, in plain words (empty for plain ``events``)."""
+
+    path: str
+    mode: str
+    message: str = ""
+
+
+def take_snapshot() -> ProcessSnapshot | None:
+    """:func:`core.liveness.snapshot`, or ``None`` when psutil cannot list processes (then
+    every holder is looked up directly)."""
+    from core.liveness import snapshot
+
+    try:
+        return snapshot()
+    except Exception:
+        log.debug("liveness snapshot failed", exc_info=True)
+        return None
+
+
+class Proof:
+    """An af proof directory's replayed ledger: its ``ledger/`` signature when replayed, the
+    claim records, and the virtual paths of the claims in the inventory."""
+
+    __slots__ = ("paths", "records", "replayed", "sig")
+
+    def __init__(self) -> None:
+        self.replayed = False
+        self.sig: tuple[int, int, int] | None = None
+        self.records: list[LockRecord] = []
+        self.paths: set[str] = set()
+
+
+SpecKey = tuple[str, bool, tuple[str, ...], str, StalePolicy]
+
+
+class WatchedDir:
+    """State of one watched directory (worker thread only; watchdog's threads read ``root``,
+    ``watch_root``, ``recursive``, ``match`` and ``watches``).
+
+    Attributes:
+        spec: a normalised copy of the :class:`core.config.WatchSpec`.
+        root: its path, expanded; ``watch_root``: the real path watchdog reports.
+        mode, message: as in :class:`DirStatus`.
+        attached: scanned and (being) watched; ``root_id``: ``(st_dev, st_ino)`` then.
+        watches: path -> :class:`core.watch_sources.Watch` (the root; for a non-recursive
+            af proof also its ``ledger/`` and ``locks/``).
+        proofs: af proof directory -> :class:`Proof`.
+        next_rescan: ``time.monotonic()`` seconds of the next rescan.
+        overlapped: an earlier spec covers part of this one (owners must be looked up).
+        scan_error, problems: why the directory / sub-directories cannot be listed.
+        reattach: the root's watch died: attach again even if the inode is the same.
+    """
+
+    def __init__(self, spec: WatchSpec) -> None:
+        self.spec = WatchSpec(
+            path=spec.path, recursive=bool(spec.recursive), patterns=list(spec.patterns),
+            stale_after=float(spec.stale_after), polling=str(spec.polling or "auto"),
+            allow_higher_privilege=bool(spec.allow_higher_privilege),
+            allow_emergency=bool(spec.allow_emergency),
+            format_stale_after=dict(spec.format_stale_after),
+        )
+        self.root = expand_path(spec.path)
+        self.watch_root = self.root
+        self.policy: StalePolicy = self.spec.policy
+        self.match = _scan.name_matcher(self.spec.patterns)
+        self.mode = "missing"
+        self.message = ""
+        self.attached = False
+        self.root_id: tuple[int, int] | None = None
+        self.watches: dict[str, Watch] = {}
+        self.proofs: dict[str, Proof] = {}
+        self.next_rescan = math.inf
+        self.overlapped = False
+        self.scan_error: str | None = None
+        self.problems: list[str] = []
+        self.reattach = False
+
+    @property
+    def recursive(self) -> bool:
+        """True when sub-directories are watched too."""
+        return self.spec.recursive
+
+    @property
+    def key(self) -> SpecKey:
+        """What makes two specs the same directory watched the same way."""
+        s = self.spec
+        return (self.root, s.recursive, tuple(s.patterns), s.polling, self.policy)
+
+    def in_scope(self, d: str) -> bool:
+        """True when directory ``d`` is walked by this spec."""
+        return _scan.dir_in_scope(self.spec, self.root, d)
+
+    def overlaps(self, other: WatchedDir) -> bool:
+        """True when the two directories share some sub-tree."""
+        return self.root == other.root or self.in_scope(other.root) or other.in_scope(self.root)
+
+    def status(self) -> DirStatus:
+        """This directory's :class:`DirStatus` (listing problems appended to the message)."""
+        if self.attached and self.scan_error:
+            return DirStatus(self.root, "error", self.scan_error)
+        message = self.message
+        if self.attached and self.problems:
+            n = len(self.problems)
+            more = (f"{n} sub-directories cannot be listed, e.g. {self.problems[0]}" if n > 1
+                    else self.problems[0])
+            message = f"{message}; {more}" if message else more
+        return DirStatus(self.root, self.mode, message)
+
+
+class Directories:
+    """The watched directories and their inventory (see the module docstring).
+
+    Args:
+        emit: where :class:`core.watch_sources.EventHandler` sends hints (watchdog threads).
+        on_detach: called with a directory when it is detached (its debounced paths must be
+            forgotten).
+        rescan_interval: seconds between two rescans of a directory (> 0).
+    """
+
+    def __init__(self, emit: Callable[[WatchedDir, str, bool], None],
+                 on_detach: Callable[[WatchedDir], None], *, rescan_interval: float) -> None:
+        self.dirs: list[WatchedDir] = []
+        self.inventory = Inventory()
+        self.sources = Sources()
+        self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
+        self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round
+        self.dirty = True  # a directory's mode, message or error may have changed
+        self.rescan_interval = rescan_interval
+        self._emit = emit
+        self._on_detach = on_detach
+
+    def statuses(self) -> list[DirStatus]:
+        """One :class:`DirStatus` per directory, in spec order."""
+        return [d.status() for d in self.dirs]
+
+    def covers(self, path: str) -> bool:
+        """True when an attached directory's spec covers ``path`` (absolute)."""
+        return any(d.attached and _scan.covers(d.spec, path, d.root) for d in self.dirs)
+
+    # -- entries ----------------------------------------------------------------------------
+
+    def owner(self, path: str, hint: WatchedDir | None) -> WatchedDir | None:
+        """The directory whose entry ``path`` is: ``hint`` when it is the only candidate,
+        else the first attached directory covering it; ``None`` when none does."""
+        if hint is not None and not hint.overlapped and hint in self.dirs:
+            return hint if _scan.covers(hint.spec, path, hint.root) else None
+        for d in self.dirs:
+            if d.attached and _scan.covers(d.spec, path, d.root):
+                return d
+        return None
+
+    def _put(self, path: str, entry: Entry) -> None:
+        self.inventory.put(path, entry, now_ts=time.time(), procs=self.procs)
+
+    def procs_for_reads(self, n: int) -> ProcessSnapshot | None:
+        """Processes to judge ``n`` freshly read files with: ``None`` (direct look-ups) for a
+        few, one fresh snapshot per round for many (see :data:`DIRECT_LOOKUPS`)."""
+        if n <= DIRECT_LOOKUPS:
+            return None
+        if self.round_procs is None:
+            self.round_procs = take_snapshot()
+        return self.round_procs
+
+    def refresh_path(self, path: str, hint: WatchedDir | None,
+                     st: os.stat_result | None = None, have_stat: bool = False, *,
+                     procs: ProcessSnapshot | None) -> None:
+        """Read ``path`` again and judge it (``st``: its ``lstat`` when ``have_stat``); a path
+        that vanished or that no directory covers is dropped."""
+        d = self.owner(path, hint)
+        old = self.inventory.get(path)
+        if d is None:
+            if old is not None:
+                self.inventory.drop(old.owner, path)
+            return
+        if not have_stat:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                st = None
+        read = _scan.read_entry(path)
+        if read is None:
+            if old is not None:
+                self.inventory.drop(old.owner, path)
+            return
+        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC))
+        self._put(path, Entry(status, d, d.policy, read, file_sig(st)))
+        parent = os.path.dirname(path)
+        if os.path.basename(parent) == _scan.CLAIMS_DIR:
+            proof = os.path.dirname(parent)
+            if proof in d.proofs:
+                self.refresh_proof(d, proof, force=False)
+
+    def rejudge(self, path: str, e: Entry, procs: ProcessSnapshot | None) -> None:
+        """Judge an entry again from the bytes already read (no file I/O)."""
+        now = datetime.now(UTC)
+        rec = e.status.record
+        if procs is not None and rec is not None and rec.pid is not None \
+                and rec.pid not in procs:
+            procs = None  # not in the snapshot: look the PID up now
+        if e.read is not None:
+            status = _scan.judge_read(e.read, policy=e.policy, procs=procs, now=now)
+        elif rec is not None:
+            status = _scan.judge_claim(rec, policy=e.policy, procs=procs, now=now)
+        else:
+            return
+        self._put(path, Entry(status, e.owner, e.policy, e.read, e.sig))
+
+    def refresh_proof(self, d: WatchedDir, proof: str, *, force: bool) -> None:
+        """Replay ``proof``'s ledger when it changed (always when ``force``) and update its
+        claims, leaving out those a claim lock file shows (:func:`core.scan.dedupe_claims`)."""
+        ps = d.proofs.get(proof)
+        if ps is None:
+            ps = d.proofs[proof] = Proof()
+        sig = _scan.ledger_signature(proof)
+        if force or not ps.replayed or ps.sig != sig:
+            ps.records = _scan.replay_claims(proof)
+            ps.sig = sig
+            ps.replayed = True
+        now = datetime.now(UTC)
+        claims = [_scan.judge_claim(r, policy=d.policy, procs=self.procs, now=now)
+                  for r in ps.records]
+        files = self.inventory.statuses_in(d, os.path.join(proof, _scan.CLAIMS_DIR))
+        claims = _scan.dedupe_claims(claims, files, proof)
+        ps.paths = self.inventory.put_claims(d, d.policy, ps.paths, claims,
+                                             now_ts=time.time(), procs=self.procs)
+
+    def _drop_proof(self, d: WatchedDir, proof: str) -> None:
+        ps = d.proofs.pop(proof, None)
+        if ps is not None:
+            for p in ps.paths:
+                self.inventory.drop(d, p)
+
+    # -- directories ------------------------------------------------------------------------
+
+    def apply_specs(self, specs: list[WatchSpec]) -> None:
+        """Watch ``specs``: directories whose spec is unchanged keep their entries and
+        watches (and are rescanned), others are detached (entries removed), new ones
+        attached."""
+        self.sources.forget_mounts()
+        pool: dict[SpecKey, list[WatchedDir]] = {}
+        for d in self.dirs:
+            pool.setdefault(d.key, []).append(d)
+        new: list[WatchedDir] = []
+        fresh: list[WatchedDir] = []
+        for spec in specs:
+            cand = WatchedDir(spec)
+            reuse = pool.get(cand.key)
+            if reuse:
+                new.append(reuse.pop(0))
+            else:
+                new.append(cand)
+                fresh.append(cand)
+        for leftovers in pool.values():
+            for d in leftovers:
+                self.detach(d, "missing", "no longer watched")
+        self.dirs = new
+        self.dirty = True
+        for i, d in enumerate(new):
+            d.overlapped = any(d.overlaps(e) for e in new[:i])
+        for d in new:
+            if d in fresh:
+                self.check_dir(d)
+            elif d.attached:
+                self.rescan_dir(d)
+
+    def check_dir(self, d: WatchedDir) -> None:
+        """Attach a directory that appeared, detach one that vanished, re-attach one that was
+        replaced (its device/inode changed)."""
+        try:
+            st = os.stat(d.root)
+        except (OSError, ValueError):  # ValueError: a NUL in the path
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            if d.attached or d.mode != "missing":
+                what = "is not a directory" if st is not None else "does not exist"
+                self.detach(d, "missing", f"{what}; it will be watched when it appears")
+            elif not d.message:
+                d.message = _APPEARS
+                self.dirty = True
+            return
+        ident = (st.st_dev, st.st_ino)
+        if d.attached and d.root_id == ident and not d.reattach:
+            return
+        if d.attached:
+            self.detach(d, "missing", "was replaced")
+        d.reattach = False
+        try:
+            self._attach(d, ident)
+        except Exception as exc:  # one odd directory must not stop the others
+            log.exception("lockwarden watcher: cannot watch %s", d.root)
+            d.attached = True
+            d.mode, d.message = "error", f"cannot be watched: {exc}"
+            d.next_rescan = time.monotonic() + self.rescan_interval
+            self.dirty = True
+
+    def retry(self, d: WatchedDir) -> None:
+        """Try again to watch a directory in ``error`` mode whose watch could not be set."""
+        self.detach(d, "error", d.message)
+        self.check_dir(d)
+
+    def _schedule(self, d: WatchedDir, path: str, *, polling: bool) -> Watch:
+        return self.sources.schedule(EventHandler(d, self._emit), path,
+                                     recursive=d.spec.recursive if path == d.root else False,
+                                     polling=polling)
+
+    def _attach(self, d: WatchedDir, ident: tuple[int, int]) -> None:
+        d.root_id = ident
+        d.watch_root = os.path.realpath(d.root)
+        mode, message = self.sources.choose_mode(d.root, d.spec.polling)
+        d.watches = {}
+        d.attached = True
+        if mode == "events":
+            try:
+                d.watches[d.root] = self._schedule(d, d.root, polling=False)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    self.detach(d, "missing", _APPEARS)
+                    return
+                if d.spec.polling == "off":
+                    mode = "error"
+                    message = (f"file-system events unavailable ({exc.strerror or exc}) and "
+                               'polling = "off" in the settings')
+                else:
+                    mode = "polling"
+                    message = fallback_message(exc)
+        if mode == "polling":
+            try:
+                d.watches[d.root] = self._schedule(d, d.root, polling=True)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    self.detach(d, "missing", _APPEARS)
+                    return
+                mode = "error"
+                message = f"cannot be watched: {exc.strerror or exc}"
+        d.mode, d.message = mode, message
+        self.dirty = True
+        self.rescan_dir(d)
+
+    def detach(self, d: WatchedDir, mode: str, message: str) -> None:
+        """Stop watching ``d``, report its entries removed, set its ``mode``/``message``."""
+        for watch in d.watches.values():
+            unschedule(watch)
+        d.watches = {}
+        d.attached = False
+        d.root_id = None
+        d.mode, d.message = mode, message
+        self.dirty = True
+        d.next_rescan = math.inf
+        self.inventory.drop_all(d)
+        d.proofs.clear()
+        self._on_detach(d)
+
+    def rescan_all(self, *, force: bool) -> None:
+        """Check every directory that is not attached; rescan every one that is."""
+        for d in self.dirs:
+            if not d.attached:
+                self.check_dir(d)
+            else:
+                self.rescan_dir(d, force=force)
+
+    def rescan_dir(self, d: WatchedDir, *, force: bool = False) -> None:
+        """List ``d`` and re-read the files whose ``lstat`` identity changed (every file when
+        ``force``), drop those gone, replay its af ledgers; schedule the next rescan."""
+        d.next_rescan = time.monotonic() + self.rescan_interval
+        if not d.attached:
+            return
+        try:
+            listing = _scan.list_dir(d.spec, with_stat=True)
+        except (FileNotFoundError, NotADirectoryError):
+            self.detach(d, "missing", _APPEARS)
+            return
+        except OSError as exc:
+            d.scan_error = f"cannot be listed: {exc.strerror or exc}"
+            self.dirty = True
+            self.inventory.drop_all(d)
+            d.proofs.clear()
+            return
+        if d.scan_error is not None or d.problems != listing.problems:
+            d.scan_error = None
+            d.problems = listing.problems
+            self.dirty = True
+        seen: set[str] = set()
+        todo: list[tuple[str, os.stat_result | None]] = []
+        inventory = self.inventory
+        for path, st in listing.files.items():
+            if d.overlapped and self.owner(path, None) is not d:
+                continue
+            seen.add(path)
+            if not force and inventory.is_current(path, d, file_sig(st)):
+                continue
+            todo.append((path, st))
+        procs = self.procs_for_reads(len(todo))
+        for path, st in todo:
+            self.refresh_path(path, d, st, have_stat=True, procs=procs)
+        claim_paths: set[str] = set()
+        for ps in d.proofs.values():
+            claim_paths |= ps.paths
+        inventory.drop_unlisted(d, seen, claim_paths)
+        for proof in list(d.proofs):
+            if proof not in listing.proofs:
+                self._drop_proof(d, proof)
+        for proof in listing.proofs:
+            self.refresh_proof(d, proof, force=force)
+        if not d.spec.recursive and d.root in listing.proofs:
+            self._watch_proof_parts(d)
+
+    def _watch_proof_parts(self, d: WatchedDir) -> None:
+        """A non-recursive watch of a proof directory also watches its ``ledger/`` and
+        ``locks/`` sub-directories (ledger events and claim locks live there)."""
+        polling = d.mode == "polling"
+        for sub in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR):
+            path = os.path.join(d.root, sub)
+            if path in d.watches or not os.path.isdir(path):
+                continue
+            try:
+                d.watches[path] = self._schedule(d, path, polling=polling)
+            except OSError:
+                pass  # the periodic rescan still sees it
+
+    # -- time -------------------------------------------------------------------------------
+
+    def liveness_pass(self) -> None:
+        """Check every directory (appeared, vanished, replaced), forget watches of af
+        ``ledger/``/``locks/`` directories that are gone, take one process snapshot and
+        re-judge the entries whose holder's process changed
+        (:meth:`core.inventory.Inventory.holders_changed`). No file is read."""
+        for d in self.dirs:
+            self.check_dir(d)
+            # a watch on a proof's ledger/ or locks/ may have gone with its directory
+            for path in [p for p in d.watches if p != d.root]:
+                if not os.path.isdir(path):
+                    unschedule(d.watches.pop(path))
+        if not self.inventory.has_holders:
+            return
+        prev, new = self.procs, take_snapshot()
+        self.procs = new
+        for path in self.inventory.holders_changed(prev, new):
+            e = self.inventory.get(path)
+            if e is not None:
+                self.rejudge(path, e, new)
+
+    def run_deadlines(self, now_ts: float) -> None:
+        """Re-judge every entry whose deadline (Unix s, UTC) is at or before ``now_ts``."""
+        while (due := self.inventory.pop_due(now_ts)) is not None:
+            path, e = due
+            self.rejudge(path, e, self.procs)
