@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict core
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -16,10 +16,11 @@ respect to each other across processes. Why the directory and not a guard file: 
 file (nothing for the scanner to skip, nothing an attacker in a world-writable ``/tmp`` can
 pre-create as a symlink, FIFO or unreadable file), it works for every lock name including
 ones we did not create, and the kernel drops it when a holder dies. Any local user who can
-read the directory can also take it, so waiting for it is bounded (:data:`GUARD_TIMEOUT`);
-plain acquires (``link``) never need it. Where directories cannot be locked (Windows,
-some network file systems) the guard degrades to a no-op and says so in ``.held``; the
-exchange-and-verify step still never removes a fresh lock.
+read the directory can also take it, so waiting for it is bounded (:data:`GUARD_TIMEOUT`,
+through :func:`core.fsutil.lock_within`, which the audit log's lock uses too); plain acquires
+(``link``) never need it. Where directories cannot be locked (Windows, some network file
+systems) a guard file in the directory is locked instead; where neither works the guard is a
+no-op and says so in ``.held`` (docs/engine.md, "Why the guard is a flock on the directory").
 """
 
 from __future__ import annotations
@@ -30,12 +31,11 @@ import os
 import platform
 import stat
 import sys
-import time
 from types import TracebackType
 from typing import Any
 
 from core.errors import LockError
-from core.fsutil import GUARD_FILE_NAME
+from core.fsutil import GUARD_FILE_NAME, flock_nb, lock_within
 
 GUARD_TIMEOUT = 10.0
 """Longest wait for a directory guard, seconds. The guard is held by Lockwarden processes for
@@ -132,12 +132,34 @@ try:
 except ImportError:  # pragma: no cover - Windows
     _fcntl = None  # type: ignore[assignment]
 
+_NO_LOCK_ERRNOS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.EBADF}
+"""Errors that mean "this file system cannot lock this kind of file" (NFS answers ``EBADF``
+for a read-only descriptor of a directory): fall back to the guard file, or to no guard."""
+
+
+def _msvcrt_nb(fd: int) -> None:  # pragma: no cover - Windows
+    """One non-blocking attempt at ``msvcrt.locking`` of the guard file's first byte; a busy
+    lock (``EACCES``/``EDEADLK``) is reported as ``BlockingIOError``."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(fd, 0, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EDEADLK):
+                raise BlockingIOError(exc.errno, exc.strerror) from exc
+            raise
+    else:
+        raise OSError(errno.ENOTSUP, "msvcrt.locking exists only on Windows")
+
 class DirGuard:
     """Exclusive kernel lock (``flock``) on a directory, held as a context manager.
 
     ``DirGuard(dirpath, timeout=GUARD_TIMEOUT)``; ``timeout`` in seconds. Waiting is a
     non-blocking attempt followed by short sleeps growing from 0.2 ms to 5 ms (the guard is
-    only ever held for a few system calls), bounded by ``timeout``.
+    only ever held for a few system calls), bounded by ``timeout``
+    (:func:`core.fsutil.lock_within`).
 
     Raises (on enter):
         GuardTimeout: another process held the guard for longer than ``timeout``.
@@ -193,41 +215,32 @@ class DirGuard:
         return fd
 
     def _try_lock(self, fd: int, *, file_lock: bool) -> bool:
-        """Lock ``fd`` within the timeout: True when held, False when this kind of lock is
-        not supported here; GuardTimeout when someone else keeps holding it."""
-        deadline = time.monotonic() + self.timeout
-        pause = 0.0002
-        while True:
-            try:
-                if _fcntl is not None:
-                    _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
-                elif file_lock:  # pragma: no cover - Windows
-                    import msvcrt
-
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-                else:  # pragma: no cover
-                    return False
-                return True
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL,
-                                 errno.EBADF):
-                    return False
-                if not (os.name == "nt" and exc.errno in (errno.EACCES, errno.EDEADLK)):
-                    os.close(fd)
-                    raise
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise GuardTimeout(
-                    errno.ETIMEDOUT,
-                    f"another process has held the lock guard of this directory for more than "
-                    f"{self.timeout:g} s",
-                    self.dirpath,
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
+        """Lock ``fd`` within the timeout (:func:`core.fsutil.lock_within`): True when held,
+        False when this kind of lock is not supported here (``fd`` stays open); GuardTimeout
+        when someone else keeps holding it (``fd`` is closed, as on any other error)."""
+        if _fcntl is not None:
+            attempt = flock_nb
+        elif file_lock:  # pragma: no cover - Windows
+            attempt = _msvcrt_nb
+        else:  # pragma: no cover - no way to lock a directory here
+            return False
+        try:
+            held = lock_within(fd, self.timeout, pause=0.0002, max_pause=0.005,
+                               attempt=attempt)
+        except OSError as exc:
+            if exc.errno in _NO_LOCK_ERRNOS:
+                return False
+            os.close(fd)
+            raise
+        if not held:
+            os.close(fd)
+            raise GuardTimeout(
+                errno.ETIMEDOUT,
+                f"another process has held the lock guard of this directory for more than "
+                f"{self.timeout:g} s",
+                self.dirpath,
+            )
+        return True
 
     def _close(self) -> None:
         if self.fd is not None:

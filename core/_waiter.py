@@ -13,8 +13,9 @@ other tools' locks turn stale by age without an event) and the exact moment a TT
 
 Mechanisms, chosen so that one ``poll()`` call in the waiting thread sees everything:
 
-- Linux: a raw inotify descriptor on the lock's directory (via ctypes; no thread) and a
-  pidfd (``os.pidfd_open``), which becomes readable when the process exits.
+- Linux: an inotify descriptor on the lock's directory (the maintained ``inotify_simple``
+  wrapper: one descriptor, no thread) and a pidfd (``os.pidfd_open``), which becomes readable
+  when the process exits.
   Why inotify and not watchdog's ``Observer`` here: watchdog's inotify emitter holds every
   ``IN_MOVED_FROM`` for up to 0.5 s to pair it with its ``IN_MOVED_TO`` and delivers nothing
   else meanwhile, so any rename in the directory (our own reclaim exchange, a ``semats``
@@ -30,64 +31,71 @@ works: it simply sleeps until the caller's timeout.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import os
 import queue
 import select
-import struct
-import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-_IN_MODIFY = 0x00000002
-_IN_ATTRIB = 0x00000004
-_IN_CLOSE_WRITE = 0x00000008
-_IN_MOVED_FROM = 0x00000040
-_IN_MOVED_TO = 0x00000080
-_IN_CREATE = 0x00000100
-_IN_DELETE = 0x00000200
-_IN_DELETE_SELF = 0x00000400
-_IN_MOVE_SELF = 0x00000800
-_IN_Q_OVERFLOW = 0x00004000
-_IN_IGNORED = 0x00008000
-_IN_ONLYDIR = 0x01000000
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
-_DIR_MASK = (
-    _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE
-    | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR
-)
-_ALWAYS = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF
-_EVENT_HEAD = struct.Struct("iIII")
+try:
+    import inotify_simple  # type: ignore[import-untyped]
+except ImportError:  # not Linux (a Linux-only dependency): watchdog's Observer instead
+    inotify_simple = None
+
 _HAVE_POLL = hasattr(select, "poll")
 
-_libc: Any = None
-if sys.platform.startswith("linux"):
+
+class _InotifyEvent(Protocol):
+    """One event as ``inotify_simple`` returns it (``wd``, ``mask``, ``cookie``, ``name``)."""
+
+    @property
+    def mask(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+class _Inotify(Protocol):
+    """The part of ``inotify_simple.INotify`` the waiter uses."""
+
+    def fileno(self) -> int: ...
+
+    def add_watch(self, path: str, mask: int) -> int: ...
+
+    def read(self, timeout: int | None = None) -> Sequence[_InotifyEvent]: ...
+
+    def close(self) -> None: ...
+
+
+if inotify_simple is not None:
+    _F = inotify_simple.flags
+    _DIR_MASK: int = (_F.MODIFY | _F.ATTRIB | _F.CLOSE_WRITE | _F.MOVED_FROM | _F.MOVED_TO
+                      | _F.CREATE | _F.DELETE | _F.DELETE_SELF | _F.MOVE_SELF | _F.ONLYDIR)
+    _ALWAYS: int = _F.Q_OVERFLOW | _F.IGNORED | _F.DELETE_SELF | _F.MOVE_SELF
+    """Events that may concern the lock whatever name they carry (the directory itself went
+    away, or the kernel dropped events)."""
+
+
+def _inotify_watch(dirpath: str) -> _Inotify | None:
+    """A non-blocking inotify instance watching ``dirpath``, or None when inotify is
+    unavailable (not Linux, watches exhausted, a missing directory...)."""
+    if inotify_simple is None:
+        return None
     try:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.inotify_init1.argtypes = [ctypes.c_int]
-        _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        _libc = None
-
-
-def _inotify_watch(dirpath: str) -> int | None:
-    """An inotify descriptor watching ``dirpath``, or None when inotify is unavailable."""
-    if _libc is None:
+        ino: _Inotify = inotify_simple.INotify(nonblocking=True)  # close-on-exec
+    except (OSError, AttributeError):  # no inotify_init1 in this libc
         return None
-    fd = _libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-    if fd < 0:
+    try:
+        ino.add_watch(dirpath, _DIR_MASK)
+    except OSError:
+        ino.close()
         return None
-    wd = _libc.inotify_add_watch(fd, os.fsencode(dirpath), _DIR_MASK)
-    if wd < 0:
-        os.close(fd)
-        return None
-    return fd
+    return ino
 
 
-_closer_queue: queue.SimpleQueue[int] | None = None
+_closer_queue: queue.SimpleQueue[_Inotify] | None = None
 _closer_lock = threading.Lock()
 
 
@@ -101,23 +109,23 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_closer_after_fork)
 
 
-def _close_later(fd: int) -> None:
-    """Close an inotify descriptor in a helper thread: the kernel waits for an RCU grace
+def _close_later(ino: _Inotify) -> None:
+    """Close an inotify instance in a helper thread: the kernel waits for an RCU grace
     period when an inotify instance is destroyed (10-20 ms measured here), which would
     otherwise be paid by every acquire that had to wait, after it already holds the lock."""
     global _closer_queue
     with _closer_lock:
         if _closer_queue is None:
-            q: queue.SimpleQueue[int] = queue.SimpleQueue()
+            q: queue.SimpleQueue[_Inotify] = queue.SimpleQueue()
 
             def run() -> None:
                 while True:
                     with contextlib.suppress(OSError):
-                        os.close(q.get())
+                        q.get().close()
 
             threading.Thread(target=run, name="lockwarden-fd-closer", daemon=True).start()
             _closer_queue = q
-    _closer_queue.put(fd)
+    _closer_queue.put(ino)
 
 
 class Waiter:
@@ -130,8 +138,7 @@ class Waiter:
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
         self.dirpath, self.name = os.path.split(self.path)
-        self._bname = os.fsencode(self.name)
-        self._inotify: int | None = None
+        self._inotify: _Inotify | None = None
         self._pipe: tuple[int, int] | None = None
         self._observer: Any = None
         self._pid: int | None = None
@@ -298,7 +305,7 @@ class Waiter:
             return "event" if fired else "timeout"
         poller = select.poll()
         if self._inotify is not None:
-            poller.register(self._inotify, select.POLLIN)
+            poller.register(self._inotify.fileno(), select.POLLIN)
         if self._pipe is not None:
             poller.register(self._pipe[0], select.POLLIN)
         if self._pidfd is not None and not self.holder_exited:
@@ -323,7 +330,7 @@ class Waiter:
             if fd == self._pidfd:
                 self.holder_exited = True
                 result = "exit"
-            elif fd == self._inotify:
+            elif self._inotify is not None and fd == self._inotify.fileno():
                 if self._drain_inotify() and result == "timeout":
                     result = "event"
             elif self._pipe is not None and fd == self._pipe[0]:
@@ -352,19 +359,11 @@ class Waiter:
         relevant = False
         while True:
             try:
-                buf = os.read(self._inotify, 65536)
-            except BlockingIOError:
-                return relevant
-            except OSError as exc:  # pragma: no cover
-                if exc.errno == errno.EINTR:
-                    continue
+                events = self._inotify.read(timeout=0)
+            except OSError:  # pragma: no cover - cannot tell what happened: look again
                 return True
-            if not buf:
+            if not events:
                 return relevant
-            pos = 0
-            while pos + _EVENT_HEAD.size <= len(buf):
-                _wd, mask, _cookie, length = _EVENT_HEAD.unpack_from(buf, pos)
-                name = buf[pos + _EVENT_HEAD.size : pos + _EVENT_HEAD.size + length]
-                pos += _EVENT_HEAD.size + length
-                if mask & _ALWAYS or name.rstrip(b"\0") == self._bname:
+            for event in events:
+                if event.mask & _ALWAYS or event.name == self.name:
                     relevant = True

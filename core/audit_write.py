@@ -28,7 +28,6 @@ import errno
 import hashlib
 import os
 import stat
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +46,7 @@ from core.audit_model import (
 )
 from core.audit_parse import is_entry_object
 from core.audit_read import pread
-from core.fsutil import describe_mode
+from core.fsutil import describe_mode, lock_within
 
 DEFAULT_LOCK_TIMEOUT = 5.0
 """Seconds an append waits for another writer's lock on the log before it writes to the
@@ -325,22 +324,9 @@ def locked(fd: int, timeout: float) -> Iterator[None]:
 def _flock_within(fd: int, timeout: float) -> None:
     """``flock(LOCK_EX)`` on ``fd``, giving up after ``timeout`` seconds (TimeoutError): a
     stopped or hostile process holding the log's lock must not hang every lock operation in
-    the directory. flock has no wake-up event, so it polls with short, growing waits."""
-    import fcntl
-
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    errno.ETIMEDOUT,
-                    f"the audit log stayed locked by another process for {timeout:g} s",
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-        except InterruptedError:  # pragma: no cover - PEP 475 retries already
-            continue
+    the directory (:func:`core.fsutil.lock_within`)."""
+    if not lock_within(fd, timeout, pause=0.001, max_pause=0.05):
+        raise TimeoutError(
+            errno.ETIMEDOUT,
+            f"the audit log stayed locked by another process for {timeout:g} s",
+        )

@@ -11,10 +11,12 @@ import errno
 import os
 import re
 import stat
+import time
+from collections.abc import Callable
 
 from core.errors import UnreadableError
 from core.reasons import UnreadableKind
-from core.record import FileInfo
+from core.record import FileInfo, LockStatus, State
 
 MAX_LOCK_BYTES = 64 * 1024
 """Largest lock file we read, in bytes (DESIGN.md: "Read at most 64 KiB of a file")."""
@@ -39,6 +41,11 @@ WRITE_EXCL_FLAGS = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC | _O_NOCTTY | _O_BINARY
 )
 """Flags for creating a new file in a lock directory (never follows a symlink)."""
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows
+    _fcntl = None  # type: ignore[assignment]
 
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<token>[0-9a-f]{32})\.(?P<kind>tmp|swap|rel)$")
 
@@ -170,6 +177,58 @@ def read_lock_file(path: str, limit: int = MAX_LOCK_BYTES) -> tuple[bytes, FileI
         os.close(fd)
 
 
+def validate_lock_path(path: str | os.PathLike[str]) -> str:
+    """Absolute lock path after validation (docs/engine.md, "Hostile directories").
+
+    Raises:
+        UnreadableError: the parent directory is missing or not a directory; or something
+            that is not a regular file (symlink, FIFO, directory, socket, device) is at the
+            path. Nothing is written in that case.
+    """
+    p = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(p)
+    try:
+        pst = os.stat(parent)
+    except FileNotFoundError:
+        raise UnreadableError(f"directory {parent} does not exist", path=p) from None
+    except OSError as exc:
+        raise UnreadableError(f"directory {parent}: {exc.strerror}", path=p) from None
+    if not stat.S_ISDIR(pst.st_mode):
+        raise UnreadableError(f"{parent} is not a directory", path=p)
+    check_regular(p)
+    return p
+
+
+def check_regular(p: str) -> None:
+    """Refuse a path where something other than a regular file (or nothing) is.
+
+    Raises:
+        UnreadableError: a symlink (even dangling), FIFO, directory, socket or device is at
+            ``p``, or ``lstat`` fails for another reason than "no such file".
+    """
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UnreadableError(exc.strerror or str(exc), path=p) from None
+    kind = describe_mode(st.st_mode)
+    if kind is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise UnreadableError(
+                "is a symbolic link; Lockwarden never writes through links", path=p
+            )
+        raise UnreadableError(f"is {kind}, not a lock file; nothing was written", path=p)
+
+
+def refuse_unreadable(p: str, status: LockStatus) -> None:
+    """Raise the clear :class:`~core.errors.UnreadableError` when ``status`` says something
+    unreadable with no record (a symlink, FIFO or directory slipped in) is at ``p``
+    (:func:`check_regular`)."""
+    if status.state is State.UNREADABLE and status.record is None:
+        check_regular(p)
+
+
 def fsync_dir(dirpath: str) -> None:
     """fsync a directory so a link/unlink/rename in it is durable. No-op where directories
     cannot be opened (Windows). Errors other than unsupported operations propagate."""
@@ -233,3 +292,55 @@ def os_reason(exc: OSError) -> str:
     if exc.errno == errno.ENXIO:
         return "is a FIFO or device with nothing behind it"
     return exc.strerror or str(exc)
+
+
+def flock_nb(fd: int) -> None:
+    """One non-blocking attempt at an exclusive ``flock`` on ``fd``.
+
+    Raises:
+        BlockingIOError: another open file description holds it.
+        OSError: ``ENOTSUP`` where the OS has no ``flock`` (Windows); any error of ``flock``
+            (``ENOLCK``, ``EBADF`` on NFS for a read-only descriptor, ...).
+    """
+    if _fcntl is None:  # pragma: no cover - Windows
+        raise OSError(errno.ENOTSUP, "flock is not available on this platform")
+    _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+
+
+def lock_within(
+    fd: int,
+    timeout: float,
+    *,
+    pause: float = 0.001,
+    max_pause: float = 0.05,
+    attempt: Callable[[int], None] = flock_nb,
+) -> bool:
+    """Take an exclusive kernel lock on ``fd``, waiting at most ``timeout`` seconds: True once
+    held, False when another process still held it after ``timeout``.
+
+    A kernel lock has no wake-up event that a bounded wait could sleep on, so this makes
+    non-blocking attempts (``attempt``, default :func:`flock_nb`; it raises
+    ``BlockingIOError`` while the lock is busy) with sleeps growing from ``pause`` to
+    ``max_pause`` seconds. The bound exists because any local user who can open the file can
+    take its lock (docs/engine.md, "Why the guard is a flock on the directory"; DESIGN.md,
+    "Audit log": appends are serialised with a kernel lock). Used by the engine's directory
+    guard (:class:`core._exchange.DirGuard`) and the audit log's append lock
+    (:mod:`core.audit_write`).
+
+    Raises:
+        OSError: whatever ``attempt`` raises other than ``BlockingIOError`` (the caller decides
+            whether, e.g., ``ENOTSUP`` means "not supported here"); ``fd`` is left open.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            attempt(fd)
+            return True
+        except BlockingIOError:
+            pass
+        except InterruptedError:  # pragma: no cover - PEP 475 retries already
+            continue
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, max_pause)

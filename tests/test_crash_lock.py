@@ -1,4 +1,4 @@
-"""Crash injection (issue 2, "Tests that must exist"): a real process is killed
+"""Crash injection (docs/engine.md, "Crashes and leftovers"): a real process is killed
 (``os._exit(137)`` via the test-only ``LOCKWARDEN_CRASH_AT`` hook) between every step of
 acquire, reclaim, release and refresh. Afterwards no partial lock is visible at the path, any
 leftover lock is either held by a live process or judged stale (a new acquire succeeds:

@@ -310,7 +310,7 @@ def test_deadline_uses_the_limit_of_the_records_format(lockdir: Path, now: datet
     passes, not the directory's 3600 s (docs/verdicts.md)."""
     p = lockdir / "ledger.lock"
     at = now - timedelta(seconds=5)
-    p.write_text('{"agent_id": "a1", "acquired_at": "%s"}' % at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    p.write_text(f'{{"agent_id": "a1", "acquired_at": "{at.strftime("%Y-%m-%dT%H:%M:%SZ")}"}}')
     read = scan.read_entry(str(p))
     assert read is not None
     status = scan.judge_read(read, policy=POLICY, procs=snap(now.timestamp()), now=now)

@@ -639,7 +639,7 @@ def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.Monkey
 @pytest.fixture
 def no_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
     import core._exchange as ex
-    import core.lock as engine
+    import core.publish as engine
 
     def refuse(a: str, b: str) -> None:
         raise ex.ExchangeUnsupported(95, "no exchange here (test)")
@@ -652,7 +652,7 @@ def no_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
     import errno as errno_mod
 
-    import core.lock as engine
+    import core.publish as engine
 
     def refuse(src: str, dst: str) -> None:
         raise PermissionError(errno_mod.EPERM, "hard links not supported (test)")

@@ -69,7 +69,7 @@ def test_concurrent_reclaimers_exactly_one_wins(
     primitive and with the fallback used where there is none (guarded rename-out)."""
     if mode == "rename-out":
         import core._exchange as ex
-        import core.lock as engine
+        import core.publish as engine
 
         def refuse(a: str, b: str) -> None:
             raise ex.ExchangeUnsupported(95, "no exchange here (test)")

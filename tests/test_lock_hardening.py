@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import core.audit as audit
-import core.lock as lock_mod
+import core.publish as publish_mod
 from core._exchange import DirGuard, GuardTimeout
 from core._waiter import Waiter
 from core.errors import LockError
@@ -160,7 +160,7 @@ def test_reclaim_refuses_without_guard_and_exchange(lockdir: Path,
     path.write_text(f"pid={child.pid}\ntimestamp=1\n")  # another tool's, holder dead, old
     assert inspect(str(path)).state is State.STALE
     monkeypatch.setattr(DirGuard, "_try_lock", lambda self, fd, *, file_lock: False)
-    monkeypatch.setattr(lock_mod, "_no_exchange_devs", {path.stat().st_dev})
+    monkeypatch.setattr(publish_mod, "_no_exchange_devs", {path.stat().st_dev})
     with pytest.raises(LockError, match="cannot break"):
         reclaim(str(path))
     assert path.read_text() == f"pid={child.pid}\ntimestamp=1\n"  # untouched
@@ -190,3 +190,64 @@ def test_waiter_ignores_events_about_other_files(lockdir: Path) -> None:
             t.join(5)
     assert result == "timeout"
     assert waited >= 0.45  # not woken early by the churn of unrelated files
+
+
+# -- the stale policy as a parameter, and the bounded kernel-lock wait -----------------------
+
+
+def _old_foreign_lock(path: Path, age: float) -> None:
+    """Another tool's lock (no token) whose holder is gone, written ``age`` seconds ago."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    path.write_text(f"pid={child.pid}\ntimestamp={int(time.time() - age)}\ntag=other-tool\n")
+
+
+def test_operations_take_a_stale_policy(lockdir: Path) -> None:
+    """``policy=`` judges like ``stale_after=`` did; ``stale_after`` still replaces the policy's
+    limit; the default is DEFAULT_STALE_AFTER (docs/engine.md, the policy paragraph)."""
+    from core.defaults import DEFAULT_STALE_AFTER
+    from core.errors import LockHeld
+    from core.lock import wait
+    from core.stale_policy import DEFAULT_POLICY, StalePolicy
+
+    path = lockdir / "aged.lock"
+    _old_foreign_lock(path, age=120)
+    assert Lock(str(path)).policy == DEFAULT_POLICY
+    assert Lock(str(path)).stale_after == DEFAULT_STALE_AFTER
+    short = StalePolicy(stale_after=60.0)
+    with pytest.raises(LockHeld):
+        Lock(str(path)).acquire(blocking=False)  # 120 s < 3600 s: not stale yet
+    with pytest.raises(LockHeld):  # the keyword wins over the policy's limit
+        Lock(str(path), policy=short, stale_after=3600.0).acquire(blocking=False)
+    assert wait(str(path), policy=short, timeout=0).state is State.STALE
+    lk = Lock(str(path), policy=short).acquire(blocking=False)
+    assert lk.reclaimed_from is not None and lk.reclaimed_from.state is State.STALE
+    lk.release()
+    _old_foreign_lock(path, age=120)
+    lk = reclaim(str(path), policy=short)
+    assert lk.policy == short
+    lk.release()
+
+
+@pytest.mark.skipif(os.name == "nt", reason="flock is POSIX")
+def test_lock_within_waits_a_bounded_time(lockdir: Path) -> None:
+    """One helper for the directory guard and the audit log's lock (core.fsutil.lock_within):
+    False after the timeout while another open file holds the flock, True once it is free."""
+    import fcntl
+
+    from core.fsutil import lock_within
+
+    target = lockdir / "held.bin"
+    target.write_bytes(b"")
+    holder = os.open(target, os.O_RDONLY)
+    waiter = os.open(target, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        began = time.monotonic()
+        assert lock_within(waiter, 0.2) is False
+        assert time.monotonic() - began >= 0.2
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        assert lock_within(waiter, 0.2) is True
+    finally:
+        os.close(holder)
+        os.close(waiter)

@@ -1,10 +1,10 @@
-"""Multi-process torture of the engine (issue 2, "Tests that must exist"): at least 6 OS
-processes hammer one lock for at least 5 s; 30% of holders die while holding (SIGKILL or
-``os._exit``), the others release. A marker file detects two holders at once: each holder
-creates it with ``O_EXCL`` holding its PID and start time and removes it before releasing; a
-marker left by a dead process is not an overlap. Asserts zero overlaps and that stale locks
-were actually reclaimed (DESIGN.md: the reference protocol gave 33 overlaps in 93
-acquisitions in this very set-up).
+"""Multi-process torture of the engine (DESIGN.md, "Testing"; docs/engine.md, "Performance",
+correctness under load): at least 6 OS processes hammer one lock for at least 5 s; 30% of
+holders die while holding (SIGKILL or ``os._exit``), the others release. A marker file detects
+two holders at once: each holder creates it with ``O_EXCL`` holding its PID and start time and
+removes it before releasing; a marker left by a dead process is not an overlap. Asserts zero
+overlaps and that stale locks were actually reclaimed (DESIGN.md: the reference protocol gave
+33 overlaps in 93 acquisitions in this very set-up).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_torture_no_overlap_with_crashing_holders(
     platforms without one (the forked workers inherit the patch)."""
     if mode == "rename-out":
         import core._exchange as ex
-        import core.lock as engine
+        import core.publish as engine
 
         def refuse(a: str, b: str) -> None:
             raise ex.ExchangeUnsupported(95, "no exchange here (test)")

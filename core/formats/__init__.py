@@ -5,6 +5,8 @@
     detect(data: bytes, path: str = "") -> str
     parse(data: bytes, path: str = "", *, format: str | None = None) -> LockRecord
     serialize(record: LockRecord) -> bytes
+    build(format: str, request: WriteRequest) -> Built     # what Lockwarden writes
+    default_ttl(format: str) -> float | None
 
 Formats (names as in :data:`core.record.FORMATS`):
 
@@ -30,9 +32,13 @@ from typing import Any
 from core.errors import ParseError
 from core.formats import af, pidfile, sema, taskmcp
 from core.formats._common import as_bytes, decode_text, load_json_object
-from core.record import FORMATS, LockRecord
+from core.formats.writing import Builder, Built, Holder, Reclaimed, WriteRequest
+from core.record import FORMATS, WRITABLE_FORMATS, LockRecord
 
-__all__ = ["FORMATS", "af", "detect", "parse", "pidfile", "sema", "serialize", "taskmcp"]
+__all__ = [
+    "FORMATS", "Built", "Holder", "Reclaimed", "WriteRequest", "af", "build", "default_ttl",
+    "detect", "parse", "pidfile", "sema", "serialize", "taskmcp",
+]
 
 _JSON_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("af-claim", af.CLAIM_KEYS),
@@ -61,6 +67,14 @@ _SERIALIZERS: dict[str, Callable[[LockRecord], bytes]] = {
     "af-ledger": af.serialize_ledger_lock,
     "pidfile": pidfile.serialize,
 }
+
+
+_BUILDERS: dict[str, Builder] = {
+    "sema": sema.build,
+    "task-mcp": taskmcp.build,
+    "af-ledger": af.build_ledger,
+}
+"""The formats Lockwarden acquires locks in (:data:`core.record.WRITABLE_FORMATS`)."""
 
 
 def _path_hint(path: str) -> str | None:
@@ -194,3 +208,31 @@ def serialize(record: LockRecord) -> bytes:
     if writer is None:
         raise ValueError(f"cannot write locks in format {record.format!r}")
     return writer(record)
+
+
+def build(format: str, request: WriteRequest) -> Built:
+    """The record and exact bytes of the lock Lockwarden writes in ``format`` for ``request``,
+    by that format's builder: :func:`.sema.build`, :func:`.taskmcp.build`,
+    :func:`.af.build_ledger` (DESIGN.md, "Formats": what Lockwarden writes).
+
+    Raises:
+        ValueError: a format Lockwarden does not write (not in
+            :data:`core.record.WRITABLE_FORMATS`), or what the format's builder refuses (a
+            task-mcp request without ``ttl``, a bad token, pid or start).
+    """
+    builder = _BUILDERS.get(format)
+    if builder is None:
+        raise ValueError(
+            f"Lockwarden cannot write {format!r} locks; use one of {WRITABLE_FORMATS}"
+        )
+    return builder(request)
+
+
+def default_ttl(format: str) -> float | None:
+    """The lease in seconds a lock Lockwarden writes in ``format`` gets when none is asked
+    for: for ``task-mcp`` the spec's default for Lockwarden's environment and purpose
+    (:func:`.taskmcp.default_ttl`, local/interactive: 3600 s; spec 004 "Default TTL Values by
+    Environment"); None for the formats without a mandatory lease."""
+    if format == taskmcp.FORMAT:
+        return taskmcp.default_ttl(taskmcp.LOCKWARDEN_ENVIRONMENT, taskmcp.LOCKWARDEN_PURPOSE)
+    return None

@@ -42,6 +42,7 @@ from core.formats._common import (
     short,
     valid_pid,
 )
+from core.formats.writing import Built, WriteRequest
 from core.fsutil import read_lock_file
 from core.record import LockRecord
 
@@ -153,6 +154,30 @@ def serialize_ledger_lock(record: LockRecord) -> bytes:
             raise ValueError("token must be 32 lowercase hex digits")
         obj["token"] = record.token
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+
+
+def build_ledger(request: WriteRequest) -> Built:
+    """The af ledger lock Lockwarden writes for ``request``: ``agent_id`` is ``request.tag``,
+    or ``lockwarden-pid-<pid>@<host>`` without one; then Lockwarden's ``pid``, ``host``,
+    ``start``, ``proc`` and ``token`` (:func:`serialize_ledger_lock`). af has no lease: ``ttl``
+    is not written. ``record.raw`` stays empty.
+
+    Raises:
+        ValueError: as :func:`serialize_ledger_lock`.
+    """
+    holder = request.holder
+    record = LockRecord(
+        path=request.path,
+        format=LEDGER_FORMAT,
+        holder=request.tag or f"lockwarden-pid-{holder.pid}@{holder.host}",
+        pid=holder.pid,
+        host=holder.host,
+        acquired_at=request.at,
+        token=request.token,
+        start=holder.start,
+        proc=holder.proc,
+    )
+    return Built(record, serialize_ledger_lock(record))
 
 
 # -- af-claim ---------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from core.errors import ParseError
 from core.formats._common import (
@@ -36,6 +37,7 @@ from core.formats._common import (
     raw_text,
     short,
 )
+from core.formats.writing import Built, WriteRequest
 from core.record import LockRecord
 
 FORMAT = "sema"
@@ -45,6 +47,8 @@ KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "proc", "token", "ttl"
 
 _INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
 _FLOAT_RE = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+
+_T = TypeVar("_T")
 
 MAX_TIMESTAMP = 253402300799
 """Last second of year 9999 (the end of Python's ``datetime`` range)."""
@@ -96,6 +100,22 @@ def _float(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _own_key(
+    pairs: dict[str, str],
+    metadata: dict[str, Any],
+    key: str,
+    convert: Callable[[str], _T | None],
+) -> _T | None:
+    """The value of Lockwarden's key ``key`` converted by ``convert``; None when absent, or
+    when it does not fit (its text then stays in ``metadata``, for display)."""
+    if key not in pairs:
+        return None
+    value = convert(pairs[key])
+    if value is None:
+        metadata[key] = pairs[key]
+    return value
+
+
 def parse(data: bytes, path: str = "") -> LockRecord:
     """Parse the bytes of a sema lock.
 
@@ -138,41 +158,15 @@ def parse(data: bytes, path: str = "") -> LockRecord:
     metadata: dict[str, Any] = {k: v for k, v in pairs.items() if k not in KNOWN_KEYS}
     tag = clean_value(pairs["tag"]) if "tag" in pairs else None
 
-    host: str | None = None
-    if "host" in pairs:
-        candidate = clean_value(pairs["host"])
-        if candidate:
-            host = candidate
-        else:
-            metadata["host"] = pairs["host"]
+    def fits_ttl(value: str) -> float | None:
+        ttl = _float(value)
+        return ttl if ttl is not None and add_seconds(acquired_at, ttl) is not None else None
 
-    start: float | None = None
-    if "start" in pairs:
-        start = _float(pairs["start"])
-        if start is None:
-            metadata["start"] = pairs["start"]
-
-    proc: str | None = None
-    if "proc" in pairs:
-        if is_proc_id(pairs["proc"]):
-            proc = pairs["proc"]
-        else:
-            metadata["proc"] = pairs["proc"]
-
-    token: str | None = None
-    if "token" in pairs:
-        if is_token(pairs["token"]):
-            token = pairs["token"]
-        else:
-            metadata["token"] = pairs["token"]
-
-    ttl: float | None = None
-    if "ttl" in pairs:
-        ttl = _float(pairs["ttl"])
-        if ttl is None or add_seconds(acquired_at, ttl) is None:
-            ttl = None
-            metadata["ttl"] = pairs["ttl"]
-
+    host = _own_key(pairs, metadata, "host", lambda v: clean_value(v) or None)
+    start = _own_key(pairs, metadata, "start", _float)
+    proc = _own_key(pairs, metadata, "proc", lambda v: v if is_proc_id(v) else None)
+    token = _own_key(pairs, metadata, "token", lambda v: v if is_token(v) else None)
+    ttl = _own_key(pairs, metadata, "ttl", fits_ttl)
     return LockRecord(
         path=path,
         format=FORMAT,
@@ -285,6 +279,22 @@ def make_record(
     )
     data = serialize(record)
     return _replace_raw(record, data)
+
+
+def build(request: WriteRequest) -> Built:
+    """The sema lock Lockwarden writes for ``request`` (DESIGN.md, "Formats": ``pid``,
+    ``timestamp``, ``tag`` first, then ``host``, ``start``, ``proc``, ``token`` and ``ttl``,
+    which both reference tools ignore), as :func:`make_record` makes it.
+
+    Raises:
+        ValueError: as :func:`serialize` (bad pid, token, ttl or start).
+    """
+    holder = request.holder
+    record = make_record(
+        request.path, pid=holder.pid, timestamp=request.at, tag=request.tag, host=holder.host,
+        start=holder.start, token=request.token, ttl=request.ttl, proc=holder.proc,
+    )
+    return Built(record, record.raw.encode("utf-8"))  # raw is exactly the serialised bytes
 
 
 def _replace_raw(record: LockRecord, data: bytes) -> LockRecord:

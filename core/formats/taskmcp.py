@@ -44,6 +44,7 @@ from core.formats._common import (
     short,
     valid_pid,
 )
+from core.formats.writing import Built, WriteRequest
 from core.record import LockRecord
 
 FORMAT = "task-mcp"
@@ -61,6 +62,14 @@ TTL_STRATEGIES: dict[str, dict[str, float]] = {
 
 ENVIRONMENTS = ("local", "ci", "cloud", "container")
 PURPOSES = ("interactive", "automated", "emergency")
+
+LOCKWARDEN_ENVIRONMENT = "local"
+"""The environment Lockwarden declares in the locks it writes and as a requester in the reclaim
+matrix (spec 004 "Local Development")."""
+
+LOCKWARDEN_PURPOSE = "interactive"
+"""The purpose Lockwarden declares in the locks it writes and as a requester in the reclaim
+matrix (spec 004 "Enhanced Lock File Format")."""
 
 _OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)\Z", re.DOTALL)
 
@@ -312,6 +321,36 @@ def make_record(
         raise ValueError(f"cannot make a task-mcp lock: {exc.reason}") from None
 
 
+def build(request: WriteRequest) -> Built:
+    """The Task MCP lock Lockwarden writes for ``request``: owner ``pid-<pid>@<host>`` (spec 004
+    "Local Development"), ``since`` = ``request.at``, ``ttl`` = ``request.ttl``, metadata from
+    :func:`default_metadata` (environment :data:`LOCKWARDEN_ENVIRONMENT`, purpose
+    :data:`LOCKWARDEN_PURPOSE`), then ``tag`` when given, then -- for a reclaim --
+    ``reclaimed_from`` and ``reclaimed_reason`` (spec 004 "Reclaim Process"); plus the top-level
+    ``token``, ``start`` and ``proc`` (:func:`serialize`).
+
+    Raises:
+        ValueError: ``request.ttl`` is None (a task-mcp lock is a lease), or as
+            :func:`serialize`.
+    """
+    if request.ttl is None:
+        raise ValueError("a task-mcp lock needs a ttl (use default_ttl)")
+    holder = request.holder
+    metadata = default_metadata(holder.pid, environment=LOCKWARDEN_ENVIRONMENT,
+                                purpose=LOCKWARDEN_PURPOSE)
+    if request.tag is not None:
+        metadata["tag"] = request.tag
+    if request.reclaimed is not None:
+        metadata["reclaimed_from"] = request.reclaimed.holder
+        metadata["reclaimed_reason"] = request.reclaimed.reason
+    record = make_record(
+        request.path, owner=default_owner(holder.pid, holder.host), since=request.at,
+        ttl=request.ttl, metadata=metadata, token=request.token, start=holder.start,
+        proc=holder.proc,
+    )
+    return Built(record, record.raw.encode("utf-8"))  # raw is exactly the serialised bytes
+
+
 def since_millis(record: LockRecord) -> int | None:
     """``acquired_at`` as epoch milliseconds (the code's ``since`` form), or ``None``."""
     if record.acquired_at is None:
@@ -337,7 +376,10 @@ def with_since(record: LockRecord, since: datetime) -> LockRecord:
 
 __all__ = [
     "FORMAT",
+    "LOCKWARDEN_ENVIRONMENT",
+    "LOCKWARDEN_PURPOSE",
     "TTL_STRATEGIES",
+    "build",
     "current_user",
     "default_metadata",
     "default_owner",

@@ -1,0 +1,96 @@
+"""What the engine asks a format to write: one typed request per lock Lockwarden publishes.
+
+Each writable format (:data:`core.record.WRITABLE_FORMATS`) has a builder in its own module --
+:func:`core.formats.sema.build`, :func:`core.formats.taskmcp.build`,
+:func:`core.formats.af.build_ledger` -- chosen by name through :func:`core.formats.build`. A
+builder turns a :class:`WriteRequest` into the :class:`~core.record.LockRecord` and the exact
+bytes the engine publishes (:mod:`core.publish`). Everything a format may need is a field
+here; there is no other channel between the engine and a format.
+
+What Lockwarden writes besides each format's own fields (DESIGN.md, "Formats"; docs/engine.md,
+"Acquire publishes a complete file atomically"): the holder's ``host``, ``start`` (process start
+time, Unix seconds) and ``proc`` (boot id and start ticks, docs/engine.md "Clock steps"), the
+acquisition's random ``token`` and, where asked for, the lease ``ttl``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
+
+from core.record import LockRecord
+
+# NamedTuples rather than dataclasses: immutable and typed as well, and ~6x cheaper to define
+# at import, which the CLI's start-up pays (docs/cli.md, "Start-up time")
+
+
+class Holder(NamedTuple):
+    """The process a lock names as its holder.
+
+    Attributes:
+        pid: the holder's PID (this process, or the CLI's parent shell).
+        host: this host's name (:func:`core.liveness.hostname`).
+        start: the holder's start time, Unix seconds (psutil's ``create_time``), so that a
+            reused PID is detected (DESIGN.md, "Liveness and verdicts").
+        proc: the clock-independent process identity ``"<boot id>:<start ticks>"`` where the
+            OS has one (:func:`core.liveness.process_identity`), else ``None``.
+    """
+
+    pid: int
+    host: str
+    start: float
+    proc: str | None = None
+
+
+class Reclaimed(NamedTuple):
+    """What a Task MCP reclaim replaced, written into the new lock's ``metadata`` as
+    ``reclaimed_from`` and ``reclaimed_reason`` (``specs/004_6119ce42cf21683e.txt``, "Reclaim
+    Process"). Formats without such fields ignore it.
+
+    Attributes:
+        holder: the displaced lock's ``owner`` (``None`` when it had none).
+        reason: the reclaim matrix's decision (``LOCK_EXPIRED``, ``HOLDER_DEAD``, ``FORCE``...;
+            ``STALE`` when the matrix did not decide).
+    """
+
+    holder: str | None
+    reason: str
+
+
+class WriteRequest(NamedTuple):
+    """One lock to write.
+
+    Attributes:
+        path: the absolute lock path (``LockRecord.path``).
+        holder: who holds it (:class:`Holder`).
+        token: 32 lowercase hex digits naming this acquisition.
+        at: when it was taken or renewed (aware datetime, UTC); each format cuts it to what it
+            stores (sema: whole seconds; task-mcp: milliseconds).
+        tag: the human description, or ``None`` (sema ``tag``; task-mcp ``metadata.tag``;
+            af-ledger ``agent_id``). Control characters become spaces where the format has the
+            rule.
+        ttl: lease length in seconds, or ``None`` (task-mcp needs one).
+        reclaimed: for a reclaim, what was replaced (:class:`Reclaimed`), else ``None``.
+    """
+
+    path: str
+    holder: Holder
+    token: str
+    at: datetime
+    tag: str | None = None
+    ttl: float | None = None
+    reclaimed: Reclaimed | None = None
+
+
+class Built(NamedTuple):
+    """A builder's result: the record as a reader will parse it, and its exact bytes."""
+
+    record: LockRecord
+    data: bytes
+
+
+Builder = Callable[[WriteRequest], Built]
+"""The signature of a format's builder."""
+
+__all__ = ["Builder", "Built", "Holder", "Reclaimed", "WriteRequest"]

@@ -1,0 +1,448 @@
+"""Lock operations on a path that need no :class:`~core.lock.Lock` object -- force release,
+release on behalf of a PID, waiting -- and what the engine's operations share: the audit call,
+the stale policy they judge with, the event-driven wait loop (docs/engine.md; DESIGN.md, "Lock
+operations"). Importable from :mod:`core.lock` and :mod:`core` as well.
+
+The file work itself (verified remove under the directory guard) is :mod:`core.publish`;
+waking on events is :mod:`core._waiter`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from core import audit
+from core.errors import LockError, LockLost, LockTimeout, NotStale
+from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
+from core.formats.writing import Holder, Reclaimed
+from core.fsutil import refuse_unreadable, validate_lock_path
+from core.inspect import inspect, inspect_bytes
+from core.liveness import hostname, process_identity, process_start_time, same_host
+from core.policy import taskmcp_decision
+from core.publish import Outcome, remove_if
+from core.reasons import Code, Reason, render_all
+from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
+
+log = logging.getLogger("lockwarden.lock")
+
+POLL_INTERVAL = 1.0
+"""Seconds between re-checks while waiting with directory events (the slow fallback poll)."""
+
+POLL_NO_EVENTS = 0.25
+"""Seconds between re-checks while waiting when no directory event source could be set up."""
+
+
+def resolve_policy(policy: StalePolicy | None, stale_after: float | None) -> StalePolicy:
+    """The stale policy an operation judges with: ``policy`` (default
+    :data:`core.stale_policy.DEFAULT_POLICY`), its ``stale_after`` replaced by ``stale_after``
+    (seconds) when that is given -- the keyword the engine took before it took a policy.
+
+    Raises:
+        ValueError: ``stale_after`` is not a finite number of seconds > 0.
+    """
+    base = policy if policy is not None else DEFAULT_POLICY
+    if stale_after is None:
+        return base
+    return dataclasses.replace(base, stale_after=stale_after)
+
+
+def record_audit(
+    path: str,
+    operation: str,
+    *,
+    result: str = "ok",
+    details: dict[str, Any] | None = None,
+    format: str | None = None,
+) -> None:
+    """Write one audit entry (:func:`core.audit.append`; docs/engine.md, "Every operation is
+    audited once"). Never raises: a failure to audit is logged as a warning, because auditing
+    must never turn an operation that was done into a failure."""
+    try:
+        w = audit.append(path, operation, result=result, details=details, format=format)
+    except Exception as exc:
+        log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
+        return
+    if w.error:
+        log.warning("audit entry for %s of %s not written: %s", operation, path, w.error)
+
+
+def holder_summary(status: LockStatus) -> dict[str, Any]:
+    """A verdict as audit details (``LockStatus.to_dict()``)."""
+    return status.to_dict()
+
+
+def describe(status: LockStatus) -> str:
+    """One line for an exception message: the path, its state, the holder and the reasons."""
+    rec = status.record
+    who = ""
+    if rec is not None:
+        if rec.pid is not None:
+            who = f" by PID {rec.pid}" + (f" on {rec.host}" if rec.host else "")
+        elif rec.holder:
+            who = f" by {rec.holder}"
+    why = render_all(status.reasons)
+    return f"{status.path} is {status.state.value}{who}" + (f" ({why})" if why else "")
+
+
+def _on_this_host(host: str | None) -> bool:
+    return host is None or same_host(host)
+
+
+def _removed_status(
+    path: str, removed: tuple[bytes, FileInfo], policy: StalePolicy
+) -> LockStatus:
+    return inspect_bytes(path, removed[0], removed[1], policy=policy)
+
+
+class HolderCache:
+    """Who a lock names as its holder (:class:`core.formats.Holder`): the PID, this host's
+    name, and the process's start time and identity from psutil (DESIGN.md, "Liveness and
+    verdicts": they let readers detect a reused PID). This process's are looked up once;
+    :meth:`keep` pins a held lock's own for its refreshes."""
+
+    def __init__(self) -> None:
+        self._starts: dict[int, tuple[float, str | None]] = {}
+
+    def holder(self, pid: int, path: str) -> Holder:
+        """The holder record for process ``pid`` taking ``path``.
+
+        Raises:
+            LockError: no process ``pid`` exists (nothing may be written in its name).
+        """
+        cached = self._starts.get(pid)
+        if cached is None:
+            start = process_start_time(pid)
+            proc = process_identity(pid)
+            if start is not None and pid == os.getpid():
+                self._starts[pid] = (start, proc)
+        else:
+            start, proc = cached
+        if start is None:
+            raise LockError(f"holder process {pid} does not exist; cannot take {path}")
+        return Holder(pid=pid, host=hostname(), start=start, proc=proc)
+
+    def keep(self, record: LockRecord) -> None:
+        """Use ``record``'s start time and identity for its PID from now on (a refresh renews
+        the lock of the process it names, never of a later process with the same PID)."""
+        if record.pid is not None and record.start is not None:
+            self._starts[record.pid] = (record.start, record.proc)
+
+
+# -- reclaim decisions -------------------------------------------------------------------------
+
+
+class ReclaimJudge:
+    """Whether a reclaim may break the lock it sees, as a callable ``judge(status) -> bool``
+    (docs/engine.md, "Task MCP reclaim"): a free path, a stale lock, any lock with ``force``;
+    for a ``task-mcp`` lock the decision of the reclaim matrix of
+    ``specs/004_6119ce42cf21683e.txt`` (:func:`core.policy.taskmcp_decision`, Lockwarden
+    requesting as :data:`~core.formats.taskmcp.LOCKWARDEN_ENVIRONMENT` /
+    :data:`~core.formats.taskmcp.LOCKWARDEN_PURPOSE`). Called again under the directory guard;
+    ``decision`` holds the last call's Task MCP ``decision`` and ``priority`` (and ``matrix``
+    when forced past it), for the audit entry and the new lock's metadata."""
+
+    def __init__(self, policy: StalePolicy, force: bool) -> None:
+        self.policy = policy
+        self.force = force
+        self.decision: dict[str, str] = {}
+
+    def __call__(self, status: LockStatus) -> bool:
+        self.decision.clear()
+        rec = status.record
+        if status.state is State.FREE:
+            return True
+        if rec is not None and rec.format == "task-mcp":
+            ok, why, priority = taskmcp_decision(
+                status,
+                requester_environment=LOCKWARDEN_ENVIRONMENT,
+                requester_purpose=LOCKWARDEN_PURPOSE,
+                policy=self.policy,
+            )
+            self.decision.update(decision=why, priority=priority)
+            if not ok and self.force:
+                self.decision.update(decision="FORCE", matrix=why)
+                return True
+            return ok
+        return self.force or status.state is State.STALE
+
+    def reclaimed(self, status: LockStatus) -> Reclaimed:
+        """What the new lock records about the lock it replaces (task-mcp ``metadata``):
+        ``status``'s holder and the last decision (``STALE`` without one)."""
+        rec = status.record
+        return Reclaimed(holder=rec.holder if rec else None,
+                         reason=self.decision.get("decision", "STALE"))
+
+    def refuse(self, path: str, status: LockStatus, reason: str | None) -> NoReturn:
+        """Audit a refused reclaim of ``path`` (``reclaim_refused``) and raise.
+
+        Raises:
+            NotStale: always (``.status``; ``.decision``: the Task MCP decision, or None).
+        """
+        decision = self.decision.get("decision")
+        record_audit(path, "reclaim_refused", result="refused", details={
+            "holder": holder_summary(status), "decision": decision, "reason": reason,
+        }, format=status.record.format if status.record else None)
+        raise NotStale(f"not reclaimed: {describe(status)}"
+                       + (f"; Task MCP decision {decision}" if decision else ""),
+                       status, decision=decision)
+
+
+def audit_lost_race(path: str, fmt: str, out: Outcome, reason: str | None = None) -> None:
+    """Audit a reclaim that removed the stale lock while another process then linked its own
+    lock into the free path first (``reclaim`` with result ``lost_race``; docs/engine.md,
+    "Reclaim is race-free")."""
+    assert out.displaced is not None and out.status is not None
+    record_audit(path, "reclaim", result="lost_race", details={
+        "displaced": holder_summary(out.displaced),
+        "reason": reason or render_all(out.displaced.reasons) or "stale",
+        "note": "the stale lock was removed, another process then took the free lock",
+        "holder": holder_summary(out.status),
+    }, format=fmt)
+
+
+# -- removing a lock ---------------------------------------------------------------------------
+
+
+def force_release(
+    path: str | os.PathLike[str],
+    *,
+    reason: str | None = None,
+    policy: StalePolicy | None = None,
+) -> LockStatus:
+    """Remove whatever lock is at ``path`` (an explicit human or ``--force`` decision,
+    DESIGN.md "Lock operations"), under the directory guard; returns the verdict on the file
+    removed (``free`` when there was none), judged under ``policy`` (default
+    :data:`core.stale_policy.DEFAULT_POLICY`). Audited as ``force_release`` with the displaced
+    holder and ``reason``.
+
+    Raises:
+        UnreadableError: the path is a symlink, FIFO, directory or device (never removed).
+        GuardTimeout: the directory guard stayed held by another process (10 s).
+    """
+    p = validate_lock_path(path)
+    judge = resolve_policy(policy, None)
+    try:
+        status = _removed_status(p, remove_if(p, lambda _d, _i: True), judge)
+    except LockLost:
+        status = LockStatus(p, State.FREE, reasons=(Reason.of(Code.NO_LOCK_FILE),))
+        record_audit(p, "force_release", result="free",
+                     details={"reason": reason, "displaced": None})
+        return status
+    record_audit(p, "force_release",
+                 details={"displaced": holder_summary(status), "reason": reason},
+                 format=status.record.format if status.record else None)
+    return status
+
+
+def release_path(
+    path: str | os.PathLike[str],
+    *,
+    pid: int,
+    force: bool = False,
+    reason: str | None = None,
+    policy: StalePolicy | None = None,
+) -> LockStatus:
+    """Release the lock at ``path`` on behalf of process ``pid`` (the CLI ``release`` verb,
+    run from another process than the holder): the lock is removed only when it records
+    ``pid`` and this host (sema's and semats' release check, ``specs/002_07b9edc2912ee812.txt``
+    "Lock Release"), checked under the directory guard; with ``force`` it is removed whoever
+    holds it (audited as ``force_release``). Returns the verdict on the removed lock, judged
+    under ``policy`` (default :data:`core.stale_policy.DEFAULT_POLICY`).
+
+    Raises:
+        LockLost: no lock, or it is not ``pid``'s on this host (and not ``force``).
+        UnreadableError: the path is a symlink, FIFO, directory or device.
+        GuardTimeout: the directory guard stayed held by another process (10 s).
+    """
+    p = validate_lock_path(path)
+    judge = resolve_policy(policy, None)
+    status = inspect(p, policy=judge)
+    if status.state is State.FREE:
+        record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
+        raise LockLost(f"{p}: there is no lock to release")
+    fmt = status.record.format if status.record else None
+    if force:
+        return _release_forced(p, pid, reason, fmt, judge)
+
+    def mine(data: bytes, info: FileInfo) -> bool:
+        r = inspect_bytes(p, data, info, policy=judge).record
+        return r is not None and r.pid == pid and _on_this_host(r.host)
+
+    try:
+        removed = _removed_status(p, remove_if(p, mine), judge)
+    except LockLost as exc:
+        record_audit(p, "release_refused", result="refused",
+                     details={"pid": pid, "holder": holder_summary(status), "reason": str(exc)},
+                     format=fmt)
+        raise LockLost(f"{p}: not released, the lock is not held by PID {pid} on this "
+                       f"host ({describe(status)})") from None
+    record_audit(p, "release", details={
+        "pid": pid, "holder": holder_summary(removed),
+        "token": removed.record.token if removed.record else None}, format=fmt)
+    return removed
+
+
+def _release_forced(
+    p: str, pid: int, reason: str | None, fmt: str | None, policy: StalePolicy
+) -> LockStatus:
+    """``release_path(force=True)``: remove whatever is there; audited as ``release`` when it
+    was ``pid``'s on this host after all, else ``force_release``."""
+    try:
+        removed = _removed_status(p, remove_if(p, lambda _d, _i: True), policy)
+    except LockLost:
+        record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
+        raise
+    r = removed.record
+    op = "release" if r is not None and r.pid == pid and _on_this_host(r.host) else "force_release"
+    record_audit(p, op, details={"pid": pid, "displaced": holder_summary(removed),
+                                 "reason": reason}, format=fmt)
+    return removed
+
+
+# -- waiting ------------------------------------------------------------------------------------
+
+
+def wait(
+    path: str | os.PathLike[str],
+    *,
+    timeout: float | None = None,
+    stale_after: float | None = None,
+    policy: StalePolicy | None = None,
+) -> LockStatus:
+    """Block until the lock at ``path`` can be taken: it is ``free``, or ``stale`` (a stale
+    lock is reclaimed by the next acquire). Returns that verdict. Event-driven like a
+    blocking :meth:`core.lock.Lock.acquire` (directory events, the local holder's exit, 1 s
+    poll; docs/engine.md, "Waiting is event-driven").
+
+    Args:
+        timeout: seconds (None: no limit).
+        stale_after: the stale policy's limit for other tools' locks, seconds; replaces
+            ``policy.stale_after`` when given.
+        policy: the stale policy to judge with (default
+            :data:`core.stale_policy.DEFAULT_POLICY`: 3600 s, as in the specs).
+
+    Raises:
+        LockTimeout: ``timeout`` passed first (``.status``: the last verdict).
+        UnreadableError: the path's directory is missing, or the path is a symlink, FIFO,
+            directory or device.
+        ValueError: ``stale_after`` is not a finite number of seconds > 0.
+    """
+    p = validate_lock_path(path)
+    judge = resolve_policy(policy, stale_after)
+    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+    status = inspect(p, policy=judge)
+    if status.state in (State.FREE, State.STALE):
+        return status
+    settled: list[LockStatus] = []
+
+    def look() -> LockStatus | None:
+        st = inspect(p, policy=judge)
+        if st.state in (State.FREE, State.STALE):
+            settled.append(st)
+            return None
+        refuse_unreadable(p, st)
+        return st
+
+    wait_until(p, judge, status, deadline, timeout, look)
+    return settled[-1]
+
+
+def local_holder_pid(status: LockStatus) -> int | None:
+    """The PID to watch for exit while ``status`` stops us: a live holder on this host, else
+    None (a dead one's exit is past; a remote or unknown one cannot be watched)."""
+    rec = status.record
+    if rec is None or rec.pid is None or status.state is State.FREE:
+        return None
+    if status.liveness is not Liveness.ALIVE:
+        return None
+    return rec.pid if _on_this_host(rec.host) else None
+
+
+def wait_until(
+    path: str,
+    policy: StalePolicy,
+    status: LockStatus,
+    deadline: float | None,
+    timeout: float | None,
+    attempt: Callable[[], LockStatus | None],
+) -> None:
+    """Sleep on the lock's directory events and its local holder's exit (no polling loop;
+    DESIGN.md "Lock operations", wait), calling ``attempt()`` after each wake-up until it
+    returns ``None`` (done); otherwise it returns the verdict that still stops us.
+
+    ``deadline`` is a ``time.monotonic()`` value (``timeout``, seconds, only names it in the
+    message).
+
+    Raises:
+        LockTimeout: the deadline passed (``.status``: the last verdict).
+    """
+    # imported on the first wait only: inotify_simple loads ctypes.util (~7 ms), which the
+    # CLI's non-waiting verbs must not pay (docs/cli.md, "Start-up time")
+    from core._waiter import Waiter
+
+    with Waiter(path) as waiter:
+        backoff = 0.005
+        watched: int | None = -1
+        while True:
+            pid = local_holder_pid(status)
+            if pid != watched:
+                # open the pidfd *before* the next check, so the check that says "alive"
+                # and the descriptor refer to the same process
+                waiter.watch_holder(pid)
+                watched = pid
+            else:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise LockTimeout(
+                        f"timed out after {timeout:g} s waiting for {describe(status)}", status
+                    )
+                wake = next_wake(status, policy, waiter.events, remaining)
+                if waiter.holder_exited and status.liveness is Liveness.ALIVE:
+                    # the holder exited but is still judged alive (not yet reaped):
+                    # re-check soon, backing off
+                    wake = min(wake, backoff) if wake is not None else backoff
+                    backoff = min(backoff * 2, 0.5)
+                waiter.wait(wake)
+            after = attempt()
+            if after is None:
+                return
+            status = after
+
+
+def next_wake(
+    status: LockStatus, policy: StalePolicy, events: bool, remaining: float | None
+) -> float | None:
+    """Seconds until the next re-check: the slow poll (:data:`POLL_INTERVAL`, or
+    :data:`POLL_NO_EVENTS` without directory events), the moment a TTL expires or
+    ``stale_after`` passes, the end of the writing grace, or the caller's timeout."""
+    wake = POLL_INTERVAL if events else POLL_NO_EVENTS
+    now = time.time()
+    rec = status.record
+    bounds: list[float] = []
+    if rec is not None:
+        expiry = rec.effective_expiry()
+        if expiry is not None:
+            bounds.append(expiry.timestamp() - now)
+        if rec.acquired_at is not None:
+            bounds.append(rec.acquired_at.timestamp() + policy.stale_after - now)
+    if status.state is State.WRITING and status.file is not None:
+        bounds.append(status.file.mtime_ns / 1e9 + policy.writing_grace - now)
+    for b in bounds:
+        if b > 0:
+            wake = min(wake, b + 0.002)
+    if remaining is not None:
+        wake = min(wake, max(remaining, 0.0))
+    return wake
+
+
+__all__ = [
+    "POLL_INTERVAL", "POLL_NO_EVENTS", "HolderCache", "ReclaimJudge", "audit_lost_race",
+    "describe", "force_release", "holder_summary", "local_holder_pid", "next_wake",
+    "record_audit", "release_path", "resolve_policy", "wait", "wait_until",
+]
