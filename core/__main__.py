@@ -1,4 +1,6 @@
-"""``python -m core``: the ``lockwarden`` command line (see :mod:`core.cli`)."""
+"""``python -m core``: the engine's ``lockwarden`` command line, every verb but ``gui`` (see
+:mod:`core.cli`; ``core`` never imports the app, so ``gui`` is added only by the ``lockwarden``
+console script, ``app.cli:main``, also ``python -m app.cli``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The ``lockwarden`` CLI through real subprocesses (``python -m core`` and ``sh``), real files.
 
-Issue 3: every verb and exit code, holder PID = caller, interop with the specs' shell example
-and the reference tools' fixture files, bad input (one clear line, documented exit code,
-nothing changed on disk), the audit log's ``--verify``, ``clean``.
+docs/cli.md: every verb and exit code, holder PID = caller, interop with the specs' shell
+example and the reference tools' fixture files, bad input (one clear line, documented exit
+code, nothing changed on disk), bounded numbers, the audit log's ``--verify``, ``clean``, the
+``gui`` verb added from the app side (``app/cli.py``), reasons as data in ``--json``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 
 import pytest
 
-from core.cli import main
+from app.cli import main  # the `lockwarden` console script: core.cli.main plus the `gui` verb
+from core.cli import Verb
+from core.cli import main as core_main
 
 LW = [sys.executable, "-m", "core"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +49,8 @@ def one_line(err: str) -> str:
 def status_json(path: Path | str) -> dict[str, Any]:
     out = lw("status", str(path), "--json")
     assert out.returncode in (0, 1, 3), out.stderr
-    return json.loads(out.stdout)
+    st: dict[str, Any] = json.loads(out.stdout)
+    return st
 
 
 def dead_pid() -> int:
@@ -119,6 +123,80 @@ def test_debug_shows_traceback_only_when_asked(tmp_path: Path) -> None:
     assert "does not exist" in one_line(out.stderr)
     out = lw("status", missing, "--debug")
     assert out.returncode == 3 and "Traceback" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["try", "X", "--ttl", "0.5"], "at least 1 second"),
+        (["try", "X", "--ttl", "0"], "at least 1 second"),
+        (["try", "X", "--ttl", "1e300"], "at most 31536000 seconds"),
+        (["try", "X", "--ttl", "nan"], "not a finite number"),
+        (["run", "X", "--ttl", "inf", "--", "true"], "not a finite number"),
+        (["acquire", "X", "--timeout", "1e300"], "at most 31536000 seconds"),
+        (["wait", "X", "--timeout=-inf"], "not a finite number"),
+        (["status", "X", "--stale-after", "0"], "more than 0 seconds"),
+        (["status", "X", "--stale-after", "nan"], "not a finite number"),
+        (["list", "D", "--stale-after", "1e308"], "at most 315360000 seconds"),
+        (["try", "X", "--pid", "99999999999999999999"], "at most 2147483647"),
+        (["clean", "D", "--min-age", "-1"], "must not be negative"),
+        (["audit", "D", "--tail", "-1"], "must not be negative"),
+    ],
+)
+def test_numbers_are_bounded_at_the_boundary(lockdir: Path, args: list[str], says: str) -> None:
+    """docs/cli.md "Exit codes": a number out of bounds is a usage error, one line, exit 2,
+    and nothing is written (not even an audit entry)."""
+    argv = [str(lockdir / "x.lock") if a == "X" else str(lockdir) if a == "D" else a
+            for a in args]
+    out = lw(*argv)
+    assert out.returncode == 2, out.stderr
+    assert says in one_line(out.stderr)
+    assert list(lockdir.iterdir()) == []
+
+
+def test_gui_verb_comes_from_the_app_side(capsys: pytest.CaptureFixture[str]) -> None:
+    """`core` never imports `app` (docs/DESIGN.md "Layout"): `python -m core` has no `gui`;
+    the console script (app.cli) adds it with exactly the options app.main accepts."""
+    out = lw("gui")
+    assert out.returncode == 2 and "invalid choice: 'gui'" in one_line(out.stderr)
+
+    import argparse
+
+    from app.cli import GUI_VERB
+    from app.main import build_parser as app_parser
+
+    def options(p: argparse.ArgumentParser) -> set[str]:
+        return {o for a in p._actions for o in a.option_strings} - {"-h", "--help"}
+
+    ours = argparse.ArgumentParser()
+    GUI_VERB.add_arguments(ours)
+    assert options(ours) == options(app_parser())
+    assert main(["gui", "--help"]) == 0
+    text = capsys.readouterr().out
+    for opt in ("--config", "--demo", "--minimized"):
+        assert opt in text
+    assert main(["gui", "--no-such-option"]) == 2
+    assert "unrecognized arguments" in one_line(capsys.readouterr().err)
+
+
+def test_extra_verbs_extension_point(capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[object] = []
+
+    def add(p: Any) -> None:
+        p.add_argument("--n", type=int, default=1)
+
+    def run(args: Any, out: Any) -> int:
+        seen.append(args.n)
+        out.result(f"hello {args.n}")
+        return 7
+
+    hello = Verb("hello", "say hello", "example:\n  lockwarden hello --n 2", add, run)
+    assert core_main(["hello", "--n", "2"], extra_verbs=[hello]) == 7
+    assert seen == [2] and capsys.readouterr().out == "hello 2\n"
+    assert core_main(["-q", "hello"], extra_verbs=[hello]) == 7
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="defined twice"):
+        core_main(["status", "x"], extra_verbs=[Verb("status", "", "", add, run)])
 
 
 # ------------------------------------------------------------------------------ verbs
@@ -282,6 +360,54 @@ def test_stale_lock_of_another_tool_is_reclaimed(lockdir: Path) -> None:
     out = lw("reclaim", str(lock2))
     assert out.returncode == 0, out.stderr
     assert status_json(lock2)["pid"] == os.getpid()
+
+
+def test_stale_after_flag_is_the_policy_of_every_verb_that_judges(lockdir: Path) -> None:
+    """--stale-after builds the one StalePolicy the verb judges with (docs/DESIGN.md "Default
+    stale policy"): a 90 s old lock of another tool whose holder is dead is not stale under the
+    default 3600 s, and stale under --stale-after 30 -- for status, list, try and reclaim."""
+    import psutil
+
+    taken = int(time.time()) - 90
+    if psutil.boot_time() > taken - 5:
+        pytest.skip("booted less than 90 s ago: the lock would predate the boot (stale anyway)")
+    lock = lockdir / "other.lock"
+    lock.write_text(f"pid={dead_pid()}\ntimestamp={taken}\ntag=t\n")
+    st = status_json(lock)
+    assert st["state"] != "stale"
+    assert any(r["code"] == "younger_than_stale_after" and r["limit_s"] == 3600
+               for r in st["reasons"]), st["reasons"]
+    out = lw("status", str(lock), "--json", "--stale-after", "30")
+    assert json.loads(out.stdout)["state"] == "stale" and out.returncode == 1
+    listed = json.loads(lw("list", str(lockdir), "--json", "--stale-after", "30").stdout)
+    assert [x["state"] for x in listed] == ["stale"]
+    before = lock.read_bytes()
+    assert lw("try", str(lock)).returncode == 1  # default policy: not stale, held
+    assert lw("reclaim", str(lock)).returncode == 1
+    assert lock.read_bytes() == before
+    assert lw("try", str(lock), "-q", "--stale-after", "30").returncode == 0
+    lock.unlink()
+    lock.write_bytes(before)
+    assert lw("reclaim", str(lock), "-q", "--stale-after", "30").returncode == 0
+
+
+def test_status_json_reasons_are_objects_with_codes(lockdir: Path) -> None:
+    """`status --json` carries each reason as data: {"code", "text", ...params}
+    (docs/DESIGN.md "Liveness and verdicts"); the text output renders the same texts."""
+    free = status_json(lockdir / "none.lock")
+    assert [r["code"] for r in free["reasons"]] == ["no_lock_file"]
+    lock = lockdir / "dead.lock"
+    pid = dead_pid()
+    lock.write_text(f"pid={pid}\ntimestamp={int(time.time()) - 7200}\n")
+    st = status_json(lock)
+    assert st["state"] == "stale"
+    assert all(isinstance(r, dict) and isinstance(r["code"], str) and isinstance(r["text"], str)
+               for r in st["reasons"])
+    dead = next(r for r in st["reasons"] if r["code"] == "holder_dead")
+    assert dead["pid"] == pid
+    text = lw("status", str(lock)).stdout
+    for r in st["reasons"]:
+        assert f"reason: {r['text']}" in text
 
 
 def test_list_table_and_json(fixtures_dir: Path, tmp_path: Path) -> None:
@@ -562,31 +688,37 @@ def test_clean_removes_only_our_old_temp_files(lockdir: Path) -> None:
 
 BLOCK_QT = """
 import sys
-BLOCKED = ("PySide6", "watchdog", "app")
+ENTRY = sys.argv.pop(1)  # core.cli (the engine's CLI) or app.cli (the console script)
+BLOCKED = ("PySide6", "shiboken6", "watchdog", "app")
+ALLOWED = {"app", "app.cli"} if ENTRY == "app.cli" else set()
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
+        if name.split(".")[0] in BLOCKED and name not in ALLOWED:
             raise ImportError("blocked for this test: " + name)
         return None
 sys.meta_path.insert(0, Block())
-from core.cli import main
+main = __import__(ENTRY, fromlist=["main"]).main
 code = main(sys.argv[1:])
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and m not in ALLOWED)
 print("LOADED", loaded, file=sys.stderr)
 sys.exit(code)
 """
 
 
-def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path) -> None:
-    """DESIGN.md / INTERFACES.md: core.cli never imports Qt or watchdog on these paths; with
-    them unavailable the verbs still work, and ``gui`` says clearly that the app cannot start."""
+@pytest.mark.parametrize("entry", ["core.cli", "app.cli"])
+def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path, entry: str) -> None:
+    """docs/cli.md "Start-up time": the CLI never imports Qt or watchdog on these paths (nor
+    the app beyond app.cli); with them unavailable the verbs still work, and ``gui`` says in
+    one line that the app cannot start."""
     lock = str(lockdir / "x.lock")
     for args, code in ((["try", lock], 0), (["status", lock], 1), (["release", lock], 0)):
-        out = subprocess.run([sys.executable, "-c", BLOCK_QT, *args], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", BLOCK_QT, entry, *args], capture_output=True,
                              text=True, env=ENV, timeout=60, check=False)
         assert out.returncode == code, out.stderr
         assert "LOADED []" in out.stderr
-    out = subprocess.run([sys.executable, "-c", BLOCK_QT, "gui"], capture_output=True,
+    if entry == "core.cli":
+        return
+    out = subprocess.run([sys.executable, "-c", BLOCK_QT, entry, "gui"], capture_output=True,
                          text=True, env=ENV, timeout=60, check=False)
     assert out.returncode == 3
     assert "desktop app is not available" in out.stderr.splitlines()[0]

@@ -1,5 +1,6 @@
 """``lockwarden run PATH -- CMD``: the lock is held while CMD runs and released on every exit
-path; the exit code is CMD's (issue 3, "run"). Real processes and signals."""
+path; the exit code is CMD's (docs/cli.md, "``run``: hold a lock while a command runs"). Real
+processes and signals."""
 
 from __future__ import annotations
 

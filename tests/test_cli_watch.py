@@ -1,5 +1,6 @@
 """``lockwarden watch DIR --json``: the initial inventory, then one JSON line per change until
-SIGINT/SIGTERM, exit 0 (issue 4, "CLI"). Real files and a real subprocess."""
+SIGINT/SIGTERM, exit 0 (docs/cli.md, "``watch``: a headless monitor"). Real files and a real
+subprocess."""
 
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ def test_watch_json_reports_added_and_removed(lockdir: Path, sig: int) -> None:
         initial = lines.next_json()
         assert initial["event"] == "initial" and initial["path"] == str(lockdir / "before.lock")
         assert initial["tag"] == "old" and initial["pid"] == 1
+        assert initial["reasons"] and all(  # reasons as data, as in status --json
+            isinstance(r["code"], str) and isinstance(r["text"], str) for r in initial["reasons"])
         lines.until(lambda o: o["event"] == "ready")
 
         new = lockdir / "new.lock"

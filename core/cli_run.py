@@ -27,10 +27,8 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from types import FrameType
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from core.cli import Out
+from core.cli_common import EXIT_NO, Out, refuse_unreadable, stale_policy
 
 FORWARDED = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -109,9 +107,13 @@ def _exit_code(returncode: int) -> int:
 
 
 def run(args: argparse.Namespace, out: Out) -> int:
-    """Acquire ``args.path``, run ``args.cmd``, release; return the exit code (see module)."""
-    from core.cli import EXIT_NO, describe_holder, refuse_unreadable
+    """Acquire ``args.path``, run ``args.cmd``, release; return the exit code (see module).
+
+    Raises:
+        CliError: the lock file cannot be read as a lock (exit 3).
+    """
     from core.errors import LockHeld, LockLost, LockTimeout
+    from core.holder import describe_holder
     from core.lock import Lock
 
     if not getattr(args, "debug", False):
@@ -120,9 +122,8 @@ def run(args: argparse.Namespace, out: Out) -> int:
         # the refresher's "lock lost" warning: reported below as one line of ours instead
         logging.getLogger("lockwarden.lock").addHandler(logging.NullHandler())
     lock = Lock(
-        args.path, tag=args.tag, ttl=args.ttl, format=args.format,
-        stale_after=float(args.stale_after), holder_pid=os.getpid(),
-        auto_refresh=args.ttl is not None,
+        args.path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=os.getpid(),
+        auto_refresh=args.ttl is not None, policy=stale_policy(args),
     )
     fwd = _Forwarder()
     with fwd.installed():

@@ -1,59 +1,31 @@
-"""Text output of the ``lockwarden`` CLI: status blocks, aligned tables, holder phrases.
+"""Text output of the ``lockwarden`` CLI: the ``status`` block and aligned tables (docs/cli.md,
+"``status`` and ``list`` output").
 
-Ages are human durations from :func:`core.policy.human_duration` ("3m 12s"); times are shown
-in UTC (RFC 3339). JSON output does not come through here: it is ``LockStatus.to_dict()``.
+Ages are human durations from :func:`core.reasons.human_duration` ("3m 12s"); times are shown
+in UTC (RFC 3339). A holder in one phrase comes from :func:`core.holder.describe_holder` (the one
+describer). JSON output does not come through here: it is ``LockStatus.to_dict()``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
+from core.reasons import human_duration
 from core.record import LockStatus, State
 
 
 def _age(status: LockStatus) -> str:
-    from core.policy import human_duration
-
+    """The lock's age as a human duration, ``"-"`` when unknown."""
     age = status.age_s
     if age is None:
         return "-"
     return human_duration(max(age, 0.0))
 
 
-def holder_phrase(status: LockStatus) -> str:
-    """One phrase about a lock and its holder, e.g.
-    ``"held by pid 4242 on build-7 (alive) for 3m 12s, tag 'deploy'"`` or
-    ``"stale, holder pid 11294 (dead), 2h 5m old"``; ``"free"``; ``"unreadable: <reason>"``."""
-    if status.state is State.FREE:
-        return "free"
-    if status.state is State.UNREADABLE:
-        return f"unreadable: {status.error or 'unknown reason'}"
-    rec = status.record
-    who: list[str] = []
-    if rec is not None:
-        if rec.holder:
-            who.append(rec.holder)
-        if rec.pid is not None:
-            who.append(f"pid {rec.pid}")
-        if rec.host and not (rec.holder and rec.host in rec.holder):
-            who.append(f"on {rec.host}")
-    holder = f"{' '.join(who)} ({status.liveness.value})" if who else ""
-    age = _age(status) if status.age_s is not None else None
-    if status.state in (State.HELD, State.WRITING):
-        text = status.state.value + (f" by {holder}" if holder else "")
-        text += f" for {age}" if age else ""
-    else:
-        text = status.state.value + (f", holder {holder}" if holder else "")
-        text += f", {age} old" if age else ""
-    if rec is not None and rec.tag:
-        text += f", tag {rec.tag!r}"
-    return text
-
-
 def status_text(status: LockStatus) -> str:
     """Text of ``lockwarden status``: sema's ``key: value`` lines first (``locked``, ``pid``,
-    ``timestamp``, ``tag``; spec 002 "Compatibility"), then Lockwarden's verdict."""
+    ``timestamp``, ``tag``: docs/specs/002_07b9edc2912ee812.txt, "Compatibility"), then
+    Lockwarden's verdict, one ``reason:`` line per reason (its rendered text)."""
     d = status.to_dict()
     lines = [f"locked: {'true' if d['locked'] else 'false'}"]
     if d["pid"] is not None:
@@ -126,7 +98,7 @@ def table(statuses: Sequence[LockStatus]) -> str:
     return render_table(["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "HOLDER/TAG", "PATH"], rows)
 
 
-def audit_table(entries: Sequence[dict[str, Any]]) -> str:
+def audit_table(entries: Sequence[Mapping[str, object]]) -> str:
     """Aligned table of ``lockwarden audit``: TIME OPERATION RESULT VIA USER PID LOCK."""
     if not entries:
         return "(no audit entries)"

@@ -1,7 +1,7 @@
 """``lockwarden watch DIR... [--recursive] [--json]``: a headless monitor for scripts.
 
 Prints the initial inventory, then one line per change delivered by :class:`core.watch.Watcher`
-(issue 4, "CLI"), until SIGINT or SIGTERM (exit 0).
+(docs/cli.md, "``watch``: a headless monitor"), until SIGINT or SIGTERM (exit 0).
 
 With ``--json`` every line is one JSON object: the fields of ``status --json``
 (``LockStatus.to_dict()``) plus ``event``: ``initial`` (inventory at start), then ``added``,
@@ -18,10 +18,13 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.cli_common import EXIT_OK, Out, silence_stdout, stale_policy, watch_specs
 
 if TYPE_CHECKING:
-    from core.cli import Out
+    import argparse
+
     from core.config import WatchSpec
     from core.record import LockStatus
     from core.watch import ChangeSet, DirStatus
@@ -51,12 +54,12 @@ class _Printer:
         if self.out.json:
             self._write(json.dumps({"event": event, **status.to_dict()}, ensure_ascii=False))
         else:
-            from core._cli_format import holder_phrase
+            from core.holder import describe_holder
 
             stamp = time.strftime("%H:%M:%S")
-            self._write(f"{stamp}  {event:<8} {status.path}  {holder_phrase(status)}")
+            self._write(f"{stamp}  {event:<8} {status.path}  {describe_holder(status)}")
 
-    def obj(self, obj: dict[str, Any], text: str) -> None:
+    def obj(self, obj: dict[str, object], text: str) -> None:
         if self.out.json:
             self._write(json.dumps(obj, ensure_ascii=False))
         elif not self.out.quiet:
@@ -104,7 +107,7 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
                 for s in initial:
                     printer.status("initial", s)
             elif not out.quiet:
-                from core._cli_format import table
+                from core.cli_format import table
 
                 printer._write(table(initial))
             printer.obj({"event": "ready", "dirs": [s.path for s in specs]},
@@ -116,8 +119,19 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
         for signum, handler in old.items():
             signal.signal(signum, handler)
     if printer.broken:
-        from core.cli import _silence_stdout
-
-        _silence_stdout()
+        silence_stdout()
         return 141
-    return 0
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace, out: Out) -> int:
+    """``watch DIR... [--recursive] [--pattern GLOB] [--json]``: see the module; the
+    directories are judged under the one stale policy of the command.
+
+    Returns:
+        0 after SIGINT/SIGTERM; 141 when the reader of stdout went away.
+
+    Raises:
+        CliError: a directory is missing or not a directory (exit 3).
+    """
+    return watch(watch_specs(args, stale_policy(args)), out)

@@ -15,10 +15,8 @@ import argparse
 import os
 import stat
 import time
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from core.cli import Out
+from core.cli_common import EXIT_OK, CliError, Out, check_dir
 
 
 def leftovers(directory: str, *, min_age: float, now: float | None = None) -> list[str]:
@@ -54,16 +52,23 @@ def leftovers(directory: str, *, min_age: float, now: float | None = None) -> li
     return sorted(found)
 
 
-def clean(args: argparse.Namespace, out: Out) -> int:
-    """Run ``clean``: print each removed (or, with ``--dry-run``, removable) path; exit 0.
+def cmd_clean(args: argparse.Namespace, out: Out) -> int:
+    """``clean DIR [--dry-run] [--min-age S]``: print each removed (or, with ``--dry-run``,
+    removable) path. A file that vanished or changed identity between the check and the
+    unlink is skipped; one that cannot be removed is named on stderr.
 
-    A file that vanished or changed identity between the check and the unlink is skipped."""
-    from core.cli import CliError
+    Returns:
+        0.
 
+    Raises:
+        CliError: ``DIR`` is missing, not a directory or cannot be listed (exit 3).
+    """
+    directory: str = args.dir
+    check_dir(directory)
     try:
-        paths = leftovers(args.dir, min_age=float(args.min_age))
+        paths = leftovers(directory, min_age=float(args.min_age))
     except OSError as exc:
-        raise CliError(f"{args.dir}: cannot list: {exc.strerror}") from None
+        raise CliError(f"{directory}: cannot list: {exc.strerror}") from None
     removed = []
     for path in paths:
         if args.dry_run:
@@ -87,5 +92,5 @@ def clean(args: argparse.Namespace, out: Out) -> int:
         for path in removed:
             out.result(f"{verb} {path}")
         if not removed:
-            out.result(f"nothing to clean in {args.dir}")
-    return 0
+            out.result(f"nothing to clean in {directory}")
+    return EXIT_OK

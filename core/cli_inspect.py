@@ -1,0 +1,106 @@
+"""The verbs that only look: ``status``, ``wait``, ``list`` (docs/cli.md, "Verbs" and
+"``status`` and ``list`` output").
+
+They judge with the one stale policy of the command (:func:`core.cli_common.stale_policy`) and
+print ``LockStatus.to_dict()`` for ``--json`` (``reasons`` as objects ``{"code", "text",
+...params}``) or the text of :mod:`core.cli_format`. Engine modules are imported inside each
+verb (docs/cli.md, "Start-up time": ``status`` never imports Qt or watchdog).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli_common import (
+    EXIT_NO,
+    EXIT_OK,
+    CliError,
+    Out,
+    check_lock_path,
+    stale_policy,
+    watch_specs,
+)
+
+
+def cmd_status(args: argparse.Namespace, out: Out) -> int:
+    """``status PATH [--json]``: the verdict of :func:`core.inspect.inspect`.
+
+    Returns:
+        0 free, 1 held (any state but free, as sema).
+
+    Raises:
+        CliError: the directory is missing (exit 3); the file is unreadable (exit 3, after
+            the status is printed).
+    """
+    from core.inspect import inspect
+    from core.record import State
+
+    path: str = args.path
+    check_lock_path(path, must_be_file=False)
+    status = inspect(path, policy=stale_policy(args))
+    if out.json:
+        out.data(status.to_dict())
+    elif not out.quiet:
+        from core.cli_format import status_text
+
+        print(status_text(status), flush=True)
+    if status.state is State.UNREADABLE:
+        raise CliError(f"{path}: cannot be read as a lock: {status.error or 'unreadable'}")
+    return EXIT_OK if status.state is State.FREE else EXIT_NO
+
+
+def cmd_wait(args: argparse.Namespace, out: Out) -> int:
+    """``wait PATH [--timeout S]``: until the lock is free or stale (the next ``try`` would
+    take it; :func:`core.lock.wait`).
+
+    Returns:
+        0 free or stale, 1 on timeout.
+
+    Raises:
+        CliError: bad path (exit 3).
+    """
+    from core.errors import LockTimeout
+    from core.holder import describe_holder
+    from core.lock import wait
+    from core.record import State
+
+    path: str = args.path
+    timeout: float | None = args.timeout
+    check_lock_path(path, must_be_file=True)
+    try:
+        status = wait(path, timeout=timeout, policy=stale_policy(args))
+    except LockTimeout as exc:
+        if exc.status is not None and out.json:
+            out.data(exc.status.to_dict())
+        detail = f": {describe_holder(exc.status)}" if exc.status else ""
+        out.note(f"timed out waiting for {path}{detail}")
+        return EXIT_NO
+    if out.json:
+        out.data(status.to_dict())
+    elif status.state is State.STALE:
+        out.result(f"{path} is stale (its holder is gone): it can be taken")
+    else:
+        out.result(f"{path} is free")
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, out: Out) -> int:
+    """``list DIR... [--recursive] [--pattern GLOB] [--json]``: every lock file with its
+    verdict (:func:`core.scan.scan`); unreadable files are listed with their reason.
+
+    Returns:
+        0.
+
+    Raises:
+        CliError: a directory is missing or not a directory (exit 3).
+    """
+    from core.scan import scan
+
+    statuses = scan(watch_specs(args, stale_policy(args)))
+    if out.json:
+        out.data([s.to_dict() for s in statuses])
+    elif not out.quiet:
+        from core.cli_format import table
+
+        print(table(statuses), flush=True)
+    return EXIT_OK

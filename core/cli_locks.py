@@ -1,0 +1,154 @@
+"""The verbs that take or give back a lock: ``try``, ``acquire``, ``release``, ``reclaim``
+(docs/cli.md, "Verbs").
+
+Each is a thin layer over the engine (:mod:`core.lock`; docs/DESIGN.md, "Lock operations (the
+engine)"): it checks the path, picks the holder PID, builds the one stale policy of the command
+(:func:`core.cli_common.stale_policy`), calls the engine and maps the outcome to an exit code.
+Engine modules are imported inside each verb (start-up cost: docs/cli.md, "Start-up time").
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli_common import (
+    EXIT_NO,
+    EXIT_OK,
+    Out,
+    check_lock_path,
+    checked_holder_pid,
+    holder_pid,
+    refuse_unreadable,
+    stale_policy,
+)
+
+
+def cmd_try(args: argparse.Namespace, out: Out) -> int:
+    """``try PATH``: acquire without waiting (a stale lock is reclaimed on the way).
+
+    Returns:
+        0 acquired, 1 held (the holder is printed on stderr).
+
+    Raises:
+        CliError: bad path (exit 3), ``--pid`` of no running process (exit 2), the lock file
+            cannot be read as a lock (exit 3).
+    """
+    return _acquire(args, out, blocking=False, timeout=None)
+
+
+def cmd_acquire(args: argparse.Namespace, out: Out) -> int:
+    """``acquire PATH [--timeout S]``: wait (event-driven, in the engine) until acquired.
+
+    Returns:
+        0 acquired, 1 timed out. Raises as :func:`cmd_try`.
+    """
+    timeout: float | None = args.timeout
+    return _acquire(args, out, blocking=True, timeout=timeout)
+
+
+def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: float | None) -> int:
+    from core.errors import LockHeld, LockTimeout
+    from core.holder import describe_holder
+    from core.lock import Lock
+
+    path: str = args.path
+    check_lock_path(path, must_be_file=True)
+    pid = checked_holder_pid(args)
+    policy = stale_policy(args)
+    lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
+                policy=policy)
+    try:
+        lock.acquire(timeout=timeout, blocking=blocking)
+    except (LockHeld, LockTimeout) as exc:
+        status = exc.status
+        if status is not None:
+            refuse_unreadable(status)
+        if out.json:
+            out.data(status.to_dict() if status is not None else {"path": path})
+        what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
+        detail = describe_holder(status) if status else "held"
+        out.note(f"{what}{path}: {detail}")
+        return EXIT_NO
+    if out.json:
+        from core.inspect import inspect
+
+        out.data(inspect(path, policy=policy).to_dict())
+    else:
+        out.result(f"acquired {path} (pid {pid})")
+    return EXIT_OK
+
+
+def cmd_release(args: argparse.Namespace, out: Out) -> int:
+    """``release PATH [--force] [--reason T]``: owner-checked release through
+    :func:`core.lock.release_path` (holder = the caller's PID or ``--pid``); ``--force``
+    removes anyone's lock (audited by the engine as ``force_release``).
+
+    Returns:
+        0 released, 1 not yours or not held.
+
+    Raises:
+        CliError: bad path (exit 3).
+    """
+    from core.errors import LockLost
+    from core.holder import describe_holder
+    from core.lock import release_path
+    from core.record import State
+
+    path: str = args.path
+    force = bool(args.force)
+    check_lock_path(path, must_be_file=True)
+    pid = holder_pid(args)
+    try:
+        status = release_path(path, pid=pid, force=force, reason=args.reason,
+                              policy=stale_policy(args))
+    except LockLost as exc:
+        msg = str(exc)
+        out.note(msg if "not released" in msg else f"not released: {msg}")
+        return EXIT_NO
+    if status.state is State.FREE:
+        out.note(f"not released: {path} is not held")
+        return EXIT_NO
+    if out.json:
+        out.data(status.to_dict())
+    else:
+        extra = f" (was {describe_holder(status)})" if force else ""
+        out.result(f"released {path}{extra}")
+    return EXIT_OK
+
+
+def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
+    """``reclaim PATH [--force] [--reason T]``: break a stale lock and take it
+    (:func:`core.lock.reclaim`, race-free: docs/DESIGN.md, "Lock operations (the engine)").
+
+    Returns:
+        0 reclaimed, 1 refused (the holder is alive and no ``--force``).
+
+    Raises:
+        CliError: bad path or unreadable lock (exit 3), ``--pid`` of no running process
+            (exit 2).
+    """
+    from core.errors import LockHeld, NotStale
+    from core.lock import reclaim
+
+    path: str = args.path
+    check_lock_path(path, must_be_file=True)
+    pid = checked_holder_pid(args)
+    policy = stale_policy(args)
+    try:
+        reclaim(path, force=bool(args.force), reason=args.reason, holder_pid=pid, tag=args.tag,
+                ttl=args.ttl, policy=policy)
+    except (NotStale, LockHeld) as exc:
+        status = exc.status
+        if status is not None:
+            refuse_unreadable(status)
+            if out.json:
+                out.data(status.to_dict())
+        out.note(f"refused: {exc}")
+        return EXIT_NO
+    if out.json:
+        from core.inspect import inspect
+
+        out.data(inspect(path, policy=policy).to_dict())
+    else:
+        out.result(f"reclaimed {path} (pid {pid})")
+    return EXIT_OK
