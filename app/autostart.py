@@ -1,15 +1,18 @@
-"""Start at login (issue 5 "Settings"): Linux/BSD ``$XDG_CONFIG_HOME/autostart/
-lockwarden.desktop`` (XDG Autostart spec), macOS ``~/Library/LaunchAgents/
-org.lockwarden.Lockwarden.plist`` (launchd ``RunAtLoad``), Windows ``HKCU\\Software\\Microsoft\\
-Windows\\CurrentVersion\\Run`` value ``Lockwarden``. The command starts the app in the tray
+"""Start at login (docs/gui.md "Dialogs", Settings): Linux/BSD ``$XDG_CONFIG_HOME/autostart/
+lockwarden.desktop`` (XDG Autostart spec; the base directory from
+:func:`platformdirs.user_config_dir`), macOS ``~/Library/LaunchAgents/
+org.lockwarden.Lockwarden.plist`` (launchd ``RunAtLoad``; platformdirs has no LaunchAgents
+directory), Windows ``HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run`` value
+``Lockwarden`` (a registry value, no directory). The command starts the app in the tray
 (``--minimized``)."""
 
 from __future__ import annotations
 
-import os
 import plistlib
 import sys
 from pathlib import Path
+
+import platformdirs
 
 LABEL = "org.lockwarden.Lockwarden"
 RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
@@ -37,9 +40,9 @@ def _desktop_exec(argv: list[str]) -> str:
 
 
 def desktop_file() -> Path:
-    """Path of the XDG autostart entry."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "autostart" / "lockwarden.desktop"
+    """Path of the XDG autostart entry: ``autostart/lockwarden.desktop`` in the user's config
+    directory (``$XDG_CONFIG_HOME``, default ``~/.config``)."""
+    return Path(platformdirs.user_config_dir()) / "autostart" / "lockwarden.desktop"
 
 
 def plist_file() -> Path:

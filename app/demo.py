@@ -17,8 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+
+from core.config import WatchSpec
+from core.errors import LockError
+from core.lock import Lock
 
 #: role -> what the helper does (see :func:`helper_main`)
 ROLES: dict[str, str] = {
@@ -50,10 +55,8 @@ class Demo:
         self.config_path = os.path.join(self.root, "config", "config.toml")
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def specs(self) -> list[Any]:
-        """The watch specs of the demo: its directory, recursive."""
-        from core.config import WatchSpec
-
+    def specs(self) -> list[WatchSpec]:
+        """The watch specs of the demo: its directory, recursive, stale after 60 s."""
         return [WatchSpec(path=self.dir, recursive=True, stale_after=60.0)]
 
     def start(self) -> None:
@@ -94,15 +97,108 @@ def _parent_alive(ppid: int) -> bool:
     return os.getppid() == ppid
 
 
+Wait = Callable[[float], bool]
+"""``wait(seconds)``: sleep up to ``seconds``; False as soon as the helper must stop (SIGTERM,
+parent gone, demo directory removed), True when the time passed."""
+
+
+def _build(d: Path, wait: Wait) -> int:
+    with Lock(str(d / "build.lock"), tag="nightly build #1842"):
+        while wait(3600):
+            pass
+    return 0
+
+
+def _deploy(d: Path, wait: Wait) -> int:
+    lock = Lock(str(d / "deploy.lock"), tag="deploy web-3 to production")
+    lock.acquire(blocking=False)
+    if wait(4):
+        # crash, leaving the lock behind (Windows has no SIGKILL; TerminateProcess there)
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+    lock.release()
+    return 0
+
+
+def _queue(d: Path, wait: Wait) -> int:
+    lock = Lock(str(d / "tasks" / "queue.lock"), format="task-mcp", ttl=12.0)
+    lock.acquire(blocking=False)
+    wait(3600)
+    with contextlib.suppress(LockError):
+        lock.release()
+    return 0
+
+
+def _cache(d: Path, wait: Wait) -> int:
+    while True:
+        lock = Lock(str(d / "cache.lock"), tag="cache warm-up")
+        try:
+            lock.acquire(blocking=False)
+        except LockError:
+            pass
+        alive = wait(4)
+        with contextlib.suppress(LockError):
+            if lock.is_held:
+                lock.release()
+        if not alive or not wait(4):
+            return 0
+
+
+def _ledger(d: Path, wait: Wait) -> int:
+    path = str(d / "proof" / "ledger" / "ledger.lock")
+    with Lock(path, format="af-ledger", ttl=600.0, auto_refresh=True):
+        while wait(3600):
+            pass
+    return 0
+
+
+def _daemon(d: Path, wait: Wait) -> int:
+    # simulates a foreign daemon: pidfiles are written by the daemons themselves
+    pidfile = d / "daemon.pid"
+    pidfile.write_text(f"{os.getpid()}\n", encoding="ascii")
+    wait(3600)
+    pidfile.unlink(missing_ok=True)
+    return 0
+
+
+def _writer(d: Path, wait: Wait) -> int:
+    # simulates a foreign tool that creates its lock with O_EXCL and writes it slowly
+    incoming = d / "incoming.lock"
+    wait(2)
+    while True:
+        try:
+            fd = os.open(incoming, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            fd = -1
+        if fd >= 0:
+            alive = wait(1.5)
+            os.write(fd, f"pid={os.getpid()}\ntimestamp={int(time.time())}\n".encode())
+            os.close(fd)
+            alive = alive and wait(3)
+            incoming.unlink(missing_ok=True)
+            if not alive:
+                return 0
+        if not wait(4):
+            return 0
+
+
+HELPERS: dict[str, Callable[[Path, Wait], int]] = {
+    "build": _build, "deploy": _deploy, "queue": _queue, "cache": _cache,
+    "ledger": _ledger, "daemon": _daemon, "writer": _writer,
+}
+"""role -> the helper's body (see :data:`ROLES`)."""
+
+
 def helper_main(role: str, directory: str) -> int:
     """Run one demo helper (``role`` from :data:`ROLES`) in ``directory`` until its parent
-    exits or it receives SIGTERM; returns the exit status."""
-    import core
-
+    exits or it receives SIGTERM; returns the exit status (2: unknown role)."""
+    body = HELPERS.get(role)
+    if body is None:
+        print(f"unknown demo role {role!r}", file=sys.stderr)
+        return 2
     ppid = os.getppid()
     stop = False
 
-    def on_term(_s: int, _f: Any) -> None:
+    def on_term(_s: int, _f: FrameType | None) -> None:
         nonlocal stop
         stop = True
 
@@ -117,70 +213,4 @@ def helper_main(role: str, directory: str) -> int:
             time.sleep(0.2)
         return True
 
-    if role == "build":
-        with core.Lock(str(d / "build.lock"), tag="nightly build #1842"):
-            while wait(3600):
-                pass
-        return 0
-    if role == "deploy":
-        lock = core.Lock(str(d / "deploy.lock"), tag="deploy web-3 to production")
-        lock.acquire(blocking=False)
-        if wait(4):
-            # crash, leaving the lock behind (Windows has no SIGKILL; TerminateProcess there)
-            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
-        lock.release()
-        return 0
-    if role == "queue":
-        lock = core.Lock(str(d / "tasks" / "queue.lock"), format="task-mcp", ttl=12.0)
-        lock.acquire(blocking=False)
-        wait(3600)
-        with contextlib.suppress(core.LockError):
-            lock.release()
-        return 0
-    if role == "cache":
-        while True:
-            lock = core.Lock(str(d / "cache.lock"), tag="cache warm-up")
-            try:
-                lock.acquire(blocking=False)
-            except core.LockError:
-                pass
-            alive = wait(4)
-            with contextlib.suppress(core.LockError):
-                if lock.is_held:
-                    lock.release()
-            if not alive or not wait(4):
-                return 0
-    if role == "ledger":
-        path = str(d / "proof" / "ledger" / "ledger.lock")
-        with core.Lock(path, format="af-ledger", ttl=600.0, auto_refresh=True):
-            while wait(3600):
-                pass
-        return 0
-    if role == "daemon":
-        # simulates a foreign daemon: pidfiles are written by the daemons themselves
-        pidfile = d / "daemon.pid"
-        pidfile.write_text(f"{os.getpid()}\n", encoding="ascii")
-        wait(3600)
-        pidfile.unlink(missing_ok=True)
-        return 0
-    if role == "writer":
-        # simulates a foreign tool that creates its lock with O_EXCL and writes it slowly
-        incoming = d / "incoming.lock"
-        wait(2)
-        while True:
-            try:
-                fd = os.open(incoming, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                fd = -1
-            if fd >= 0:
-                alive = wait(1.5)
-                os.write(fd, f"pid={os.getpid()}\ntimestamp={int(time.time())}\n".encode())
-                os.close(fd)
-                alive = alive and wait(3)
-                incoming.unlink(missing_ok=True)
-                if not alive:
-                    return 0
-            if not wait(4):
-                return 0
-    print(f"unknown demo role {role!r}", file=sys.stderr)
-    return 2
+    return body(d, wait)

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.qtcompat import emit
+from app.lockinfo import Update
+from core.config import WatchSpec
+from core.inspect import inspect
 from core.record import LockStatus, State
-
-Update = tuple[str, LockStatus | None]
+from core.watch import ChangeSet, DirStatus, Watcher
 
 CHUNK = 500
 """At most this many lock updates go to the model per event-loop turn, so a first scan of
@@ -52,12 +52,13 @@ class Inventory(QObject):
         self._specs_lock = threading.Lock()
         self._specs_gen = 0
         self._pending: dict[str, LockStatus | None] = {}
-        self._pending_dirs: list[Any] | None = None
+        self._pending_dirs: list[DirStatus] | None = None
         self._pending_ready = False
         self.initial_done = False
         self._signalled = False
-        self._watcher: Any = None
-        self.dirs: list[Any] = []
+        self._watcher: Watcher | None = None
+        self.dirs: list[DirStatus] = []
+        """The watched directories and their mode, as last reported (GUI thread)."""
         self._big_batch = False
         self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
         self._wake.connect(self._drain)
@@ -74,14 +75,15 @@ class Inventory(QObject):
         if signal:
             self._emit_wake()
 
-    def push_changeset(self, changes: Any) -> None:
-        """``on_change`` callback for :class:`core.watch.Watcher`: queue a ``ChangeSet``."""
+    def push_changeset(self, changes: ChangeSet) -> None:
+        """``on_change`` callback for :class:`core.watch.Watcher` (its thread): queue the
+        changes, a removed lock as ``None``."""
         ups: list[Update] = [(s.path, None) for s in changes.removed]
         ups += [(s.path, s) for s in changes.added]
         ups += [(s.path, s) for s in changes.changed]
         self.push(ups)
 
-    def push_dirs(self, dirs: list[Any]) -> None:
+    def push_dirs(self, dirs: Sequence[DirStatus]) -> None:
         """``on_dirs`` callback for :class:`core.watch.Watcher`: queue directory statuses."""
         with self._lock:
             self._pending_dirs = list(dirs)
@@ -92,7 +94,7 @@ class Inventory(QObject):
 
     def _emit_wake(self) -> None:
         try:
-            emit(self._wake)
+            self._wake.emit()
         except RuntimeError:  # the app was torn down while a watcher thread still reported
             pass
 
@@ -126,12 +128,12 @@ class Inventory(QObject):
             gc.freeze()
         if dirs is not None:
             self.dirs = dirs
-            emit(self.dirsChanged, dirs)
+            self.dirsChanged.emit(dirs)
         if pending:
-            emit(self.updated, list(pending.items()))
+            self.updated.emit(list(pending.items()))
         if now_ready and not self.initial_done:
             self.initial_done = True
-            emit(self.ready)
+            self.ready.emit()
 
     def flush(self) -> None:
         """Deliver everything queued now (GUI thread; used after an action and in tests)."""
@@ -142,19 +144,16 @@ class Inventory(QObject):
                     return
             self._drain()
 
-    def start(self, specs: list[Any]) -> None:
-        """Start a :class:`core.watch.Watcher` on ``specs`` (list of ``WatchSpec``).
+    def start(self, specs: Sequence[WatchSpec]) -> None:
+        """Start a :class:`core.watch.Watcher` on ``specs``.
 
         ``Watcher.start`` runs the initial scan and a psutil pass, so it is called from a
         worker thread, never the GUI thread; its inventory and directory modes then arrive
         through :attr:`updated` and :attr:`dirsChanged`. A missing directory is reported as a
         ``DirStatus`` with mode ``missing``, not an error."""
-        import importlib
-
-        watch = importlib.import_module("core.watch")
         self.close()
-        w = watch.Watcher(specs, self.push_changeset, on_dirs=self.push_dirs,
-                          rescan_interval=self.rescan_interval)
+        w = Watcher(list(specs), self.push_changeset, on_dirs=self.push_dirs,
+                    rescan_interval=self.rescan_interval)
         self._watcher = w
 
         def run() -> None:
@@ -172,11 +171,11 @@ class Inventory(QObject):
         threading.Thread(target=run, name="lockwarden-watcher-start", daemon=True).start()
 
     @property
-    def watcher(self) -> Any:
+    def watcher(self) -> Watcher | None:
         """The running :class:`core.watch.Watcher`, or ``None``."""
         return self._watcher
 
-    def set_specs(self, specs: list[Any]) -> None:
+    def set_specs(self, specs: Sequence[WatchSpec]) -> None:
         """Change the watched directories without restart (``Watcher.set_specs``).
 
         ``Watcher.set_specs`` scans the new directories and ``dir_status`` may wait on a
@@ -187,6 +186,7 @@ class Inventory(QObject):
         if w is None:
             self.start(specs)
             return
+        new_specs = list(specs)
 
         self._specs_gen += 1
         gen = self._specs_gen
@@ -196,7 +196,7 @@ class Inventory(QObject):
                 if self._watcher is not w or gen != self._specs_gen:
                     return  # closed or replaced meanwhile, or a newer change follows
                 try:
-                    w.set_specs(specs)
+                    w.set_specs(new_specs)
                     self.push_dirs(w.dir_status())
                 except RuntimeError:  # closed meanwhile, or the app is gone
                     return
@@ -204,23 +204,37 @@ class Inventory(QObject):
         threading.Thread(target=run, name="lockwarden-set-specs", daemon=True).start()
 
     def rescan(self) -> None:
-        """Ask the watcher for a full rescan (results arrive via :attr:`updated`)."""
-        if self._watcher is not None:
-            threading.Thread(target=self._watcher.rescan, name="lockwarden-rescan",
-                             daemon=True).start()
+        """Ask the watcher for a full rescan in a worker thread (results arrive via
+        :attr:`updated`)."""
+        w = self._watcher
+        if w is not None:
+            threading.Thread(target=w.rescan, name="lockwarden-rescan", daemon=True).start()
 
     def refresh_path(self, path: str) -> None:
         """Re-read one lock path at once (after an action of ours). In a watched directory the
         watcher re-reads it (:meth:`core.watch.Watcher.refresh`), so the table and the watcher
         never disagree about a lock that lived shorter than the watcher's debounce; elsewhere
-        the path is inspected here and the result queued."""
-        import core
-
+        the path is inspected here and the result queued. Blocks on file I/O: call it from a
+        worker thread. Raises ``OSError`` from the inspection."""
         w = self._watcher
         if w is not None and w.covers(path) and w.refresh([path]):
             return
-        st: LockStatus = core.inspect(path)
+        st: LockStatus = inspect(path)
         self.push([(path, None if st.state is State.FREE else st)])
+
+    def reinspect(self, path: str) -> None:
+        """Re-read ``path`` in a worker thread (:meth:`refresh_path`), after an operation of
+        ours changed it; the result arrives through :attr:`updated` like the watcher's (whose
+        own event then changes nothing). A failure is printed, never raised: the watcher's
+        rescans heal it."""
+
+        def work() -> None:
+            try:
+                self.refresh_path(path)
+            except Exception as exc:  # the watcher heals it; never crash here
+                print(f"lockwarden: cannot re-inspect {path}: {exc}", flush=True)
+
+        threading.Thread(target=work, name="lockwarden-inspect", daemon=True).start()
 
     def close(self) -> None:
         """Stop the watcher (<= 1 s)."""

@@ -14,6 +14,14 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Qt and the app are imported only when the GUI really starts
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.application import LockwardenApp
 
 _T0 = time.monotonic()
 
@@ -30,28 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the app; returns the exit status (0 also when another instance was raised)."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.demo_helper:
-        from app.demo import helper_main
-
-        return helper_main(args.demo_helper[0], args.demo_helper[1])
-
-    if sys.platform.startswith("linux") and not (
+def _no_display() -> bool:
+    """True on Linux without any graphical display (nothing for Qt to show on)."""
+    return sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-        or os.environ.get("QT_QPA_PLATFORM")
-    ):
-        print("lockwarden-gui: no graphical display (DISPLAY/WAYLAND_DISPLAY are not set); "
-              "use the command line: lockwarden status", file=sys.stderr)
-        return 1
+        or os.environ.get("QT_QPA_PLATFORM"))
 
-    from PySide6.QtCore import QTimer
+
+def _qapplication() -> QApplication:
+    """The process's QApplication (created when there is none), named and with its icon."""
     from PySide6.QtWidgets import QApplication
 
     from app.icons import app_icon
-    from app.single import SingleInstance, server_name
-    from core import config as cfgmod
 
     existing = QApplication.instance()
     qapp = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0]])
@@ -59,7 +57,69 @@ def main(argv: Sequence[str] | None = None) -> int:
     qapp.setOrganizationName("Lockwarden")
     qapp.setDesktopFileName("lockwarden")
     qapp.setWindowIcon(app_icon())
+    return qapp
 
+
+def _quit_on_signals(lw: LockwardenApp) -> QTimer:
+    """SIGINT/SIGTERM: release our locks and quit. The handler only sets a flag: Python runs
+    it between any two bytecodes of the GUI thread (maybe inside a locked section), so the
+    work is done by the returned pulse timer (200 ms; keep a reference), which also lets
+    Python see signals while Qt's loop runs."""
+    from PySide6.QtCore import QTimer
+
+    stop_requested: list[int] = []
+
+    def on_signal(sig: int, _frame: FrameType | None) -> None:
+        stop_requested.append(sig)
+
+    def pulse_tick() -> None:
+        if stop_requested and not lw.quitting:
+            lw.finish_quit(release=True)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    pulse = QTimer()
+    pulse.timeout.connect(pulse_tick)
+    pulse.start(200)
+    return pulse
+
+
+def _report_startup(lw: LockwardenApp, report: str) -> None:
+    """Once the tray icon is visible and placed, write "<Unix time> <seconds since start>"
+    to the file ``report`` (``LOCKWARDEN_STARTUP_REPORT``, read by the start-up benchmark)."""
+    from PySide6.QtCore import QTimer
+
+    tray = lw.tray
+    if tray is None:
+        return
+
+    def check() -> None:
+        if tray.icon.isVisible() and tray.icon.geometry().isValid():
+            with open(report, "w", encoding="utf-8") as f:
+                f.write(f"{time.time():.3f} {time.monotonic() - _T0:.3f}\n")
+        else:
+            QTimer.singleShot(10, check)
+
+    QTimer.singleShot(0, check)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the app; returns the exit status (0 also when another instance was raised, 1
+    without a graphical display)."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.demo_helper:
+        from app.demo import helper_main
+
+        return helper_main(args.demo_helper[0], args.demo_helper[1])
+    if _no_display():
+        print("lockwarden-gui: no graphical display (DISPLAY/WAYLAND_DISPLAY are not set); "
+              "use the command line: lockwarden status", file=sys.stderr)
+        return 1
+
+    from app.single import SingleInstance, server_name
+    from core import config as cfgmod
+
+    qapp = _qapplication()
     config_path = os.path.abspath(args.config) if args.config else cfgmod.default_config_path()
     guard = SingleInstance(server_name("demo" if args.demo else config_path))
     if not guard.acquire():
@@ -79,41 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     lw = LockwardenApp(qapp, config_path=config_path, demo=demo)
     guard.activated.connect(lw.show_window)
     lw.start(show_window=not (args.minimized or lw.config.ui.start_minimized))
-
-    # SIGINT/SIGTERM: release our locks and quit. The handler only sets a flag: Python runs
-    # it between any two bytecodes of the GUI thread (maybe inside a locked section), so the
-    # work is done by the pulse timer, which also lets Python see signals while Qt's loop runs.
-    stop_requested: list[int] = []
-
-    def on_signal(sig: int, _frame: object) -> None:
-        stop_requested.append(sig)
-
-    def pulse_tick() -> None:
-        if stop_requested and not lw.quitting:
-            lw.finish_quit(release=True)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    pulse = QTimer()
-    pulse.timeout.connect(pulse_tick)
-    pulse.start(200)
-
+    pulse = _quit_on_signals(lw)
     report = os.environ.get("LOCKWARDEN_STARTUP_REPORT")
-    if report and lw.tray is not None:
-        tray = lw.tray
-
-        def check() -> None:
-            if tray.icon.isVisible() and tray.icon.geometry().isValid():
-                with open(report, "w", encoding="utf-8") as f:
-                    f.write(f"{time.time():.3f} {time.monotonic() - _T0:.3f}\n")
-            else:
-                QTimer.singleShot(10, check)
-
-        QTimer.singleShot(0, check)
-
+    if report:
+        _report_startup(lw, report)
     try:
         rc = qapp.exec()
     finally:
+        pulse.stop()
         if not lw.quitting:
             lw.finish_quit(release=True)
         guard.close()

@@ -20,7 +20,14 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # Qt and core are imported where they are used (this runs before Xvfb)
+    from PySide6.QtGui import QImage, QPixmap
+    from PySide6.QtWidgets import QApplication
+
+    from app.application import LockwardenApp
+    from core.record import LockStatus
 
 OUT_DEFAULT = Path(__file__).resolve().parent.parent / "resources" / "screenshots"
 
@@ -58,8 +65,9 @@ def _run_in_xvfb(argv: list[str]) -> int:
                 p.kill()
 
 
-def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
+def inventory(base: str, my_pid: int, my_host: str) -> list[LockStatus]:
     """A realistic set of :class:`LockStatus` under ``base`` (one of each state)."""
+    # ~90 lines, kept whole: one literal picture of an inventory, read top to bottom
     from core.reasons import Code as C
     from core.reasons import Reason
     from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
@@ -150,10 +158,13 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[Any]:
     ]
 
 
-def _save(pm: Any, path: Path) -> None:
+def _save(pm: QPixmap | QImage, path: Path) -> None:
     """Save a QPixmap/QImage as a compact PNG (palette-quantised with Pillow when large)."""
-    img = pm.toImage() if hasattr(pm, "toImage") else pm
-    img.save(str(path), "PNG", 0)
+    from PySide6.QtGui import QPixmap
+
+    img = pm.toImage() if isinstance(pm, QPixmap) else pm
+    # the stubs ask for bytes, the binding accepts only str here (PySide6 6.11)
+    img.save(str(path), "PNG", 0)  # type: ignore[call-overload]
     if path.stat().st_size > 150_000:
         try:
             from PIL import Image
@@ -166,137 +177,169 @@ def _save(pm: Any, path: Path) -> None:
     print(f"{path.name}: {path.stat().st_size // 1024} KiB")
 
 
+def _spin(ms: int) -> None:
+    """Run the Qt event loop for ``ms`` milliseconds."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+
+
+def _real_audit_log(tmp: Path) -> Path:
+    """A directory under ``tmp`` with a real audit log from real engine operations."""
+    import core
+    from core import audit
+
+    audit.set_via("gui")
+    real = tmp / "locks"
+    real.mkdir()
+    with core.Lock(str(real / "deploy.lock"), tag="deploy web-3"):
+        pass
+    lk = core.Lock(str(real / "nightly.lock"), tag="nightly build")
+    lk.acquire()
+    core.force_release(str(real / "nightly.lock"), reason="build agent hung since 02:00")
+    with core.Lock(str(real / "maintenance.lock"), ttl=600):
+        pass
+    return real
+
+
+def _app_with_inventory(qapp: QApplication, tmp: Path, base: str) -> LockwardenApp:
+    """An app (with a tray) showing :func:`inventory` under ``base`` and three watched
+    directories (events, polling, missing); nothing is really watched."""
+    from app.application import LockwardenApp
+    from core import config as cfgmod
+    from core.watch import DirStatus
+
+    cfg_path = tmp / "cfg" / "config.toml"
+    watches = [cfgmod.WatchSpec(path=base, recursive=True),
+               cfgmod.WatchSpec(path="/mnt/shared/locks", polling="on"),
+               cfgmod.WatchSpec(path="/var/lock/lockwarden")]
+    cfgmod.save(cfgmod.Config(watches=watches), str(cfg_path))
+    lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=True)
+    statuses = inventory(base, os.getpid(), lw.model.my_host)
+    # the lock "held by me" is one the app itself holds in the picture
+    lw.inventory.push((s.path, s) for s in statuses)
+    lw.inventory.push_dirs([DirStatus(base, "events"),
+                            DirStatus("/mnt/shared/locks", "polling", "nfs4: no events"),
+                            DirStatus("/var/lock/lockwarden", "missing")])
+    lw.inventory.flush()
+    return lw
+
+
+def _shoot_tray_menu(lw: LockwardenApp, out: Path, theme: str) -> None:
+    """The tray menu with the stale lock's submenu open, grabbed from the screen."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QMenu
+
+    if lw.tray is None:
+        return
+    w = lw.window
+    w.hide()
+    _spin(150)
+    lw.tray.rebuild_menu()
+    menu = lw.tray.menu
+    menu.popup(QPoint(700, 40))
+    _spin(300)
+    sub_action = next(a for a in menu.actions()
+                      if a.menu() is not None and "deploy.lock" in a.text())
+    menu.setActiveAction(sub_action)
+    sub = sub_action.menu()
+    assert isinstance(sub, QMenu)
+    sub.popup(menu.geometry().topRight() + QPoint(0, menu.actionGeometry(sub_action).top()))
+    _spin(300)
+    g = menu.geometry().united(sub.geometry()).adjusted(-8, -8, 8, 8)
+    screen = QGuiApplication.primaryScreen()
+    shot = screen.grabWindow(0, g.x(), g.y(), g.width(), g.height())
+    _save(shot, out / f"tray-menu-{theme}.png")
+    sub.hide()
+    menu.hide()
+    w.show()
+    _spin(200)
+
+
+def _shoot_dialogs(lw: LockwardenApp, base: str, real: Path, out: Path, theme: str) -> None:
+    """Each dialog with realistic fields: acquire, force release, reclaim, settings, audit."""
+    ops = lw.ops
+    dialogs: list[tuple[str, Any]] = [
+        ("acquire", lambda: ops.open_acquire(base)),
+        ("force-release", lambda: ops.open_force_release(f"{base}/build/nightly.lock")),
+        ("reclaim", lambda: ops.open_reclaim(f"{base}/deploy.lock")),
+        ("settings", ops.open_settings),
+        ("audit", ops.open_audit),
+    ]
+    for name, opener in dialogs:
+        dlg = opener()
+        if name == "acquire":
+            dlg.name.setText("maintenance.lock")
+            dlg.tag.setText("manual maintenance")
+            dlg.ttl.setValue(600)
+        if name == "force-release":
+            dlg.reason.setText("job hung since 02:00, checked with the on-call")
+        if name == "audit":
+            dlg.sources = [str(real / ".lock_audit.log")]
+            dlg.reload()
+            while not dlg.ready:
+                _spin(20)
+        _spin(300)
+        _save(dlg.grab(), out / f"dialog-{name}-{theme}.png")
+        dlg.reject()
+        _spin(50)
+
+
+def _shoot_tray_icons(out: Path) -> None:
+    """The tray icons per state (and stale with a badge), on a light and a dark panel."""
+    from PySide6.QtGui import QColor, QPainter, QPixmap
+
+    from app.icons import TRAY_STATES, tray_pixmap
+
+    size, pad = 48, 12
+    strip = QPixmap((size + pad) * 5 + pad, (size + pad) * 2 + pad)
+    strip.fill(QColor(0, 0, 0, 0))
+    p = QPainter(strip)
+    for row, bg in enumerate(("#ececec", "#2b2b2b")):
+        p.fillRect(0, row * (size + pad), strip.width(), size + 2 * pad, QColor(bg))
+        states = [(s, 0) for s in TRAY_STATES] + [("stale", 3)]
+        for i, (state, badge) in enumerate(states):
+            p.drawPixmap(pad + i * (size + pad), pad + row * (size + pad),
+                         tray_pixmap(state, badge, size))
+    p.end()
+    _save(strip, out / "tray-icons.png")
+
+
 def shoot(out: Path) -> int:
     """Render every screenshot into ``out`` (inside an X server)."""
-    from PySide6.QtCore import QEventLoop, QPoint, QTimer
-    from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPixmap
-    from PySide6.QtWidgets import QApplication, QMenu
+    from PySide6.QtWidgets import QApplication
+
+    from app.theme import apply_theme
 
     os.environ.setdefault("LOCKWARDEN_NO_WATCH", "1")
     qapp = QApplication([sys.argv[0]])
     qapp.setApplicationName("Lockwarden")
-    from app.application import LockwardenApp
-    from app.icons import TRAY_STATES, tray_pixmap
-    from app.theme import apply_theme
-    from core import config as cfgmod
-    from core.watch import DirStatus
-
-    def spin(ms: int) -> None:
-        loop = QEventLoop()
-        QTimer.singleShot(ms, loop.quit)
-        loop.exec()
-
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="lockwarden-shots-"))
     try:
-        # a real audit log from real engine operations
-        import core
-        from core import audit
-
-        audit.set_via("gui")
-        real = tmp / "locks"
-        real.mkdir()
-        with core.Lock(str(real / "deploy.lock"), tag="deploy web-3"):
-            pass
-        lk = core.Lock(str(real / "nightly.lock"), tag="nightly build")
-        lk.acquire()
-        core.force_release(str(real / "nightly.lock"), reason="build agent hung since 02:00")
-        with core.Lock(str(real / "maintenance.lock"), ttl=600):
-            pass
-
+        real = _real_audit_log(tmp)
         base = "/srv/ci/locks"
-        cfg_path = tmp / "cfg" / "config.toml"
-        watches = [cfgmod.WatchSpec(path=base, recursive=True),
-                   cfgmod.WatchSpec(path="/mnt/shared/locks", polling="on"),
-                   cfgmod.WatchSpec(path="/var/lock/lockwarden")]
-        cfgmod.save(cfgmod.Config(watches=watches), str(cfg_path))
-        lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=True)
-        statuses = inventory(base, os.getpid(), lw.model.my_host)
-        # the lock "held by me" is one the app itself holds in the picture
-        lw.inventory.push((s.path, s) for s in statuses)
-        lw.inventory.push_dirs([DirStatus(base, "events"),
-                                DirStatus("/mnt/shared/locks", "polling", "nfs4: no events"),
-                                DirStatus("/var/lock/lockwarden", "missing")])
-        lw.inventory.flush()
+        lw = _app_with_inventory(qapp, tmp, base)
         w = lw.window
         w.resize(1180, 720)
         if lw.tray is not None:
             lw.tray.show()
         w.show()
-        spin(300)
+        _spin(300)
         w.select_path(f"{base}/deploy.lock")
-        spin(200)
-
+        _spin(200)
         for theme in ("light", "dark"):
             apply_theme(qapp, theme)
-            spin(300)
+            _spin(300)
             w.select_path(f"{base}/deploy.lock")
-            spin(150)
+            _spin(150)
             _save(w.grab(), out / f"main-{theme}.png")
-
-            # tray menu with the stale lock's submenu open, grabbed from the screen
-            if lw.tray is not None:
-                w.hide()
-                spin(150)
-                lw.tray.rebuild_menu()
-                menu = lw.tray.menu
-                menu.popup(QPoint(700, 40))
-                spin(300)
-                sub_action = next(a for a in menu.actions()
-                                  if a.menu() is not None and "deploy.lock" in a.text())
-                menu.setActiveAction(sub_action)
-                sub = sub_action.menu()
-                assert isinstance(sub, QMenu)
-                sub.popup(menu.geometry().topRight() + QPoint(0, menu.actionGeometry(
-                    sub_action).top()))
-                spin(300)
-                g = menu.geometry().united(sub.geometry()).adjusted(-8, -8, 8, 8)
-                screen = QGuiApplication.primaryScreen()
-                shot = screen.grabWindow(0, g.x(), g.y(), g.width(), g.height())
-                _save(shot, out / f"tray-menu-{theme}.png")
-                sub.hide()
-                menu.hide()
-                w.show()
-                spin(200)
-
-            dialogs: list[tuple[str, Any]] = [
-                ("acquire", lambda: lw.open_acquire(base)),
-                ("force-release", lambda: lw.open_force_release(f"{base}/build/nightly.lock")),
-                ("reclaim", lambda: lw.open_reclaim(f"{base}/deploy.lock")),
-                ("settings", lw.open_settings),
-                ("audit", lw.open_audit),
-            ]
-            for name, opener in dialogs:
-                dlg = opener()
-                if name == "acquire":
-                    dlg.name.setText("maintenance.lock")
-                    dlg.tag.setText("manual maintenance")
-                    dlg.ttl.setValue(600)
-                if name == "force-release":
-                    dlg.reason.setText("job hung since 02:00, checked with the on-call")
-                if name == "audit":
-                    dlg.sources = [str(real / ".lock_audit.log")]
-                    dlg.reload()
-                    while not dlg.ready:
-                        spin(20)
-                spin(300)
-                _save(dlg.grab(), out / f"dialog-{name}-{theme}.png")
-                dlg.reject()
-                spin(50)
-
-        # the tray icons per state, on a light and a dark panel
-        size, pad = 48, 12
-        strip = QPixmap((size + pad) * 5 + pad, (size + pad) * 2 + pad)
-        strip.fill(QColor(0, 0, 0, 0))
-        p = QPainter(strip)
-        for row, bg in enumerate(("#ececec", "#2b2b2b")):
-            p.fillRect(0, row * (size + pad), strip.width(), size + 2 * pad, QColor(bg))
-            states = [(s, 0) for s in TRAY_STATES] + [("stale", 3)]
-            for i, (state, badge) in enumerate(states):
-                p.drawPixmap(pad + i * (size + pad), pad + row * (size + pad),
-                             tray_pixmap(state, badge, size))
-        p.end()
-        _save(strip, out / "tray-icons.png")
+            _shoot_tray_menu(lw, out, theme)
+            _shoot_dialogs(lw, base, real, out, theme)
+        _shoot_tray_icons(out)
         lw.finish_quit(release=False)
         lw.dispose()
     finally:

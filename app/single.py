@@ -1,4 +1,4 @@
-"""One instance per user and configuration (issue 5 "Start"), after qutebrowser's
+"""One instance per user and configuration (docs/gui.md "Start"), after qutebrowser's
 ``misc/ipc.py``: the first instance listens on a QLocalServer; a later launch connects, asks
 it to show its window, and exits 0."""
 
@@ -9,8 +9,6 @@ import hashlib
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
-
-from app.qtcompat import emit
 
 CONNECT_TIMEOUT_MS = 1000
 
@@ -77,7 +75,7 @@ class SingleInstance(QObject):
                     sock.write(b"ok\n")
                     sock.flush()
                     sock.waitForBytesWritten(CONNECT_TIMEOUT_MS)
-                    emit(self.activated)
+                    self.activated.emit()
             sock.disconnectFromServer()
             sock.deleteLater()
 

@@ -1,36 +1,44 @@
 """The tray icon: aggregate state with a stale-count badge, tooltip with counts, menu of held
-and stale locks with their actions, notifications (issue 5 "Tray").
+and stale locks with their actions, notifications (docs/gui.md "Tray").
 
 Aggregate state, worst first: ``problem`` (a watched directory missing or failing, or an
 unreadable lock), ``stale`` (any stale or expired lock), ``held``, ``free``. The badge counts
 stale + expired locks whatever the icon.
+
+The tray only presents and asks: the operations of its menu leave it as ``...Requested``
+signals that :class:`app.application.LockwardenApp` connects.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from app.actions import LockActions, lost_message
+from app.config_store import ConfigStore
 from app.icons import app_icon, state_icon, tray_icon
-from app.model import holder_changed, is_attention, not_a_lock_file
+from app.inventory import Inventory
+from app.lockinfo import holder_changed, is_attention, not_a_lock_file
+from app.model import LockTableModel, Transition
 from core.reasons import render_all
 from core.record import LockStatus, State
-
-if TYPE_CHECKING:
-    from app.application import LockwardenApp
+from core.watch import DirStatus
 
 MENU_LIMIT = 15
 """Locks listed in the tray menu before "N more…"."""
 
+PROBLEM_MODES = ("missing", "error")
+"""Directory modes (:attr:`core.watch.DirStatus.mode`) that make the tray red."""
 
-def aggregate(counts: dict[State, int], dirs: list[Any]) -> str:
-    """Aggregate tray state from per-state counts and ``DirStatus`` list (see module doc)."""
-    if any(getattr(d, "mode", "") in ("missing", "error") for d in dirs) or \
-            counts.get(State.UNREADABLE, 0):
+
+def aggregate(counts: dict[State, int], dirs: Sequence[DirStatus]) -> str:
+    """Aggregate tray state from per-state counts and the watched directories (see module
+    doc): ``problem``, ``stale``, ``held`` or ``free``."""
+    if any(d.mode in PROBLEM_MODES for d in dirs) or counts.get(State.UNREADABLE, 0):
         return "problem"
     if counts.get(State.STALE, 0) or counts.get(State.EXPIRED, 0):
         return "stale"
@@ -49,11 +57,49 @@ def holder_summary(st: LockStatus) -> str:
 
 
 class TrayController(QObject):
-    """Owns the :class:`QSystemTrayIcon` and its menu."""
+    """Owns the :class:`QSystemTrayIcon` and its menu.
 
-    def __init__(self, ctx: LockwardenApp) -> None:
-        super().__init__(ctx)
-        self.ctx = ctx
+    Args:
+        model: the lock table model (counts, statuses, transitions, "held by me").
+        inventory: the watched directories and whether the first scan is in.
+        actions: which locks this app holds; its ``released``/``lost`` announcements.
+        store: the configuration (notification choices, pause).
+        parent: Qt parent.
+
+    Notifications: for the inventory's transitions (:meth:`_transitions`), except the
+    disappearance of a lock held by this process (:meth:`LockTableModel.is_mine`), which only
+    :class:`app.actions.LockActions` can tell apart -- released by us (:attr:`released`) or
+    lost (:attr:`lost`); it announces it and the tray shows what it says.
+
+    Signals:
+        notified(str, str, QSystemTrayIcon.MessageIcon): a notification was raised (title,
+            body, icon), whether or not the platform can show balloons.
+        showWindowRequested(), acquireRequested(), releaseRequested(str),
+        reclaimRequested(str), forceReleaseRequested(str), copyPathRequested(str),
+        openFolderRequested(str), auditRequested(), settingsRequested(), problemsRequested(),
+        quitRequested(): the user asked for that from the menu or the icon (``str``: path).
+    """
+
+    notified = Signal(str, str, object)
+    showWindowRequested = Signal()
+    acquireRequested = Signal()
+    releaseRequested = Signal(str)
+    reclaimRequested = Signal(str)
+    forceReleaseRequested = Signal(str)
+    copyPathRequested = Signal(str)
+    openFolderRequested = Signal(str)
+    auditRequested = Signal()
+    settingsRequested = Signal()
+    problemsRequested = Signal()
+    quitRequested = Signal()
+
+    def __init__(self, *, model: LockTableModel, inventory: Inventory, actions: LockActions,
+                 store: ConfigStore, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._model = model
+        self._inventory = inventory
+        self._actions = actions
+        self._store = store
         self.icon = QSystemTrayIcon(app_icon(), self)
         self.menu = QMenu()
         self.menu.aboutToShow.connect(self.rebuild_menu)
@@ -61,22 +107,21 @@ class TrayController(QObject):
         self.icon.activated.connect(self._activated)
         self.state = ""
         self.badge = -1
-        self.paused = False
         self._notified: dict[str, State] = {}
-        self.messages: list[tuple[str, str]] = []
-        self.message_icons: list[QSystemTrayIcon.MessageIcon] = []
         self._dup_names: set[str] | None = None
-        ctx.model.countsChanged.connect(self._forget_names)
+        model.countsChanged.connect(self._forget_names)
         self._refresh = QTimer(self)
         self._refresh.setSingleShot(True)
         self._refresh.setInterval(250)
         self._refresh.timeout.connect(self.refresh)
-        ctx.model.countsChanged.connect(self._schedule_refresh)
-        ctx.inventory.dirsChanged.connect(lambda _d: self._schedule_refresh())
-        ctx.model.transitions.connect(self._transitions)
+        model.countsChanged.connect(self._schedule_refresh)
+        inventory.dirsChanged.connect(lambda _d: self._schedule_refresh())
+        model.transitions.connect(self._transitions)
+        actions.released.connect(self._released)
+        actions.lost.connect(self._lost)
         self.act_pause = QAction("Pause notifications", self)
         self.act_pause.setCheckable(True)
-        self.paused = bool(getattr(ctx.config.notifications, "paused", False))
+        self.paused = store.config.notifications.paused
         self.act_pause.setChecked(self.paused)
         self.act_pause.toggled.connect(self._set_paused)
         self.refresh()
@@ -102,19 +147,20 @@ class TrayController(QObject):
 
     def _set_paused(self, on: bool) -> None:
         self.paused = on
-        self.ctx.set_notifications_paused(on)
+        self._store.set_notifications_paused(on)
 
     def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
         if reason in (QSystemTrayIcon.ActivationReason.Trigger,
                       QSystemTrayIcon.ActivationReason.DoubleClick):
-            self.ctx.show_window()
+            self.showWindowRequested.emit()
 
     # -- icon and tooltip ---------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Update icon, badge and tooltip from the model's counts and the directories."""
-        counts = self.ctx.model.counts()
-        state = aggregate(counts, self.ctx.inventory.dirs)
+        counts = self._model.counts()
+        dirs = self._inventory.dirs
+        state = aggregate(counts, dirs)
         badge = counts[State.STALE] + counts[State.EXPIRED]
         if (state, badge) != (self.state, self.badge):
             self.state, self.badge = state, badge
@@ -122,19 +168,16 @@ class TrayController(QObject):
         parts = [f"{counts[s]} {s.value}" for s in
                  (State.HELD, State.STALE, State.EXPIRED, State.WRITING, State.UNREADABLE)
                  if counts[s]]
-        problems = [d for d in self.ctx.inventory.dirs
-                    if getattr(d, "mode", "") in ("missing", "error")]
         lines = ["Lockwarden", ", ".join(parts) if parts else "no locks held"]
-        lines += [f"{d.path}: {d.mode}" for d in problems]
+        lines += [f"{d.path}: {d.mode}" for d in dirs if d.mode in PROBLEM_MODES]
         self.icon.setToolTip("\n".join(lines))
 
     # -- menu ---------------------------------------------------------------------------------
 
     def menu_locks(self) -> list[LockStatus]:
         """Locks listed in the menu: stale/expired first, then held, newest first within."""
-        sts = [s for s in self.ctx.model.statuses()
-               if is_attention(s.state) or s.state is State.HELD]
-        m = self.ctx.model
+        m = self._model
+        sts = [s for s in m.statuses() if is_attention(s.state) or s.state is State.HELD]
         sts.sort(key=lambda s: (0 if is_attention(s.state) else 1, m.age_seconds(s) or 0.0))
         return sts
 
@@ -146,63 +189,44 @@ class TrayController(QObject):
         menu = self.menu
         self._dup_names = None
         menu.clear()
-        c = self.ctx
         locks = self.menu_locks()
         if not locks:
-            a = menu.addAction("No held or stale locks")
-            a.setEnabled(False)
+            menu.addAction("No held or stale locks").setEnabled(False)
         for st in locks[:MENU_LIMIT]:
             self._lock_submenu(menu, st)
         if len(locks) > MENU_LIMIT:
             more = menu.addAction(f"{len(locks) - MENU_LIMIT} more…")
-            more.triggered.connect(c.show_window)
+            more.triggered.connect(lambda: self.showWindowRequested.emit())
         problems = self.problems_text()
         if problems:
             menu.addSeparator()
             act = menu.addAction(state_icon("problem"), f"Problems: {problems} — Open…")
             act.setToolTip("Show the problems in the Lockwarden window")
-            act.triggered.connect(self.open_problems)
+            act.triggered.connect(lambda: self.problemsRequested.emit())
         menu.addSeparator()
-        menu.addAction("Open Lockwarden").triggered.connect(c.show_window)
-        menu.addAction("Acquire lock…").triggered.connect(lambda: c.open_acquire(None))
-        menu.addAction("Audit log…").triggered.connect(self._with_window(c.open_audit))
-        menu.addAction("Settings…").triggered.connect(self._with_window(c.open_settings))
+        menu.addAction("Open Lockwarden").triggered.connect(
+            lambda: self.showWindowRequested.emit())
+        menu.addAction("Acquire lock…").triggered.connect(lambda: self.acquireRequested.emit())
+        menu.addAction("Audit log…").triggered.connect(lambda: self.auditRequested.emit())
+        menu.addAction("Settings…").triggered.connect(lambda: self.settingsRequested.emit())
         menu.addAction(self.act_pause)
         menu.addSeparator()
-        menu.addAction("Quit").triggered.connect(c.request_quit)
-
-    def _with_window(self, fn: Any) -> Any:
-        """A slot that shows the window, then calls ``fn`` (dialogs open over the window)."""
-
-        def slot() -> None:
-            self.ctx.show_window()
-            fn()
-
-        return slot
+        menu.addAction("Quit").triggered.connect(lambda: self.quitRequested.emit())
 
     def problems_text(self) -> str:
         """What makes the tray red, in a few words ("2 unreadable, 1 directory missing"), or
         "" when nothing does (see :func:`aggregate`)."""
         parts = []
-        unreadable = self.ctx.model.counts().get(State.UNREADABLE, 0)
+        unreadable = self._model.counts().get(State.UNREADABLE, 0)
         if unreadable:
             parts.append(f"{unreadable} unreadable")
         for mode, word in (("missing", "missing"), ("error", "failing")):
-            k = sum(1 for d in self.ctx.inventory.dirs if getattr(d, "mode", "") == mode)
+            k = sum(1 for d in self._inventory.dirs if d.mode == mode)
             if k:
                 parts.append(f"{k} {'directory' if k == 1 else 'directories'} {word}")
         return ", ".join(parts)
 
-    def open_problems(self) -> None:
-        """Open the window showing the problems: unreadable locks filtered in the table, the
-        directories' modes in the status bar."""
-        c = self.ctx
-        c.show_window()
-        if c.model.counts().get(State.UNREADABLE, 0):
-            c.window.filter.setText("unreadable")
-
     def _lock_submenu(self, menu: QMenu, st: LockStatus) -> QMenu:
-        c = self.ctx
         rec = st.record
         who = ""
         if rec is not None:
@@ -211,30 +235,33 @@ class TrayController(QObject):
         sub = menu.addMenu(state_icon(st.state.value), title)
         sub.setToolTip(st.path)
         path = st.path
-        if c.actions.holds(path):
-            sub.addAction("Release").triggered.connect(lambda: c.release(path))
+
+        def add(text: str, signal: Callable[[str], None]) -> None:
+            sub.addAction(text).triggered.connect(lambda: signal(path))
+
+        if self._actions.holds(path):
+            add("Release", self.releaseRequested.emit)
         if not st.read_only and not not_a_lock_file(st):
             if is_attention(st.state):
-                sub.addAction("Reclaim").triggered.connect(lambda: c.open_reclaim(path))
-            sub.addAction("Force release…").triggered.connect(
-                lambda: c.open_force_release(path))
+                add("Reclaim", self.reclaimRequested.emit)
+            add("Force release…", self.forceReleaseRequested.emit)
         sub.addSeparator()
-        sub.addAction("Copy path").triggered.connect(lambda: c.copy_path(path))
-        sub.addAction("Open folder").triggered.connect(lambda: c.open_folder(path))
+        add("Copy path", self.copyPathRequested.emit)
+        add("Open folder", self.openFolderRequested.emit)
         return sub
 
     # -- notifications ------------------------------------------------------------------------
 
-    def _transitions(self, trans: list[tuple[LockStatus | None, LockStatus | None]]) -> None:
-        """Notifications for a batch of state/holder changes (issue 5 "Tray"): a lock became
-        stale or expired (once per lock, not per tick); a lock was acquired (a new lock or a
-        new holder, not a stale lock turning held again) or released, if asked. Nothing for
-        what the first scan found (it was there before the app started), and no "released"
-        for a lock of ours that was lost (the app says "Lost …" instead)."""
-        n = self.ctx.config.notifications
+    def _transitions(self, trans: list[Transition]) -> None:
+        """Notifications for a batch of state/holder changes: a lock became stale or expired
+        (once per lock, not per tick); a lock was acquired (a new lock or a new holder, not a
+        stale lock turning held again) or released, if asked. Nothing for what the first scan
+        found (it was there before the app started), and nothing for the disappearance of a
+        lock of this process: :class:`app.actions.LockActions` announces that (released or
+        lost)."""
+        n = self._store.config.notifications
         self._dup_names = None  # this batch may have added a lock of the same name
-        quiet = not self.ctx.inventory.initial_done
-        lost_now = self.ctx.lost_now
+        quiet = not self._inventory.initial_done
         messages: list[tuple[str, str, bool]] = []  # title, body, is a warning
         for old, new in trans:
             if (new is None or not is_attention(new.state)) and old is not None:
@@ -256,8 +283,23 @@ class TrayController(QObject):
                 messages.append((f"{self.lock_title(new.path)} acquired", who or new.path,
                                  False))
             elif new is None and old is not None and old.state is State.HELD and \
-                    n.on_release and old.path not in lost_now:
+                    n.on_release and not self._model.is_mine(old):
                 messages.append((f"{self.lock_title(old.path)} released", old.path, False))
+        self._show(messages)
+
+    def _released(self, path: str) -> None:
+        """This app released a lock it held: "released", when asked for (Information)."""
+        if self._store.config.notifications.on_release and self._inventory.initial_done:
+            self._show([(f"{self.lock_title(path)} released", path, False)])
+
+    def _lost(self, path: str, replaced: bool) -> None:
+        """A lock this app held was taken away: "Lost …" (Warning), even when paused."""
+        title, body = lost_message(path, replaced)
+        self.notify(title, f"{body}\n{path}", warning=True)
+
+    def _show(self, messages: list[tuple[str, str, bool]]) -> None:
+        """Raise ``messages`` (title, body, is a warning) unless paused; more than three
+        become one summary."""
         if not messages or self.paused:
             return
         if len(messages) > 3:
@@ -268,13 +310,12 @@ class TrayController(QObject):
             self.notify(title, body, warning=warn)
 
     def notify(self, title: str, body: str, *, warning: bool = True) -> None:
-        """Show a tray notification (recorded in :attr:`messages` and its icon in
-        :attr:`message_icons`, for tests): the Warning icon for stale/expired/lost, the
-        Information icon (``warning=False``) for acquire/release."""
+        """Raise a tray notification and emit :attr:`notified`: the Warning icon for
+        stale/expired/lost, the Information icon (``warning=False``) for acquire/release.
+        Shown as a balloon when the icon is visible and the platform supports messages."""
         icon = (QSystemTrayIcon.MessageIcon.Warning if warning
                 else QSystemTrayIcon.MessageIcon.Information)
-        self.messages.append((title, body))
-        self.message_icons.append(icon)
+        self.notified.emit(title, body, icon)
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
             self.icon.showMessage(title, body, icon, 8000)
 
@@ -284,7 +325,7 @@ class TrayController(QObject):
         name = os.path.basename(path)
         if self._dup_names is None:
             seen: dict[str, int] = {}
-            for s in self.ctx.model.statuses():
+            for s in self._model.statuses():
                 b = os.path.basename(s.path)
                 seen[b] = seen.get(b, 0) + 1
             self._dup_names = {b for b, k in seen.items() if k > 1}

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from core import config as cfgmod
 from core.reasons import Code, Reason
 from core.record import Liveness, LockRecord, LockStatus, State
+from tests.app_spies import SignalSpy
 
 
 def fake(path: str, state: State, age: float = 30.0, pid: int = 4321) -> LockStatus:
@@ -47,19 +48,20 @@ def test_engine_errors_are_messages_and_table_stays(make_app, tmp_path, qtbot):
     gone = tmp_path / "gone"
     gone.mkdir()
     lw = make_app([gone])
+    errors = SignalSpy(lw.ops.errorShown)
     lw.start(show_window=True)
     lock = gone / "x.lock"
     lw.actions.acquire(str(lock))
     lw.inventory.flush()
     shutil.rmtree(gone)
-    lw.release(str(lock))
-    qtbot.waitUntil(lambda: lw.busy == 0)
-    assert lw.last_error is not None
-    title, text = lw.last_error
+    lw.ops.release(str(lock))
+    qtbot.waitUntil(lambda: lw.ops.busy == 0)
+    assert errors.last is not None
+    title, text = errors.last
     assert "release" in title.lower() and "Traceback" not in text
     assert not lw.actions.holds(str(lock))
     # acquiring in a directory that does not exist: the dialog refuses, nothing raised
-    dlg = lw.open_acquire(str(gone))
+    dlg = lw.ops.open_acquire(str(gone))
     dlg.accept()
     assert "not a directory" in dlg.error.text()
     dlg.reject()
@@ -72,6 +74,7 @@ def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     lw = make_app([lockdir], tray=True, on_acquire=True)
     tray = lw.tray
     assert tray is not None
+    notes = SignalSpy(tray.notified)
     assert aggregate({}, []) == "free"
     assert aggregate({State.HELD: 2}, []) == "held"
     assert aggregate({State.HELD: 2, State.EXPIRED: 1}, []) == "stale"
@@ -82,7 +85,7 @@ def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     held = [fake(f"{base}/h{i:02d}.lock", State.HELD, age=i) for i in range(20)]
     lw.inventory.push((s.path, s) for s in held)
     lw.inventory.flush()
-    assert [t for t, _ in tray.messages] == ["20 lock changes"]  # summarised, not 20 popups
+    assert notes.column(0) == ["20 lock changes"]  # summarised, not 20 popups
     tray.refresh()
     assert tray.state == "held" and tray.badge == 0
     assert "20 held" in tray.icon.toolTip()
@@ -91,7 +94,7 @@ def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     for _ in range(3):
         lw.inventory.push([(stale.path, stale)])
         lw.inventory.flush()
-    stale_msgs = [m for m in tray.messages if "is stale" in m[0]]
+    stale_msgs = [(t, b) for t, b, _ in notes.calls if "is stale" in t]
     assert stale_msgs == [("h03.lock is stale", "PID 4321 exited")]
     tray.refresh()
     assert tray.state == "stale" and tray.badge == 1
@@ -105,11 +108,11 @@ def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     # pause: no more messages, and the choice is saved
     tray.act_pause.setChecked(True)
     assert cfgmod.load(lw.config_path).notifications.paused
-    n = len(tray.messages)
+    n = len(notes.calls)
     other = fake(f"{base}/h07.lock", State.STALE, age=7)
     lw.inventory.push([(other.path, other)])
     lw.inventory.flush()
-    assert len(tray.messages) == n
+    assert len(notes.calls) == n
 
 
 def test_release_in_tray_menu_only_for_own_locks(make_app, lockdir, qtbot):
@@ -130,7 +133,7 @@ def test_release_in_tray_menu_only_for_own_locks(make_app, lockdir, qtbot):
     assert "Release" not in subs["other.lock"]
     release = next(a for a in tray.menu.actions() if a.text().startswith("mine.lock"))
     next(x for x in release.menu().actions() if x.text() == "Release").trigger()
-    qtbot.waitUntil(lambda: lw.busy == 0)
+    qtbot.waitUntil(lambda: lw.ops.busy == 0)
     assert not mine.exists()
 
 
@@ -138,7 +141,7 @@ def test_start_at_login_through_settings(make_app, lockdir, tmp_path):
     from app import autostart
 
     lw = make_app([lockdir])
-    dlg = lw.open_settings()
+    dlg = lw.ops.open_settings()
     assert not dlg.autostart.isChecked()
     dlg.autostart.setChecked(True)
     dlg.accept()
@@ -146,7 +149,7 @@ def test_start_at_login_through_settings(make_app, lockdir, tmp_path):
     assert entry == autostart.desktop_file()
     text = entry.read_text()
     assert "Exec=" in text and "--minimized" in text and "-m app" in text
-    dlg = lw.open_settings()
+    dlg = lw.ops.open_settings()
     assert dlg.autostart.isChecked()
     dlg.autostart.setChecked(False)
     dlg.accept()
@@ -171,7 +174,7 @@ def test_dark_theme_follows_the_palette(make_app, lockdir, qtbot):
         # the cells carry no colours of their own: text comes from the palette
         from PySide6.QtCore import Qt
 
-        from app.model import Col
+        from app.columns import Col
 
         st = fake(str(lockdir / "a.lock"), State.STALE)
         lw.inventory.push([(st.path, st)])
@@ -188,23 +191,26 @@ def test_lock_taken_away_is_reported_as_lost(make_app, lockdir, qtbot):
     import core
 
     lw = make_app([lockdir], tray=True)
+    assert lw.tray is not None
+    lost = SignalSpy(lw.actions.lost)
+    notes = SignalSpy(lw.tray.notified)
     lw.start(show_window=False)
     path = lockdir / "mine.lock"
-    dlg = lw.open_acquire(str(lockdir))
+    dlg = lw.ops.open_acquire(str(lockdir))
     dlg.name.setText("mine.lock")
     dlg.accept()
-    qtbot.waitUntil(lambda: lw.busy == 0 and lw.actions.holds(str(path)), timeout=20000)
+    qtbot.waitUntil(lambda: lw.ops.busy == 0 and lw.actions.holds(str(path)), timeout=20000)
     qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is not None, timeout=20000)
     # our own release is not a loss
-    lw.release(str(path))
-    qtbot.waitUntil(lambda: lw.busy == 0, timeout=20000)
+    lw.ops.release(str(path))
+    qtbot.waitUntil(lambda: lw.ops.busy == 0, timeout=20000)
     qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is None, timeout=20000)
-    assert lw.lost_locks == []
+    assert lost.column(0) == []
     # someone else force-releases it: reported, and no longer offered for Release
     lw.actions.acquire(str(path))
     qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is not None, timeout=20000)
     core.force_release(str(path), reason="test: someone else")
-    qtbot.waitUntil(lambda: lw.lost_locks == [str(path)], timeout=20000)
+    qtbot.waitUntil(lambda: lost.column(0) == [str(path)], timeout=20000)
     assert not lw.actions.holds(str(path))
     assert lw.tray is not None
-    assert any(t == "Lost mine.lock" for t, _ in lw.tray.messages)
+    assert any(t == "Lost mine.lock" for t in notes.column(0))

@@ -18,6 +18,7 @@ import pytest
 from core import config as cfgmod
 from core.reasons import Code, Reason, render, texts
 from core.record import State
+from tests.app_spies import SignalSpy
 
 
 def dead_pid() -> int:
@@ -43,29 +44,29 @@ def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
 
 
 def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any) -> None:
-    import core
+    from core.inspect import inspect as inspect_lock
 
     path = lockdir / "lease.lock"
     write_sema(path, pid=dead_pid(), age=30, ttl=2)
-    st = core.inspect(str(path))
+    st = inspect_lock(str(path))
     assert st.state in (State.STALE, State.EXPIRED) and st.record is not None
     lw = make_app([lockdir])
     lock = lw.actions.reclaim(str(path), status=st)
     assert lock.ttl == 2 and lw.actions.holds(str(path))
     token = lock.token
-    first = core.inspect(str(path)).record
+    first = inspect_lock(str(path)).record
     assert first is not None and first.acquired_at is not None
     assert lock.auto_refresh  # the engine renews it (core.reclaim(auto_refresh=True))
     start = first.acquired_at
 
     def renewed_twice() -> bool:
-        rec = core.inspect(str(path)).record
+        rec = inspect_lock(str(path)).record
         return rec is not None and rec.acquired_at is not None and (
             (rec.acquired_at - start).total_seconds() >= 2)
 
     # renewals every 1.5 s: after two the lock is still ours, held, and its time moved on
     qtbot.waitUntil(renewed_twice, timeout=20_000)
-    now = core.inspect(str(path))
+    now = inspect_lock(str(path))
     assert now.state is State.HELD, now.reasons
     assert now.record is not None and now.record.token == token
     lw.actions.release(str(path))
@@ -76,13 +77,13 @@ def test_settings_ok_without_changes_keeps_the_file(make_app: Any, lockdir: Path
     lw = make_app([lockdir], stale_after=90.5)
     cfg = Path(lw.config_path)
     before = (cfg.read_bytes(), cfg.stat().st_mtime_ns)
-    dlg = lw.open_settings()
+    dlg = lw.ops.open_settings()
     assert dlg.stale.value() == 90.5 and dlg.stale.suffix() == " s"
     dlg.accept()
     assert (cfg.read_bytes(), cfg.stat().st_mtime_ns) == before
     assert lw.config.watches[0].stale_after == 90.5
     # a real change is saved, to the second
-    dlg = lw.open_settings()
+    dlg = lw.ops.open_settings()
     dlg.stale.setValue(45)
     dlg.accept()
     assert cfgmod.load(str(cfg)).watches[0].stale_after == 45.0
@@ -93,7 +94,7 @@ def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: 
                                                         qtbot: Any) -> None:
     import subprocess
 
-    from app.model import current_reasons
+    from app.lockinfo import current_reasons
 
     holder = subprocess.Popen(["sleep", "120"])
     try:
@@ -128,7 +129,7 @@ def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: 
         assert st is not None and st.state is State.STALE
         qtbot.waitUntil(lambda: current_reasons(st) != texts(st.reasons), timeout=20_000)
         before = current_reasons(st)
-        dlg = lw.open_reclaim(str(gone))
+        dlg = lw.ops.open_reclaim(str(gone))
         after = current_reasons(st)
         assert dlg is not None
         text = dlg.label.text()
@@ -164,7 +165,7 @@ def test_settings_change_scans_off_the_gui_thread(make_app: Any, lockdir: Path,
         return real_dir_status()
 
     w.set_specs, w.dir_status = set_specs, dir_status
-    dlg = lw.open_settings()
+    dlg = lw.ops.open_settings()
     dlg.add_directory(str(other))
     dlg.accept()
     qtbot.waitUntil(lambda: lw.model.status_of(str(other / "b.lock")) is not None
@@ -193,7 +194,7 @@ def test_expired_lock_of_a_live_holder_needs_a_forced_reclaim(make_app: Any, loc
             return st is not None and st.state is State.EXPIRED
 
         qtbot.waitUntil(expired, timeout=20_000)
-        dlg = lw.open_reclaim(str(path))
+        dlg = lw.ops.open_reclaim(str(path))
         assert dlg is not None and dlg.windowTitle() == "Force reclaim…"
         assert "holder is still alive" in dlg.label.text()
         assert dlg.ask_reason and not dlg.ok.isEnabled()
@@ -201,7 +202,7 @@ def test_expired_lock_of_a_live_holder_needs_a_forced_reclaim(make_app: Any, loc
         assert dlg.isVisible()
         dlg.reason.setText("holder hung, checked by hand")
         dlg.accept()
-        qtbot.waitUntil(lambda: lw.busy == 0 and lw.actions.holds(str(path)), timeout=20_000)
+        qtbot.waitUntil(lambda: lw.ops.busy == 0 and lw.actions.holds(str(path)), timeout=20_000)
         assert f"pid={os.getpid()}" in path.read_text()
         entries = [e for e in audit.read(str(lockdir)) if e.operation == "reclaim"]
         assert entries and "holder hung" in str(entries[-1].details)
@@ -224,36 +225,38 @@ def test_notifications_are_events_with_the_right_icons(make_app: Any, lockdir: P
     lw = make_app([lockdir], tray=True, on_acquire=True, on_release=True)
     tray = lw.tray
     assert tray is not None
+    notes = SignalSpy(tray.notified)
+    lost = SignalSpy(lw.actions.lost)
     lw.start(show_window=False)
     qtbot.waitUntil(lambda: lw.inventory.initial_done
                     and lw.model.status_of(str(old_stale)) is not None, timeout=20_000)
-    assert tray.messages == []  # what the first scan found is not news
+    assert notes.calls == []  # what the first scan found is not news
     # a lock going stale now: a warning
     new_stale = lockdir / "new.lock"
     write_sema(new_stale, pid=dead_pid(), age=7200)
-    qtbot.waitUntil(lambda: any(t == "new.lock is stale" for t, _ in tray.messages),
+    qtbot.waitUntil(lambda: any(t == "new.lock is stale" for t in notes.column(0)),
                     timeout=20_000)
-    assert tray.message_icons[-1] is warn
-    n = len(tray.messages)
+    assert notes.column(2)[-1] is warn
+    n = len(notes.calls)
     # a stale lock judged held again (same holder) is no "acquired"
     st = lw.model.status_of(str(old_stale))
     assert st is not None
     lw.inventory.push([(st.path, replace(st, state=State.HELD, reasons=()))])
     lw.inventory.flush()
-    assert len(tray.messages) == n
+    assert len(notes.calls) == n
     # our own acquisition: "acquired", with the information icon
     mine = lockdir / "mine.lock"
     lw.actions.acquire(str(mine))
-    qtbot.waitUntil(lambda: any(t == "mine.lock acquired" for t, _ in tray.messages),
+    qtbot.waitUntil(lambda: any(t == "mine.lock acquired" for t in notes.column(0)),
                     timeout=20_000)
-    assert tray.message_icons[-1] is info
+    assert notes.column(2)[-1] is info
     # someone else takes it away: "Lost", never followed by "released"
     core.force_release(str(mine), reason="test")
-    qtbot.waitUntil(lambda: lw.lost_locks == [str(mine)], timeout=20_000)
+    qtbot.waitUntil(lambda: lost.column(0) == [str(mine)], timeout=20_000)
     lw.inventory.flush()
-    titles = [t for t, _ in tray.messages]
+    titles = notes.column(0)
     assert titles[-1] == "Lost mine.lock" and "mine.lock released" not in titles
-    assert tray.message_icons[-1] is warn
+    assert notes.column(2)[-1] is warn
 
 
 @pytest.mark.parametrize("size", [22, 32, 64])
@@ -314,9 +317,10 @@ def test_acquire_dialog_defaults_errors_and_task_mcp(make_app: Any, lockdir: Pat
         write_sema(busy, pid=holder.pid, age=0,
                    ts=int(psutil.Process(holder.pid).create_time() + 0.999))
         lw = make_app([lockdir, second])
-        lw.config = cfgmod.Config(watches=[
+        lw.store.set(cfgmod.Config(watches=[
             cfgmod.WatchSpec(path=str(lockdir)), cfgmod.WatchSpec(path=str(second),
-                                                                  recursive=True)])
+                                                                  recursive=True)]),
+                     save=False)
         lw.start(show_window=True)
         other = str(second / "sub" / "other.lock")
         qtbot.waitUntil(lambda: lw.model.status_of(other) is not None
@@ -324,26 +328,26 @@ def test_acquire_dialog_defaults_errors_and_task_mcp(make_app: Any, lockdir: Pat
         assert lw.window.select_path(other)
         # the selected row's subdirectory is not the default: the first watched one is
         lw.window.act_acquire.trigger()
-        dlg = lw.dialogs[-1]
+        dlg = lw.ops.dialogs[-1]
         assert dlg.directory.currentText() == str(lockdir)
         # a failure keeps the dialog open with the error and the typed fields
         dlg.name.setText("busy.lock")
         dlg.tag.setText("keep me")
         dlg.accept()
-        qtbot.waitUntil(lambda: lw.busy == 0 and dlg.error.isVisibleTo(dlg), timeout=20_000)
-        assert dlg in lw.dialogs and dlg.isVisible()
+        qtbot.waitUntil(lambda: lw.ops.busy == 0 and dlg.error.isVisibleTo(dlg), timeout=20_000)
+        assert dlg in lw.ops.dialogs and dlg.isVisible()
         assert "held by someone else" in dlg.error.text()
         assert dlg.tag.text() == "keep me" and dlg.ok.isEnabled()
         # success closes it; the same lock again is "already held by this Lockwarden"
         dlg.name.setText("mine.lock")
         dlg.accept()
-        qtbot.waitUntil(lambda: lw.busy == 0 and dlg not in lw.dialogs, timeout=20_000)
+        qtbot.waitUntil(lambda: lw.ops.busy == 0 and dlg not in lw.ops.dialogs, timeout=20_000)
         assert lw.actions.holds(str(lockdir / "mine.lock"))
-        dlg = lw.open_acquire()
+        dlg = lw.ops.open_acquire()
         assert dlg.directory.currentText() == str(lockdir)
         dlg.name.setText("mine.lock")
         dlg.accept()
-        qtbot.waitUntil(lambda: lw.busy == 0 and dlg.error.isVisibleTo(dlg), timeout=20_000)
+        qtbot.waitUntil(lambda: lw.ops.busy == 0 and dlg.error.isVisibleTo(dlg), timeout=20_000)
         assert "already held by this Lockwarden" in dlg.error.text()
         assert "someone else" not in dlg.error.text()
         # task-mcp: "no TTL" means the spec's default lease
@@ -362,7 +366,7 @@ def test_same_name_in_two_directories(make_app: Any, lockdir: Path, tmp_path: Pa
                                       qtbot: Any) -> None:
     from PySide6.QtCore import Qt
 
-    from app.model import Col
+    from app.columns import Col
 
     a = tmp_path / "projects" / "alpha" / "build"
     b = tmp_path / "projects" / "beta" / "build2"
@@ -393,7 +397,7 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
 
     from PySide6.QtCore import Qt
 
-    from app.model import Col
+    from app.columns import Col
 
     paths = [str(lockdir / f"{n}.lock") for n in ("c", "a", "d", "b")]
     for p in paths:
@@ -449,6 +453,7 @@ def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, l
     normal = lockdir / "normal.lock"
     write_sema(normal, pid=dead_pid(), age=60)
     lw = make_app([lockdir])
+    errors = SignalSpy(lw.ops.errorShown)
     lw.start(show_window=True)
     qtbot.waitUntil(lambda: lw.model.rowCount() == 4, timeout=20_000)
     w, pane = lw.window, lw.window.detail
@@ -462,8 +467,8 @@ def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, l
                         timeout=20_000)
         assert pane.raw.toPlainText() == ""
         assert not w.act_force.isEnabled() and not w.act_reclaim.isEnabled()
-        assert lw.open_force_release(str(odd)) is None
-        assert lw.last_error is not None and lw.last_error[0] == "Not a lock file"
+        assert lw.ops.open_force_release(str(odd)) is None
+        assert errors.last is not None and errors.last[0] == "Not a lock file"
     assert w.select_path(str(normal))
     assert pane.raw.placeholderText() == "(file content)"
     assert "pid=" in pane.raw.toPlainText()
@@ -522,13 +527,13 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
          "Lockwarden settings"),
     ]
     for key, mods, kind, title in keys:
-        n = len(lw.dialogs)
+        n = len(lw.ops.dialogs)
         qtbot.keyClick(w.table, key, mods)
-        assert len(lw.dialogs) == n + 1, title
-        dlg: Any = lw.dialogs[-1]
+        assert len(lw.ops.dialogs) == n + 1, title
+        dlg: Any = lw.ops.dialogs[-1]
         assert isinstance(dlg, kind) and dlg.windowTitle() == title
         dlg.reject()
-        qtbot.waitUntil(lambda d=dlg: d not in lw.dialogs, timeout=10_000)
+        qtbot.waitUntil(lambda d=dlg: d not in lw.ops.dialogs, timeout=10_000)
     assert stale.exists()
     tray = lw.tray
     assert tray is not None
@@ -536,5 +541,5 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
     texts = [a.text() for a in tray.menu.actions()]
     assert "Settings…" in texts and "Audit log…" in texts
     next(a for a in tray.menu.actions() if a.text() == "Audit log…").trigger()
-    assert lw.dialogs and lw.dialogs[-1].windowTitle() == "Audit log"
-    lw.dialogs[-1].reject()
+    assert lw.ops.dialogs and lw.ops.dialogs[-1].windowTitle() == "Audit log"
+    lw.ops.dialogs[-1].reject()

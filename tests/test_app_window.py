@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication
 from core import audit
 from core import config as cfgmod
 from core.record import State
+from tests.app_spies import SignalSpy
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_MS = 20000  # generous: 2 shared cores under load
@@ -60,6 +61,12 @@ def gui(qtbot, isolated, lockdir):
 
 
 @pytest.fixture
+def errors(gui):
+    """The error messages ``gui`` shows (title, text), recorded from its signal."""
+    return SignalSpy(gui.ops.errorShown)
+
+
+@pytest.fixture
 def holder(tmp_path):
     """Start a process holding a lock through the engine; yields a starter."""
     procs: list[subprocess.Popen[str]] = []
@@ -82,7 +89,7 @@ def holder(tmp_path):
 
 def settle(lw, qtbot) -> None:
     """Wait until the operations started from the GUI (worker threads) have finished."""
-    qtbot.waitUntil(lambda: lw.busy == 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: lw.ops.busy == 0, timeout=WAIT_MS)
 
 
 def row_state(lw, path: Path) -> State | None:
@@ -94,8 +101,8 @@ def ops(directory: Path) -> list[tuple[str, str | None]]:
     return [(e.operation or "", e.via) for e in audit.read(str(directory))]
 
 
-def test_acquire_and_release_through_the_window(gui, qtbot, lockdir):
-    dlg = gui.open_acquire(str(lockdir))
+def test_acquire_and_release_through_the_window(gui, errors, qtbot, lockdir):
+    dlg = gui.ops.open_acquire(str(lockdir))
     dlg.name.setText("job.lock")
     dlg.tag.setText("nightly report")
     dlg.accept()
@@ -121,11 +128,12 @@ def test_acquire_and_release_through_the_window(gui, qtbot, lockdir):
     assert not path.exists()
     assert ("release", "gui") in ops(lockdir)
     qtbot.waitUntil(lambda: gui.model.status_of(str(path)) is None, timeout=WAIT_MS)
-    assert gui.last_error is None
+    assert errors.last is None
 
 
-def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, qtbot, lockdir, holder):
-    dlg = gui.open_acquire(str(lockdir))
+def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, errors, qtbot, lockdir,
+                                                                 holder):
+    dlg = gui.ops.open_acquire(str(lockdir))
     dlg.name.setText("")
     dlg.accept()
     assert dlg.isVisible() and "file name" in dlg.error.text()
@@ -134,18 +142,18 @@ def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, qtbot, loc
     held = lockdir / "busy.lock"
     p = holder(held)
     before = held.read_bytes()
-    dlg = gui.open_acquire(str(lockdir))
+    dlg = gui.ops.open_acquire(str(lockdir))
     dlg.name.setText("busy.lock")
     dlg.accept()
     settle(gui, qtbot)
-    assert gui.last_error is not None
-    title, text = gui.last_error
+    assert errors.last is not None
+    title, text = errors.last
     assert "Could not acquire" in title and "held" in text and "Traceback" not in text
     assert held.read_bytes() == before
     assert f"pid={p.pid}" in before.decode()
 
 
-def test_reclaim_after_holder_killed(gui, qtbot, lockdir, holder):
+def test_reclaim_after_holder_killed(gui, errors, qtbot, lockdir, holder):
     path = lockdir / "deploy.lock"
     p = holder(path)
     qtbot.waitUntil(lambda: row_state(gui, path) is State.HELD, timeout=WAIT_MS)
@@ -154,11 +162,11 @@ def test_reclaim_after_holder_killed(gui, qtbot, lockdir, holder):
     qtbot.waitUntil(lambda: row_state(gui, path) is State.STALE, timeout=WAIT_MS)
     st = gui.model.status_of(str(path))
     assert st is not None and any(r.get("pid") == p.pid for r in st.reasons)
-    dlg = gui.open_reclaim(str(path))
+    dlg = gui.ops.open_reclaim(str(path))
     assert dlg is not None and not dlg.ask_reason  # stale: the light confirmation
     dlg.accept()
     settle(gui, qtbot)
-    assert gui.last_error is None
+    assert errors.last is None
     assert gui.actions.holds(str(path))
     assert f"pid={os.getpid()}" in path.read_text()
     assert ("reclaim", "gui") in ops(lockdir)
@@ -171,7 +179,7 @@ def test_force_release_needs_confirmation_and_reason(gui, qtbot, lockdir, holder
     qtbot.waitUntil(lambda: row_state(gui, path) is State.HELD, timeout=WAIT_MS)
     assert gui.window.select_path(str(path))
     assert gui.window.act_force.isEnabled() and not gui.window.act_release.isEnabled()
-    dlg = gui.open_force_release(str(path))
+    dlg = gui.ops.open_force_release(str(path))
     assert dlg is not None
     assert f"PID {p.pid}" in dlg.label.text() and "alive" in dlg.label.text()
     assert not dlg.ok.isEnabled()
@@ -202,7 +210,7 @@ def test_garbage_file_shows_as_unreadable(gui, qtbot, lockdir):
 def test_settings_start_watching_a_new_directory(gui, qtbot, isolated, lockdir):
     newdir = isolated / "more-locks"
     newdir.mkdir()
-    dlg = gui.open_settings()
+    dlg = gui.ops.open_settings()
     dlg.add_directory(str(newdir))
     dlg.on_acquire.setChecked(True)
     dlg.accept()
@@ -219,7 +227,7 @@ def test_settings_start_watching_a_new_directory(gui, qtbot, isolated, lockdir):
     (lockdir / "old.lock").write_text("pid=1\ntimestamp=1700000000\n")
     qtbot.waitUntil(lambda: gui.model.status_of(str(lockdir / "old.lock")) is not None,
                     timeout=WAIT_MS)
-    dlg = gui.open_settings()
+    dlg = gui.ops.open_settings()
     dlg.list.setCurrentRow(0)
     dlg.remove_current()
     dlg.accept()
@@ -236,7 +244,9 @@ def test_window_state_persists(gui, qtbot):
     w.table.setColumnWidth(3, 151)
     w.table.sortByColumn(7, Qt.SortOrder.DescendingOrder)
     w.save_state()
-    w2 = MainWindow(gui, gui.settings)
+    w2 = MainWindow(model=gui.model, proxy=gui.proxy, inventory=gui.inventory,
+                    actions=gui.actions, store=gui.store, settings=gui.settings,
+                    hide_on_close=False)
     qtbot.addWidget(w2)
     assert w2.table.columnWidth(3) == 151
     hh = w2.table.horizontalHeader()
@@ -246,7 +256,7 @@ def test_window_state_persists(gui, qtbot):
 def test_audit_viewer_lists_entries_and_chain(gui, qtbot, lockdir):
     gui.actions.acquire(str(lockdir / "a.lock"))
     gui.actions.release(str(lockdir / "a.lock"))
-    dlg = gui.open_audit()
+    dlg = gui.ops.open_audit()
     qtbot.waitUntil(lambda: dlg.ready, timeout=WAIT_MS)
     ops_shown = [r["operation"] for r in dlg.visible_entries()]
     assert ops_shown[:2] == ["release", "acquire"]  # newest first

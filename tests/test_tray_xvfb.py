@@ -64,8 +64,11 @@ step("available")
 from app.application import LockwardenApp
 lw = LockwardenApp(app, config_path=cfg)
 assert lw.tray is not None
-lw.start(show_window=False)
 tray = lw.tray
+notes, errors = [], []  # the test's own records of the app's signals
+tray.notified.connect(lambda title, body, icon: notes.append((title, body)))
+lw.ops.errorShown.connect(lambda title, text: errors.append((title, text)))
+lw.start(show_window=False)
 ok = wait_until(lambda: tray.icon.isVisible() and not tray.icon.geometry().isEmpty(), 20)
 step("visible" if ok else "FAIL", f"{tray.icon.geometry().width()}x{tray.icon.geometry().height()}")
 ok = wait_until(lambda: tray.state == "held", 20)
@@ -87,7 +90,7 @@ wait_until(lambda: os.path.exists(killed_flag), 30)
 ok = wait_until(lambda: tray.state == "stale" and tray.badge == 1, 30)
 step("stale" if ok else "FAIL", f"{tray.state} badge={tray.badge}")
 step("icon-changed", str(icon_image() != held_icon))
-step("notified", repr(tray.messages))
+step("notified", repr(notes))
 tray.rebuild_menu()
 name = os.path.basename(lock_path)
 subs = [a.menu() for a in tray.menu.actions() if a.menu() is not None and name in a.text()]
@@ -98,11 +101,11 @@ if not subs:
 acts = {a.text(): a for a in subs[0].actions()}
 step("submenu", " | ".join(acts))
 acts["Reclaim"].trigger()
-dlg = lw.dialogs[-1]
+dlg = lw.ops.dialogs[-1]
 step("dialog", dlg.windowTitle())
 dlg.accept()
 ok = wait_until(lambda: f"pid={os.getpid()}" in Path(lock_path).read_text(), 10)
-step("reclaimed" if ok else "FAIL", str(lw.last_error))
+step("reclaimed" if ok else "FAIL", str(errors[-1] if errors else None))
 ok = wait_until(lambda: tray.state == "held" and tray.badge == 0, 20)
 step("held-again" if ok else "FAIL", tray.state)
 lw.finish_quit(release=True)

@@ -1,11 +1,12 @@
-"""The whole product on one live workload (issue 7): the GUI in its own process on a real X
+"""The whole product on one live workload (docs/e2e.md): the GUI in its own process on a real X
 server with a real tray (Xvfb + trayer), ``lockwarden watch --json`` in another, and a workload
 of CLI, API, shell, Task MCP and ``af`` actors writing into two watched directories for > 20 s.
 
 One API holder is SIGKILLed; the watcher's JSON stream, the tray icon and the lock table must
-show it stale within 3 s (issue 7 step 3). It is then reclaimed **through the GUI**, driven from
-outside the way a person would: ``xdotool`` right-clicks the tray icon, walks the menu with the
-keyboard (first entry = the stale lock, its first action = "Reclaim"), and confirms the dialog.
+show it stale within 3 s (docs/e2e.md "What the run does", step 3). It is then reclaimed
+**through the GUI**, driven from outside the way a person would: ``xdotool`` right-clicks the
+tray icon, walks the menu with the keyboard (first entry = the stale lock, its first action =
+"Reclaim"), and confirms the dialog.
 The GUI has no other remote control (``app/single.py``'s channel only says "show"), and running
 the GUI's code in a second process would not prove that *this* GUI works. The GUI is quit the
 same way (tray menu "Quit", then "Release and quit").
@@ -56,9 +57,10 @@ SEMA_WRITER = HERE / "sema_writer.sh"
 pytestmark = [pytest.mark.tray, pytest.mark.timeout(240)]
 
 WORKLOAD_SECONDS = 22.0
-"""How long each actor runs (issue 7: at least 20 s)."""
+"""How long each actor runs (docs/e2e.md: at least 20 s)."""
 DETECTION_LIMIT = 3.0
-"""Seconds from SIGKILL to "stale" in the watcher, the tray and the table (issue 7 step 3)."""
+"""Seconds from SIGKILL to "stale" in the watcher, the tray and the table (docs/e2e.md,
+step 3)."""
 SHORT_LIVED = 0.1
 """Seconds: a lock that lived shorter than this may be missed by the watcher's debounce (20 ms,
 docs/watching.md). Every lock of this workload lives >= 0.5 s, so a miss fails the test."""

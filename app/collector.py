@@ -1,48 +1,11 @@
-"""Work-arounds for defects of the Qt binding in use.
-
-PySide6 6.12.0 on CPython 3.11: ``SignalInstance.emit()`` returns ``True`` without a new
-reference, so every signal emitted from Python drops one reference to ``True``; after a few
-thousand emissions CPython aborts with "bool_dealloc: deallocating True or False" (measured:
-exactly -1 per ``emit``; CPython >= 3.12 has immortal bools and is not affected). All signals
-emitted by :mod:`app` go through :func:`emit`, which gives the reference back when the probe at
-import time shows the defect, and does nothing otherwise.
-"""
+"""Python's cyclic garbage collector, run from the GUI thread only (see docs/gui.md
+"Garbage collection in the GUI thread only")."""
 
 from __future__ import annotations
 
-import ctypes
-import sys
-from typing import Any
+import gc
 
-from PySide6.QtCore import QObject, Signal
-
-
-class _Probe(QObject):
-    sig = Signal()
-
-
-def _emit_drops_true() -> bool:
-    probe = _Probe()
-    n = 16
-    before = sys.getrefcount(True)
-    for _ in range(n):
-        probe.sig.emit()
-    lost = before - sys.getrefcount(True)
-    for _ in range(max(0, lost)):
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(True))
-    return lost == n
-
-
-EMIT_DROPS_TRUE: bool = _emit_drops_true()
-"""True when this binding's ``emit()`` drops a reference to ``True`` (see module doc)."""
-
-
-def emit(signal: Any, *args: Any) -> None:
-    """``signal.emit(*args)``, compensating the binding's lost reference to ``True``.
-    Safe from any thread (runs under the GIL)."""
-    signal.emit(*args)
-    if EMIT_DROPS_TRUE:
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(True))
+from PySide6.QtCore import QObject, QTimer
 
 
 class GarbageCollector(QObject):
@@ -58,10 +21,6 @@ class GarbageCollector(QObject):
     collection."""
 
     def __init__(self, parent: QObject | None = None, interval_ms: int = 1000) -> None:
-        import gc
-
-        from PySide6.QtCore import QTimer
-
         super().__init__(parent)
         self._was_enabled = gc.isenabled()
         gc.disable()
@@ -72,8 +31,6 @@ class GarbageCollector(QObject):
 
     def collect(self) -> None:
         """Collect the generations whose thresholds are exceeded (GUI thread)."""
-        import gc
-
         threshold = gc.get_threshold()
         count = gc.get_count()
         if count[0] <= threshold[0]:
@@ -88,8 +45,6 @@ class GarbageCollector(QObject):
     def stop(self) -> None:
         """Stop the timer, collect everything now (GUI thread) and restore automatic
         collection if it was on before."""
-        import gc
-
         self._timer.stop()
         gc.collect()
         if self._was_enabled:

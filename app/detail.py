@@ -1,0 +1,197 @@
+"""The detail pane under the lock table (docs/gui.md "Window"): parsed fields, the verdict's
+reasons in plain words, and the raw file in monospace."""
+
+from __future__ import annotations
+
+import html
+import threading
+from datetime import datetime
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.lockinfo import current_reasons
+from core.errors import UnreadableError
+from core.fsutil import read_lock_file
+from core.record import LockStatus, State
+
+RAW_LIMIT = 64 * 1024
+"""At most this many bytes of an unreadable lock file are shown (bytes, 64 KiB)."""
+
+
+def escaped_text(data: bytes) -> str:
+    """``data`` as text for the raw pane: UTF-8 where it decodes, other bytes as ``\\xNN``,
+    control characters other than newline and tab as ``\\xNN`` too."""
+    text = data.decode("utf-8", errors="backslashreplace")
+    return "".join(c if c in "\n\t" or (ord(c) >= 32 and ord(c) != 127)
+                   else f"\\x{ord(c):02x}" for c in text)
+
+
+class DetailPane(QWidget):
+    """Parsed fields, the verdict's reasons in plain words and the raw file (monospace).
+
+    For an unreadable lock the raw file is read in a worker thread with
+    :func:`core.fsutil.read_lock_file` (symlinks, FIFOs, devices and directories are never
+    opened; at most :data:`RAW_LIMIT` bytes) and shown escaped; ``rawLoaded(path, text,
+    placeholder)`` brings it back to the GUI thread."""
+
+    rawLoaded = Signal(str, str, str)
+
+    FIELDS = ("Path", "State", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
+              "Expires", "TTL", "Tag", "Token")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.values: dict[str, QLabel] = {}
+        form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        form.setVerticalSpacing(3)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        for name in self.FIELDS:
+            lab = QLabel()
+            lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            lab.setWordWrap(True)
+            self.values[name] = lab
+            form.addRow(name + ":", lab)
+        self.reasons = QLabel()
+        self.reasons.setWordWrap(True)
+        self.reasons.setTextFormat(Qt.TextFormat.RichText)
+        self.reasons.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.raw = QPlainTextEdit()
+        self.raw.setReadOnly(True)
+        self.raw.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.raw.setPlaceholderText("(file content)")
+        self.raw.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        fields = QWidget()
+        ll = QVBoxLayout(fields)
+        ll.setContentsMargins(0, 0, 6, 0)
+        ll.addLayout(form)
+        ll.addStretch(1)
+        left = QScrollArea()
+        left.setWidget(fields)
+        left.setWidgetResizable(True)
+        left.setFrameShape(QFrame.Shape.NoFrame)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        title = QLabel("<b>Why</b>")
+        rl.addWidget(title)
+        rl.addWidget(self.reasons)
+        rl.addWidget(QLabel("<b>Raw file</b>"))
+        rl.addWidget(self.raw, 1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        split.setSizes([470, 600])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.addWidget(split)
+        self.status: LockStatus | None = None
+        self.rawLoaded.connect(self._raw_loaded)
+        self.show_status(None)
+
+    def show_status(self, st: LockStatus | None, *, age: str = "", mine: bool = False,
+                    now: datetime | None = None) -> None:
+        """Show ``st`` (``None`` clears the pane). ``age`` is the formatted age text; ``now``
+        (aware UTC, default the clock) the moment the reasons are worded for."""
+        self.status = st
+        self.raw.setPlaceholderText("(file content)")
+        for lab in self.values.values():
+            lab.setText("")
+        if st is None:
+            self.reasons.setText("Select a lock to see who holds it and why it is in its state.")
+            self.raw.setPlainText("")
+            return
+        rec = st.record
+        v = self.values
+        v["Path"].setText(st.path)
+        state = st.state.value + (" — held by this Lockwarden" if mine else "")
+        if st.read_only:
+            state += " (read-only: managed by its ledger)"
+        v["State"].setText(state)
+        if rec is not None:
+            v["Format"].setText(rec.format)
+            v["Holder"].setText(rec.holder or "")
+            v["PID"].setText("" if rec.pid is None else str(rec.pid))
+            v["Host"].setText(rec.host or "")
+            v["Liveness"].setText(st.liveness.value)
+            self._set_acquired(age)
+            exp = rec.effective_expiry()
+            v["Expires"].setText(exp.strftime("%Y-%m-%d %H:%M:%S UTC") if exp else "never")
+            v["TTL"].setText("" if rec.ttl is None else f"{rec.ttl:g} s")
+            v["Tag"].setText(rec.tag or "")
+            v["Token"].setText(rec.token or "")
+        self._set_reasons(now)
+        self.raw.setPlainText(rec.raw if rec is not None else "")
+        if rec is None and st.state is State.UNREADABLE:
+            self.raw.setPlaceholderText("(reading…)")
+            self._load_raw(st.path)
+
+    def _load_raw(self, path: str) -> None:
+        def work() -> None:
+            text, placeholder = "", ""
+            try:
+                data, _info = read_lock_file(path, RAW_LIMIT)
+                text = escaped_text(data)
+                if not text:
+                    placeholder = "(empty file)"
+            except UnreadableError as exc:
+                placeholder = f"(not shown: {exc.reason})"
+            except OSError as exc:
+                placeholder = f"(not shown: {exc.strerror or exc})"
+            try:
+                self.rawLoaded.emit(path, text, placeholder)
+            except RuntimeError:  # the pane is gone
+                pass
+
+        threading.Thread(target=work, name="lockwarden-raw", daemon=True).start()
+
+    def _raw_loaded(self, path: str, text: str, placeholder: str) -> None:
+        st = self.status
+        if st is None or st.path != path or st.record is not None:
+            return  # the selection moved on meanwhile
+        self.raw.setPlaceholderText(placeholder or "(file content)")
+        self.raw.setPlainText(text)
+
+    def _set_acquired(self, age: str) -> None:
+        st = self.status
+        rec = st.record if st is not None else None
+        if rec is None or rec.acquired_at is None:
+            return
+        self.values["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+                                        + (f" ({age} ago)" if age else ""))
+
+    def _set_reasons(self, now: datetime | None) -> None:
+        st = self.status
+        if st is None:
+            return
+        reasons = current_reasons(st, now)
+        if st.error and st.error not in reasons:
+            reasons.append(st.error)
+        if not reasons:
+            reasons = ["(no reasons given)"]
+        text = "<ul style='margin-left:-20px'>" + "".join(
+            f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>"
+        if text != self.reasons.text():
+            self.reasons.setText(text)
+
+    def tick(self, *, age: str, now: datetime) -> None:
+        """Re-word the time-dependent texts ("Acquired … (3m ago)", "held for 3m 12s",
+        "expired 5s ago") for ``now`` without touching the rest (the raw file keeps its
+        scroll position and selection)."""
+        if self.status is None:
+            return
+        self._set_acquired(age)
+        self._set_reasons(now)

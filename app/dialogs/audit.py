@@ -1,0 +1,234 @@
+"""The audit log viewer (docs/gui.md "Dialogs"): entries of the watched directories' logs,
+newest first, filtered by operation / lock / user, with each log's chain verification."""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import UTC
+from typing import TypedDict
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core import audit
+from core.audit import AuditEntry
+
+DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "error")
+"""Keys of an entry's ``details`` shown in the Details column, in this order."""
+
+
+class AuditRow(TypedDict):
+    """One entry as the viewer shows it. ``sort``: (Unix time in s, 0.0 when unknown; read
+    order), ``time``: UTC "YYYY-MM-DD HH:MM:SS", ``log``: the log file it came from."""
+
+    sort: tuple[float, int]
+    time: str
+    operation: str
+    lock: str
+    user: str
+    via: str
+    result: str
+    details: str
+    log: str
+
+
+def _details_text(details: dict[str, object]) -> str:
+    parts = []
+    for k in DETAIL_KEYS:
+        v = details.get(k)
+        if not v:
+            continue
+        if isinstance(v, dict):
+            v = v.get("holder") or (f"pid {v.get('pid')}" if v.get("pid") else "")
+        parts.append(f"{k}: {v}")
+    return "; ".join(parts)
+
+
+def as_row(e: AuditEntry, log: str, seq: int) -> AuditRow:
+    """The viewer's row for entry ``e`` of ``log``, the ``seq``-th read."""
+    ts = e.timestamp
+    return AuditRow(
+        sort=(ts.timestamp() if ts is not None else 0.0, seq),
+        time=ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if ts is not None else "",
+        operation=e.operation or "",
+        lock=e.lock_path or "",
+        user=e.user or "",
+        via=e.via or "",
+        result=e.result or "",
+        details=_details_text(e.details),
+        log=log,
+    )
+
+
+def read_logs(sources: list[str]) -> tuple[list[AuditRow], list[str]]:
+    """Entries of every log named by ``sources`` (lock directories or log files), newest
+    first, and one verification line per log (``core.audit.verify``). Blocks on file I/O;
+    never raises (a log that cannot be read or verified gets a line saying why)."""
+    entries: list[AuditRow] = []
+    lines: list[str] = []
+    seen: set[str] = set()
+    for src in sources:
+        try:
+            log = audit.log_path_for(src) if not src.endswith(".log") else src
+        except Exception:
+            log = src
+        if log in seen or not os.path.exists(log):
+            continue
+        seen.add(log)
+        try:
+            got = audit.read(log)
+        except Exception as exc:
+            lines.append(f"✗ {log}: cannot read ({exc})")
+            continue
+        base = len(entries)
+        entries.extend(as_row(e, log, base + i) for i, e in enumerate(got))
+        lines.append(_verification(log))
+    if not lines:
+        lines.append("No audit log in the watched directories yet.")
+    entries.sort(key=lambda r: r["sort"], reverse=True)
+    return entries, lines
+
+
+def _verification(log: str) -> str:
+    try:
+        v = audit.verify(log)
+    except Exception as exc:
+        return f"✗ {log}: cannot verify ({exc})"
+    if v.ok:
+        return f"✓ {log}: {v.entries} entries, chain intact"
+    return f"✗ {log}: line {v.bad_line}: {v.reason}"
+
+
+class AuditDialog(QDialog):
+    """Audit log viewer over ``sources`` (lock directories or log files). Logs are read in a
+    worker thread (:func:`read_logs`); ``loaded(list[AuditRow], list[str])`` brings them to the
+    GUI thread, after which :attr:`ready` is True."""
+
+    COLUMNS = ("Time (UTC)", "Operation", "Lock", "User", "Via", "Result", "Details")
+    loaded = Signal(object, object)
+
+    def __init__(self, sources: list[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Audit log")
+        self.resize(980, 560)
+        self.sources = sources
+        self.entries: list[AuditRow] = []
+        self.operation = QComboBox()
+        self.operation.addItem("All operations")
+        self.lock_filter = QLineEdit()
+        self.lock_filter.setPlaceholderText("Lock contains…")
+        self.user_filter = QLineEdit()
+        self.user_filter.setPlaceholderText("User contains…")
+        self.table = self._table()
+        self.verification = QPlainTextEdit()
+        self.verification.setReadOnly(True)
+        self.verification.setMaximumHeight(90)
+        self.verification.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        lay = QVBoxLayout(self)
+        lay.addLayout(self._filter_bar())
+        lay.addWidget(self.table, 1)
+        lay.addWidget(QLabel("Chain verification:"))
+        lay.addWidget(self.verification)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close.rejected.connect(self.reject)
+        lay.addWidget(close)
+        self.ready = False
+        self.loaded.connect(self._loaded)
+        self.operation.currentIndexChanged.connect(self._fill)
+        self.lock_filter.textChanged.connect(self._fill)
+        self.user_filter.textChanged.connect(self._fill)
+        self.reload()
+
+    def _filter_bar(self) -> QHBoxLayout:
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Show:"))
+        bar.addWidget(self.operation)
+        bar.addWidget(self.lock_filter, 1)
+        bar.addWidget(self.user_filter, 1)
+        reload_ = QPushButton("Reload")
+        reload_.clicked.connect(self.reload)
+        bar.addWidget(reload_)
+        return bar
+
+    def _table(self) -> QTableWidget:
+        table = QTableWidget(0, len(self.COLUMNS))
+        table.setHorizontalHeaderLabels(list(self.COLUMNS))
+        table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        table.verticalHeader().hide()
+        table.verticalHeader().setDefaultSectionSize(22)
+        table.setWordWrap(False)
+        hh = table.horizontalHeader()
+        hh.setStretchLastSection(True)
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        return table
+
+    def reload(self) -> None:
+        """Read and verify every source again, in a worker thread (logs may live on a network
+        directory); the table fills when :attr:`loaded` is emitted."""
+        self.ready = False
+        self.verification.setPlainText("Reading the audit logs…")
+        sources = list(self.sources)
+        threading.Thread(target=lambda: self._load(sources), name="lockwarden-audit",
+                         daemon=True).start()
+
+    def _load(self, sources: list[str]) -> None:
+        entries, lines = read_logs(sources)
+        try:
+            self.loaded.emit(entries, lines)
+        except RuntimeError:  # the dialog was closed meanwhile
+            pass
+
+    def _loaded(self, entries: list[AuditRow], lines: list[str]) -> None:
+        self.entries = entries
+        self.verification.setPlainText("\n".join(lines))
+        ops = sorted({r["operation"] for r in entries if r["operation"]})
+        cur = self.operation.currentText()
+        self.operation.blockSignals(True)
+        self.operation.clear()
+        self.operation.addItem("All operations")
+        self.operation.addItems(ops)
+        if cur in ops:
+            self.operation.setCurrentText(cur)
+        self.operation.blockSignals(False)
+        self._fill()
+        self.ready = True
+
+    def visible_entries(self) -> list[AuditRow]:
+        """Entries passing the filters, newest first."""
+        op = self.operation.currentText() if self.operation.currentIndex() > 0 else ""
+        lock = self.lock_filter.text().strip().lower()
+        user = self.user_filter.text().strip().lower()
+        return [r for r in self.entries
+                if (not op or r["operation"] == op)
+                and (not lock or lock in r["lock"].lower())
+                and (not user or user in r["user"].lower())]
+
+    def _fill(self) -> None:
+        rows = self.visible_entries()
+        self.table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            vals = (r["time"], r["operation"], os.path.basename(r["lock"]) or r["lock"],
+                    r["user"], r["via"], r["result"], r["details"])
+            for c, v in enumerate(vals):
+                item = QTableWidgetItem(v)
+                if c == 2:
+                    item.setToolTip(r["lock"])
+                self.table.setItem(i, c, item)
+        self.table.resizeColumnsToContents()

@@ -1,0 +1,95 @@
+"""Confirmations of risky actions (docs/gui.md "Window", "Dialogs"): a light one for reclaiming
+a stale lock, and one that needs a reason for a forced release or forced reclaim."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QLineEdit, QVBoxLayout, QWidget
+
+from core.policy import human_duration
+from core.reasons import render
+from core.record import LockStatus, State
+
+
+def describe_holder(st: LockStatus) -> str:
+    """One line naming a lock's holder for confirmations: owner/PID/host, liveness, age."""
+    rec = st.record
+    if rec is None:
+        return f"{os.path.basename(st.path)} ({st.state.value}; no readable holder)"
+    who = []
+    if rec.holder:
+        who.append(rec.holder)
+    if rec.pid is not None:
+        who.append(f"PID {rec.pid}")
+    if rec.host:
+        who.append(f"on {rec.host}")
+    holder = " ".join(who) or "an unknown holder"
+    age = ""
+    if rec.acquired_at is not None:
+        secs = (datetime.now(UTC) - rec.acquired_at).total_seconds()
+        age = f", taken {human_duration(max(0.0, secs))} ago"
+    return f"{holder} (holder is {st.liveness.value}{age}; lock is {st.state.value})"
+
+
+class ConfirmDialog(QDialog):
+    """Confirmation of a risky action. With ``ask_reason`` (forced release/reclaim of a lock
+    whose holder may be alive) the OK button stays disabled until a reason is typed; the
+    reason goes into the audit entry."""
+
+    def __init__(self, title: str, text: str, ok_text: str, *, ask_reason: bool = False,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label.setMinimumWidth(420)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.label)
+        self.reason = QLineEdit()
+        self.reason.setPlaceholderText("Reason (recorded in the audit log)")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        self.ok = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok.setText(ok_text)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        if ask_reason:
+            lay.addWidget(QLabel("Reason:"))
+            lay.addWidget(self.reason)
+            self.ok.setEnabled(False)
+            self.reason.textChanged.connect(lambda t: self.ok.setEnabled(bool(t.strip())))
+        self.ask_reason = ask_reason
+        lay.addWidget(buttons)
+
+    def accept(self) -> None:
+        """Refuse to accept without a reason when one is required."""
+        if self.ask_reason and not self.reason.text().strip():
+            return
+        super().accept()
+
+
+def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None) -> ConfirmDialog:
+    """Confirmation for a forced release (``reclaim=False``) or forced reclaim of ``st``."""
+    name = os.path.basename(st.path)
+    verb = "Force reclaim" if reclaim else "Force release"
+    what = ("remove it and take it for Lockwarden" if reclaim else "delete the lock file")
+    expired = ""
+    if st.state is State.EXPIRED:
+        expired = ("Its lease has expired, but its holder is still alive and may still be "
+                   "working.\n\n")
+    text = (f"{verb} {name}?\n\nHolder: {describe_holder(st)}\nPath: {st.path}\n\n"
+            f"{expired}This will {what}. If the holder is still working, two programs may "
+            "then run what the lock protects at the same time.")
+    return ConfirmDialog(f"{verb}…", text, verb, ask_reason=True, parent=parent)
+
+
+def reclaim_dialog(st: LockStatus, parent: QWidget | None = None) -> ConfirmDialog:
+    """Lighter confirmation for reclaiming a stale lock (no reason needed)."""
+    reasons = "\n".join(f"• {render(r)}" for r in st.reasons) or "• judged stale"
+    text = (f"Reclaim {os.path.basename(st.path)}? Lockwarden will break the stale lock and "
+            f"hold it.\n\nHolder: {describe_holder(st)}\n{reasons}")
+    return ConfirmDialog("Reclaim lock", text, "Reclaim", parent=parent)
