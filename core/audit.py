@@ -100,7 +100,7 @@ def append(
         lock_path: the lock the operation was about (made absolute for ``lockPath``).
         operation: ``acquire``, ``release``, ``reclaim``, ``force_release``, ``refresh``,
             ``acquire_refused``, ``release_refused``, ``reclaim_refused``, ``lost``
-            (docs/INTERFACES.md).
+            (docs/audit.md).
         result: ``ok``, ``refused``, ``lost``, ``error``...
         details: JSON-like data (``holder``/``displaced``, ``reason``, ``decision``, ``token``).
         format: the lock's format name, or None.

@@ -59,7 +59,7 @@ OPERATIONS = (
     "lost",
     "repair",
 )
-"""Operations Lockwarden records (docs/INTERFACES.md); ``repair`` is the log's own entry after
+"""Operations Lockwarden records (docs/audit.md); ``repair`` is the log's own entry after
 an interrupted write. Not enforced: other tools write their own (Task MCP writes ``reclaim``)."""
 
 OWN_FIELDS = frozenset({"prev", "host", "via", "format", "result"})

@@ -1,4 +1,4 @@
-"""Inventory: every lock in the watched directories, with its verdict (issue 4, "Inventory").
+"""Inventory: every lock in the watched directories, with its verdict (docs/watching.md).
 
 :func:`scan` / :func:`scan_dir` list the directories of :class:`core.config.WatchSpec` entries
 (optionally recursively) with :func:`os.scandir`, keep the names that match the spec's patterns

@@ -1,6 +1,6 @@
 """Benchmark: cold start-up of ``lockwarden status PATH`` beside bare ``python -c pass``.
 
-Issue 3 target: the median of 20 runs of ``lockwarden status PATH`` is at most 120 ms more
+Target (docs/performance.md): the median of 20 runs of ``lockwarden status PATH`` is at most 120 ms more
 than the interpreter's own start-up (import lazily: no Qt, no watchdog on this path). Each run
 is a new process (the OS page cache stays warm: "cold" means a fresh interpreter). Also shows
 ``try`` and ``release`` (they import the lock engine) and which heavy modules were imported.

@@ -1,0 +1,147 @@
+"""The import arrows of ``core`` and ``app`` point down and never go round in a circle.
+
+Rules (docs/DESIGN.md, "Layout"): ``app`` imports ``core``, never the reverse, not even lazily
+or by a string given to :func:`importlib.import_module`; ``core`` never imports Qt; no two
+modules import each other, directly or through others. The imports are read from the source
+with :mod:`ast` (every ``import``, ``from … import``, and ``import_module("literal")``
+anywhere in a module, including inside functions and ``TYPE_CHECKING`` blocks), so a lazy
+import counts like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("core", "app")
+QT_ROOTS = ("PySide6", "shiboken6", "PyQt5", "PyQt6")
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imported_names(name: str, path: Path) -> Iterator[tuple[str, int]]:
+    """Every module name ``name`` imports, with the line, resolving relative imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            yield module, node.lineno
+            for alias in node.names:  # ``from core import lock`` imports the module core.lock
+                yield f"{module}.{alias.name}", node.lineno
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in ("import_module", "__import__") and node.args:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    yield arg.value, node.lineno
+
+
+def _graph() -> tuple[dict[str, set[str]], list[str]]:
+    """Edges between our own modules, and the list of forbidden upward/Qt arrows."""
+    modules = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    wrong: list[str] = []
+    for name, path in modules.items():
+        for target, line in _imported_names(name, path):
+            root = target.split(".")[0]
+            where = f"{path.relative_to(ROOT)}:{line} imports {target}"
+            if name.split(".")[0] == "core" and (root == "app" or root in QT_ROOTS):
+                wrong.append(where)
+            if target in modules and target != name:
+                edges[name].add(target)
+    return edges, wrong
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _package_edge(a: str, b: str) -> bool:
+    """``core.formats.sema`` importing its own package ``core.formats`` (or the reverse) is how
+    Python packages work; only circles between sibling modules count."""
+    return a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def test_core_never_imports_app_or_qt() -> None:
+    _, wrong = _graph()
+    assert wrong == [], "upward arrows:\n" + "\n".join(wrong)
+
+
+def test_no_import_circles() -> None:
+    edges, _ = _graph()
+    pruned = {a: {b for b in bs if not _package_edge(a, b)} for a, bs in edges.items()}
+    circles = _circles(pruned)
+    assert circles == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_checker_sees_lazy_imports_and_circles(tmp_path: Path) -> None:
+    """The checker itself: a function-level import and an import_module string both count."""
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    import app.main\n    importlib.import_module('app.tray')\n")
+    names = [n for n, _ in _imported_names("core.m", src)]
+    assert names == ["app.main", "app.tray"]
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
