@@ -3,20 +3,21 @@
 written comes from the formats (:func:`core.formats.build`); when and why, from
 :mod:`core.lock` and :mod:`core.operations`.
 
-- **Publish** (:func:`publish`): the complete, fsynced temp file ``.<name>.<token>.tmp``
-  (:func:`stage`, ``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0644) is hard-linked to the lock path;
-  ``link()`` fails with ``EEXIST`` when the lock exists. Where hard links are not supported
-  (``EPERM``, ``ENOTSUP``, ``EXDEV``...) the specs' ``O_CREAT|O_EXCL`` + write + fsync is used.
+- **Publish** (:func:`publish`): the complete, fsynced temp file
+  ``.<name>.<pid>.<token>.lwtmp`` (:func:`stage`, ``O_CREAT|O_EXCL|O_NOFOLLOW``, the format's
+  mode: 0644, task-mcp 0600) is hard-linked to the lock path; ``link()`` fails with
+  ``EEXIST`` when the lock exists. Where hard links are not supported (``EPERM``, ``ENOTSUP``,
+  ``EXDEV``...) the specs' ``O_CREAT|O_EXCL`` + write + fsync is used.
   ``rename()`` never targets the lock path here: it would replace a held lock.
 - **Take-over** (:func:`take_over`): under the directory guard (:class:`core._exchange.DirGuard`)
   the judged file is re-read and re-judged, then atomically exchanged with our complete lock;
   what came out must be exactly the judged file (identity and bytes), else it is swapped back.
   Without an exchange primitive (and only while the guard is held) the judged file is renamed
-  out to ``.<name>.<token>.swap``, verified, deleted, and ours linked in.
+  out to ``.<name>.<pid>.<token>.lwswap``, verified, deleted, and ours linked in.
 - **Renew** (:func:`renew`): a refresh exchanges the renewed file in under the guard after
   checking the path still holds our acquisition, and checks what came out.
 - **Verified remove** (:func:`remove_if`): under the guard, check in place, rename out to
-  ``.<name>.<random>.rel``, check again, delete; a foreign file is put back.
+  ``.<name>.<pid>.<random>.lwrel``, check again, delete; a foreign file is put back.
 
 Crash testing (test-only): when the environment variable :data:`CRASH_ENV` names one of
 :data:`CRASH_POINTS`, the process calls ``os._exit(137)`` at that step (docs/engine.md,
@@ -157,19 +158,22 @@ class Staged(NamedTuple):
         path: the lock path it is meant for. ``tmp``: its temp name. ``data``: its bytes.
         ident: ``(inode, device)`` of the temp file (the lock's once linked; :func:`settle`
             gives the lock's where the ``O_EXCL`` fallback wrote a new inode).
+        mode: its permission bits (the ``O_EXCL`` fallback creates the lock with them).
     """
 
     path: str
     tmp: str
     data: bytes
     ident: tuple[int, int]
+    mode: int = 0o644
 
 
-def _write_temp(tmp: str, data: bytes) -> tuple[int, int]:
-    """Create ``tmp`` exclusively (never through a symlink), write ``data``, fsync it.
-    Returns the file's ``(inode, device)``."""
+def _write_temp(tmp: str, data: bytes, mode: int = 0o644) -> tuple[int, int]:
+    """Create ``tmp`` exclusively (never through a symlink) with permission bits ``mode``
+    (the umask may only remove bits), write ``data``, fsync it. Returns the file's
+    ``(inode, device)``."""
     try:
-        fd = os.open(tmp, WRITE_EXCL_FLAGS, 0o644)
+        fd = os.open(tmp, WRITE_EXCL_FLAGS, mode)
     except OSError as exc:
         raise LockError(
             f"cannot create a lock file in {os.path.dirname(tmp)}: "
@@ -191,15 +195,17 @@ def _write_temp(tmp: str, data: bytes) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def stage(path: str, token: str, data: bytes) -> Iterator[Staged]:
-    """Write ``data`` to ``.<name>.<token>.tmp`` beside ``path`` (``O_EXCL|O_NOFOLLOW``, mode
-    0644, fsynced) for the duration of the block; the temp name is removed on leaving.
+def stage(path: str, token: str, data: bytes, mode: int = 0o644) -> Iterator[Staged]:
+    """Write ``data`` to ``.<name>.<pid>.<token>.lwtmp`` beside ``path``
+    (:func:`core.fsutil.temp_path`; ``O_EXCL|O_NOFOLLOW``, permission bits ``mode`` -- the
+    format's :attr:`core.formats.Built.mode` -- fsynced) for the duration of the block; the temp
+    name is removed on leaving.
 
     Raises:
         LockError: the temp file cannot be created (permissions, a full disk...).
     """
     tmp = temp_path(path, token)
-    staged = Staged(path, tmp, data, _write_temp(tmp, data))
+    staged = Staged(path, tmp, data, _write_temp(tmp, data, mode), mode)
     try:
         yield staged
     finally:
@@ -224,7 +230,7 @@ def publish(staged: Staged) -> bool:
             _no_link_devs.add(os.lstat(tmp).st_dev)
     # specs' protocol: O_CREAT|O_EXCL, write, fsync (a reader may see it partial)
     try:
-        fd = os.open(path, WRITE_EXCL_FLAGS, 0o644)
+        fd = os.open(path, WRITE_EXCL_FLAGS, staged.mode)
     except FileExistsError:
         return False
     try:
@@ -439,7 +445,7 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
 
 def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool]) -> tuple[bytes, FileInfo]:
     """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
-    that is not ours is never touched), then move it out to ``.<name>.<random>.rel``, check
+    that is not ours is never touched), then move it out to ``.<name>.<pid>.<random>.lwrel``, check
     again what was moved (closes the gap between the check and the move against tools that
     replace files without the guard) and delete it; put it back if it is not ours
     (docs/engine.md, "Release never deletes a successor's lock"). Returns the removed file's

@@ -80,6 +80,9 @@ class LockRecord:
         proc: clock-independent identity of the holder process where the OS has one (Linux:
             ``"<boot_id>:<start time in clock ticks since boot>"``, sema ``proc=``), so that a
             wall-clock step cannot make a live holder look like a reused PID.
+        renewed_at: when a refreshed lock was last renewed (aware, UTC), where the format
+            keeps that apart from ``acquired_at`` (sema: ``timestamp`` of a lock that also
+            records ``acquired=``; docs/formats.md, "Refresh: age and expiry"), else ``None``.
     """
 
     path: str
@@ -96,6 +99,7 @@ class LockRecord:
     token: str | None = None
     start: float | None = None
     proc: str | None = None
+    renewed_at: datetime | None = None
 
     @property
     def written_by_lockwarden(self) -> bool:

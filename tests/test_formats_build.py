@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core import formats
-from core.formats import Holder, Reclaimed, WriteRequest
+from core.formats import Holder, Reclaimed, WriteRequest, taskmcp
 from core.record import WRITABLE_FORMATS
 
 T0 = datetime(2026, 3, 1, 12, 0, 5, 123456, tzinfo=UTC)
@@ -49,11 +49,16 @@ def test_sema_writes_the_specs_keys_first_then_ours() -> None:
 def test_taskmcp_writes_the_reclaim_it_is_told_about_and_needs_a_lease() -> None:
     plain = json.loads(formats.build("task-mcp", request()).data)
     assert plain["owner"] == f"pid-4242@{HOST}" and plain["ttl"] == 60
-    assert "reclaimed_from" not in plain["metadata"]
+    assert "reclaimed_from" not in plain and isinstance(plain["since"], int)
     note = Reclaimed(holder="pid-1@elsewhere", reason="HOLDER_DEAD")
-    meta = json.loads(formats.build("task-mcp", request(reclaimed=note)).data)["metadata"]
-    assert list(meta)[-3:] == ["tag", "reclaimed_from", "reclaimed_reason"]
-    assert (meta["reclaimed_from"], meta["reclaimed_reason"]) == ("pid-1@elsewhere", "HOLDER_DEAD")
+    built = formats.build("task-mcp", request(reclaimed=note))
+    obj = json.loads(built.data)
+    assert built.mode == 0o600
+    # metadata: only the fields Task MCP's validator allows; ours at the top level
+    assert set(obj["metadata"]) <= set(taskmcp.ALLOWED_METADATA)
+    assert list(obj)[-2:] == ["reclaimed_from", "reclaimed_reason"]
+    assert (obj["reclaimed_from"], obj["reclaimed_reason"]) == ("pid-1@elsewhere", "HOLDER_DEAD")
+    meta = obj["metadata"]
     assert (meta["environment"], meta["purpose"]) == ("local", "interactive")
     with pytest.raises(ValueError, match="ttl"):
         formats.build("task-mcp", request(ttl=None))

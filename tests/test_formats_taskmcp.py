@@ -93,8 +93,6 @@ def test_current_user_without_passwd_entry() -> None:
 
 def test_make_record_serialises_the_enhanced_shape() -> None:
     meta = taskmcp.default_metadata(4242)
-    meta["reclaimed_from"] = "pid-1@old"
-    meta["reclaimed_reason"] = "LOCK_EXPIRED"
     rec = taskmcp.make_record(
         "/c/change.lock",
         owner="pid-4242@devbox",
@@ -103,12 +101,16 @@ def test_make_record_serialises_the_enhanced_shape() -> None:
         metadata=meta,
         token=TOKEN,
         start=1795250000.5,
+        extra={"reclaimed_from": "pid-1@old", "reclaimed_reason": "LOCK_EXPIRED"},
     )
-    data = formats.serialize(rec)
-    assert rec.raw == data.decode()
-    obj = json.loads(data)
-    assert list(obj) == ["owner", "since", "ttl", "metadata", "token", "start"]
-    assert obj["since"] == "2026-11-21T09:30:00.123Z"
+    assert formats.parse(rec.raw.encode(), rec.path) == rec
+    obj = json.loads(rec.raw)
+    assert list(obj) == ["owner", "since", "ttl", "metadata", "token", "start",
+                         "reclaimed_from", "reclaimed_reason"]
+    # since: integer epoch milliseconds, what Task MCP's atomic_lock reads (an ISO string
+    # there is NaN age: it would take our live lock for free)
+    assert obj["since"] == 1795253400123 and isinstance(obj["since"], int)
+    assert set(obj["metadata"]) <= set(taskmcp.ALLOWED_METADATA)
     assert obj["ttl"] == 3600 and isinstance(obj["ttl"], int)
     assert obj["metadata"] == meta
     assert obj["token"] == TOKEN
@@ -120,9 +122,9 @@ def test_make_record_serialises_the_enhanced_shape() -> None:
     assert rec.host == socket.gethostname()
     assert rec.token == TOKEN and rec.start == 1795250000.5
     assert rec.written_by_lockwarden
-    assert formats.parse(data, "/c/change.lock") == rec
-    assert formats.detect(data) == "task-mcp"
-    assert data.startswith(b'{\n  "owner": ')  # JSON.stringify(info, null, 2)
+    assert formats.parse(rec.raw.encode(), "/c/change.lock") == rec
+    assert formats.detect(rec.raw.encode()) == "task-mcp"
+    assert rec.raw.encode().startswith(b'{\n  "owner": ')  # JSON.stringify(info, null, 2)
 
 
 def test_tag_rides_in_metadata() -> None:

@@ -10,6 +10,7 @@ import stat
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from core import audit
 from core._exchange import DirGuard, GuardTimeout, exchange, exchange_available
 from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale, UnreadableError
 from core.formats import parse
+from core.formats.taskmcp import ALLOWED_METADATA, FILE_MODE
 from core.fsutil import parse_temp_name
 from core.inspect import inspect
 from core.lock import Lock, force_release, reclaim, release_path, wait
@@ -284,7 +286,11 @@ def test_auto_refresh_renews_and_reports_loss(lockdir: Path) -> None:
     assert lk.is_held and not lk.lost.is_set()
     renewed = parse(path.read_bytes())
     assert renewed.token == lk.token
-    assert renewed.acquired_at is not None and renewed.acquired_at > first
+    # the lease moved, the age did not (docs/formats.md, "Refresh: age and expiry")
+    assert renewed.acquired_at == first
+    expiry = renewed.effective_expiry()
+    assert expiry is not None and lk.ttl is not None
+    assert expiry > first + timedelta(seconds=lk.ttl)
     os.unlink(path)
     (lockdir / "ar.lock").write_text("pid=1\ntimestamp=1\n")
     assert lk.lost.wait(10)
@@ -382,7 +388,10 @@ def test_taskmcp_reclaim_matrix(lockdir: Path) -> None:
     now_ms = int(time.time() * 1000)
 
     def new_meta() -> dict[str, object]:
-        return parse(path.read_bytes()).metadata
+        """The reclaim note: top-level keys (metadata holds only Task MCP's allowed fields)."""
+        obj = json.loads(path.read_bytes())
+        assert set(obj["metadata"]) <= set(ALLOWED_METADATA)
+        return {k: obj.get(k) for k in ("reclaimed_from", "reclaimed_reason")}
 
     # LOCK_EXPIRED: TTL passed (the holder may be anywhere)
     _taskmcp_lock(path, owner="ci-pipeline-gh-456", since_ms=now_ms - 120_000, ttl=60)
@@ -428,8 +437,10 @@ def test_taskmcp_holder_dead(lockdir: Path) -> None:
     path = lockdir / "td.lock"
     make_stale(path, fmt="task-mcp", ttl=3600)
     lk = reclaim(path)
-    meta = parse(path.read_bytes()).metadata
-    assert meta["reclaimed_reason"] == "HOLDER_DEAD"
+    obj = json.loads(path.read_bytes())
+    assert obj["reclaimed_reason"] == "HOLDER_DEAD"
+    assert "reclaimed_reason" not in obj["metadata"]
+    assert stat.S_IMODE(path.stat().st_mode) == FILE_MODE
     lk.release()
 
 
@@ -709,7 +720,7 @@ def test_release_puts_back_a_file_replaced_after_the_check(
     real_rename = os.rename
 
     def racing_rename(src: str, dst: str) -> None:
-        if src == str(path) and dst.endswith(".rel"):
+        if src == str(path) and dst.endswith(".lwrel"):
             (lockdir / "foreign.tmp").write_bytes(foreign)
             real_rename(str(lockdir / "foreign.tmp"), str(path))
         real_rename(src, dst)

@@ -8,10 +8,12 @@
     timestamp=1703520000
     tag=deploy-v1.2.3
 
-Lockwarden writes four more keys after those, which both reference tools ignore (spec 000
+Lockwarden writes more keys after those, which both reference tools ignore (spec 000
 "Format Rules" 4: unknown fields are ignored): ``host`` (hostname), ``start`` (holder process
-start time, Unix seconds with fraction), ``token`` (32 lowercase hex digits naming one
-acquisition) and ``ttl`` (seconds).
+start time, Unix seconds with fraction), ``proc`` (boot id and start ticks), ``token`` (32
+lowercase hex digits naming one acquisition), ``ttl`` (seconds) and, once a lock was refreshed,
+``acquired`` (Unix seconds of the first acquisition; ``timestamp`` is then the last renewal,
+which is what sema and semats judge staleness by: docs/formats.md, "Refresh: age and expiry").
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from core.record import LockRecord
 
 FORMAT = "sema"
 
-KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "proc", "token", "ttl")
-"""Keys with a meaning: the specs' three, then Lockwarden's four, in the order we write them."""
+KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "proc", "token", "ttl", "acquired")
+"""Keys with a meaning: the specs' three, then Lockwarden's, in the order we write them."""
 
 _INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
 _FLOAT_RE = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
@@ -162,11 +164,23 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         ttl = _float(value)
         return ttl if ttl is not None and add_seconds(acquired_at, ttl) is not None else None
 
+    def fits_acquired(value: str) -> int | None:
+        if not _INT_RE.match(value) or len(value) > 30:
+            return None
+        seconds = int(value)
+        return seconds if 0 <= seconds <= timestamp else None
+
     host = _own_key(pairs, metadata, "host", lambda v: clean_value(v) or None)
     start = _own_key(pairs, metadata, "start", _float)
     proc = _own_key(pairs, metadata, "proc", lambda v: v if is_proc_id(v) else None)
     token = _own_key(pairs, metadata, "token", lambda v: v if is_token(v) else None)
     ttl = _own_key(pairs, metadata, "ttl", fits_ttl)
+    acquired = _own_key(pairs, metadata, "acquired", fits_acquired)
+    renewed_at: datetime | None = None
+    expires_at: datetime | None = None
+    if acquired is not None and acquired < timestamp:
+        renewed_at, acquired_at = acquired_at, from_unix(acquired, "acquired")
+        expires_at = add_seconds(renewed_at, ttl) if ttl is not None else None
     return LockRecord(
         path=path,
         format=FORMAT,
@@ -174,7 +188,7 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         pid=pid,
         host=host,
         acquired_at=acquired_at,
-        expires_at=None,
+        expires_at=expires_at,
         ttl=ttl,
         tag=tag,
         metadata=metadata,
@@ -182,6 +196,7 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         token=token,
         start=start,
         proc=proc,
+        renewed_at=renewed_at,
     )
 
 
@@ -194,11 +209,13 @@ def format_start(start: float) -> str:
 def serialize(record: LockRecord) -> bytes:
     """The bytes of a sema lock for ``record`` (LF line endings, spec 002 "Line Endings").
 
-    Writes ``pid``, ``timestamp`` (``acquired_at`` as whole Unix seconds), ``tag`` (when not
-    ``None``), then Lockwarden's ``host``, ``start``, ``proc``, ``token``, ``ttl`` when set
-    (DESIGN.md "Formats"). Every value has control characters replaced by spaces and is
-    trimmed (spec 002 "Tag Sanitization", "Parsing Rules" 3), so no value can inject a line and
-    ``parse(serialize(r))`` gives back what was written. ``metadata`` is not written.
+    Writes ``pid``, ``timestamp`` (``renewed_at``, else ``acquired_at``, as whole Unix
+    seconds), ``tag`` (when not ``None``), then Lockwarden's ``host``, ``start``, ``proc``,
+    ``token``, ``ttl`` when set (DESIGN.md "Formats"), and ``acquired`` (``acquired_at``) when
+    it is earlier than ``timestamp`` (a refreshed lock). Every value has control characters
+    replaced by spaces and is trimmed (spec 002 "Tag Sanitization", "Parsing Rules" 3), so no
+    value can inject a line and ``parse(serialize(r))`` gives back what was written.
+    ``metadata`` is not written.
 
     Raises:
         ValueError: no valid ``pid`` or ``acquired_at``, a non-finite/negative ``start`` or
@@ -208,7 +225,9 @@ def serialize(record: LockRecord) -> bytes:
         raise ValueError(f"a sema lock needs a PID in 1..{MAX_PID}, not {record.pid!r}")
     if record.acquired_at is None:
         raise ValueError("a sema lock needs acquired_at (its timestamp)")
-    timestamp = math.floor(as_utc(record.acquired_at).timestamp())
+    acquired = math.floor(as_utc(record.acquired_at).timestamp())
+    renewed = record.renewed_at if record.renewed_at is not None else record.acquired_at
+    timestamp = math.floor(as_utc(renewed).timestamp())
     if not 0 <= timestamp <= MAX_TIMESTAMP:
         raise ValueError(f"timestamp out of range: {timestamp}")
     lines = [f"pid={record.pid}", f"timestamp={timestamp}"]
@@ -234,6 +253,8 @@ def serialize(record: LockRecord) -> bytes:
         if not (math.isfinite(record.ttl) and record.ttl >= 0):
             raise ValueError(f"ttl must be finite and >= 0, not {record.ttl!r}")
         lines.append(f"ttl={number_text(float(record.ttl))}")
+    if 0 <= acquired < timestamp:
+        lines.append(f"acquired={acquired}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -248,10 +269,14 @@ def make_record(
     token: str | None = None,
     ttl: float | None = None,
     proc: str | None = None,
+    acquired: datetime | None = None,
 ) -> LockRecord:
     """A sema :class:`LockRecord` ready to be written, with ``raw`` holding its text.
 
     ``timestamp`` (aware; naive is taken as UTC) is cut to whole seconds, as sema stores it;
+    ``acquired``, for a refreshed lock, is when it was first taken (cut the same way): when it
+    is earlier than ``timestamp`` it is written as ``acquired=`` and becomes ``acquired_at``,
+    ``timestamp`` becomes ``renewed_at`` and the lease runs from it (``expires_at``);
     ``tag`` and ``host`` are sanitised and trimmed as :func:`serialize` writes them; ``start``
     is rounded to the microseconds written. The result equals ``parse(record.raw, path)``.
 
@@ -262,6 +287,13 @@ def make_record(
     acquired_at = from_unix(seconds, "timestamp") if 0 <= seconds <= MAX_TIMESTAMP else None
     if acquired_at is None:
         raise ValueError(f"timestamp out of range: {timestamp!r}")
+    renewed_at: datetime | None = None
+    expires_at: datetime | None = None
+    first = math.floor(as_utc(acquired).timestamp()) if acquired is not None else seconds
+    if 0 <= first < seconds:
+        renewed_at, acquired_at = acquired_at, from_unix(first, "acquired")
+        if ttl is not None and math.isfinite(ttl) and ttl >= 0:
+            expires_at = add_seconds(renewed_at, float(ttl))
     clean_host = clean_value(host) if host is not None else None
     if start is not None and math.isfinite(start) and start >= 0:
         start = float(format_start(start))
@@ -271,11 +303,13 @@ def make_record(
         pid=pid,
         host=clean_host or None,
         acquired_at=acquired_at,
+        expires_at=expires_at,
         ttl=float(ttl) if ttl is not None else None,
         tag=clean_value(tag) if tag is not None else None,
         token=token,
         start=start,
         proc=proc,
+        renewed_at=renewed_at,
     )
     data = serialize(record)
     return _replace_raw(record, data)
@@ -283,8 +317,11 @@ def make_record(
 
 def build(request: WriteRequest) -> Built:
     """The sema lock Lockwarden writes for ``request`` (DESIGN.md, "Formats": ``pid``,
-    ``timestamp``, ``tag`` first, then ``host``, ``start``, ``proc``, ``token`` and ``ttl``,
-    which both reference tools ignore), as :func:`make_record` makes it.
+    ``timestamp``, ``tag`` first, then ``host``, ``start``, ``proc``, ``token``, ``ttl`` and,
+    for a renewal, ``acquired`` = ``request.acquired``, which both reference tools ignore), as
+    :func:`make_record` makes it. ``timestamp`` is ``request.at``: for a renewal the refresh
+    time, so that sema (stale when ``timestamp`` is older than its timeout, spec 000 "Stale
+    Detection") never breaks a lock that is being refreshed.
 
     Raises:
         ValueError: as :func:`serialize` (bad pid, token, ttl or start).
@@ -293,6 +330,7 @@ def build(request: WriteRequest) -> Built:
     record = make_record(
         request.path, pid=holder.pid, timestamp=request.at, tag=request.tag, host=holder.host,
         start=holder.start, token=request.token, ttl=request.ttl, proc=holder.proc,
+        acquired=request.acquired,
     )
     return Built(record, record.raw.encode("utf-8"))  # raw is exactly the serialised bytes
 

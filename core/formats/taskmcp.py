@@ -9,8 +9,14 @@ Two shapes exist and both are read:
   ``metadata`` object (``hostname``, ``process_id``, ``user_identity``, ``session_id``,
   ``environment``, ``purpose``; after a reclaim also ``reclaimed_from``, ``reclaimed_reason``).
 
-Lockwarden writes the enhanced shape, plus top-level ``token`` and ``start`` keys naming its
-acquisition (unknown keys are harmless to JSON readers).
+Lockwarden writes what Task MCP's ``atomic_lock`` itself reads safely (docs/formats.md,
+"task-mcp: what Lockwarden writes"): ``since`` as integer epoch milliseconds (``atomic_lock``
+computes ``Date.now() - lock.since``, which is ``NaN`` for an ISO string: it would take a live
+lock for free and overwrite it), ``metadata`` holding only the fields Task MCP's validator allows
+(:data:`ALLOWED_METADATA`), and Lockwarden's own keys -- ``token``, ``start``, ``proc``,
+``tag``, ``reclaimed_from``, ``reclaimed_reason`` -- at the top level (unknown top-level keys
+are harmless to JSON readers), in a file of mode 0600 (:data:`FILE_MODE`). Both ``since`` forms,
+and our keys inside ``metadata`` (older Lockwarden files), are still read.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import math
 import os
 import re
 import socket
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from core.errors import ParseError
@@ -33,7 +40,6 @@ from core.formats._common import (
     as_utc,
     clean_value,
     decode_text,
-    format_time,
     from_unix,
     is_proc_id,
     is_token,
@@ -70,6 +76,16 @@ matrix (spec 004 "Local Development")."""
 LOCKWARDEN_PURPOSE = "interactive"
 """The purpose Lockwarden declares in the locks it writes and as a requester in the reclaim
 matrix (spec 004 "Enhanced Lock File Format")."""
+
+ALLOWED_METADATA: tuple[str, ...] = (
+    "hostname", "process_id", "user_identity", "session_id", "environment", "purpose",
+)
+"""The only ``metadata`` fields Task MCP accepts (spec 004 "Security Controls",
+``validateLockOwner``: ``allowedFields``; any other field is an ``Unexpected metadata field``
+error). Lockwarden's ``metadata`` holds no other key."""
+
+FILE_MODE = 0o600
+"""Permission bits of the task-mcp lock files Lockwarden creates (as Task MCP's own)."""
 
 _OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)\Z", re.DOTALL)
 
@@ -135,8 +151,10 @@ def _since(obj: dict[str, Any]) -> datetime:
         if millis < 0:
             raise ParseError(f"since is negative: {short(value)}")
         try:
+            if isinstance(value, int):  # exact: no float rounding of large millisecond counts
+                return EPOCH + timedelta(milliseconds=value)
             return from_unix(millis / 1000.0, "since")
-        except ParseError:
+        except (ParseError, OverflowError):
             raise ParseError(f"since is out of range: {short(value)} ms") from None
     if isinstance(value, int | float) and not isinstance(value, bool):
         raise ParseError(f"since is out of range: {short(value)}")
@@ -152,11 +170,13 @@ def parse(data: bytes, path: str = "") -> LockRecord:
     - ``ttl`` (number, seconds, >= 0) -> ``ttl``; ``expires_at`` = ``since + ttl``;
     - ``metadata`` (object, optional; ``null`` = none) -> ``metadata`` (a copy);
     - ``pid``: ``metadata.process_id``, else from an owner ``pid-<N>@<host>`` (Task MCP's
-      default owner, spec 004 "Local Development"); ``host``: ``metadata.hostname``, else that
-      owner's host part;
-    - ``tag``: ``metadata.tag`` when it is a string (Lockwarden puts a lock's tag there),
-      control characters replaced by spaces;
-    - Lockwarden's top-level ``token`` (32 lowercase hex) and ``start`` (Unix s) when valid.
+      default owner, spec 004 "Local Development"); ``host``: ``metadata.hostname``, else a
+      top-level ``host``, else that owner's host part;
+    - ``tag``: the top-level ``tag`` when it is a string (where Lockwarden writes it), else
+      ``metadata.tag`` (where older Lockwarden versions wrote it), control characters
+      replaced by spaces;
+    - Lockwarden's top-level ``token`` (32 lowercase hex), ``start`` (Unix s) and ``proc`` when
+      valid. Other top-level keys (``reclaimed_from``, ``reclaimed_reason``) stay in ``raw``.
 
     Raises:
         ParseError: not a JSON object, or ``owner``/``since``/``ttl``/``metadata`` missing or
@@ -194,6 +214,8 @@ def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
 
     pid = valid_pid(metadata.get("process_id"))
     host_value = metadata.get("hostname")
+    if not (isinstance(host_value, str) and host_value):
+        host_value = obj.get("host")
     host = host_value if isinstance(host_value, str) and host_value else None
     m = _OWNER_PID_RE.match(owner)
     if m:
@@ -202,7 +224,9 @@ def from_object(obj: dict[str, Any], data: bytes, path: str) -> LockRecord:
         if host is None:
             host = m.group(2)
 
-    tag_value = metadata.get("tag")
+    tag_value = obj.get("tag")
+    if not isinstance(tag_value, str):
+        tag_value = metadata.get("tag")  # where Lockwarden wrote it before
     tag = clean_value(tag_value) if isinstance(tag_value, str) else None
 
     token = obj["token"] if is_token(obj.get("token")) else None
@@ -237,29 +261,38 @@ def _ttl_json(ttl: float) -> int | float:
 
 
 def serialize(record: LockRecord) -> bytes:
-    """Bytes of a Task MCP lock in the spec's enhanced shape (spec 004 "Enhanced Lock File
-    Format"), indented by 2 as Task MCP's ``JSON.stringify(info, null, 2)``, ASCII-only:
-
-    ``owner``, ``since`` (ISO 8601 UTC with milliseconds and ``Z``, as JavaScript's
-    ``toISOString``), ``ttl`` (seconds; an integer when whole), ``metadata``, then ``token``
-    , ``start`` and ``proc`` when set.
+    """Bytes of a Task MCP lock, indented by 2 as Task MCP's ``JSON.stringify(info, null, 2)``,
+    ASCII-only: ``owner``, ``since`` (integer epoch milliseconds, as ``atomic_lock`` writes and
+    reads it: spec 004 "Current Implementation"), ``ttl`` (seconds; an integer when whole),
+    ``metadata`` (as in the record), then ``tag``, ``token``, ``start`` and ``proc`` when set.
 
     Raises:
-        ValueError: no ``holder``/``acquired_at``/``ttl``, a negative or non-finite ``ttl``,
-            metadata that is not JSON-serialisable, or a bad token/start.
+        ValueError: no ``holder``/``acquired_at``/``ttl``, a negative or non-finite ``ttl``, an
+            ``acquired_at`` before 1970, metadata that is not JSON-serialisable, or a bad
+            token/start.
     """
+    return _serialize(record, None)
+
+
+def _serialize(record: LockRecord, extra: Mapping[str, str | None] | None) -> bytes:
+    """:func:`serialize`, plus the top-level keys ``extra`` after the others."""
     if record.holder is None:
         raise ValueError("a task-mcp lock needs a holder (owner)")
-    if record.acquired_at is None:
+    millis = since_millis(record)
+    if millis is None:
         raise ValueError("a task-mcp lock needs acquired_at (since)")
+    if millis < 0:
+        raise ValueError(f"since must not be before 1970: {record.acquired_at!r}")
     if record.ttl is None or not math.isfinite(record.ttl) or record.ttl < 0:
         raise ValueError(f"a task-mcp lock needs a finite ttl >= 0, not {record.ttl!r}")
     obj: dict[str, Any] = {
         "owner": record.holder,
-        "since": format_time(record.acquired_at, digits=3),
+        "since": millis,
         "ttl": _ttl_json(record.ttl),
         "metadata": dict(record.metadata),
     }
+    if record.tag is not None:
+        obj["tag"] = clean_value(record.tag)
     if record.token is not None:
         if not is_token(record.token):
             raise ValueError("token must be 32 lowercase hex digits")
@@ -272,6 +305,10 @@ def serialize(record: LockRecord) -> bytes:
         if not is_proc_id(record.proc):
             raise ValueError(f"proc is not a process identity: {record.proc!r}")
         obj["proc"] = record.proc
+    for key, value in (extra or {}).items():
+        if key in obj:
+            raise ValueError(f"{key!r} is already a field of the lock")
+        obj[key] = value
     try:
         text = json.dumps(obj, indent=2, allow_nan=False, ensure_ascii=True)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -289,17 +326,21 @@ def make_record(
     token: str | None = None,
     start: float | None = None,
     proc: str | None = None,
+    tag: str | None = None,
+    extra: Mapping[str, str | None] | None = None,
 ) -> LockRecord:
-    """A Task MCP :class:`LockRecord` ready to be written, ``raw`` holding its text.
+    """A Task MCP :class:`LockRecord` ready to be written, ``raw`` holding its text
+    (:func:`serialize`).
 
     ``since`` (aware; naive is taken as UTC) is cut to whole milliseconds as written; ``ttl``
-    is seconds; ``metadata`` is copied (use :func:`default_metadata`; a reclaim adds
-    ``reclaimed_from`` and ``reclaimed_reason``, spec 004 "Reclaim Process"). ``pid`` and
-    ``host`` are derived as :func:`parse` derives them, so the result equals
-    ``parse(record.raw, path)``.
+    is seconds; ``metadata`` is copied (use :func:`default_metadata`: only
+    :data:`ALLOWED_METADATA` fields); ``tag`` is written at the top level; ``extra`` are more
+    top-level keys (a reclaim's ``reclaimed_from`` and ``reclaimed_reason``, spec 004 "Reclaim
+    Process"), kept in ``raw`` only. ``pid`` and ``host`` are derived as :func:`parse` derives
+    them, so the result equals ``parse(record.raw, path)``.
 
     Raises:
-        ValueError: as :func:`serialize`.
+        ValueError: as :func:`serialize`, or an ``extra`` key that is already a field.
     """
     since = as_utc(since)
     since = since.replace(microsecond=since.microsecond // 1000 * 1000)
@@ -309,12 +350,13 @@ def make_record(
         holder=owner,
         acquired_at=since,
         ttl=float(ttl),
+        tag=tag,
         metadata=dict(metadata),
         token=token,
         start=float(start) if start is not None else None,
         proc=proc,
     )
-    data = serialize(draft)
+    data = _serialize(draft, extra)
     try:
         return parse(data, path)
     except ParseError as exc:
@@ -322,12 +364,19 @@ def make_record(
 
 
 def build(request: WriteRequest) -> Built:
-    """The Task MCP lock Lockwarden writes for ``request``: owner ``pid-<pid>@<host>`` (spec 004
-    "Local Development"), ``since`` = ``request.at``, ``ttl`` = ``request.ttl``, metadata from
+    """The Task MCP lock Lockwarden writes for ``request`` (docs/formats.md, "task-mcp: what
+    Lockwarden writes"): owner ``pid-<pid>@<host>`` (spec 004 "Local Development"), ``since`` =
+    ``request.at`` in epoch milliseconds, ``ttl`` = ``request.ttl``, metadata from
     :func:`default_metadata` (environment :data:`LOCKWARDEN_ENVIRONMENT`, purpose
-    :data:`LOCKWARDEN_PURPOSE`), then ``tag`` when given, then -- for a reclaim --
-    ``reclaimed_from`` and ``reclaimed_reason`` (spec 004 "Reclaim Process"); plus the top-level
-    ``token``, ``start`` and ``proc`` (:func:`serialize`).
+    :data:`LOCKWARDEN_PURPOSE`; only :data:`ALLOWED_METADATA` fields), then at the top level
+    ``tag``, ``token``, ``start``, ``proc`` and -- for a reclaim -- ``reclaimed_from`` and
+    ``reclaimed_reason`` (spec 004 "Reclaim Process"). File mode :data:`FILE_MODE`.
+
+    A renewal (``request.acquired`` set) keeps ``since`` at the first acquisition and extends
+    ``ttl`` so that the lease ends ``request.ttl`` seconds after ``request.at``: Task MCP
+    judges expiry by ``since + ttl`` and the lock's age stays its age (spec 004's own
+    ``refreshLock`` moves ``since`` instead, which would make a lock held for hours look
+    minutes old).
 
     Raises:
         ValueError: ``request.ttl`` is None (a task-mcp lock is a lease), or as
@@ -338,30 +387,40 @@ def build(request: WriteRequest) -> Built:
     holder = request.holder
     metadata = default_metadata(holder.pid, environment=LOCKWARDEN_ENVIRONMENT,
                                 purpose=LOCKWARDEN_PURPOSE)
-    if request.tag is not None:
-        metadata["tag"] = request.tag
+    extra: dict[str, str | None] = {}
     if request.reclaimed is not None:
-        metadata["reclaimed_from"] = request.reclaimed.holder
-        metadata["reclaimed_reason"] = request.reclaimed.reason
+        extra["reclaimed_from"] = request.reclaimed.holder
+        extra["reclaimed_reason"] = request.reclaimed.reason
+    since, ttl = request.at, request.ttl
+    if request.acquired is not None:
+        first, now = _millis(request.acquired), _millis(request.at)
+        if first < now:
+            since, ttl = request.acquired, (now - first) / 1000 + request.ttl
     record = make_record(
-        request.path, owner=default_owner(holder.pid, holder.host), since=request.at,
-        ttl=request.ttl, metadata=metadata, token=request.token, start=holder.start,
-        proc=holder.proc,
+        request.path, owner=default_owner(holder.pid, holder.host), since=since,
+        ttl=ttl, metadata=metadata, token=request.token, start=holder.start,
+        proc=holder.proc, tag=request.tag, extra=extra,
     )
-    return Built(record, record.raw.encode("utf-8"))  # raw is exactly the serialised bytes
+    return Built(record, record.raw.encode("utf-8"), FILE_MODE)  # raw: the serialised bytes
+
+
+def _millis(dt: datetime) -> int:
+    delta = as_utc(dt) - EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def since_millis(record: LockRecord) -> int | None:
     """``acquired_at`` as epoch milliseconds (the code's ``since`` form), or ``None``."""
     if record.acquired_at is None:
         return None
-    delta = as_utc(record.acquired_at) - EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return _millis(record.acquired_at)
 
 
 def with_since(record: LockRecord, since: datetime) -> LockRecord:
-    """A copy of a task-mcp ``record`` renewed at ``since`` (for refresh): same owner, ttl,
-    metadata, token and start; ``raw`` rewritten."""
+    """A copy of a task-mcp ``record`` with ``since`` moved (Task MCP's own ``refreshLock``,
+    spec 004 "Auto-Refresh Mechanism"): same owner, ttl, metadata, tag, token and start;
+    ``raw`` rewritten. The engine's refresh keeps ``since`` and extends ``ttl`` instead
+    (:func:`build`)."""
     return make_record(
         record.path,
         owner=record.holder or "",
@@ -371,10 +430,13 @@ def with_since(record: LockRecord, since: datetime) -> LockRecord:
         token=record.token,
         start=record.start,
         proc=record.proc,
+        tag=record.tag,
     )
 
 
 __all__ = [
+    "ALLOWED_METADATA",
+    "FILE_MODE",
     "FORMAT",
     "LOCKWARDEN_ENVIRONMENT",
     "LOCKWARDEN_PURPOSE",

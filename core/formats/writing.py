@@ -19,6 +19,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
 
+from core.defaults import MAX_TAG_BYTES
+from core.errors import TagTooLong
 from core.record import LockRecord
 
 # NamedTuples rather than dataclasses: immutable and typed as well, and ~6x cheaper to define
@@ -70,8 +72,12 @@ class WriteRequest(NamedTuple):
         tag: the human description, or ``None`` (sema ``tag``; task-mcp ``metadata.tag``;
             af-ledger ``agent_id``). Control characters become spaces where the format has the
             rule.
-        ttl: lease length in seconds, or ``None`` (task-mcp needs one).
+        ttl: lease length in seconds, or ``None`` (task-mcp needs one). For a renewal, the
+            lease from ``at`` on.
         reclaimed: for a reclaim, what was replaced (:class:`Reclaimed`), else ``None``.
+        acquired: for a renewal (refresh), when the lock was first taken (aware, UTC): a
+            lock's age counts from its acquisition, only its expiry moves (docs/formats.md,
+            "Refresh: age and expiry"). ``None`` for a new lock (``at`` is then both).
     """
 
     path: str
@@ -81,16 +87,33 @@ class WriteRequest(NamedTuple):
     tag: str | None = None
     ttl: float | None = None
     reclaimed: Reclaimed | None = None
+    acquired: datetime | None = None
 
 
 class Built(NamedTuple):
-    """A builder's result: the record as a reader will parse it, and its exact bytes."""
+    """A builder's result: the record as a reader will parse it, its exact bytes, and the
+    file mode (permission bits) to create it with (0644; task-mcp 0600, as Task MCP's own
+    lock files)."""
 
     record: LockRecord
     data: bytes
+    mode: int = 0o644
+
+
+def check_tag(tag: str | None) -> None:
+    """Refuse a tag longer than :data:`core.defaults.MAX_TAG_BYTES` bytes of UTF-8.
+
+    Raises:
+        TagTooLong: (a ``ValueError`` and a ``LockError``) with ``size`` and ``limit`` in bytes.
+    """
+    if tag is None or len(tag) * 4 <= MAX_TAG_BYTES:  # at most 4 bytes per character
+        return
+    size = len(tag.encode("utf-8", "surrogatepass"))
+    if size > MAX_TAG_BYTES:
+        raise TagTooLong(size, MAX_TAG_BYTES)
 
 
 Builder = Callable[[WriteRequest], Built]
 """The signature of a format's builder."""
 
-__all__ = ["Builder", "Built", "Holder", "Reclaimed", "WriteRequest"]
+__all__ = ["Builder", "Built", "Holder", "Reclaimed", "WriteRequest", "check_tag"]
