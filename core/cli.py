@@ -9,8 +9,8 @@ rewritten or removed by :mod:`core.lock`. The layers of the CLI, arrows pointing
 - this module: the parser, the dispatch, the one-line report of an unexpected error;
 - :mod:`core.cli_verbs`: the built-in verbs (options, examples, the module that runs each);
 - the verb modules, imported only when their verb runs: :mod:`core.cli_locks` (``try``,
-  ``acquire``, ``release``, ``reclaim``), :mod:`core.cli_inspect` (``status``, ``wait``,
-  ``list``), :mod:`core.cli_run`, :mod:`core.cli_audit`, :mod:`core.cli_clean`,
+  ``acquire``, ``release``, ``reclaim``), :mod:`core.cli_inspect` (``status``, ``wait``),
+  :mod:`core.cli_list`, :mod:`core.cli_run`, :mod:`core.cli_audit`, :mod:`core.cli_clean`,
   :mod:`core.cli_watch`, with :mod:`core.cli_format` for text output;
 - :mod:`core.cli_common` (exit codes, :class:`CliError`, :class:`Out`, :class:`Verb`, path
   checks, the stale policy built from the flags) and :mod:`core.cli_args` (argument types:
@@ -51,6 +51,7 @@ from core.cli_common import (
     Handler,
     Out,
     Verb,
+    nul_argument,
     one_line,
     silence_stdout,
 )
@@ -70,7 +71,10 @@ class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line on stderr, exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        """Exit 2 with one escaped line (the message may quote the user's words: an unknown
+        option holding a terminal escape must not reach the terminal as one)."""
+        self.exit(EXIT_USAGE,
+                  f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -161,11 +165,19 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
 
     Never raises for bad input or a failed operation (``SystemExit`` from ``--help``,
     ``--version`` and usage errors becomes its code); errors are one line on stderr, with a
-    traceback only under ``--debug``. Raises ValueError when ``extra_verbs`` reuse a name.
+    traceback only under ``--debug``. A word holding a NUL byte is refused before parsing
+    (exit 2: :func:`core.cli_common.nul_argument`). Raises ValueError when ``extra_verbs``
+    reuse a name.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbs = _all_verbs(extra_verbs)
     debug = "--debug" in args_list
+    bad = nul_argument(args_list)
+    if bad is not None:
+        print(f"{PROG}: error: argument {one_line(repr(bad))} contains a NUL byte: no path, "
+              f"option or command word can hold one (see '{PROG} --help')",
+              file=sys.stderr, flush=True)
+        return EXIT_USAGE
     try:
         head, run_cmd = _split_run_command(args_list)
         try:
@@ -204,7 +216,9 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
 
 def _report_exception(exc: BaseException) -> int:
     """Print one line for an exception no verb handled and return its exit code: the
-    engine's "no" answers 1, unreadable/I-O 3, a NUL byte in a path 2, anything else 4."""
+    engine's "no" answers 1 (a refused reclaim of an af claim too), unreadable/I-O and "not a
+    lock file" 3, anything else 4 (a bug: NUL bytes, the one bad input the system calls would
+    refuse with ValueError, never get this far)."""
     from core.errors import (
         LockError,
         LockHeld,
@@ -212,19 +226,21 @@ def _report_exception(exc: BaseException) -> int:
         LockTimeout,
         NotStale,
         ParseError,
+        ReadOnlyLock,
         UnreadableError,
     )
+    from core.reasons import ReadOnlyKind
 
     if isinstance(exc, UnreadableError | ParseError):
         msg, code = str(exc), EXIT_IO
+    elif isinstance(exc, ReadOnlyLock):
+        msg, code = str(exc), EXIT_IO if exc.kind is ReadOnlyKind.NOT_A_LOCK else EXIT_NO
     elif isinstance(exc, LockHeld | LockTimeout | LockLost | NotStale):
         msg, code = str(exc), EXIT_NO  # a "no" answer the verb did not expect
     elif isinstance(exc, LockError):  # the engine could not do it: I/O, vanished holder...
         msg, code = str(exc), EXIT_IO
     elif isinstance(exc, OSError):
         msg, code = _os_error_text(exc), EXIT_IO
-    elif isinstance(exc, ValueError) and "null byte" in str(exc):
-        msg, code = f"path contains a NUL byte ({exc})", EXIT_USAGE
     else:
         msg = (f"internal error: {type(exc).__name__}: {exc} "
                "(run again with --debug for the traceback and report it)")

@@ -13,6 +13,7 @@ Bounds (seconds unless said otherwise; floats allowed, docs/cli.md "Options"):
 - ``--min-age S`` (``clean``): finite, ``0 <= S <=`` ten years (:data:`MIN_AGE`).
 - ``--pid N``: an integer ``1 <= N <=`` :data:`MAX_PID` (a C ``pid_t``).
 - ``--tail N``: an integer ``>= 0``; a count larger than the log just means the whole log.
+- ``--tag T``: at most :data:`core.defaults.MAX_TAG_BYTES` (4096) bytes of UTF-8 (:func:`tag`).
 
 Imports only the standard library (the parser is built on every start-up).
 """
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import math
+
+from core.defaults import MAX_TAG_BYTES
 
 ONE_YEAR = 365 * 24 * 3600.0
 """Seconds in a (365-day) year: 31 536 000."""
@@ -82,6 +85,21 @@ STALE_AFTER = Seconds(0.0, 10 * ONE_YEAR, low_open=True)
 """``--stale-after S``: more than 0, at most ten years."""
 MIN_AGE = Seconds(0.0, 10 * ONE_YEAR)
 """``clean --min-age S``: 0 to ten years."""
+
+
+def tag(text: str) -> str:
+    """An argparse type for ``--tag``: the text itself when it is at most
+    :data:`core.defaults.MAX_TAG_BYTES` bytes of UTF-8 (the engine refuses longer tags:
+    :func:`core.formats.writing.check_tag`).
+
+    Raises:
+        argparse.ArgumentTypeError: a longer tag (nothing is written).
+    """
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_TAG_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"is {size} bytes of UTF-8; a tag is at most {MAX_TAG_BYTES} bytes")
+    return text
 
 
 def pid(text: str) -> int:

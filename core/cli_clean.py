@@ -1,12 +1,14 @@
 """``lockwarden clean DIR``: remove temp files that Lockwarden's engine left behind.
 
-Only names matching the engine's temp pattern (:func:`core.fsutil.parse_temp_name`:
-``.<lock>.<32 hex>.(tmp|swap|rel)``) are candidates, so another tool's files are never touched.
-A candidate is removed only when it is a regular file (not a symlink), older than ``--min-age``
-seconds (a live acquisition publishes and unlinks its temp within milliseconds), has a single
-link (``st_nlink == 1``: a temp still hard-linked as the lock itself is a held lock's file) and
-is not the same inode as the lock it names. It is re-checked (still a single-link regular
-file) just before the unlink.
+Only names with the full shape of the engine's temp files (:func:`core.fsutil.parse_temp`:
+``.<lock>.<pid>.<32 hex>.lw(tmp|swap|rel)``) are candidates -- a shape no lock name has, and
+one the engine refuses as a lock path -- so another tool's files, and locks, are never touched.
+A candidate is removed only when :func:`core.fsutil.leftover_removable` says so: a regular
+file (not a symlink) with a single link (a temp still hard-linked as the lock itself is a held
+lock's file), not the inode of the lock it names, older than ``--min-age`` seconds and never
+younger than the writing grace, and whose writer (the PID in its name) is gone. It is
+re-checked (still a single-link regular file) just before the unlink (docs/engine.md,
+"Crashes and leftovers").
 """
 
 from __future__ import annotations
@@ -20,36 +22,20 @@ from core.cli_common import EXIT_OK, CliError, Out, check_dir
 
 
 def leftovers(directory: str, *, min_age: float, now: float | None = None) -> list[str]:
-    """Paths of the engine's leftover temp files in ``directory`` (not recursive).
+    """Paths of the engine's leftover temp files in ``directory`` that may be removed (not
+    recursive; :func:`core.fsutil.leftover_removable`).
 
     ``min_age`` in seconds; ``now`` Unix seconds (default: the current time).
-    Raises OSError when the directory cannot be listed."""
-    from core.fsutil import parse_temp_name
+
+    Raises:
+        OSError: the directory cannot be listed.
+    """
+    from core.fsutil import leftover_removable, parse_temp
 
     now = time.time() if now is None else now
-    found = []
     with os.scandir(directory) as it:
-        for entry in it:
-            parsed = parse_temp_name(entry.name)
-            if parsed is None:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                continue
-            if now - st.st_mtime < min_age:
-                continue
-            lock = os.path.join(directory, parsed[0])
-            try:
-                lst = os.lstat(lock)
-                if (lst.st_ino, lst.st_dev) == (st.st_ino, st.st_dev):
-                    continue
-            except OSError:
-                pass
-            found.append(entry.path)
-    return sorted(found)
+        names = [e.path for e in it if parse_temp(e.name) is not None]
+    return sorted(p for p in names if leftover_removable(p, min_age=min_age, now=now))
 
 
 def cmd_clean(args: argparse.Namespace, out: Out) -> int:

@@ -83,6 +83,10 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     :func:`core.lock.release_path` (holder = the caller's PID or ``--pid``); ``--force``
     removes anyone's lock (audited by the engine as ``force_release``).
 
+    The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
+    only "not released", so the lock is looked at again (:func:`core.inspect.inspect`) and
+    the line says whether it is free or whose it is.
+
     Returns:
         0 released, 1 not yours or not held.
 
@@ -98,12 +102,18 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     force = bool(args.force)
     check_lock_path(path, must_be_file=True)
     pid = holder_pid(args)
+    policy = stale_policy(args)
     try:
-        status = release_path(path, pid=pid, force=force, reason=args.reason,
-                              policy=stale_policy(args))
-    except LockLost as exc:
-        msg = str(exc)
-        out.note(msg if "not released" in msg else f"not released: {msg}")
+        status = release_path(path, pid=pid, force=force, reason=args.reason, policy=policy)
+    except LockLost:
+        from core.inspect import inspect
+
+        now = inspect(path, policy=policy)
+        if now.state is State.FREE:
+            out.note(f"not released: {path} is not held")
+        else:
+            out.note(f"not released: {path} is not held by PID {pid} on this host: "
+                     f"{describe_holder(now)}")
         return EXIT_NO
     if status.state is State.FREE:
         out.note(f"not released: {path} is not held")
@@ -120,14 +130,22 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     """``reclaim PATH [--force] [--reason T]``: break a stale lock and take it
     (:func:`core.lock.reclaim`, race-free: docs/DESIGN.md, "Lock operations (the engine)").
 
+    A free path is simply acquired (the engine audits an ``acquire``, not a ``reclaim``); the
+    CLI tells the two apart by the engine's result, :attr:`core.lock.Lock.reclaimed_from`
+    (the status of the lock it replaced, None when it replaced nothing), and says
+    ``nothing to reclaim: PATH was free; acquired it``. ``--json`` adds ``reclaimed_from``
+    (that status as ``to_dict()``, or null) to the new lock's status.
+
     Returns:
-        0 reclaimed, 1 refused (the holder is alive and no ``--force``).
+        0 reclaimed, or acquired because the path was free; 1 refused (the holder is alive
+        and no ``--force``).
 
     Raises:
         CliError: bad path or unreadable lock (exit 3), ``--pid`` of no running process
             (exit 2).
     """
     from core.errors import LockHeld, NotStale
+    from core.holder import describe_holder
     from core.lock import reclaim
 
     path: str = args.path
@@ -135,8 +153,8 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     pid = checked_holder_pid(args)
     policy = stale_policy(args)
     try:
-        reclaim(path, force=bool(args.force), reason=args.reason, holder_pid=pid, tag=args.tag,
-                ttl=args.ttl, policy=policy)
+        lock = reclaim(path, force=bool(args.force), reason=args.reason, holder_pid=pid,
+                       tag=args.tag, ttl=args.ttl, policy=policy)
     except (NotStale, LockHeld) as exc:
         status = exc.status
         if status is not None:
@@ -145,10 +163,14 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
                 out.data(status.to_dict())
         out.note(f"refused: {exc}")
         return EXIT_NO
+    displaced = lock.reclaimed_from
     if out.json:
         from core.inspect import inspect
 
-        out.data(inspect(path, policy=policy).to_dict())
+        out.data({**inspect(path, policy=policy).to_dict(),
+                  "reclaimed_from": displaced.to_dict() if displaced is not None else None})
+    elif displaced is None:
+        out.result(f"nothing to reclaim: {path} was free; acquired it (pid {pid})")
     else:
-        out.result(f"reclaimed {path} (pid {pid})")
+        out.result(f"reclaimed {path} (pid {pid}); it was {describe_holder(displaced)}")
     return EXIT_OK

@@ -3,7 +3,7 @@ options, every number bounded by :mod:`core.cli_args`), its ``--help`` example, 
 module that runs it, imported only when the verb runs (docs/cli.md, "Start-up time"):
 
 - :mod:`core.cli_locks`: ``try``, ``acquire``, ``release``, ``reclaim``;
-- :mod:`core.cli_inspect`: ``status``, ``wait``, ``list``;
+- :mod:`core.cli_inspect`: ``status``, ``wait``; :mod:`core.cli_list`: ``list``;
 - :mod:`core.cli_run`, :mod:`core.cli_audit`, :mod:`core.cli_clean`, :mod:`core.cli_watch`.
 
 :mod:`core.cli` builds the parser from :data:`BUILTIN_VERBS` plus the verbs a caller adds
@@ -42,7 +42,8 @@ def _add_stale_after(p: argparse.ArgumentParser) -> None:
 
 def _add_write_opts(p: argparse.ArgumentParser, *, ttl_help: str) -> None:
     """--tag, --ttl, --format: what a verb that writes a lock records."""
-    p.add_argument("--tag", metavar="T", help="human description stored in the lock")
+    p.add_argument("--tag", type=cli_args.tag, metavar="T",
+                   help="human description stored in the lock (at most 4096 bytes)")
     p.add_argument("--ttl", type=cli_args.TTL, metavar="S", help=ttl_help)
     p.add_argument("--format", choices=_FORMATS, default="sema",
                    help="lock file format to write (default sema)")
@@ -172,7 +173,7 @@ def _run_wait(args: argparse.Namespace, out: Out) -> int:
 
 
 def _run_list(args: argparse.Namespace, out: Out) -> int:
-    from core.cli_inspect import cmd_list
+    from core.cli_list import cmd_list
 
     return cmd_list(args, out)
 

@@ -10,6 +10,19 @@ DEFAULT_STALE_AFTER = 3600.0
 """Seconds after which a lock whose holder is not alive is stale (the specs' default:
 ``specs/000_f378b7650aba3ec0.txt``, "Stale Detection"; copied to ``docs/verdicts.md``)."""
 
+MAX_TTL = 365 * 24 * 3600.0
+"""The longest lease Lockwarden writes, in seconds (one year): every expiry it computes stays a
+valid date, and the CLI's ``--ttl`` has the same bound (:data:`core.cli_args.TTL`)."""
+
+MIN_REFRESH_INTERVAL = 0.25
+"""Seconds: a lease is renewed at 75 % of its TTL, but never more often than this (a TTL of
+0.0001 s would otherwise mean thousands of fsynced rewrites a second)."""
+
+MAX_TAG_BYTES = 4096
+"""Longest tag Lockwarden writes, in bytes of UTF-8 (4 KiB): every format's file then stays far
+below the 64 KiB a reader reads (:data:`core.fsutil.MAX_LOCK_BYTES`), so the engine can always
+read back what it wrote. Longer tags written by other tools are still read."""
+
 DEFAULT_WRITING_GRACE = 2.0
 """Seconds an empty or partial lock file is given to be completed by its writer."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.reasons import UnreadableKind
+from core.reasons import ReadOnlyKind, UnreadableKind
 
 if TYPE_CHECKING:
     from core.record import LockStatus
@@ -47,6 +47,33 @@ class UnreadableError(LockError, OSError):
         self.path = path
         self.kind = kind
         super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class ReadOnlyLock(LockError):
+    """The lock can be read but Lockwarden must not remove or replace it; nothing was changed
+    and nothing audited. ``kind`` (:class:`core.reasons.ReadOnlyKind`) says why: a claim
+    replayed from an af ledger (``ledger_claim``: only af changes its ledger), or a reclaim of
+    a lock in a format Lockwarden never writes (``not_writable``: an af claim file, which can
+    still be force-released). ``status`` is the verdict on it."""
+
+    def __init__(
+        self, message: str, *, kind: ReadOnlyKind, status: LockStatus | None = None
+    ) -> None:
+        self.kind = kind
+        self.status = status
+        super().__init__(message)
+
+
+class TagTooLong(LockError, ValueError):
+    """A tag longer than Lockwarden writes (:data:`core.defaults.MAX_TAG_BYTES`,
+    4 KiB of UTF-8); nothing was written. ``size`` and ``limit`` are in bytes."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"tag is {size} bytes of UTF-8; Lockwarden writes tags of at most {limit} bytes"
+        )
 
 
 class LockHeld(LockError):

@@ -13,9 +13,11 @@ import re
 import stat
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
+from core.defaults import DEFAULT_STALE_AFTER, DEFAULT_WRITING_GRACE
 from core.errors import UnreadableError
-from core.reasons import UnreadableKind
+from core.reasons import Code, UnreadableKind
 from core.record import FileInfo, LockStatus, State
 
 MAX_LOCK_BYTES = 64 * 1024
@@ -47,7 +49,35 @@ try:
 except ImportError:  # pragma: no cover - Windows
     _fcntl = None  # type: ignore[assignment]
 
-_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<token>[0-9a-f]{32})\.(?P<kind>tmp|swap|rel)$")
+TEMP_KINDS: tuple[str, ...] = ("tmp", "swap", "rel")
+"""What an engine temp file holds: ``tmp`` a lock being published (or, after a crash in a
+reclaim or refresh, the lock being replaced), ``swap`` a judged lock moved out during a reclaim
+without an exchange primitive, ``rel`` a lock being released."""
+
+TEMP_SUFFIX = ".lw"
+"""Temp names end in ``.lw<kind>`` (``.lwtmp``, ``.lwswap``, ``.lwrel``): no lock-file
+pattern in use (``*.lock``, ``*.pid``, ``*-lock``, ``LCK..*``, ``.~lock.*#``...) matches it."""
+
+_TEMP_RE = re.compile(
+    r"^\.(?P<name>.+)\.(?P<pid>[1-9][0-9]{0,9})\.(?P<token>[0-9a-f]{32})"
+    r"\.lw(?P<kind>tmp|swap|rel)\Z",
+    re.DOTALL,
+)
+_MAX_PID = 2**32 - 1
+
+
+class TempName(NamedTuple):
+    """The parts of an engine temp file name ``.<lock>.<pid>.<32 hex>.lw<kind>``.
+
+    Attributes:
+        lock_name: base name of the lock it belongs to. ``pid``: the process that wrote it.
+        token: its 32 random lowercase hex digits. ``kind``: one of :data:`TEMP_KINDS`.
+    """
+
+    lock_name: str
+    pid: int
+    token: str
+    kind: str
 
 
 def file_info(st: os.stat_result) -> FileInfo:
@@ -181,9 +211,11 @@ def validate_lock_path(path: str | os.PathLike[str]) -> str:
     """Absolute lock path after validation (docs/engine.md, "Hostile directories").
 
     Raises:
-        UnreadableError: the parent directory is missing or not a directory; or something
-            that is not a regular file (symlink, FIFO, directory, socket, device) is at the
-            path. Nothing is written in that case.
+        UnreadableError: the parent directory is missing or not a directory; the name is one
+            of the engine's own files (the audit log, the guard file, a temp name: ``kind``
+            ``engine_file``), which is never a lock; or something that is not a regular file
+            (symlink, FIFO, directory, socket, device: ``kind`` says which) is at the path.
+            Nothing is written in any of these cases.
     """
     p = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(p)
@@ -192,11 +224,32 @@ def validate_lock_path(path: str | os.PathLike[str]) -> str:
     except FileNotFoundError:
         raise UnreadableError(f"directory {parent} does not exist", path=p) from None
     except OSError as exc:
-        raise UnreadableError(f"directory {parent}: {exc.strerror}", path=p) from None
+        raise UnreadableError(f"directory {parent}: {exc.strerror}", path=p,
+                              kind=os_kind(exc)) from None
     if not stat.S_ISDIR(pst.st_mode):
         raise UnreadableError(f"{parent} is not a directory", path=p)
+    refuse_engine_name(p)
     check_regular(p)
     return p
+
+
+def refuse_engine_name(p: str) -> None:
+    """Refuse a lock path named like one of the engine's own files (:func:`is_engine_file`).
+
+    Raises:
+        UnreadableError: ``kind`` ``engine_file``.
+    """
+    name = os.path.basename(p)
+    if name == AUDIT_LOG_NAME:
+        what = "the audit log"
+    elif name == GUARD_FILE_NAME:
+        what = "the engine's guard file"
+    elif parse_temp(name) is not None:
+        what = "named like a temp file of the engine"
+    else:
+        return
+    raise UnreadableError(f"is {what}, never a lock; nothing was changed", path=p,
+                          kind=UnreadableKind.ENGINE_FILE)
 
 
 def check_regular(p: str) -> None:
@@ -204,29 +257,60 @@ def check_regular(p: str) -> None:
 
     Raises:
         UnreadableError: a symlink (even dangling), FIFO, directory, socket or device is at
-            ``p``, or ``lstat`` fails for another reason than "no such file".
+            ``p`` (``kind`` says which), or ``lstat`` fails for another reason than "no such
+            file".
     """
     try:
         st = os.lstat(p)
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise UnreadableError(exc.strerror or str(exc), path=p) from None
+        raise UnreadableError(exc.strerror or str(exc), path=p, kind=os_kind(exc)) from None
     kind = describe_mode(st.st_mode)
-    if kind is not None:
+    mkind = mode_kind(st.st_mode)
+    if kind is not None and mkind is not None:
         if stat.S_ISLNK(st.st_mode):
             raise UnreadableError(
-                "is a symbolic link; Lockwarden never writes through links", path=p
+                "is a symbolic link; Lockwarden never writes through links", path=p, kind=mkind
             )
-        raise UnreadableError(f"is {kind}, not a lock file; nothing was written", path=p)
+        raise UnreadableError(f"is {kind}, not a lock file; nothing was written", path=p,
+                              kind=mkind)
+
+
+def unreadable_kind(status: LockStatus) -> UnreadableKind | None:
+    """The :class:`~core.reasons.UnreadableKind` of an ``unreadable`` verdict (its
+    ``unreadable`` reason's ``kind`` parameter), else ``None``."""
+    for reason in status.reasons:
+        if reason.code is Code.UNREADABLE:
+            value = reason.get("kind")
+            if isinstance(value, str):
+                try:
+                    return UnreadableKind(value)
+                except ValueError:
+                    return None
+    return None
 
 
 def refuse_unreadable(p: str, status: LockStatus) -> None:
-    """Raise the clear :class:`~core.errors.UnreadableError` when ``status`` says something
-    unreadable with no record (a symlink, FIFO or directory slipped in) is at ``p``
-    (:func:`check_regular`)."""
-    if status.state is State.UNREADABLE and status.record is None:
-        check_regular(p)
+    """Raise a clear :class:`~core.errors.UnreadableError` when ``status`` says that what is at
+    ``p`` is not a lock and will not turn into one by waiting: a symlink, FIFO, directory or
+    device slipped in (:func:`check_regular`); or an ``unreadable`` verdict -- a file over
+    64 KiB, bytes no format reads, an empty file past the writing grace (younger ones are
+    ``writing``, DESIGN.md "Liveness and verdicts"). Inconclusive kinds
+    (:attr:`~core.reasons.UnreadableKind.inconclusive`: changed while read, permission denied)
+    do not raise: a lock of another user can still be waited for until it goes.
+
+    Raises:
+        UnreadableError: with the verdict's reason and ``kind``.
+    """
+    if status.state is not State.UNREADABLE or status.record is not None:
+        return
+    check_regular(p)
+    kind = unreadable_kind(status)
+    if kind is not None and kind.inconclusive:
+        return
+    raise UnreadableError(status.error or "cannot be read as a lock", path=p,
+                          kind=kind or UnreadableKind.PARSE)
 
 
 def fsync_dir(dirpath: str) -> None:
@@ -245,28 +329,117 @@ def fsync_dir(dirpath: str) -> None:
         os.close(fd)
 
 
-def temp_path(lock_path: str, token: str, kind: str = "tmp") -> str:
-    """Path of the engine's temp file for ``lock_path``: ``<dir>/.<name>.<token>.<kind>``.
+def temp_path(
+    lock_path: str, token: str | None = None, kind: str = "tmp", *, pid: int | None = None
+) -> str:
+    """Path of an engine temp file for ``lock_path``: ``<dir>/.<name>.<pid>.<token>.lw<kind>``.
 
-    ``token`` is the 32-hex-digit acquisition token; ``kind`` is ``tmp`` (a lock being
-    published), ``swap`` (a judged file moved out during reclaim) or ``rel`` (release)."""
+    Args:
+        lock_path: the lock it is for.
+        token: 32 lowercase hex digits; default: 128 fresh random bits (``os.urandom``), so
+            nobody can occupy the name in advance.
+        kind: one of :data:`TEMP_KINDS`.
+        pid: the writing process (default: this one); ``lockwarden clean`` removes a leftover
+            only once its writer is gone (:func:`leftover_removable`).
+
+    The shape (leading dot, PID, fixed-length hex, ``.lw<kind>`` suffix) is checked in full by
+    :func:`parse_temp`, and :func:`validate_lock_path` refuses lock names of that shape, so a
+    temp name and a lock name never collide (docs/engine.md, "Crashes and leftovers").
+
+    Raises:
+        ValueError: a ``token`` that is not 32 lowercase hex digits, or an unknown ``kind``.
+    """
+    if token is None:
+        token = os.urandom(16).hex()
+    elif len(token) != 32 or token.strip("0123456789abcdef"):
+        raise ValueError(f"a temp token is 32 lowercase hex digits, not {token!r}")
+    if kind not in TEMP_KINDS:
+        raise ValueError(f"unknown temp kind {kind!r} (one of {TEMP_KINDS})")
     head, name = os.path.split(lock_path)
-    return os.path.join(head, f".{name}.{token}.{kind}")
+    pid = os.getpid() if pid is None else pid
+    return os.path.join(head, f".{name}.{pid}.{token}{TEMP_SUFFIX}{kind}")
 
 
-def parse_temp_name(name: str) -> tuple[str, str, str] | None:
-    """``(lock_name, token, kind)`` when ``name`` (a base name) is one of our temp files,
-    else ``None``. Used by the scanner (temp files are not locks) and ``lockwarden clean``."""
+def parse_temp(name: str) -> TempName | None:
+    """The parts of ``name`` (a base name) when it has the full shape of an engine temp file
+    (:func:`temp_path`: leading dot, lock name, PID 1..2**32-1 without leading zero, exactly 32
+    lowercase hex digits, ``.lwtmp``/``.lwswap``/``.lwrel``), else ``None``."""
     m = _TEMP_RE.match(name)
     if not m:
         return None
-    return m.group("name"), m.group("token"), m.group("kind")
+    pid = int(m.group("pid"))
+    if pid > _MAX_PID:
+        return None
+    return TempName(m.group("name"), pid, m.group("token"), m.group("kind"))
+
+
+def parse_temp_name(name: str) -> tuple[str, str, str] | None:
+    """``(lock_name, token, kind)`` when ``name`` (a base name) is one of our temp files
+    (:func:`parse_temp`), else ``None``. Used by the scanner (temp files are not locks) and
+    ``lockwarden clean``."""
+    parsed = parse_temp(name)
+    if parsed is None:
+        return None
+    return parsed.lock_name, parsed.token, parsed.kind
 
 
 def is_engine_file(name: str) -> bool:
     """True for files the engine owns that are never locks: our temp files and the audit
     log (and its guard)."""
-    return name in (AUDIT_LOG_NAME, GUARD_FILE_NAME) or parse_temp_name(name) is not None
+    return name in (AUDIT_LOG_NAME, GUARD_FILE_NAME) or parse_temp(name) is not None
+
+
+def _process_gone(pid: int) -> bool:
+    """True when no process ``pid`` exists on this host (``kill(pid, 0)`` says ``ESRCH``)."""
+    if os.name == "nt":  # pragma: no cover - os.kill terminates there
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def leftover_removable(
+    path: str,
+    *,
+    min_age: float = DEFAULT_WRITING_GRACE,
+    now: float | None = None,
+) -> bool:
+    """True when ``path`` is a temp file the engine left behind and ``lockwarden clean`` may
+    delete it (docs/engine.md, "Crashes and leftovers").
+
+    All of: the base name has the full temp shape (:func:`parse_temp`); it is a regular file
+    (``lstat``: never a symlink); it has a single link (a temp still linked as the lock itself
+    is a held lock's file) and is not the inode of the lock it names; it is older (mtime) than
+    ``min_age`` seconds and never younger than the writing grace
+    (:data:`core.defaults.DEFAULT_WRITING_GRACE`, 2 s: a live acquisition publishes and
+    unlinks its temp within milliseconds); and its writer -- the PID in its name -- is gone
+    on this host, or the file is older than :data:`core.defaults.DEFAULT_STALE_AFTER` (the PID
+    may have been reused). ``now``: Unix seconds (default: the current time). Never raises.
+    """
+    head, name = os.path.split(path)
+    parsed = parse_temp(name)
+    if parsed is None:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        return False
+    age = (time.time() if now is None else now) - st.st_mtime
+    if age < max(min_age, DEFAULT_WRITING_GRACE):
+        return False
+    try:
+        lst = os.lstat(os.path.join(head, parsed.lock_name))
+        if (lst.st_ino, lst.st_dev) == (st.st_ino, st.st_dev):
+            return False
+    except OSError:
+        pass
+    return _process_gone(parsed.pid) or age > DEFAULT_STALE_AFTER
 
 
 def _readlink(path: str) -> str:

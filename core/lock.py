@@ -19,8 +19,10 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from core import formats, operations, publish
+from core.defaults import MAX_TTL, MIN_REFRESH_INTERVAL
 from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale
 from core.formats import Built, Reclaimed, WriteRequest
+from core.formats.writing import check_tag
 from core.fsutil import fsync_dir, refuse_unreadable, validate_lock_path
 from core.inspect import inspect
 from core.operations import (
@@ -90,8 +92,11 @@ class Lock:
         ``reclaimed_from``: the stale lock this acquisition replaced, or None.
 
     Raises:
-        ValueError: unknown format, a TTL that is not a positive finite number, a
-            ``stale_after`` that is not a finite number > 0, or ``auto_refresh`` without a TTL.
+        ValueError: unknown format, a TTL that is not a positive finite number of at most
+            :data:`core.defaults.MAX_TTL` seconds, a ``stale_after`` that is not a finite
+            number > 0, or ``auto_refresh`` without a TTL.
+        TagTooLong: (a ValueError) a tag over :data:`core.defaults.MAX_TAG_BYTES` bytes of
+            UTF-8; nothing is written.
     """
 
     def __init__(
@@ -110,8 +115,10 @@ class Lock:
             raise ValueError(
                 f"Lockwarden cannot write {format!r} locks; use one of {WRITABLE_FORMATS}"
             )
-        if ttl is not None and not (math.isfinite(ttl) and ttl > 0):
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if ttl is not None and not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL):
+            raise ValueError(f"ttl must be a positive number of seconds up to {MAX_TTL:.0f} "
+                             f"(one year), not {ttl!r}")
+        check_tag(tag)
         if ttl is None:
             ttl = formats.default_ttl(format)
         if auto_refresh and ttl is None:
@@ -158,10 +165,15 @@ class Lock:
     def _pid(self) -> int:
         return self.holder_pid if self.holder_pid is not None else os.getpid()
 
-    def _build(self, token: str, reclaimed: Reclaimed | None = None) -> Built:
+    def _build(self, token: str, reclaimed: Reclaimed | None = None,
+               acquired: datetime | None = None) -> Built:
+        """This lock's file for acquisition ``token``; ``acquired``: for a renewal, when the
+        lock was first taken (its age counts from then: docs/formats.md, "Refresh: age and
+        expiry")."""
         holder = self._holders.holder(self._pid(), self.path)
         request = WriteRequest(path=self.path, holder=holder, token=token, at=_now(),
-                               tag=self.tag, ttl=self.ttl, reclaimed=reclaimed)
+                               tag=self.tag, ttl=self.ttl, reclaimed=reclaimed,
+                               acquired=acquired)
         return formats.build(self.format, request)
 
     # -- acquire --------------------------------------------------------------------------
@@ -217,7 +229,7 @@ class Lock:
                 return seen
         token = publish.new_token()
         built = self._build(token)
-        with publish.stage(self.path, token, built.data) as staged:
+        with publish.stage(self.path, token, built.data, built.mode) as staged:
             out = publish.publish_or_take_over(staged, self.policy)
             if out.kind in ("published", "won"):
                 self._took_over(out, token, built, staged)
@@ -281,11 +293,13 @@ class Lock:
             if status.state is State.FREE:
                 return self.acquire(blocking=False)
             refuse_unreadable(self.path, status)
+            operations.refuse_not_a_lock(self.path, status, "reclaim")
+            operations.refuse_read_only(self.path, status)
             if not judge(status):
                 judge.refuse(self.path, status, reason)
             token = publish.new_token()
             built = self._build(token, judge.reclaimed(status))
-            with publish.stage(self.path, token, built.data) as staged:
+            with publish.stage(self.path, token, built.data, built.mode) as staged:
                 out = publish.take_over(staged, status, judge, self.policy)
                 if out.kind in ("published", "won"):
                     self._took_over(out, token, built, staged, judge, reason)
@@ -344,8 +358,10 @@ class Lock:
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Renew the lock: rewrite its ``timestamp``/``since``/``acquired_at`` to now (same
-        token), so its TTL starts again (spec 004 "Auto-Refresh Mechanism").
+        """Renew the lock (same token) so that its lease runs ``ttl`` seconds from now (spec 004
+        "Auto-Refresh Mechanism"); its age still counts from the first acquisition (sema:
+        ``timestamp`` = now, ``acquired=`` kept; task-mcp: ``since`` kept, ``ttl`` extended:
+        docs/formats.md, "Refresh: age and expiry").
 
         Under the directory guard the renewed file is *exchanged* with ours after checking
         that the path still holds our acquisition, and what came out is checked again; the
@@ -366,8 +382,9 @@ class Lock:
             # renew for the same holder process: reuse its recorded start and identity (a
             # holder that died meanwhile must not be replaced by whoever has its PID)
             self._holders.keep(held.record)
-            built = self._build(held.token)
-            with publish.stage(self.path, publish.new_token(), built.data) as staged:
+            built = self._build(held.token, acquired=held.record.acquired_at)
+            with publish.stage(self.path, publish.new_token(), built.data,
+                               built.mode) as staged:
                 lost_why = publish.renew(staged, held.data, held.ident)
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait
@@ -391,7 +408,7 @@ class Lock:
         assert self.ttl is not None
         stop = threading.Event()
         self._stop_refresh = stop
-        interval = 0.75 * self.ttl
+        interval = max(0.75 * self.ttl, MIN_REFRESH_INTERVAL)
 
         def run() -> None:
             while not stop.wait(interval):
@@ -486,6 +503,9 @@ def reclaim(
     Raises:
         NotStale: not stale and not ``force`` (``.status``; ``.decision`` for task-mcp).
         LockHeld: someone else took the lock first.
+        ReadOnlyLock: what is there may not be replaced: a file no format reads (``kind``
+            ``not_a_lock``), an af claim or a claim in an af ledger (``not_writable``,
+            ``ledger_claim``); nothing is changed.
         UnreadableError: the path is a symlink, FIFO, directory or device.
         LockError: neither a directory guard nor an exchange primitive is available here.
         ValueError: a bad ``ttl`` or ``stale_after``.

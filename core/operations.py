@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from core import audit
-from core.errors import LockError, LockLost, LockTimeout, NotStale
+from core.errors import LockError, LockLost, LockTimeout, NotStale, ReadOnlyLock
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
 from core.formats.writing import Holder, Reclaimed
 from core.fsutil import refuse_unreadable, validate_lock_path
@@ -25,7 +25,7 @@ from core.inspect import inspect, inspect_bytes
 from core.liveness import hostname, process_identity, process_start_time, same_host
 from core.policy import taskmcp_decision
 from core.publish import Outcome, remove_if
-from core.reasons import Code, Reason, render_all
+from core.reasons import Code, ReadOnlyKind, Reason, render_all
 from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
@@ -209,6 +209,55 @@ def audit_lost_race(path: str, fmt: str, out: Outcome, reason: str | None = None
 # -- removing a lock ---------------------------------------------------------------------------
 
 
+def is_a_lock(status: LockStatus) -> bool:
+    """True when ``status`` is a verdict on something a forced operation may remove or
+    replace: a file some lock format reads (any :class:`~core.record.LockRecord`), or an empty
+    regular file (lock files of flock(1), dpkg and many tools are empty; an empty file is also
+    what a writer that crashed before writing leaves). False for anything else: a file no
+    format reads (a text file, a binary, one over 64 KiB). Free paths are not locks either.
+    docs/engine.md, "What force may remove"."""
+    if status.record is not None:
+        return True
+    return status.state is not State.FREE and status.file is not None and status.file.size == 0
+
+
+def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
+    """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
+    (:func:`is_a_lock`); nothing is changed and nothing audited.
+
+    Raises:
+        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK`, ``status``.
+    """
+    if status.state is State.FREE or is_a_lock(status):
+        return
+    why = render_all(status.reasons) or "no lock format reads it"
+    raise ReadOnlyLock(f"{path}: not a lock file ({why}); Lockwarden never forces a {operation} "
+                       "of a file it cannot read as a lock, nothing was changed",
+                       kind=ReadOnlyKind.NOT_A_LOCK, status=status)
+
+
+def refuse_read_only(path: str, status: LockStatus) -> None:
+    """Refuse to reclaim a lock Lockwarden must not replace: a claim replayed from an af
+    ledger (``read_only``), or an af claim file (a reclaim would put a lock of another format
+    where af expects its own claim; it can still be force-released). Audited as
+    ``reclaim_refused``.
+
+    Raises:
+        ReadOnlyLock: ``kind`` ``ledger_claim`` or ``not_writable``, ``status``.
+    """
+    rec = status.record
+    if status.read_only:
+        kind, why = ReadOnlyKind.LEDGER_CLAIM, "it is a claim in an af ledger; only af changes it"
+    elif rec is not None and rec.format == "af-claim":
+        kind, why = ReadOnlyKind.NOT_WRITABLE, ("it is an af claim; Lockwarden does not write "
+                                                "af claims (force-release it instead)")
+    else:
+        return
+    record_audit(path, "reclaim_refused", result="refused", details={
+        "holder": holder_summary(status), "reason": why}, format=rec.format if rec else None)
+    raise ReadOnlyLock(f"not reclaimed: {path}: {why}", kind=kind, status=status)
+
+
 def force_release(
     path: str | os.PathLike[str],
     *,
@@ -222,13 +271,16 @@ def force_release(
     holder and ``reason``.
 
     Raises:
-        UnreadableError: the path is a symlink, FIFO, directory or device (never removed).
+        UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
+            engine's own files (never removed).
+        ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`; never removed).
         GuardTimeout: the directory guard stayed held by another process (10 s).
     """
     p = validate_lock_path(path)
     judge = resolve_policy(policy, None)
+    refuse_not_a_lock(p, inspect(p, policy=judge), "release")
     try:
-        status = _removed_status(p, remove_if(p, lambda _d, _i: True), judge)
+        status = _removed_status(p, remove_if(p, _removable(p, judge)), judge)
     except LockLost:
         status = LockStatus(p, State.FREE, reasons=(Reason.of(Code.NO_LOCK_FILE),))
         record_audit(p, "force_release", result="free",
@@ -257,7 +309,9 @@ def release_path(
 
     Raises:
         LockLost: no lock, or it is not ``pid``'s on this host (and not ``force``).
-        UnreadableError: the path is a symlink, FIFO, directory or device.
+        UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
+            engine's own files.
+        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`).
         GuardTimeout: the directory guard stayed held by another process (10 s).
     """
     p = validate_lock_path(path)
@@ -268,6 +322,7 @@ def release_path(
         raise LockLost(f"{p}: there is no lock to release")
     fmt = status.record.format if status.record else None
     if force:
+        refuse_not_a_lock(p, status, "release")
         return _release_forced(p, pid, reason, fmt, judge)
 
     def mine(data: bytes, info: FileInfo) -> bool:
@@ -288,13 +343,19 @@ def release_path(
     return removed
 
 
+def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]:
+    """The check a forced removal makes under the directory guard, on the bytes it is about
+    to remove: still a lock (:func:`is_a_lock`)."""
+    return lambda data, info: not data or is_a_lock(inspect_bytes(p, data, info, policy=policy))
+
+
 def _release_forced(
     p: str, pid: int, reason: str | None, fmt: str | None, policy: StalePolicy
 ) -> LockStatus:
     """``release_path(force=True)``: remove whatever is there; audited as ``release`` when it
     was ``pid``'s on this host after all, else ``force_release``."""
     try:
-        removed = _removed_status(p, remove_if(p, lambda _d, _i: True), policy)
+        removed = _removed_status(p, remove_if(p, _removable(p, policy)), policy)
     except LockLost:
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -71,11 +72,39 @@ class UnreadableKind(enum.StrEnum):
     OS_ERROR = "os_error"
     EMPTY = "empty"
     PARSE = "parse"
+    ENGINE_FILE = "engine_file"
+    """One of Lockwarden's own files, never a lock: the audit log, the guard file, a temp
+    file of the engine (:func:`core.fsutil.is_engine_file`)."""
+
+    @property
+    def inconclusive(self) -> bool:
+        """True for kinds that say nothing lasting about what the file is: it changed while
+        being read (an exchange in progress), or this user may not read it (another user's
+        lock, e.g. a mode 0600 task-mcp lock: it can still be waited for until it goes away).
+        A wait does not end on them (:func:`core.fsutil.refuse_unreadable`)."""
+        return self in (UnreadableKind.CHANGED, UnreadableKind.PERMISSION)
 
     @property
     def not_a_file(self) -> bool:
         """True for kinds that are no regular file at all (never opened, never removed)."""
         return self in _NOT_FILES
+
+
+class ReadOnlyKind(enum.StrEnum):
+    """Why the engine refuses to remove or replace a lock it can read
+    (:class:`core.errors.ReadOnlyLock`)."""
+
+    LEDGER_CLAIM = "ledger_claim"
+    """A claim replayed from an af ledger's events (``"<proof>/ledger#<node>"``): there is no
+    file to remove; only af changes its ledger (DESIGN.md, "Formats": claims in a ledger are
+    read-only)."""
+    NOT_A_LOCK = "not_a_lock"
+    """A regular file that no lock format reads and that is not empty (a text file, a
+    binary, a file over 64 KiB): ``--force`` never removes or replaces it (docs/engine.md,
+    "What force may remove")."""
+    NOT_WRITABLE = "not_writable"
+    """A lock in a format Lockwarden never writes (``af-claim``): a reclaim would have to put a
+    lock of another format where af expects its own claim file (docs/engine.md, "af claims")."""
 
 
 _NOT_FILES = frozenset(
@@ -156,14 +185,40 @@ def advance(reasons: Iterable[Reason], seconds: float) -> tuple[Reason, ...]:
 # --------------------------------------------------------------------------------------------
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
-_CONTROL.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+"""Characters no human output may show as they are: C0 and C1 controls and DEL (line breaks,
+terminal escapes, bells), the Unicode line/paragraph separators, the bidirectional overrides
+(they reorder what a terminal or a label shows), and lone surrogates (an undecodable byte of a
+file name, ``os.fsdecode``'s ``surrogateescape``: printing one raises ``UnicodeEncodeError``
+under a strict UTF-8 stdout)."""
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    o = ord(c)
+    if o < 0x100:
+        return f"\\x{o:02x}"
+    if 0xDC80 <= o <= 0xDCFF:  # surrogateescape: the undecodable byte itself
+        return f"\\x{o - 0xDC00:02x}"
+    return f"\\u{o:04x}"
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\n``, ``\\x1b``), for every human output:
-    a tag, path or host name can never inject a line or a terminal escape."""
-    return text.translate(_CONTROL)
+    """``text`` safe to show a person, on one line: every character of :data:`_UNSAFE` is
+    escaped -- ``\\n``, ``\\r``, ``\\t``, ``\\xNN`` (other controls, and the raw byte of an
+    undecodable file name), ``\\uNNNN`` (separators, bidi overrides). Everything else,
+    backslashes included, is kept, so escaping twice changes nothing more. Used by every human
+    output: CLI lines, table cells, the detail pane, tray menus and notifications (docs/cli.md,
+    "Control characters")."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(_escape, text)
 
 
 def human_duration(seconds: float) -> str:

@@ -653,20 +653,27 @@ def test_audit_tail_and_verify(lockdir: Path) -> None:
 
 
 def test_clean_removes_only_our_old_temp_files(lockdir: Path) -> None:
+    """Only names of the engine's full temp shape whose writer is gone and that are older than
+    the minimum age go; a held lock's live temp, a live writer's temp, a young one, a symlink,
+    and every other name (the old ``.<lock>.<token>.tmp`` shape included) stay."""
     token = "0123456789abcdef" * 2
-    old = time.time() - 3600
-    ours_old = lockdir / f".x.lock.{token}.tmp"
-    ours_swap = lockdir / f".y.lock.{token}.swap"
-    ours_young = lockdir / f".z.lock.{'f' * 32}.tmp"
-    linked = lockdir / f".w.lock.{'a' * 32}.tmp"
-    foreign = [lockdir / "x.lock.1234.abcd.tmp", lockdir / ".x.lock.notatoken.tmp",
-               lockdir / "x.lock"]
-    for p in [ours_old, ours_swap, ours_young, linked, *foreign]:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = gone.pid
+    old = time.time() - 600
+    ours_old = lockdir / f".x.lock.{dead}.{token}.lwtmp"
+    ours_swap = lockdir / f".y.lock.{dead}.{token}.lwswap"
+    ours_young = lockdir / f".z.lock.{dead}.{'f' * 32}.lwtmp"
+    live_writer = lockdir / f".u.lock.{os.getpid()}.{'c' * 32}.lwtmp"
+    linked = lockdir / f".w.lock.{dead}.{'a' * 32}.lwtmp"
+    foreign = [lockdir / "x.lock.1234.abcd.tmp", lockdir / f".x.lock.{token}.tmp",
+               lockdir / f".x.lock.{token}.lwtmp", lockdir / "x.lock"]
+    for p in [ours_old, ours_swap, ours_young, live_writer, linked, *foreign]:
         p.write_text("pid=1\ntimestamp=1\n")
     os.link(linked, lockdir / "w.lock")  # a held lock's live temp: st_nlink == 2
-    for p in [ours_old, ours_swap, linked, *foreign]:
+    for p in [ours_old, ours_swap, live_writer, linked, *foreign]:
         os.utime(p, (old, old))
-    symlink = lockdir / f".v.lock.{'b' * 32}.tmp"
+    symlink = lockdir / f".v.lock.{dead}.{'b' * 32}.lwtmp"
     symlink.symlink_to(lockdir / "x.lock")
 
     out = lw("clean", str(lockdir), "--dry-run")
@@ -678,7 +685,7 @@ def test_clean_removes_only_our_old_temp_files(lockdir: Path) -> None:
     assert out.returncode == 0
     assert out.stdout.splitlines() == [f"removed {ours_old}", f"removed {ours_swap}"]
     assert not ours_old.exists() and not ours_swap.exists()
-    for p in [ours_young, linked, symlink, lockdir / "w.lock", *foreign]:
+    for p in [ours_young, live_writer, linked, symlink, lockdir / "w.lock", *foreign]:
         assert os.path.lexists(p), p
 
     out = lw("clean", str(lockdir / "missing"))

@@ -54,6 +54,11 @@ def test_missing_file_raises_file_not_found(lockdir: Path) -> None:
 def test_temp_names_round_trip(lockdir: Path) -> None:
     token = "0123456789abcdef0123456789abcdef"
     t = temp_path(str(lockdir / "job.lock"), token)
-    assert os.path.basename(t) == f".job.lock.{token}.tmp"
+    assert os.path.basename(t) == f".job.lock.{os.getpid()}.{token}.lwtmp"
     assert parse_temp_name(os.path.basename(t)) == ("job.lock", token, "tmp")
     assert parse_temp_name("job.lock") is None
+    # names that only look like temp files are locks: no PID, a PID with a leading zero,
+    # a short token, the old suffix
+    for name in (f".job.lock.{token}.lwtmp", f".job.lock.0{token}.lwtmp",
+                 ".job.lock.12.0123.lwtmp", f".job.lock.12.{token}.tmp"):
+        assert parse_temp_name(name) is None, name
