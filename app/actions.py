@@ -203,7 +203,8 @@ class LockActions(QObject):
                 status: LockStatus | None = None) -> Lock:
         """Break a stale lock and take it (this app becomes the holder). ``force`` breaks a
         lock that is not stale (``reason`` goes to the audit entry). Uses the lock's own TTL
-        (s) and the stale policy it was judged under when ``status`` is given; a lock with a lease renews itself.
+        (s) and the stale policy it was judged under when ``status`` is given; a lock with a
+        lease renews itself.
         Returns the held :class:`core.lock.Lock`. Raises :class:`ActionError`."""
         ttl = status.record.ttl if status is not None and status.record is not None else None
         policy = status.policy if status is not None else None

@@ -22,6 +22,7 @@ from app.collector import GarbageCollector
 from app.config_store import ConfigStore
 from app.demo import Demo
 from app.inventory import Inventory
+from app.lockinfo import plural
 from app.model import LockTableModel
 from app.operations import Operations
 from app.proxy import LockFilterProxy
@@ -31,6 +32,7 @@ from app.window import MainWindow
 from core import audit
 from core import config as cfgmod
 from core.config import Config
+from core.reasons import printable
 
 
 def state_settings_path(config_path: str) -> str:
@@ -89,6 +91,7 @@ class LockwardenApp(QObject):
         self.proxy.setSourceModel(self.model)
         self.inventory = Inventory(self)
         self.actions = LockActions(self)
+        self.inventory.kept = self.actions.held_paths
         self.inventory.updated.connect(self.model.apply)
         self.inventory.updated.connect(self.actions.observe)
         self.actions.touched.connect(self.inventory.reinspect)
@@ -199,13 +202,18 @@ class LockwardenApp(QObject):
         if not held:
             self.finish_quit(release=False)
             return None
-        names = "\n".join(f"• {p}" for p in held[:10])
+        names = "\n".join(f"• {printable(p)}" for p in held[:10])
+        if len(held) > 10:
+            names += f"\n… and {plural(len(held) - 10, 'more lock')}"
+        them = "it" if len(held) == 1 else "them"
         box = QMessageBox(QMessageBox.Icon.Question, "Quit Lockwarden",
-                          f"Lockwarden holds {len(held)} lock(s):\n{names}\n\n"
-                          "Release them before quitting? Locks left behind become stale "
+                          f"Lockwarden holds {plural(len(held), 'lock')}:\n{names}\n\n"
+                          f"Release {them} before quitting? A lock left behind becomes stale "
                           "once Lockwarden has exited.", parent=self.window)
-        rel = box.addButton("Release and quit", QMessageBox.ButtonRole.AcceptRole)
-        keep = box.addButton("Quit without releasing", QMessageBox.ButtonRole.DestructiveRole)
+        rel = box.addButton("Release all", QMessageBox.ButtonRole.AcceptRole)
+        keep = box.addButton("Keep", QMessageBox.ButtonRole.DestructiveRole)
+        rel.setToolTip("Release the locks Lockwarden holds, then quit")
+        keep.setToolTip("Quit and leave the lock files behind")
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(rel)
 

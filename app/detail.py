@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 from app.lockinfo import current_reasons
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
+from core.reasons import printable
 from core.record import LockStatus, State
 
 RAW_LIMIT = 64 * 1024
@@ -103,9 +104,12 @@ class DetailPane(QWidget):
         self.show_status(None)
 
     def show_status(self, st: LockStatus | None, *, age: str = "", mine: bool = False,
-                    now: datetime | None = None) -> None:
+                    now: datetime | None = None, outside: bool = False) -> None:
         """Show ``st`` (``None`` clears the pane). ``age`` is the formatted age text; ``now``
-        (aware UTC, default the clock) the moment the reasons are worded for."""
+        (aware UTC, default the clock) the moment the reasons are worded for; ``mine``: this
+        app holds it; ``outside``: it lies outside every watched directory (a lock this app
+        holds stays listed there: docs/gui.md, "Watched directories and the locks the app
+        holds")."""
         self.status = st
         self.raw.setPlaceholderText("(file content)")
         for lab in self.values.values():
@@ -116,22 +120,24 @@ class DetailPane(QWidget):
             return
         rec = st.record
         v = self.values
-        v["Path"].setText(st.path)
+        v["Path"].setText(printable(st.path))
         state = st.state.value + (" — held by this Lockwarden" if mine else "")
         if st.read_only:
             state += " (read-only: managed by its ledger)"
+        if outside:
+            state += " (outside the watched directories)"
         v["State"].setText(state)
         if rec is not None:
             v["Format"].setText(rec.format)
-            v["Holder"].setText(rec.holder or "")
+            v["Holder"].setText(printable(rec.holder or ""))
             v["PID"].setText("" if rec.pid is None else str(rec.pid))
-            v["Host"].setText(rec.host or "")
+            v["Host"].setText(printable(rec.host or ""))
             v["Liveness"].setText(st.liveness.value)
             self._set_acquired(age)
             exp = rec.effective_expiry()
             v["Expires"].setText(exp.strftime("%Y-%m-%d %H:%M:%S UTC") if exp else "never")
             v["TTL"].setText("" if rec.ttl is None else f"{rec.ttl:g} s")
-            v["Tag"].setText(rec.tag or "")
+            v["Tag"].setText(printable(rec.tag or ""))
             v["Token"].setText(rec.token or "")
         self._set_reasons(now)
         self.raw.setPlainText(rec.raw if rec is not None else "")
@@ -183,7 +189,7 @@ class DetailPane(QWidget):
         if not reasons:
             reasons = ["(no reasons given)"]
         text = "<ul style='margin-left:-20px'>" + "".join(
-            f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>"
+            f"<li>{html.escape(printable(r))}</li>" for r in reasons) + "</ul>"
         if text != self.reasons.text():
             self.reasons.setText(text)
 

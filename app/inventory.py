@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -22,6 +22,10 @@ from core.config import WatchSpec
 from core.inspect import inspect
 from core.record import LockStatus, State
 from core.watch import ChangeSet, DirStatus, Watcher
+
+KEPT_CHECK_MS = 3000
+"""Kept paths (locks this app holds) outside every watched directory are re-inspected this
+often (ms): the watcher does not see them, and someone may still remove them."""
 
 CHUNK = 500
 """At most this many lock updates go to the model per event-loop turn, so a first scan of
@@ -61,7 +65,13 @@ class Inventory(QObject):
         """The watched directories and their mode, as last reported (GUI thread)."""
         self._big_batch = False
         self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
+        self.kept: Callable[[], list[str]] = list
+        """Paths that stay listed whatever the watched directories (the app connects the
+        locks it holds, :meth:`app.actions.LockActions.held_paths`). Thread-safe callable."""
         self._wake.connect(self._drain)
+        self._kept_timer = QTimer(self)
+        self._kept_timer.setInterval(KEPT_CHECK_MS)
+        self._kept_timer.timeout.connect(self.check_kept)
 
     # -- called from any thread ---------------------------------------------------------------
 
@@ -77,11 +87,45 @@ class Inventory(QObject):
 
     def push_changeset(self, changes: ChangeSet) -> None:
         """``on_change`` callback for :class:`core.watch.Watcher` (its thread): queue the
-        changes, a removed lock as ``None``."""
-        ups: list[Update] = [(s.path, None) for s in changes.removed]
+        changes, a removed lock as ``None``.
+
+        A removed path that is :attr:`kept` (a lock this app holds) is re-inspected instead:
+        the watcher also reports removed the entries of a directory it stops watching
+        (Settings), which says nothing about the file. The engine's inspection decides
+        whether it is gone (docs/gui.md "Watched directories and the locks the app holds")."""
+        kept = set(self.kept()) if changes.removed else set()
+        recheck = [s.path for s in changes.removed if s.path in kept]
+        ups: list[Update] = [(s.path, None) for s in changes.removed if s.path not in kept]
         ups += [(s.path, s) for s in changes.added]
         ups += [(s.path, s) for s in changes.changed]
-        self.push(ups)
+        if ups:
+            self.push(ups)
+        if recheck:
+            self.inspect_paths(recheck)
+
+    def inspect_paths(self, paths: Sequence[str]) -> None:
+        """Inspect ``paths`` with the engine (:func:`core.inspect.inspect`) in this thread and
+        queue the results (``None`` when free). Any thread; blocks on file I/O. A path that
+        cannot be inspected is left as it is (the next check heals it)."""
+        ups: list[Update] = []
+        for path in paths:
+            try:
+                st = inspect(path)
+            except Exception as exc:  # never crash a watcher thread
+                print(f"lockwarden: cannot re-inspect {path}: {exc}", flush=True)
+                continue
+            ups.append((path, None if st.state is State.FREE else st))
+        if ups:
+            self.push(ups)
+
+    def check_kept(self) -> None:
+        """Re-inspect, in a worker thread, the kept paths no watched directory covers (GUI
+        thread; every :data:`KEPT_CHECK_MS`)."""
+        w = self._watcher
+        paths = [p for p in self.kept() if w is None or not w.covers(p)]
+        if paths:
+            threading.Thread(target=lambda: self.inspect_paths(paths),
+                             name="lockwarden-kept", daemon=True).start()
 
     def push_dirs(self, dirs: Sequence[DirStatus]) -> None:
         """``on_dirs`` callback for :class:`core.watch.Watcher`: queue directory statuses."""
@@ -152,6 +196,7 @@ class Inventory(QObject):
         through :attr:`updated` and :attr:`dirsChanged`. A missing directory is reported as a
         ``DirStatus`` with mode ``missing``, not an error."""
         self.close()
+        self._kept_timer.start()
         w = Watcher(list(specs), self.push_changeset, on_dirs=self.push_dirs,
                     rescan_interval=self.rescan_interval)
         self._watcher = w
@@ -238,6 +283,7 @@ class Inventory(QObject):
 
     def close(self) -> None:
         """Stop the watcher (<= 1 s)."""
+        self._kept_timer.stop()
         w, self._watcher = self._watcher, None
         if w is not None:
             w.close()

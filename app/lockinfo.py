@@ -7,12 +7,14 @@ Pure functions, no Qt (docs/gui.md "Window", "Tray").
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.policy import human_duration as _core_human_duration
 from core.reasons import Code, UnreadableKind, advance, texts
-from core.record import LockStatus, State
+from core.record import Liveness, LockStatus, State
 
 Update = tuple[str, LockStatus | None]
 """One inventory update: (lock path, new status or ``None`` when the lock disappeared)."""
@@ -22,6 +24,12 @@ def human_duration(seconds: float) -> str:
     """``seconds`` (float, s; negative counts as 0) in words, whole seconds only, via
     :func:`core.policy.human_duration` ("3m 12s", "2h 0m")."""
     return _core_human_duration(float(int(max(0.0, seconds))))
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and the noun in the right number: "1 lock", "3 locks", "2 directories"
+    (``nouns``: the plural when it is not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 def holder_changed(old: LockStatus, new: LockStatus) -> bool:
@@ -74,3 +82,133 @@ def not_a_lock_file(st: LockStatus) -> bool:
 def is_attention(state: State) -> bool:
     """True for the states the tray counts as "stale or expired"."""
     return state in (State.STALE, State.EXPIRED)
+
+
+# -- what the user sees of a state: word, colour, icon, explanation ---------------------------
+
+HELD_DEAD = "held-dead"
+"""Display state of a lock judged ``held`` whose holder is dead or its PID reused: another
+tool's lock younger than its stale limit, a short-lived CLI lock, a pidfile left behind."""
+
+DISPLAY_STATES: tuple[str, ...] = ("stale", "expired", "unreadable", "writing", HELD_DEAD,
+                                   "held")
+"""Display states, attention first (:func:`display_state`)."""
+
+STATE_WORDS: dict[str, str] = {
+    "held": "held",
+    HELD_DEAD: "held, holder dead",
+    "stale": "stale",
+    "expired": "expired",
+    "writing": "writing",
+    "unreadable": "unreadable",
+    "free": "free",
+}
+"""The word of each display state (table, tray, detail pane)."""
+
+STATE_EXPLAIN: dict[str, str] = {
+    "held": "Held: the holder is alive (or its lease stands); leave it alone.",
+    HELD_DEAD: "Held, holder dead: the process that wrote it is gone, but the lock is not "
+               "stale yet — another tool's lock only becomes stale after the stale limit "
+               "(its PID may have been a short-lived command).",
+    "stale": "Stale: its holder is gone; it can be reclaimed safely.",
+    "expired": "Expired: its lease lapsed but its holder still runs; breaking it needs a "
+               "reason.",
+    "writing": "Writing: the file is empty or incomplete and young; its writer is probably "
+               "still writing it.",
+    "unreadable": "Unreadable: not a lock Lockwarden can read (or not a regular file); it is "
+                  "never judged stale and never deleted by Lockwarden.",
+    "free": "Free: no lock file.",
+}
+"""One sentence per display state (tooltips, docs/gui.md "States")."""
+
+
+def display_state(st: LockStatus) -> str:
+    """The state as the user sees it: the engine's state, except that a ``held`` lock whose
+    holder is dead or whose PID was reused is :data:`HELD_DEAD` (decided from the status's
+    liveness, never from text)."""
+    if st.state is State.HELD and st.liveness in (Liveness.DEAD, Liveness.REUSED):
+        return HELD_DEAD
+    return st.state.value
+
+
+_RULES: tuple[tuple[Code, str], ...] = (
+    (Code.UNREADABLE, "the file cannot be read as a lock: shown as unreadable, never judged "
+                      "stale"),
+    (Code.WRITING, "an empty or incomplete file younger than the writing grace is being "
+                   "written"),
+    (Code.EMPTY_LEFT_BY_CRASH, "an empty file older than the stale limit was left by a crash"),
+    (Code.PREDATES_BOOT, "a lock of this host taken before its last boot is stale"),
+    (Code.EXPIRED_HOLDER_DEAD, "a lapsed lease whose holder is dead is stale"),
+    (Code.EXPIRED_HOLDER_UNKNOWABLE, "a lapsed lease whose holder cannot be checked is stale"),
+    (Code.AF_KEEPS_EXPIRED, "an expired af claim stays until af reaps it"),
+    (Code.EXPIRED, "a lapsed lease whose holder is alive is expired (not stale)"),
+    (Code.HOLDER_DEAD_BEFORE_EXPIRY, "a Lockwarden lease whose holder is proven dead is stale"),
+    (Code.OURS_HOLDER_DEAD, "a Lockwarden lock whose holder is dead is stale at once"),
+    (Code.OLDER_THAN_STALE_AFTER, "another tool's lock whose holder is not alive is stale "
+                                  "once older than the stale limit"),
+    (Code.YOUNGER_THAN_STALE_AFTER, "another tool's lock whose holder is not alive stays held "
+                                    "until it is older than the stale limit"),
+    (Code.AF_REAPS_CLAIMS, "af claims are never judged stale: af reaps them"),
+    (Code.EXPIRES_IN, "a lease that has not lapsed stands"),
+    (Code.AGE_UNKNOWN, "a lock of unknown age cannot be judged stale"),
+    (Code.HOLDER_ALIVE, "a lock whose holder is alive is held"),
+    (Code.HOLDER_ALIVE_UNVERIFIED, "a lock whose holder is alive is held"),
+    (Code.NO_LOCK_FILE, "no lock file: free"),
+)
+"""Reason codes that decide a verdict, most decisive first, with the rule in words
+(docs/verdicts.md "Verdicts")."""
+
+
+def deciding_rule(st: LockStatus) -> str:
+    """The rule that decided ``st``'s state, in words, from its reason codes (the first of
+    :data:`_RULES` present), or "" when no reason names one."""
+    codes = {r.code for r in st.reasons}
+    for code, rule in _RULES:
+        if code in codes:
+            return rule
+    return ""
+
+
+def under_any(path: str, dirs: Iterable[str]) -> bool:
+    """True when ``path`` is one of ``dirs`` or lies below one of them."""
+    return any(path == d or path.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
+
+
+def duration_words(seconds: float) -> str:
+    """A setting's duration in words with spaces: "1 h", "2 min", "1 h 30 min", "45 s",
+    "1 d" (whole seconds; fractions are kept as "1.5 s" below a minute)."""
+    s = max(0.0, float(seconds))
+    if s < 60:
+        text = f"{s:.3f}".rstrip("0").rstrip(".")
+        return f"{text} s"
+    total = round(s)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if total >= size:
+            parts.append(f"{total // size} {unit}")
+            total %= size
+    return " ".join(parts)
+
+
+_UNITS = {"d": 86400.0, "day": 86400.0, "days": 86400.0, "h": 3600.0, "hr": 3600.0,
+          "hour": 3600.0, "hours": 3600.0, "m": 60.0, "min": 60.0, "mins": 60.0,
+          "minute": 60.0, "minutes": 60.0, "s": 1.0, "sec": 1.0, "secs": 1.0,
+          "second": 1.0, "seconds": 1.0, "": 1.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds from "1 h", "2 min", "1h 30m", "90 s", "90" (seconds); ``None`` when it does
+    not read as a duration."""
+    import re
+
+    t = text.strip().lower()
+    if not t:
+        return None
+    total = 0.0
+    pos = 0
+    for m in re.finditer(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", t):
+        if m.start() != pos or m.group(2) not in _UNITS:
+            return None
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return total if pos == len(t) else None

@@ -116,13 +116,19 @@ def main(argv: Sequence[str] | None = None) -> int:
               "use the command line: lockwarden status", file=sys.stderr)
         return 1
 
-    from app.single import SingleInstance, server_name
+    from app.single import InstanceLocationError, SingleInstance, server_name
     from core import config as cfgmod
 
     qapp = _qapplication()
     config_path = os.path.abspath(args.config) if args.config else cfgmod.default_config_path()
-    guard = SingleInstance(server_name("demo" if args.demo else config_path))
-    if not guard.acquire():
+    guard: SingleInstance | None = None
+    try:
+        guard = SingleInstance(server_name("demo" if args.demo else config_path))
+    except InstanceLocationError as exc:
+        print(f"lockwarden-gui: no private place for the single-instance socket ({exc}); "
+              "starting anyway, a second launch will open a second window", file=sys.stderr,
+              flush=True)
+    if guard is not None and not guard.acquire():
         print("Lockwarden is already running; raised its window.", flush=True)
         return 0
 
@@ -137,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.application import LockwardenApp
 
     lw = LockwardenApp(qapp, config_path=config_path, demo=demo)
-    guard.activated.connect(lw.show_window)
+    if guard is not None:
+        guard.activated.connect(lw.show_window)
     lw.start(show_window=not (args.minimized or lw.config.ui.start_minimized))
     pulse = _quit_on_signals(lw)
     report = os.environ.get("LOCKWARDEN_STARTUP_REPORT")
@@ -149,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pulse.stop()
         if not lw.quitting:
             lw.finish_quit(release=True)
-        guard.close()
+        if guard is not None:
+            guard.close()
     return int(rc)
 
 

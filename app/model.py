@@ -34,7 +34,7 @@ from app.columns import HEADERS, NCOLS, SORT_ROLE, STATUS_ROLE, Col
 from app.icons import state_icon
 from app.lockinfo import Update, holder_changed
 from core.liveness import hostname
-from core.reasons import texts
+from core.reasons import printable, texts
 from core.record import LockStatus, State
 
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -129,8 +129,8 @@ class LockTableModel(QAbstractTableModel):
         if role == SORT_ROLE:  # hot path: the proxy asks this on every comparison
             return self._sort[row][col]
         st = self._rows[row]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return columns.display(st, Col(col), self._now, self.my_host)
+        if role == Qt.ItemDataRole.DisplayRole:  # escaped: a tag or path can hold anything
+            return printable(columns.display(st, Col(col), self._now, self.my_host))
         if role == STATUS_ROLE:
             return st
         if role == Qt.ItemDataRole.DecorationRole and col == Col.STATE:
@@ -140,7 +140,7 @@ class LockTableModel(QAbstractTableModel):
             lines = [st.path, *words]
             if st.error and st.error not in words:
                 lines.append(st.error)
-            return "\n".join(lines)
+            return "\n".join(printable(line) for line in lines)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (Col.PID, Col.AGE, Col.EXPIRES):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None

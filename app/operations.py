@@ -30,17 +30,13 @@ from app.dialogs import (
     reclaim_dialog,
 )
 from app.inventory import Inventory
-from app.lockinfo import not_a_lock_file, status_now
+from app.lockinfo import not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
 from app.theme import apply_theme
 from core import audit
 from core.config import Config
 from core.inspect import inspect
 from core.record import LockStatus, State
-
-
-def _under_any(path: str, dirs: set[str]) -> bool:
-    return any(path == d or path.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
 
 
 class Operations(QObject):
@@ -310,7 +306,11 @@ class Operations(QObject):
         if list(config.watches) != list(old.watches):
             self._inventory.set_specs(list(config.watches))
             kept = {w.path for w in config.watches}
-            gone = [s.path for s in self._model.statuses() if not _under_any(s.path, kept)]
+            outside = [s.path for s in self._model.statuses() if not under_any(s.path, kept)]
+            # the locks this app holds stay listed (and held) wherever they are: leaving the
+            # watch list says nothing about them (docs/gui.md "Watched directories and the
+            # locks the app holds")
+            gone = [p for p in outside if not self._actions.holds(p)]
             if gone:
                 self._inventory.push([(p, None) for p in gone])
         if config.ui.theme != old.ui.theme:

@@ -1,11 +1,24 @@
 """One instance per user and configuration (docs/gui.md "Start"), after qutebrowser's
 ``misc/ipc.py``: the first instance listens on a QLocalServer; a later launch connects, asks
-it to show its window, and exits 0."""
+it to show its window, and exits 0.
+
+Where the socket lives (POSIX): in this user's private runtime directory,
+``platformdirs.user_runtime_dir("lockwarden")`` (``$XDG_RUNTIME_DIR/lockwarden``; without
+``XDG_RUNTIME_DIR``, platformdirs' ``/tmp/runtime-<uid>/lockwarden``), used only when it is a
+real directory owned by this user with mode 0700 and its parent is this user's or root's: a
+name in a shared ``/tmp`` could be taken first by another user, who would then block or
+impersonate the GUI. When no such directory can be had, the app runs without the guard and
+says why (:class:`InstanceLocationError`). Windows uses a named pipe of this user
+(``UserAccessOption``).
+"""
 
 from __future__ import annotations
 
 import getpass
 import hashlib
+import os
+import stat
+import warnings
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
@@ -13,14 +26,62 @@ from PySide6.QtNetwork import QLocalServer, QLocalSocket
 CONNECT_TIMEOUT_MS = 1000
 
 
-def server_name(config_path: str) -> str:
-    """Socket name for this user and configuration file (a hash keeps it short)."""
+class InstanceLocationError(OSError):
+    """No private directory for the single-instance socket: the message says which path and
+    why (owned by another user, group/other access, a symlink...)."""
+
+
+def private_dir() -> str:
+    """This user's private runtime directory for Lockwarden (module docstring), created with
+    mode 0700 when missing.
+
+    Raises:
+        InstanceLocationError: it cannot be created, or what is there is not a directory owned
+            by this user with no group/other access, or its parent belongs to another user.
+    """
+    import platformdirs
+
+    with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set": the fallback is checked
+        warnings.simplefilter("ignore")
+        path = platformdirs.user_runtime_dir("lockwarden")
+    uid = os.geteuid()
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "user"
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        pst = os.lstat(os.path.dirname(path))
+    except OSError as exc:
+        raise InstanceLocationError(f"{path}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InstanceLocationError(f"{path}: not a directory (a symbolic link or a file)")
+    if st.st_uid != uid:
+        raise InstanceLocationError(f"{path}: owned by UID {st.st_uid}, not this user")
+    if pst.st_uid not in (uid, 0):
+        raise InstanceLocationError(
+            f"{os.path.dirname(path)}: owned by UID {pst.st_uid}, not this user")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise InstanceLocationError(f"{path}: mode {stat.S_IMODE(st.st_mode):o} and "
+                                        f"cannot be made private: {exc.strerror}") from None
+    return path
+
+
+def server_name(config_path: str) -> str:
+    """The single-instance socket for this user and configuration file (a hash keeps the name
+    short): a path in :func:`private_dir` on POSIX, a per-user pipe name on Windows.
+
+    Raises:
+        InstanceLocationError: (POSIX) no private directory for it.
+    """
     digest = hashlib.sha256(config_path.encode("utf-8", "replace")).hexdigest()[:12]
-    return f"lockwarden-{user}-{digest}"
+    if os.name == "nt":
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "user"
+        return f"lockwarden-{user}-{digest}"
+    return os.path.join(private_dir(), f"gui-{digest}.sock")
 
 
 class SingleInstance(QObject):

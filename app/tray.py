@@ -24,7 +24,7 @@ from app.icons import app_icon, state_icon, tray_icon
 from app.inventory import Inventory
 from app.lockinfo import holder_changed, is_attention, not_a_lock_file
 from app.model import LockTableModel, Transition
-from core.reasons import render_all
+from core.reasons import printable, render_all
 from core.record import LockStatus, State
 from core.watch import DirStatus
 
@@ -232,8 +232,8 @@ class TrayController(QObject):
         if rec is not None:
             who = rec.holder or (f"PID {rec.pid}" if rec.pid is not None else "")
         title = f"{self.lock_title(st.path)} — {st.state.value}" + (f" ({who})" if who else "")
-        sub = menu.addMenu(state_icon(st.state.value), title)
-        sub.setToolTip(st.path)
+        sub = menu.addMenu(state_icon(st.state.value), printable(title))
+        sub.setToolTip(printable(st.path))
         path = st.path
 
         def add(text: str, signal: Callable[[str], None]) -> None:
@@ -317,7 +317,7 @@ class TrayController(QObject):
                 else QSystemTrayIcon.MessageIcon.Information)
         self.notified.emit(title, body, icon)
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
-            self.icon.showMessage(title, body, icon, 8000)
+            self.icon.showMessage(printable(title), printable(body), icon, 8000)
 
     def lock_title(self, path: str) -> str:
         """A lock's name for menus and notifications: the file name, with its parent

@@ -44,10 +44,11 @@ from app.config_store import ConfigStore
 from app.detail import DetailPane
 from app.icons import app_icon
 from app.inventory import Inventory
-from app.lockinfo import human_duration, not_a_lock_file
+from app.lockinfo import human_duration, not_a_lock_file, under_any
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
 from app.table import LockTable
+from core.reasons import printable
 from core.record import LockStatus, State
 
 Shortcut: TypeAlias = QKeySequence | QKeySequence.StandardKey | None
@@ -188,7 +189,7 @@ class MainWindow(QMainWindow):
         self._status_timer.setInterval(200)
         self._status_timer.timeout.connect(self.update_status)
         self._model.countsChanged.connect(self._status_timer.start)
-        self._inventory.dirsChanged.connect(lambda _d: self.update_status())
+        self._inventory.dirsChanged.connect(self._dirs_changed)
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -383,8 +384,10 @@ class MainWindow(QMainWindow):
         if st is None:
             self.detail.show_status(None)
             return
+        watched = [d.path for d in self._inventory.dirs]
         self.detail.show_status(st, age=self._age_text(st), mine=self._model.is_mine(st),
-                                now=self._model.now)
+                                now=self._model.now,
+                                outside=bool(watched) and not under_any(st.path, watched))
 
     def _tick_detail(self) -> None:
         """Each second: the selected lock's time-dependent texts follow the clock."""
@@ -425,6 +428,12 @@ class MainWindow(QMainWindow):
 
     # -- status bar ---------------------------------------------------------------------------
 
+    def _dirs_changed(self, _dirs: object) -> None:
+        """The watched directories changed: the status bar, and the detail pane (whether the
+        selected lock lies outside them)."""
+        self.update_status()
+        self.refresh_detail()
+
     def update_status(self) -> None:
         """Watched directories with their observer mode; counts per state."""
         dirs = self._inventory.dirs
@@ -448,7 +457,7 @@ class MainWindow(QMainWindow):
         """A lock this app held was taken away (:attr:`app.actions.LockActions.lost`): say so
         in the status bar for 15 s."""
         title, body = lost_message(path, replaced)
-        self.statusBar().showMessage(f"{title}: {body}", 15000)
+        self.statusBar().showMessage(printable(f"{title}: {body}"), 15000)
 
     # -- persistence and closing --------------------------------------------------------------
 

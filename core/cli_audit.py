@@ -65,10 +65,10 @@ def _verify(result: VerifyResult, out: Out) -> int:
     elif result.ok:
         out.result(f"{result.log_path}: chain intact ({result.entries} entries, "
                    f"{result.foreign} from other tools)"
-                   + (f"; {one_line(result.reason)}" if result.reason else ""))
+                   + (f"; {result.reason}" if result.reason else ""))  # escaped by result()
     else:
-        print(f"{PROG}: {result.log_path}: chain BROKEN: {one_line(result.reason or '')}",
-              file=sys.stderr, flush=True)
+        broken = f"{result.log_path}: chain BROKEN: {result.reason or ''}"
+        print(f"{PROG}: {one_line(broken)}", file=sys.stderr, flush=True)
     return EXIT_OK if result.ok else EXIT_NO
 
 

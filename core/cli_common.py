@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from core.config import WatchSpec
     from core.record import LockStatus
     from core.stale_policy import StalePolicy
+
+from core.reasons import printable
 
 PROG = "lockwarden"
 """The program name in every message (``lockwarden: PATH: reason``)."""
@@ -48,10 +51,30 @@ class CliError(Exception):
         super().__init__(message)
 
 
-def one_line(text: str) -> str:
-    """``text`` on one line: newlines and carriage returns become spaces (docs/cli.md: errors
-    are always one line on stderr)."""
-    return " ".join(str(text).split("\n")).replace("\r", " ")
+def one_line(text: object) -> str:
+    """``str(text)`` on one line, escaped with :func:`printable` (docs/cli.md: errors are
+    always one line on stderr, and no path or tag in them can move the cursor)."""
+    return printable(str(text))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(obj: object) -> str:
+    """``obj`` as one line of JSON (UTF-8 text, non-ASCII kept). A lone surrogate (an
+    undecodable byte of a file name) is written as its ``\\udcNN`` escape, so the line
+    always encodes as UTF-8; Python's :func:`json.loads` gives the same string back and
+    :func:`os.fsencode` the original bytes.
+
+    Raises:
+        TypeError: ``obj`` holds something JSON cannot represent (a bug).
+    """
+    import json
+
+    text = json.dumps(obj, ensure_ascii=False)
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class Out:
@@ -67,19 +90,18 @@ class Out:
         self.json: bool = bool(getattr(args, "json", False))
 
     def result(self, text: str) -> None:
-        """A human result line on stdout (suppressed by ``-q``)."""
+        """A human result line on stdout, escaped (:func:`printable`); suppressed by ``-q``."""
         if not self.quiet:
-            print(text, flush=True)
+            print(printable(text), flush=True)
 
     def data(self, obj: object) -> None:
-        """A JSON document on stdout (not suppressed by ``-q``: it was asked for).
+        """A JSON document on stdout, one line (:func:`json_text`); not suppressed by ``-q``:
+        it was asked for.
 
         Raises:
             TypeError: ``obj`` holds something JSON cannot represent (a bug).
         """
-        import json
-
-        print(json.dumps(obj, ensure_ascii=False), flush=True)
+        print(json_text(obj), flush=True)
 
     def note(self, text: str) -> None:
         """A one-line message on stderr, ``lockwarden: <text>`` (suppressed by ``-q``)."""
@@ -122,6 +144,14 @@ class Verb(NamedTuple):
     aliases: tuple[str, ...] = ()
     json: bool = True
     via: str | None = None
+
+
+def nul_argument(argv: list[str]) -> str | None:
+    """The first word of ``argv`` holding a NUL byte, or None. No path, option value or
+    command word can hold one (every system call would refuse it), so such a word is a usage
+    error before anything is parsed (exit :data:`EXIT_USAGE`). A process's real argv never
+    holds one; :func:`core.cli.main` can be called with any list."""
+    return next((a for a in argv if "\x00" in a), None)
 
 
 def silence_stdout() -> None:
@@ -245,21 +275,31 @@ def stale_policy(args: argparse.Namespace) -> StalePolicy:
 
 
 def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec]:
-    """The directories of ``list``/``watch`` (``DIR...``, ``--recursive``, ``--pattern``) as
+    """The directories of ``watch`` (``DIR...``, ``--recursive``, ``--pattern``) as
     :class:`core.config.WatchSpec` values judged under ``policy`` (its ``stale_after``;
     per-format limits are the defaults, as in ``policy``).
 
+    A spec's path is expanded again by the watcher (``~``, ``$VAR``:
+    :func:`core.config.expand_path`), which would watch another directory than the one named
+    (the shell has already expanded what it meant to): a directory whose absolute path that
+    expansion changes is refused.
+
     Raises:
-        CliError: a directory is missing or not a directory (exit :data:`EXIT_IO`).
+        CliError: a directory is missing or not a directory, or expansion would change its
+            path (exit :data:`EXIT_IO`).
     """
-    from core.config import WatchSpec
+    from core.config import WatchSpec, expand_path
 
     dirs: list[str] = list(args.dirs)
     patterns: list[str] | None = list(args.pattern) if args.pattern else None
     specs: list[WatchSpec] = []
     for d in dirs:
         check_dir(d)
-        spec = WatchSpec(os.path.abspath(d), recursive=bool(args.recursive),
+        literal = os.path.normpath(os.path.abspath(d))
+        if expand_path(literal) != literal:
+            raise CliError(f"{d}: cannot be watched: the watcher would expand '~' or '$' in "
+                           f"its name and watch {expand_path(literal)!r} instead")
+        spec = WatchSpec(literal, recursive=bool(args.recursive),
                          stale_after=policy.stale_after)
         if patterns is not None:
             spec.patterns = list(patterns)

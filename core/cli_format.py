@@ -1,6 +1,11 @@
 """Text output of the ``lockwarden`` CLI: the ``status`` block and aligned tables (docs/cli.md,
 "``status`` and ``list`` output").
 
+Every value that comes from a file, a path or a process (tags, paths, holders, hosts, reasons,
+audit fields) is escaped with :func:`core.reasons.printable`: control characters,
+separators, bidi overrides and undecodable bytes never reach the terminal as they are
+(docs/cli.md, "Control characters").
+
 Ages are human durations from :func:`core.reasons.human_duration` ("3m 12s"); times are shown
 in UTC (RFC 3339). A holder in one phrase comes from :func:`core.holder.describe_holder` (the one
 describer). JSON output does not come through here: it is ``LockStatus.to_dict()``.
@@ -10,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from core.reasons import human_duration
+from core.reasons import human_duration, printable
 from core.record import LockStatus, State
 
 
@@ -25,7 +30,8 @@ def _age(status: LockStatus) -> str:
 def status_text(status: LockStatus) -> str:
     """Text of ``lockwarden status``: sema's ``key: value`` lines first (``locked``, ``pid``,
     ``timestamp``, ``tag``: docs/specs/002_07b9edc2912ee812.txt, "Compatibility"), then
-    Lockwarden's verdict, one ``reason:`` line per reason (its rendered text)."""
+    Lockwarden's verdict, one ``reason:`` line per reason (its rendered text). Each line is
+    escaped (:func:`core.reasons.printable`), so a value can never add a line."""
     d = status.to_dict()
     lines = [f"locked: {'true' if d['locked'] else 'false'}"]
     if d["pid"] is not None:
@@ -52,17 +58,13 @@ def status_text(status: LockStatus) -> str:
             lines.append(f"error: {d['error']}")
         for reason in d["reasons"]:
             lines.append(f"reason: {reason['text']}")
-    return "\n".join(lines)
-
-
-def _clean(text: str) -> str:
-    """Table cells stay on one line: control characters become spaces."""
-    return "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text)
+    return "\n".join(printable(line) for line in lines)
 
 
 def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
-    cells = [list(header), *[[_clean(c) for c in r] for r in rows]]
+    """Left-aligned columns separated by two spaces; the last column is not padded. Cells are
+    escaped (:func:`core.reasons.printable`): each row stays one line."""
+    cells = [list(header), *[[printable(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     out = []
     for r in cells:

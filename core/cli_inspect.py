@@ -1,5 +1,5 @@
-"""The verbs that only look: ``status``, ``wait``, ``list`` (docs/cli.md, "Verbs" and
-"``status`` and ``list`` output").
+"""The verbs that only look at one lock: ``status`` and ``wait`` (docs/cli.md, "Verbs" and
+"``status`` and ``list`` output"; ``list`` is :mod:`core.cli_list`).
 
 They judge with the one stale policy of the command (:func:`core.cli_common.stale_policy`) and
 print ``LockStatus.to_dict()`` for ``--json`` (``reasons`` as objects ``{"code", "text",
@@ -18,7 +18,6 @@ from core.cli_common import (
     Out,
     check_lock_path,
     stale_policy,
-    watch_specs,
 )
 
 
@@ -81,26 +80,4 @@ def cmd_wait(args: argparse.Namespace, out: Out) -> int:
         out.result(f"{path} is stale (its holder is gone): it can be taken")
     else:
         out.result(f"{path} is free")
-    return EXIT_OK
-
-
-def cmd_list(args: argparse.Namespace, out: Out) -> int:
-    """``list DIR... [--recursive] [--pattern GLOB] [--json]``: every lock file with its
-    verdict (:func:`core.scan.scan`); unreadable files are listed with their reason.
-
-    Returns:
-        0.
-
-    Raises:
-        CliError: a directory is missing or not a directory (exit 3).
-    """
-    from core.scan import scan
-
-    statuses = scan(watch_specs(args, stale_policy(args)))
-    if out.json:
-        out.data([s.to_dict() for s in statuses])
-    elif not out.quiet:
-        from core.cli_format import table
-
-        print(table(statuses), flush=True)
     return EXIT_OK

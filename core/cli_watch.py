@@ -13,14 +13,21 @@ directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING
 
-from core.cli_common import EXIT_OK, Out, silence_stdout, stale_policy, watch_specs
+from core.cli_common import (
+    EXIT_OK,
+    Out,
+    json_text,
+    silence_stdout,
+    stale_policy,
+    watch_specs,
+)
+from core.reasons import printable
 
 if TYPE_CHECKING:
     import argparse
@@ -51,19 +58,22 @@ class _Printer:
             self.stop.set()
 
     def status(self, event: str, status: LockStatus) -> None:
+        """One lock's line: JSON, or text with the path and holder escaped."""
         if self.out.json:
-            self._write(json.dumps({"event": event, **status.to_dict()}, ensure_ascii=False))
+            self._write(json_text({"event": event, **status.to_dict()}))
         else:
             from core.holder import describe_holder
 
             stamp = time.strftime("%H:%M:%S")
-            self._write(f"{stamp}  {event:<8} {status.path}  {describe_holder(status)}")
+            self._write(printable(
+                f"{stamp}  {event:<8} {status.path}  {describe_holder(status)}"))
 
     def obj(self, obj: dict[str, object], text: str) -> None:
+        """A line that is not a lock's: ``obj`` as JSON, or ``text`` escaped."""
         if self.out.json:
-            self._write(json.dumps(obj, ensure_ascii=False))
+            self._write(json_text(obj))
         elif not self.out.quiet:
-            self._write(text)
+            self._write(printable(text))
 
     def on_change(self, changes: ChangeSet) -> None:
         with self.lock:

@@ -38,7 +38,7 @@ def test_quit_with_held_locks_asks_and_releases(make_app, lockdir):
     box = lw.request_quit()
     assert isinstance(box, QMessageBox) and "held.lock" in box.text()
     assert not lw.quitting
-    release = next(b for b in box.buttons() if b.text() == "Release and quit")
+    release = next(b for b in box.buttons() if b.text() == "Release all")
     release.click()
     assert lw.quitting
     assert not path.exists()

@@ -181,7 +181,7 @@ def test_force_release_needs_confirmation_and_reason(gui, qtbot, lockdir, holder
     assert gui.window.act_force.isEnabled() and not gui.window.act_release.isEnabled()
     dlg = gui.ops.open_force_release(str(path))
     assert dlg is not None
-    assert f"PID {p.pid}" in dlg.label.text() and "alive" in dlg.label.text()
+    assert f"pid {p.pid}" in dlg.label.text() and "alive" in dlg.label.text()
     assert not dlg.ok.isEnabled()
     dlg.accept()  # no reason: refused
     settle(gui, qtbot)

@@ -1,7 +1,7 @@
 """Packaging: icons (SVG sources, generated PNG/ICO/ICNS), the desktop entry, the frozen
 entry's dispatch, the self-test from source, the PyInstaller spec's Qt trimming and the Windows
-version resource (docs/packaging.md). The PyInstaller build itself runs in ``.ci/run`` after the tests
-(``python packaging/build.py``), never inside pytest."""
+version resource (docs/packaging.md). The PyInstaller build itself runs in ``.ci/run`` after
+the tests (``python packaging/build.py``), never inside pytest."""
 
 from __future__ import annotations
 

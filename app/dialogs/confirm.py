@@ -4,34 +4,13 @@ a stale lock, and one that needs a reason for a forced release or forced reclaim
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from core.policy import human_duration
-from core.reasons import render
+from core.holder import describe_holder
+from core.reasons import printable, render
 from core.record import LockStatus, State
-
-
-def describe_holder(st: LockStatus) -> str:
-    """One line naming a lock's holder for confirmations: owner/PID/host, liveness, age."""
-    rec = st.record
-    if rec is None:
-        return f"{os.path.basename(st.path)} ({st.state.value}; no readable holder)"
-    who = []
-    if rec.holder:
-        who.append(rec.holder)
-    if rec.pid is not None:
-        who.append(f"PID {rec.pid}")
-    if rec.host:
-        who.append(f"on {rec.host}")
-    holder = " ".join(who) or "an unknown holder"
-    age = ""
-    if rec.acquired_at is not None:
-        secs = (datetime.now(UTC) - rec.acquired_at).total_seconds()
-        age = f", taken {human_duration(max(0.0, secs))} ago"
-    return f"{holder} (holder is {st.liveness.value}{age}; lock is {st.state.value})"
 
 
 class ConfirmDialog(QDialog):
@@ -74,22 +53,27 @@ class ConfirmDialog(QDialog):
 
 def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None) -> ConfirmDialog:
     """Confirmation for a forced release (``reclaim=False``) or forced reclaim of ``st``."""
-    name = os.path.basename(st.path)
+    name = printable(os.path.basename(st.path))
     verb = "Force reclaim" if reclaim else "Force release"
     what = ("remove it and take it for Lockwarden" if reclaim else "delete the lock file")
     expired = ""
     if st.state is State.EXPIRED:
         expired = ("Its lease has expired, but its holder is still alive and may still be "
                    "working.\n\n")
-    text = (f"{verb} {name}?\n\nHolder: {describe_holder(st)}\nPath: {st.path}\n\n"
-            f"{expired}This will {what}. If the holder is still working, two programs may "
-            "then run what the lock protects at the same time.")
+    task_mcp = ""
+    if not reclaim and st.record is not None and st.record.format == "task-mcp":
+        task_mcp = ("This is a Task MCP lock: Task MCP's own release_lock deletes a lock "
+                    "without checking who holds it, so its holder will not notice that the "
+                    "lock is gone.\n\n")
+    text = (f"{verb} {name}?\n\nHolder: {describe_holder(st)}\nPath: {printable(st.path)}"
+            f"\n\n{expired}{task_mcp}This will {what}. If the holder is still working, two "
+            "programs may then run what the lock protects at the same time.")
     return ConfirmDialog(f"{verb}…", text, verb, ask_reason=True, parent=parent)
 
 
 def reclaim_dialog(st: LockStatus, parent: QWidget | None = None) -> ConfirmDialog:
     """Lighter confirmation for reclaiming a stale lock (no reason needed)."""
-    reasons = "\n".join(f"• {render(r)}" for r in st.reasons) or "• judged stale"
-    text = (f"Reclaim {os.path.basename(st.path)}? Lockwarden will break the stale lock and "
-            f"hold it.\n\nHolder: {describe_holder(st)}\n{reasons}")
+    reasons = "\n".join(f"• {printable(render(r))}" for r in st.reasons) or "• judged stale"
+    text = (f"Reclaim {printable(os.path.basename(st.path))}? Lockwarden will break the stale "
+            f"lock and hold it.\n\nHolder: {describe_holder(st)}\n{reasons}")
     return ConfirmDialog("Reclaim lock", text, "Reclaim", parent=parent)

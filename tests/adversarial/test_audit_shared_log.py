@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -30,10 +29,10 @@ import pytest
 
 from core import audit
 from core.fsutil import AUDIT_LOG_NAME
+from tests.adversarial.second_user import USER2, second_user
 
 GB = 1024**3
 WINDOW = 64 * 1024
-USER2 = "lwtest2"
 
 
 @pytest.fixture(autouse=True)
@@ -118,26 +117,6 @@ def test_20gb_sparse_log_ending_in_an_entry_is_chained_after_one_64k_read(lockdi
 # ------------------------------------------------------------------ another user's log
 
 
-def _second_user() -> tuple[int, int]:
-    """uid and gid of the test account :data:`USER2`, created with useradd when missing.
-    Skips unless root on POSIX with useradd."""
-    if os.name != "posix" or os.geteuid() != 0:
-        pytest.skip("needs root: to create a second account and run a process as it")
-    try:
-        pw = pwd.getpwnam(USER2)
-    except KeyError:
-        useradd = shutil.which("useradd")
-        if useradd is None:
-            pytest.skip("useradd is not installed: cannot create the second account")
-        subprocess.run(
-            [useradd, "--system", "--user-group", "--no-create-home",
-             "--shell", "/usr/sbin/nologin", USER2],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
-        pw = pwd.getpwnam(USER2)
-    return pw.pw_uid, pw.pw_gid
-
-
 @pytest.fixture
 def world_tmp() -> Iterator[Path]:
     """A directory under the system tmp dir that the second user can traverse (pytest's
@@ -153,7 +132,7 @@ def world_tmp() -> Iterator[Path]:
 @needs_proc_io
 @pytest.mark.timeout(60)
 def test_another_users_20gb_log_is_neither_read_nor_written(world_tmp: Path) -> None:
-    uid, gid = _second_user()
+    uid, gid = second_user()
     shared = world_tmp / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -244,7 +223,7 @@ def _rechain(lines: list[bytes]) -> list[bytes]:
 
 @pytest.mark.timeout(180)
 def test_second_user_detects_their_shared_log_rewritten_by_someone_else(world_tmp: Path) -> None:
-    uid, gid = _second_user()
+    uid, gid = second_user()
     user2 = User2(world_tmp, uid, gid)
     shared = world_tmp / "shared"
     shared.mkdir()

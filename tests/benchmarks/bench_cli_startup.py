@@ -1,8 +1,9 @@
 """Benchmark: cold start-up of ``lockwarden status PATH`` beside bare ``python -c pass``.
 
-Target (docs/performance.md): the median of 20 runs of ``lockwarden status PATH`` is at most 120 ms more
-than the interpreter's own start-up (import lazily: no Qt, no watchdog on this path). Each run
-is a new process (the OS page cache stays warm: "cold" means a fresh interpreter). Also shows
+Target (docs/cli.md, "Start-up time"): the median of 20 runs of ``lockwarden status PATH`` is
+at most 120 ms more than the interpreter's own start-up (import lazily: no Qt, no watchdog on
+this path). Each run is a new process (the OS page cache stays warm: "cold" means a fresh
+interpreter). Also shows
 ``try`` and ``release`` (they import the lock engine) and which heavy modules were imported.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_cli_startup.py [--runs N]``. Prints figures;

@@ -9,7 +9,7 @@ tray icon, walks the menu with the keyboard (first entry = the stale lock, its f
 "Reclaim"), and confirms the dialog.
 The GUI has no other remote control (``app/single.py``'s channel only says "show"), and running
 the GUI's code in a second process would not prove that *this* GUI works. The GUI is quit the
-same way (tray menu "Quit", then "Release and quit").
+same way (tray menu "Quit", then "Release all").
 
 What the GUI shows is read from the screen: the tray icon's colour (held blue, stale amber,
 ``resources/icons/tray-*.svg``) and the table's state dots (``app.icons.STATE_COLORS``).
@@ -538,7 +538,7 @@ def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
     screen.open_tray_menu(icon)
     screen.key("Up")            # the last entry: "Quit"
     screen.key("Return")
-    screen.confirm("Quit Lockwarden")   # default button: "Release and quit"
+    screen.confirm("Quit Lockwarden")   # default button: "Release all"
     assert gui.wait(60) == 0
     said = (tmp_path / "gui.out").read_text(errors="replace")
     assert "Traceback" not in said and "lockwarden:" not in said, said[-2000:]
