@@ -255,7 +255,7 @@ def _report_exception(exc: BaseException) -> int:
 def _os_error_text(exc: OSError) -> str:
     """``"PATH: reason"``; an error on one of the engine's temp files names the lock instead
     (``/tmp/x.lock: cannot write in /tmp: Permission denied``)."""
-    from core.fsutil import parse_temp_name
+    from core.tempfiles import parse_temp_name
 
     name = exc.filename
     reason = exc.strerror or str(exc)

@@ -1,9 +1,9 @@
 """``lockwarden clean DIR``: remove temp files that Lockwarden's engine left behind.
 
-Only names with the full shape of the engine's temp files (:func:`core.fsutil.parse_temp`:
+Only names with the full shape of the engine's temp files (:func:`core.tempfiles.parse_temp`:
 ``.<lock>.<pid>.<32 hex>.lw(tmp|swap|rel)``) are candidates -- a shape no lock name has, and
 one the engine refuses as a lock path -- so another tool's files, and locks, are never touched.
-A candidate is removed only when :func:`core.fsutil.leftover_removable` says so: a regular
+A candidate is removed only when :func:`core.tempfiles.leftover_removable` says so: a regular
 file (not a symlink) with a single link (a temp still hard-linked as the lock itself is a held
 lock's file), not the inode of the lock it names, older than ``--min-age`` seconds and never
 younger than the writing grace, and whose writer (the PID in its name) is gone. It is
@@ -23,14 +23,14 @@ from core.cli_common import EXIT_OK, CliError, Out, check_dir
 
 def leftovers(directory: str, *, min_age: float, now: float | None = None) -> list[str]:
     """Paths of the engine's leftover temp files in ``directory`` that may be removed (not
-    recursive; :func:`core.fsutil.leftover_removable`).
+    recursive; :func:`core.tempfiles.leftover_removable`).
 
     ``min_age`` in seconds; ``now`` Unix seconds (default: the current time).
 
     Raises:
         OSError: the directory cannot be listed.
     """
-    from core.fsutil import leftover_removable, parse_temp
+    from core.tempfiles import leftover_removable, parse_temp
 
     now = time.time() if now is None else now
     with os.scandir(directory) as it:

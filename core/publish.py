@@ -43,11 +43,11 @@ from core.fsutil import (
     fsync_dir,
     read_lock_file,
     refuse_unreadable,
-    temp_path,
 )
 from core.inspect import inspect, inspect_bytes
 from core.record import FileInfo, LockStatus, State
 from core.stale_policy import StalePolicy
+from core.tempfiles import temp_path
 
 log = logging.getLogger("lockwarden.lock")
 
@@ -197,7 +197,7 @@ def _write_temp(tmp: str, data: bytes, mode: int = 0o644) -> tuple[int, int]:
 @contextlib.contextmanager
 def stage(path: str, token: str, data: bytes, mode: int = 0o644) -> Iterator[Staged]:
     """Write ``data`` to ``.<name>.<pid>.<token>.lwtmp`` beside ``path``
-    (:func:`core.fsutil.temp_path`; ``O_EXCL|O_NOFOLLOW``, permission bits ``mode`` -- the
+    (:func:`core.tempfiles.temp_path`; ``O_EXCL|O_NOFOLLOW``, permission bits ``mode`` -- the
     format's :attr:`core.formats.Built.mode` -- fsynced) for the duration of the block; the temp
     name is removed on leaving.
 

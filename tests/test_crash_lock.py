@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from core.formats import parse
-from core.fsutil import parse_temp_name
 from core.inspect import inspect
 from core.lock import CRASH_ENV, CRASH_POINTS, Lock
 from core.record import State
+from core.tempfiles import parse_temp_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import UnreadableError
-from core.fsutil import MAX_LOCK_BYTES, parse_temp_name, read_lock_file, temp_path
+from core.fsutil import MAX_LOCK_BYTES, read_lock_file
+from core.tempfiles import parse_temp_name, temp_path
 
 
 def test_reads_regular_file(lockdir: Path) -> None:

@@ -21,10 +21,10 @@ from core._exchange import DirGuard, GuardTimeout, exchange, exchange_available
 from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale, UnreadableError
 from core.formats import parse
 from core.formats.taskmcp import ALLOWED_METADATA, FILE_MODE
-from core.fsutil import parse_temp_name
 from core.inspect import inspect
 from core.lock import Lock, force_release, reclaim, release_path, wait
 from core.record import Liveness, State
+from core.tempfiles import parse_temp_name
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="uses fork (Linux)")
 CTX = multiprocessing.get_context("fork") if sys.platform == "linux" else None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.config import WatchSpec
-from core.fsutil import AUDIT_LOG_NAME, temp_path
+from core.fsutil import AUDIT_LOG_NAME
 from core.reasons import texts
 from core.record import State
 from core.scan import (
@@ -27,6 +27,7 @@ from core.scan import (
     scan_dir,
     split_claim_path,
 )
+from core.tempfiles import temp_path
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD = time.time() - 600  # an mtime well past the 2 s writing grace

@@ -21,8 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.fsutil import parse_temp_name
 from core.record import State
+from core.tempfiles import parse_temp_name
 
 pytestmark = [
     pytest.mark.slow,

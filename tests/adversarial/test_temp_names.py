@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from core.fsutil import parse_temp, temp_path
+from core.tempfiles import parse_temp, temp_path
 from tests.test_cli import lw
 
 TOKEN = "0123456789abcdef" * 2
