@@ -315,9 +315,10 @@ class TrayController(QObject):
         Shown as a balloon when the icon is visible and the platform supports messages."""
         icon = (QSystemTrayIcon.MessageIcon.Warning if warning
                 else QSystemTrayIcon.MessageIcon.Information)
+        title, body = printable(title), printable(body)  # paths and tags can hold anything
         self.notified.emit(title, body, icon)
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
-            self.icon.showMessage(printable(title), printable(body), icon, 8000)
+            self.icon.showMessage(title, body, icon, 8000)
 
     def lock_title(self, path: str) -> str:
         """A lock's name for menus and notifications: the file name, with its parent

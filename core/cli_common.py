@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 from core.reasons import printable
 
+INIT_PID = 1
+"""The init process, which adopts orphans (as :data:`core.liveness.INIT_PID`; not imported
+from there: psutil is not loaded at start-up)."""
+
 PROG = "lockwarden"
 """The program name in every message (``lockwarden: PATH: reason``)."""
 
@@ -191,11 +195,13 @@ def holder_pid(args: argparse.Namespace) -> int:
 
 
 def checked_holder_pid(args: argparse.Namespace) -> int:
-    """:func:`holder_pid`, refusing a ``--pid`` that names no running process: a lock
-    recorded for it would be stale at once.
+    """:func:`holder_pid`, refusing a ``--pid`` that names no running process (a lock recorded
+    for it would be stale at once), and refusing to record init (PID 1) when the calling shell
+    is gone (docs/cli.md, "Who holds a lock taken from the command line").
 
     Raises:
-        CliError: ``--pid N`` names no running process (exit :data:`EXIT_USAGE`).
+        CliError: ``--pid N`` names no running process, or the parent is init (exit
+            :data:`EXIT_USAGE`).
     """
     pid = holder_pid(args)
     if getattr(args, "pid", None) is not None:
@@ -203,6 +209,12 @@ def checked_holder_pid(args: argparse.Namespace) -> int:
 
         if process_start_time(pid) is None:
             raise CliError(f"--pid {pid}: no such process", EXIT_USAGE)
+    elif pid == INIT_PID:
+        # the calling shell is gone and init adopted us: a lock naming init proves nothing
+        # (core.liveness judges such a lock by its TTL and age only), so none is written
+        raise CliError("the calling process is gone (this command's parent is init, PID 1): "
+                       "no holder to record; pass --pid N, or hold the lock with "
+                       "'lockwarden run'", EXIT_USAGE)
     return pid
 
 

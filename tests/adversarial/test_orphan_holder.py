@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from core.inspect import inspect
 from core.reasons import Code
 from core.record import Liveness, State
@@ -35,3 +37,41 @@ def test_init_holder_with_lapsed_ttl_is_stale(tmp_path: Path) -> None:
     st = inspect(str(lease))
     assert st.state is State.STALE
     assert [r.code for r in st.reasons][:2] == [Code.INIT_HOLDER, Code.EXPIRED]
+
+
+def test_cli_whose_shell_is_gone_refuses_to_record_init(lockdir: Path) -> None:
+    """A real orphan: the process that starts ``lockwarden try`` exits first and init adopts
+    the CLI, which must not record PID 1. The orphan says who adopted it, then becomes the CLI
+    (``exec``); both write into a pipe the test holds (stdout and stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_cli import ENV
+
+    lock = lockdir / "orphan.lock"
+    r, w = os.pipe()
+    orphan = (  # argv[1]: the PID of the parent to outlive
+        "import os, sys\n"
+        "while os.getppid() == int(sys.argv[1]): os.sched_yield()\n"
+        "print('adopted-by', os.getppid(), flush=True)\n"
+        f"os.execv(sys.executable, [sys.executable, '-m', 'core', 'try', {str(lock)!r}])\n"
+    )
+    parent = (
+        "import os, sys\n"
+        "me = os.getpid()\n"
+        "if os.fork() == 0:\n"
+        f"    os.execv(sys.executable, [sys.executable, '-c', {orphan!r}, str(me)])\n"
+        "os._exit(0)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent], env=ENV, stdout=w, stderr=w)
+    os.close(w)
+    assert proc.wait(timeout=60) == 0
+    with os.fdopen(r) as f:
+        said = f.read()  # EOF once the CLI has exited
+    first, _, rest = said.partition("\n")
+    adopter = int(first.split()[1])
+    if adopter != 1:
+        pytest.skip(f"the orphan was adopted by a subreaper (PID {adopter}), not init")
+    assert "parent is init" in rest, said
+    assert not lock.exists()
