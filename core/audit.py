@@ -93,6 +93,7 @@ def append(
     result: str = "ok",
     details: dict[str, Any] | None = None,
     format: str | None = None,
+    durable: bool = False,
 ) -> AuditWrite:
     """Append one entry about ``operation`` on ``lock_path`` to its directory's audit log.
 
@@ -104,6 +105,8 @@ def append(
         result: ``ok``, ``refused``, ``lost``, ``error``...
         details: JSON-like data (``holder``/``displaced``, ``reason``, ``decision``, ``token``).
         format: the lock's format name, or None.
+        durable: fsync the entry (always done for reclaims, force releases and lost locks:
+            :data:`core.audit_write.DURABLE_OPERATIONS`).
 
     Returns:
         :class:`AuditWrite` (``fallback``, ``reason``, ``error``, ``repaired``); see
@@ -117,4 +120,5 @@ def append(
         details=details,
         format=format,
         lock_timeout=LOCK_TIMEOUT,
+        durable=durable,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import os
 import threading
 from dataclasses import dataclass, field
@@ -206,7 +207,14 @@ def fallback_log_path() -> str:
 
 def heads_dir() -> str:
     """Directory of this user's chain heads, ``platformdirs.user_state_dir("lockwarden")/
-    audit_heads`` (Linux: ``~/.local/state/lockwarden/audit_heads``). Not created here."""
+    audit_heads`` (Linux: ``~/.local/state/lockwarden/audit_heads``). Not created here.
+    Looked up once per environment (``XDG_STATE_HOME``, ``HOME``): every audit entry asks."""
+    return _heads_dir(os.environ.get("XDG_STATE_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _heads_dir(_xdg_state_home: str | None, _home: str | None) -> str:
+    """:func:`heads_dir` for one environment (the arguments are only the cache key)."""
     import platformdirs
 
     return os.path.join(platformdirs.user_state_dir("lockwarden"), HEADS_DIR_NAME)

@@ -14,8 +14,9 @@ Part of :mod:`core.audit`. One append:
 4. if that last line lacks its newline and is not a JSON object it is an interrupted write
    (disk full, crash): terminate it and write a ``repair`` entry (chained onto it, naming it
    and the line before it) before the entry;
-5. ONE ``os.write`` of everything, ``os.fsync``, and record the new line as this user's chain
-   head (:mod:`core.audit_heads`).
+5. ONE ``os.write`` of everything, ``os.fsync`` for a durable entry (:data:`DURABLE_OPERATIONS`
+   or asked for: docs/architecture.md, "Durability"), and record the new line as this user's
+   chain head (:mod:`core.audit_heads`).
 
 Any failure sends the entry to :func:`~core.audit_model.fallback_log_path` instead (same rules,
 its own chain) and :func:`append` says so; it never raises for I/O.
@@ -96,6 +97,13 @@ class TailState:
     torn: TornLine | None
 
 
+DURABLE_OPERATIONS = frozenset({"reclaim", "force_release", "lost", "repair"})
+"""Operations whose entries are always fsynced: the ones that break or lose someone's lock.
+Routine entries (acquire, release, refresh, refusals) are written without an fsync unless the
+lock is ``durable``: a crash of the process loses nothing (the page cache survives it), and a
+power loss ends every holder anyway."""
+
+
 def append(
     lock_path: str,
     operation: str,
@@ -104,6 +112,7 @@ def append(
     details: dict[str, Any] | None = None,
     format: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    durable: bool = False,
 ) -> AuditWrite:
     """Append one entry about ``operation`` on ``lock_path`` to its directory's audit log.
 
@@ -116,6 +125,7 @@ def append(
             NaN to text, other objects to ``str``), so a bad value never costs the entry.
         format: the lock's format name, or None.
         lock_timeout: seconds to wait for another writer's lock on the log (then fallback).
+        durable: fsync the entry even when ``operation`` is not in :data:`DURABLE_OPERATIONS`.
 
     Returns:
         :class:`AuditWrite`: ``fallback`` True when the lock's directory log was not used
@@ -126,8 +136,9 @@ def append(
     """
     entry = make_entry(lock_path, operation, result, details, format)
     primary = log_path_for(lock_path)
+    durable = durable or operation in DURABLE_OPERATIONS
     try:
-        repaired = append_entry(primary, entry, lock_timeout)
+        repaired = append_entry(primary, entry, lock_timeout, durable)
         return AuditWrite(log_path=primary, fallback=False, repaired=repaired)
     except OSError as exc:
         reason = f"{primary}: {explain(exc)}"
@@ -135,7 +146,7 @@ def append(
     try:
         fallback = fallback_log_path()
         os.makedirs(os.path.dirname(fallback), mode=0o700, exist_ok=True)
-        repaired = append_entry(fallback, entry, lock_timeout)
+        repaired = append_entry(fallback, entry, lock_timeout, durable)
         return AuditWrite(log_path=fallback, fallback=True, reason=reason, repaired=repaired)
     except Exception as exc:  # platformdirs or the file system: never raise from append
         where = fallback or "the per-user log directory"
@@ -144,9 +155,11 @@ def append(
         )
 
 
-def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float) -> bool:
+def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,
+                 durable: bool = True) -> bool:
     """Append ``entry`` (fields without ``prev``) to the log at ``log_path`` under its kernel
-    lock, chained onto its last line; True when an interrupted write was repaired first.
+    lock, chained onto its last line (fsynced when ``durable``); True when an interrupted write
+    was repaired first.
 
     Raises :class:`~core.audit_model.LogRefused` for a log that is not a regular file, has
     other hard links, belongs to another user or whose last line is too long to chain onto;
@@ -170,7 +183,8 @@ def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float) -> b
                 state = tail_state(fd, st.st_size)
                 data, line = compose(log_path, entry, state)
                 _write_all(fd, data)
-                os.fsync(fd)
+                if durable or state.torn is not None:
+                    os.fsync(fd)
                 end = os.lseek(fd, 0, os.SEEK_CUR)
                 audit_heads.record(ChainHead(
                     log=audit_heads.head_key(log_path), dev=st.st_dev, ino=st.st_ino,

@@ -56,7 +56,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     pid = checked_holder_pid(args)
     policy = stale_policy(args)
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
-                policy=policy)
+                policy=policy, durable=bool(args.durable))
     try:
         lock.acquire(timeout=timeout, blocking=blocking)
     except (LockHeld, LockTimeout) as exc:
@@ -154,6 +154,7 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     policy = stale_policy(args)
     try:
         lock = reclaim(path, force=bool(args.force), reason=args.reason, holder_pid=pid,
+                       durable=bool(args.durable),
                        tag=args.tag, ttl=args.ttl, policy=policy)
     except (NotStale, LockHeld) as exc:
         status = exc.status

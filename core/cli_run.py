@@ -223,7 +223,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
         logging.getLogger("lockwarden.lock").addHandler(logging.NullHandler())
     lock = Lock(  # no auto_refresh: its thread would exist at fork (module docstring)
         args.path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=os.getpid(),
-        policy=stale_policy(args),
+        policy=stale_policy(args), durable=bool(args.durable),
     )
     preexec = die_with_parent(os.getpid())
     stop_refresh = threading.Event()

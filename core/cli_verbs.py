@@ -47,6 +47,9 @@ def _add_write_opts(p: argparse.ArgumentParser, *, ttl_help: str) -> None:
     p.add_argument("--ttl", type=cli_args.TTL, metavar="S", help=ttl_help)
     p.add_argument("--format", choices=_FORMATS, default="sema",
                    help="lock file format to write (default sema)")
+    p.add_argument("--durable", action="store_true",
+                   help="fsync the lock file, its directory and the audit entry (slower; a "
+                        "lock never needs to survive a power loss, see docs/architecture.md)")
 
 
 def _add_lock_opts(p: argparse.ArgumentParser) -> None:

@@ -82,6 +82,9 @@ class Lock:
         auto_refresh: with a TTL, renew the lock at 75% of the TTL in a daemon thread (spec 004
             "Auto-Refresh Mechanism"). A lost lock is reported (``lost`` is set, a ``lost``
             audit entry and a logging warning), never silently re-taken.
+        durable: fsync the lock file and its directory when it is published or renewed, and
+            its audit entries (off by default: docs/architecture.md, "Durability"; an explicit
+            reclaim is always made durable).
         policy: the stale policy locks in the way are judged with
             (:class:`core.stale_policy.StalePolicy`; default
             :data:`core.stale_policy.DEFAULT_POLICY`, ``stale_after`` 3600 s as in the specs).
@@ -110,6 +113,7 @@ class Lock:
         holder_pid: int | None = None,
         auto_refresh: bool = False,
         policy: StalePolicy | None = None,
+        durable: bool = False,
     ) -> None:
         if format not in WRITABLE_FORMATS:
             raise ValueError(
@@ -129,6 +133,7 @@ class Lock:
         self.format = format
         self.holder_pid = holder_pid
         self.auto_refresh = auto_refresh
+        self.durable = durable
         self.policy = resolve_policy(policy, stale_after)
         self.stale_after = self.policy.stale_after
         self.lost = threading.Event()
@@ -229,7 +234,8 @@ class Lock:
                 return seen
         token = publish.new_token()
         built = self._build(token)
-        with publish.stage(self.path, token, built.data, built.mode) as staged:
+        with publish.stage(self.path, token, built.data, built.mode,
+                           self.durable) as staged:
             out = publish.publish_or_take_over(staged, self.policy)
             if out.kind in ("published", "won"):
                 self._took_over(out, token, built, staged)
@@ -261,7 +267,8 @@ class Lock:
         if self.auto_refresh and self.ttl is not None:
             self._start_refresher(token)
         if published:
-            _audit(self.path, "acquire", details=self._details(), format=self.format)
+            _audit(self.path, "acquire", details=self._details(), format=self.format,
+                   durable=self.durable)
             return
         assert out.displaced is not None  # a "won" outcome names what it replaced
         self.reclaimed_from = out.displaced
@@ -299,7 +306,8 @@ class Lock:
                 judge.refuse(self.path, status, reason)
             token = publish.new_token()
             built = self._build(token, judge.reclaimed(status))
-            with publish.stage(self.path, token, built.data, built.mode) as staged:
+            with publish.stage(self.path, token, built.data, built.mode,
+                               durable=True) as staged:  # an explicit reclaim: made durable
                 out = publish.take_over(staged, status, judge, self.policy)
                 if out.kind in ("published", "won"):
                     self._took_over(out, token, built, staged, judge, reason)
@@ -354,7 +362,8 @@ class Lock:
                        details={"token": held.token, "reason": str(exc)}, format=self.format)
                 raise
             self._held = None
-            _audit(self.path, "release", details={"token": held.token}, format=self.format)
+            _audit(self.path, "release", details={"token": held.token}, format=self.format,
+                   durable=self.durable)
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -384,17 +393,18 @@ class Lock:
             self._holders.keep(held.record)
             built = self._build(held.token, acquired=held.record.acquired_at)
             with publish.stage(self.path, publish.new_token(), built.data,
-                               built.mode) as staged:
+                               built.mode, self.durable) as staged:
                 lost_why = publish.renew(staged, held.data, held.ident)
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait
                 self._mark_lost("refresh", lost_why)
                 raise LockLost(f"{self.path}: the lock is no longer ours")
-            with contextlib.suppress(OSError):
-                fsync_dir(os.path.dirname(self.path))
+            if self.durable:
+                with contextlib.suppress(OSError):
+                    fsync_dir(os.path.dirname(self.path))
             self._held = _Held(held.token, built.record, built.data, staged.ident)
         _audit(self.path, "refresh", details={"token": held.token, "ttl": self.ttl},
-               format=self.format)
+               format=self.format, durable=self.durable)
 
     def _mark_lost(self, during: str, why: str) -> None:
         token = self.token
@@ -477,6 +487,7 @@ def reclaim(
     stale_after: float | None = None,
     auto_refresh: bool = False,
     policy: StalePolicy | None = None,
+    durable: bool = False,
 ) -> Lock:
     """Break the lock at ``path`` and hold it; returns the held :class:`Lock`.
 
@@ -494,6 +505,8 @@ def reclaim(
     af-ledger), else sema. A free path is simply acquired. Race-free when many processes
     reclaim at once: exactly one wins, the others get NotStale (or LockHeld); see
     docs/engine.md, "Reclaim is race-free".
+
+    ``durable``: as :class:`Lock` (the take-over itself is always made durable).
 
     ``auto_refresh``: renew the new lock at 75% of its lease in a daemon thread, as
     :class:`Lock` does (spec 004 "Auto-Refresh Mechanism"); it applies when the new lock has a
@@ -518,7 +531,7 @@ def reclaim(
         fmt = status.record.format
     leased = ttl is not None or formats.default_ttl(fmt) is not None
     lk = Lock(p, tag=tag, ttl=ttl, format=fmt, holder_pid=holder_pid,
-              auto_refresh=auto_refresh and leased, policy=judge)
+              auto_refresh=auto_refresh and leased, policy=judge, durable=durable)
     try:
         return lk._reclaim(force=force, reason=reason)
     except LockHeld as exc:

@@ -59,12 +59,15 @@ def record_audit(
     result: str = "ok",
     details: dict[str, Any] | None = None,
     format: str | None = None,
+    durable: bool = False,
 ) -> None:
-    """Write one audit entry (:func:`core.audit.append`; docs/engine.md, "Every operation is
-    audited once"). Never raises: a failure to audit is logged as a warning, because auditing
-    must never turn an operation that was done into a failure."""
+    """Write one audit entry (:func:`core.audit.append`, fsynced when ``durable`` or when the
+    operation breaks a lock; docs/engine.md, "Every operation is audited once"). Never raises:
+    a failure to audit is logged as a warning, because auditing must never turn an operation
+    that was done into a failure."""
     try:
-        w = audit.append(path, operation, result=result, details=details, format=format)
+        w = audit.append(path, operation, result=result, details=details, format=format,
+                         durable=durable)
     except Exception as exc:
         log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
         return

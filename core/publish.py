@@ -159,6 +159,7 @@ class Staged(NamedTuple):
         ident: ``(inode, device)`` of the temp file (the lock's once linked; :func:`settle`
             gives the lock's where the ``O_EXCL`` fallback wrote a new inode).
         mode: its permission bits (the ``O_EXCL`` fallback creates the lock with them).
+        durable: fsync the file and its directory (:func:`stage`).
     """
 
     path: str
@@ -166,12 +167,14 @@ class Staged(NamedTuple):
     data: bytes
     ident: tuple[int, int]
     mode: int = 0o644
+    durable: bool = False
 
 
-def _write_temp(tmp: str, data: bytes, mode: int = 0o644) -> tuple[int, int]:
+def _write_temp(tmp: str, data: bytes, mode: int = 0o644,
+                durable: bool = False) -> tuple[int, int]:
     """Create ``tmp`` exclusively (never through a symlink) with permission bits ``mode``
-    (the umask may only remove bits), write ``data``, fsync it. Returns the file's
-    ``(inode, device)``."""
+    (the umask may only remove bits), write ``data``, fsync it when ``durable``. Returns the
+    file's ``(inode, device)``."""
     try:
         fd = os.open(tmp, WRITE_EXCL_FLAGS, mode)
     except OSError as exc:
@@ -182,7 +185,8 @@ def _write_temp(tmp: str, data: bytes, mode: int = 0o644) -> tuple[int, int]:
     try:
         crash_point("after_temp_create")
         _write_all(fd, data)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
         st = os.fstat(fd)
     except BaseException:
         os.close(fd)
@@ -195,17 +199,25 @@ def _write_temp(tmp: str, data: bytes, mode: int = 0o644) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def stage(path: str, token: str, data: bytes, mode: int = 0o644) -> Iterator[Staged]:
+def stage(path: str, token: str, data: bytes, mode: int = 0o644,
+          durable: bool = False) -> Iterator[Staged]:
     """Write ``data`` to ``.<name>.<pid>.<token>.lwtmp`` beside ``path``
     (:func:`core.tempfiles.temp_path`; ``O_EXCL|O_NOFOLLOW``, permission bits ``mode`` -- the
-    format's :attr:`core.formats.Built.mode` -- fsynced) for the duration of the block; the temp
-    name is removed on leaving.
+    format's :attr:`core.formats.Built.mode`) for the duration of the block; the temp name is
+    removed on leaving.
+
+    ``durable``: fsync the file here and its directory in :func:`settle`. Off by default
+    (docs/architecture.md, "Durability"): after a power loss every holder is dead, so a lock
+    file that survives it buys nothing; what matters -- that no reader takes a torn or empty
+    file for a live lock -- is the verdict's rule (an empty or torn file past the writing grace,
+    a lock older than the last boot: stale). A process crash loses nothing either way (the page
+    cache survives it).
 
     Raises:
         LockError: the temp file cannot be created (permissions, a full disk...).
     """
     tmp = temp_path(path, token)
-    staged = Staged(path, tmp, data, _write_temp(tmp, data, mode), mode)
+    staged = Staged(path, tmp, data, _write_temp(tmp, data, mode, durable), mode, durable)
     try:
         yield staged
     finally:
@@ -235,7 +247,8 @@ def publish(staged: Staged) -> bool:
         return False
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if staged.durable:
+            os.fsync(fd)
     except BaseException:
         # our own partial file would stay "unreadable" forever: take it back
         with contextlib.suppress(OSError):
@@ -248,8 +261,9 @@ def publish(staged: Staged) -> bool:
 
 def settle(staged: Staged, *, linked: bool) -> tuple[int, int]:
     """Finish a publish once the path holds our lock: drop the temp name when it is still
-    linked to the lock (``linked``), fsync the directory. Returns the lock's ``(inode,
-    device)`` (a new inode where the ``O_EXCL`` fallback wrote it)."""
+    linked to the lock (``linked``), fsync the directory when the staged file is ``durable``.
+    Returns the lock's ``(inode, device)`` (a new inode where the ``O_EXCL`` fallback wrote
+    it)."""
     if linked:
         unlink_quiet(staged.tmp)
         crash_point("after_temp_unlink")
@@ -258,8 +272,9 @@ def settle(staged: Staged, *, linked: bool) -> tuple[int, int]:
         with contextlib.suppress(OSError):
             st = os.lstat(staged.path)
             ident = (st.st_ino, st.st_dev)  # the O_EXCL fallback wrote a new inode
-    with contextlib.suppress(OSError):
-        fsync_dir(os.path.dirname(staged.path))
+    if staged.durable:
+        with contextlib.suppress(OSError):
+            fsync_dir(os.path.dirname(staged.path))
     return ident
 
 

@@ -7,6 +7,7 @@ import os
 import pwd
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,31 @@ def second_user() -> tuple[int, int]:
         )  # fmt: skip
         pw = pwd.getpwnam(USER2)
     return pw.pw_uid, pw.pw_gid
+
+
+def site_for_second_user(base: Path, packages: list[str]) -> Path:
+    """A world-readable copy of ``core`` and the named installed packages under ``base/site``
+    (the venv lives under /root, which the second account cannot read); returns the directory
+    to put first on its ``sys.path``."""
+    import importlib
+
+    site = base / "site"
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ["core", *packages]:
+        mod = importlib.import_module(name)
+        assert mod.__file__ is not None
+        shutil.copytree(Path(mod.__file__).parent, site / name, ignore=ignore)
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return site
+
+
+def second_user_python(uid: int, gid: int) -> str:
+    """A Python >= 3.11 the second account can run (the system's); skips when there is none."""
+    for exe in ("/usr/bin/python3", shutil.which("python3") or ""):
+        if exe and subprocess.run(
+            [exe, "-I", "-c", "import sys; assert sys.version_info >= (3, 11)"],
+            user=uid, group=gid, extra_groups=[], capture_output=True, timeout=60, cwd="/",
+        ).returncode == 0:
+            return exe
+    pytest.skip(f"no Python >= 3.11 that {USER2} can run (the venv's lives under /root)")

@@ -24,12 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import pytest
 
 from core import audit
 from core.fsutil import AUDIT_LOG_NAME
-from tests.adversarial.second_user import USER2, second_user
+from tests.adversarial.second_user import (
+    USER2,
+    second_user,
+    second_user_python,
+    site_for_second_user,
+)
 
 GB = 1024**3
 WINDOW = 64 * 1024
@@ -178,24 +182,11 @@ class User2:
 
     def __init__(self, base: Path, uid: int, gid: int) -> None:
         self.uid, self.gid = uid, gid
-        self.site = base / "site"
-        ignore = shutil.ignore_patterns("__pycache__")
-        shutil.copytree(Path(audit.__file__).parent, self.site / "core", ignore=ignore)
-        shutil.copytree(Path(platformdirs.__file__).parent, self.site / "platformdirs",
-                        ignore=ignore)  # fmt: skip
-        for p in [self.site, *self.site.rglob("*")]:
-            p.chmod(0o755 if p.is_dir() else 0o644)
+        self.site = site_for_second_user(base, ["platformdirs"])
         self.home = base / "home2"
         self.home.mkdir()
         os.chown(self.home, uid, gid)
-        self.python = self._python()
-
-    def _python(self) -> str:
-        for exe in ("/usr/bin/python3", shutil.which("python3") or ""):
-            if exe and self._run([exe, "-I", "-c", "import sys; assert sys.version_info >= "
-                                  "(3, 11)"]).returncode == 0:  # fmt: skip
-                return exe
-        pytest.skip(f"no Python >= 3.11 that {USER2} can run (the venv's lives under /root)")
+        self.python = second_user_python(uid, gid)
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.home), "LANG": "C.UTF-8",

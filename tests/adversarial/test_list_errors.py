@@ -1,0 +1,63 @@
+"""``lockwarden list -r`` lists every lock it can reach and names each directory it could not
+list, instead of printing nothing (docs/cli.md, "``list``: what could not be listed"). The
+directory that cannot be listed is a real 0700 directory of root, listed by the real second
+account."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.second_user import second_user, second_user_python, site_for_second_user
+
+RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
+      "runpy.run_module('core', run_name='__main__')"
+
+
+@pytest.fixture
+def tree() -> Path:
+    base = Path(tempfile.mkdtemp(prefix="lockwarden-list-"))
+    base.chmod(0o755)
+    return base
+
+
+def test_list_r_reports_each_unlistable_directory_and_lists_the_rest(tree: Path) -> None:
+    uid, gid = second_user()
+    python = second_user_python(uid, gid)
+    site = site_for_second_user(tree, ["platformdirs", "psutil", "tomli_w"])
+    root = tree / "locks"
+    for sub in ("a", "b", "secret", "z"):
+        (root / sub).mkdir(parents=True)
+    for sub in ("a", "z"):
+        (root / sub / "job.lock").write_text("pid=1\ntimestamp=1700000000\n")
+    (root / "secret" / "hidden.lock").write_text("pid=1\ntimestamp=1700000000\n")
+    for d in [root, *root.iterdir()]:
+        d.chmod(0o755)
+    (root / "secret").chmod(0o700)  # root's: the second account cannot list it
+
+    def lw(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([python, "-I", "-c", RUN, str(site), *args], user=uid, group=gid,
+                              extra_groups=[], capture_output=True, text=True, timeout=60,
+                              cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                                            "HOME": str(tree)})
+
+    out = lw("list", "-r", str(root))
+    assert out.returncode == 0, out.stderr
+    assert str(root / "a" / "job.lock") in out.stdout and str(root / "z" / "job.lock") in \
+        out.stdout
+    assert out.stderr.strip().splitlines() == [
+        f"lockwarden: {root / 'secret'}: cannot be listed: Permission denied"]
+    js = json.loads(lw("list", "-r", str(root), "--json").stdout)
+    errors = [x for x in js if x.get("kind") == "error"]
+    assert errors == [{"kind": "error", "path": str(root / "secret"), "errno": "EACCES",
+                       "error": "Permission denied"}]
+    assert sorted(x["path"] for x in js if x.get("kind") != "error") == [
+        str(root / "a" / "job.lock"), str(root / "z" / "job.lock")]
+    # a DIR named on the command line that cannot be listed: exit 3
+    assert lw("list", str(root / "secret")).returncode == 3
+    os.chmod(root / "secret", 0o755)
