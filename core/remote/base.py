@@ -28,7 +28,7 @@ import enum
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 from core import audit
@@ -164,7 +164,7 @@ class RemoteSource(abc.ABC):
     def close(self) -> None:
         """Close the connection (a later call opens a new one)."""
 
-    def __enter__(self) -> RemoteSource:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
