@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,8 +87,8 @@ class PgServer:
     pg_ctl: str
     startup_s: float
 
-    def conninfo(self, **over: object) -> dict[str, object]:
-        kw: dict[str, object] = {"host": self.sockdir, "port": self.port, "user": "lw",
+    def conninfo(self, **over: Any) -> dict[str, Any]:
+        kw: dict[str, Any] = {"host": self.sockdir, "port": self.port, "user": "lw",
                                  "dbname": "postgres"}
         kw.update(over)
         return kw
