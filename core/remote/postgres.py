@@ -29,7 +29,6 @@ docs/remote.md, "PostgreSQL"):
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +43,15 @@ from core.remote.base import (
     RemoteSource,
     audit_remote,
     url_host,
+)
+from core.remote.pg_keys import (
+    advisory_key,
+    as_utc,
+    holder_info,
+    liquibase_token,
+    lockedby_ip,
+    parse_advisory_key,
+    parse_holders,
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
@@ -60,7 +68,6 @@ LIQUIBASE = "liquibase"
 CONFIRM_TIMEOUT = 5.0
 """Seconds a force release waits for ``pg_locks`` to show the terminated holders gone."""
 
-_INT4 = 2**31
 _LOCKS_SQL = """
 SELECT l.classid::bigint, l.objid::bigint, l.objsubid::int, l.mode, l.granted, l.pid,
        a.usename, a.application_name, host(a.client_addr), a.client_port, a.backend_start,
@@ -94,7 +101,6 @@ SELECT id, locked, lockgranted, lockedby, now(),
         WHERE s.pid <> pg_backend_pid() AND host(s.client_addr) = %(ip)s)
 FROM {_LIQUIBASE_TABLE} WHERE locked ORDER BY id
 """
-_LOCKEDBY_IP = re.compile(r"\(([0-9A-Fa-f:.]+)\)\s*$")
 
 
 def _need_driver(url: str) -> None:
@@ -231,7 +237,7 @@ class PostgresSource(RemoteSource):
         first = held[0]
         now: datetime = first[16]
         path = self.path_of(advisory_key(*key))
-        holders = [_holder(r, now) for r in held]
+        holders = [holder_info(r) for r in held]
         client = first[8] + (f":{first[9]}" if first[9] is not None else "") if first[8] else None
         record = LockRecord(
             path=path, format=ADVISORY, holder=f"{first[6] or '?'} PID {first[5]}",
@@ -265,19 +271,19 @@ class PostgresSource(RemoteSource):
         """Locked rows, each with the count of sessions from the IP its LOCKEDBY names (the
         query is run per distinct IP: usually one row)."""
         plain = self._rows(f"SELECT id, lockedby FROM {_LIQUIBASE_TABLE} WHERE locked")
-        ips = {_lockedby_ip(r[1]) for r in plain}
+        ips = {lockedby_ip(r[1]) for r in plain}
         rows: dict[int, tuple[Any, ...]] = {}
         for ip in ips:
             for r in self._rows(_LIQUIBASE_SQL, {"ip": ip}):
-                if _lockedby_ip(r[3]) == ip:
+                if lockedby_ip(r[3]) == ip:
                     rows[r[0]] = r
         return [rows[k] for k in sorted(rows)]
 
     def _liquibase_status(self, row: tuple[Any, ...]) -> LockStatus:
         ident, _locked, granted, lockedby, now, sessions = row
         path = self.path_of(f"liquibase/{ident}")
-        ip = _lockedby_ip(lockedby)
-        granted_utc = _as_utc(granted, now)
+        ip = lockedby_ip(lockedby)
+        granted_utc = as_utc(granted, now)
         record = LockRecord(
             path=path, format=LIQUIBASE, holder=lockedby, host=lockedby,
             acquired_at=granted_utc, tag=f"{_LIQUIBASE_TABLE} id {ident}",
@@ -403,6 +409,7 @@ class PostgresSource(RemoteSource):
         try:
             ident = int(key.split("/", 1)[1])
             granted_iso, lockedby = token.split("|", 1)
+            granted = datetime.fromisoformat(granted_iso) if granted_iso else None
         except (ValueError, IndexError):
             raise RemoteError(f"{path}: {token!r} is not a Liquibase lock token",
                               kind=RemoteErrorKind.BAD_KEY, url=path) from None
@@ -419,8 +426,8 @@ class PostgresSource(RemoteSource):
                 f"UPDATE {_LIQUIBASE_TABLE} SET locked = FALSE, lockgranted = NULL, "
                 "lockedby = NULL WHERE id = %(id)s AND locked "
                 "AND lockedby IS NOT DISTINCT FROM %(by)s "
-                "AND lockgranted IS NOT DISTINCT FROM %(granted)s::timestamp",
-                {"id": ident, "by": lockedby or None, "granted": granted_iso or None})
+                "AND lockgranted IS NOT DISTINCT FROM %(granted)s",
+                {"id": ident, "by": lockedby or None, "granted": granted})
             count = cur.rowcount
         except psycopg.Error as exc:
             err = self._error(exc, "update on")
@@ -438,86 +445,6 @@ class PostgresSource(RemoteSource):
                    "seconds": round(seconds, 6)}
         audit_remote(path, op, result="ok", details=details, format=LIQUIBASE)
         return ReleaseOutcome(path, token, True, "reset", seconds, details)
-
-
-# -- keys and tokens ----------------------------------------------------------------------
-
-
-def advisory_key(classid: int, objid: int, objsubid: int) -> str:
-    """The key part of an advisory lock's URL: ``advisory/<bigint>`` for ``objsubid = 1``
-    (``(classid << 32) | objid``, negative keys included), ``advisory/<k1>:<k2>`` (signed
-    int4) for the two-key form."""
-    if objsubid == 1:
-        value = (classid << 32) | objid
-        return f"advisory/{value - 2**64 if value >= 2**63 else value}"
-    return f"advisory/{_signed4(classid)}:{_signed4(objid)}"
-
-
-def parse_advisory_key(key: str) -> tuple[int, int, int] | None:
-    """``(classid, objid, objsubid)`` as ``pg_locks`` stores them, from
-    :func:`advisory_key`'s text; None when ``key`` is not one."""
-    if not key.startswith("advisory/"):
-        return None
-    body = key[len("advisory/"):]
-    try:
-        if ":" in body:
-            a, b = (int(x) for x in body.split(":", 1))
-            if not all(-_INT4 <= v < _INT4 for v in (a, b)):
-                return None
-            return a % 2**32, b % 2**32, 2
-        v = int(body)
-    except ValueError:
-        return None
-    if not -(2**63) <= v < 2**63:
-        return None
-    v %= 2**64
-    return v >> 32, v & 0xFFFFFFFF, 1
-
-
-def parse_holders(token: str) -> list[tuple[int, datetime]] | None:
-    """The ``(pid, backend_start)`` pairs of an advisory lock token, sorted; None when
-    ``token`` is not one."""
-    out: list[tuple[int, datetime]] = []
-    try:
-        for part in token.split(","):
-            pid, start = part.split("@", 1)
-            out.append((int(pid), datetime.fromisoformat(start)))
-    except ValueError:
-        return None
-    return sorted(out)
-
-
-def liquibase_token(granted: datetime | None, lockedby: str | None) -> str:
-    """``<lockgranted ISO 8601>|<lockedby>`` (empty parts for NULL)."""
-    return f"{granted.isoformat() if granted else ''}|{lockedby or ''}"
-
-
-def _signed4(v: int) -> int:
-    return v - 2**32 if v >= _INT4 else v
-
-
-def _holder(row: tuple[Any, ...], now: datetime) -> dict[str, Any]:
-    start: datetime | None = row[10]
-    return {"pid": row[5], "user": row[6], "app": row[7], "client_addr": row[8],
-            "client_port": row[9], "backend_start": start.isoformat() if start else None,
-            "xact_start": row[11].isoformat() if row[11] else None,
-            "state_change": row[12].isoformat() if row[12] else None, "state": row[13]}
-
-
-def _lockedby_ip(lockedby: str | None) -> str | None:
-    """The IP address in Liquibase's ``host (ip)`` LOCKEDBY, or None."""
-    m = _LOCKEDBY_IP.search(lockedby or "")
-    return m.group(1) if m else None
-
-
-def _as_utc(value: datetime | None, server_now: datetime) -> datetime | None:
-    """LOCKGRANTED is a ``timestamp`` without time zone set from the server's clock: read it
-    in the server's zone (that of its ``now()``), as UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=server_now.tzinfo)
-    return value.astimezone(UTC)
 
 
 __all__ = ["ADVISORY", "LIQUIBASE", "PostgresSource", "State", "advisory_key",
