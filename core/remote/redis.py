@@ -320,12 +320,16 @@ class RedisSource(RemoteSource):
         Returns ``(path, token)``: pass both to :meth:`release`.
 
         Raises:
-            RemoteError: ``held`` (status of the holder), ``bad_key`` (TTL not > 0),
+            RemoteError: ``held`` (status of the holder), ``bad_key`` (TTL not > 0, or a key
+                none of the profiles' patterns match: it could not be listed or released),
                 connection kinds.
         """
         prof = profile or self.profiles[0]
         key = prof.prefix + name
         path = self.path_of(key)
+        if self._profile_of(key) is not prof:  # BAD_KEY when no profile matches at all
+            raise RemoteError(f"{path}: listed under another profile than {prof.format}",
+                              kind=RemoteErrorKind.BAD_KEY, url=path)
         if ttl is not None and not ttl > 0:
             raise RemoteError(f"{path}: TTL must be > 0 seconds, not {ttl!r}",
                               kind=RemoteErrorKind.BAD_KEY, url=path)

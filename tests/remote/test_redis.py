@@ -212,11 +212,19 @@ def test_acquire_release_and_audit(src, own_audit_log) -> None:
     with pytest.raises(RemoteError) as err:
         src.acquire("other", ttl=0)
     assert err.value.kind is RemoteErrorKind.BAD_KEY
+    with pytest.raises(RemoteError) as err:  # matches no pattern: could never be listed
+        src.acquire("elsewhere", ttl=5, profile=redis_py_profile("deploy:*"))
+    assert err.value.kind is RemoteErrorKind.BAD_KEY
+    p2, t2 = src.acquire("deploy:ours", ttl=None, profile=src.profiles[1])
+    assert p2 == src.path_of("deploy:ours")
+    assert by_path(src)[p2].record.format == "redis-py"
+    assert src.release(p2, t2).released
     out = src.release(path, token)  # ours: no force needed
     assert out.released and out.action == "deleted"
     entries = audit.read(str(own_audit_log))
     assert [(e.operation, e.result, e.lock_path) for e in entries] == [
-        ("acquire", "ok", path), ("acquire_refused", "refused", path), ("release", "ok", path)]
+        ("acquire", "ok", path), ("acquire_refused", "refused", path),
+        ("acquire", "ok", p2), ("release", "ok", p2), ("release", "ok", path)]
     assert audit.verify(str(own_audit_log)).ok
 
 
