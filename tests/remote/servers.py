@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -100,9 +101,11 @@ class PgServer:
 
 
 def start_pg() -> PgServer:
-    """initdb + ``pg_ctl -w start`` as user ``postgres`` when root (initdb refuses root), on a
-    temp directory it owns, a free port on 127.0.0.1 (password over TCP, trust on the socket)."""
-    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    """initdb + ``pg_ctl -w start`` as user ``postgres`` when root (initdb refuses root; else
+    as the second test account, ``lwtest2``), on a temp directory it owns, a free port on
+    127.0.0.1 (password over TCP, trust on the socket)."""
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                  key=lambda p: [int(x) for x in re.findall(r"\d+", p.split("/")[-3])])
     if not bins:
         pytest.skip("PostgreSQL server is not installed (Debian: apt-get install postgresql)")
     bindir = os.path.dirname(bins[-1])
@@ -111,16 +114,19 @@ def start_pg() -> PgServer:
     runas: list[str] = []
     if os.geteuid() == 0:
         try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' account to run initdb as")
+            pw = pwd.getpwnam("postgres")  # comes with the Debian package
+        except KeyError:  # else the test account of tests/adversarial (created when missing)
+            from tests.adversarial.second_user import USER2, second_user
+
+            second_user()
+            pw = pwd.getpwnam(USER2)
         os.chown(d, pw.pw_uid, pw.pw_gid)
-        runas = ["runuser", "-u", "postgres", "--"]
+        runas = ["runuser", "-u", pw.pw_name, "--"]
     pwfile = os.path.join(d, "pw")
     with open(pwfile, "w") as f:
         f.write(PG_PASSWORD + "\n")
     if runas:
-        os.chown(pwfile, pwd.getpwnam("postgres").pw_uid, -1)
+        os.chown(pwfile, pw.pw_uid, -1)
     port = free_port()
     data = os.path.join(d, "data")
     t0 = time.monotonic()
