@@ -13,6 +13,9 @@ docs/remote.md, "PostgreSQL"):
 * Keys: ``objsubid = 1`` is one bigint key, ``(classid << 32) | objid`` (negative keys included),
   shown as ``#advisory/<key>``; ``objsubid = 2`` is the two-int4 form, ``#advisory/<k1>:<k2>``.
   Several sessions may share a key (``pg_advisory_lock_shared``): one verdict per key lists them.
+* ``LockRecord.pid`` of an advisory lock is the holder's backend PID, a process of the server:
+  ``host`` is the server's (None for a unix socket, i.e. this host); the client's address is in
+  the ``pg_session`` reason and ``metadata["holders"]``.
 * The token of an advisory lock is its holders as ``<pid>@<backend_start ISO 8601>`` joined by
   ``,``: a PID alone could name a later backend.
 * Force release is ``pg_terminate_backend(pid)`` of each holder that still holds the key under
@@ -148,6 +151,9 @@ class PostgresSource(RemoteSource):
         }
         self.liquibase = liquibase
         self._conn: Any = None
+        # LockRecord.host of an advisory lock: where its PID (a backend) runs, i.e. the server;
+        # None (this host, as for lock files) for a unix socket directory
+        self._server_host: str | None = None if host.startswith("/") else host
 
     def describe(self) -> str:
         """``postgres://host:port/db (advisory locks, Liquibase lock table)``."""
@@ -241,7 +247,7 @@ class PostgresSource(RemoteSource):
         client = first[8] + (f":{first[9]}" if first[9] is not None else "") if first[8] else None
         record = LockRecord(
             path=path, format=ADVISORY, holder=f"{first[6] or '?'} PID {first[5]}",
-            pid=first[5], host=first[8], tag=first[7] or None,
+            pid=first[5], host=self._server_host, tag=first[7] or None,
             token=",".join(f"{h['pid']}@{h['backend_start']}" for h in holders),
             metadata={"key": advisory_key(*key), "mode": first[3], "holders": holders,
                       "waiters": waiters, "classid": key[0], "objid": key[1],
@@ -285,7 +291,8 @@ class PostgresSource(RemoteSource):
         ip = lockedby_ip(lockedby)
         granted_utc = as_utc(granted, now)
         record = LockRecord(
-            path=path, format=LIQUIBASE, holder=lockedby, host=lockedby,
+            path=path, format=LIQUIBASE, holder=lockedby,
+            host=(lockedby or '').rsplit(' (', 1)[0] or None,
             acquired_at=granted_utc, tag=f"{_LIQUIBASE_TABLE} id {ident}",
             token=liquibase_token(granted, lockedby),
             metadata={"id": ident, "lockgranted": granted.isoformat() if granted else None,

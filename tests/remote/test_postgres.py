@@ -78,6 +78,7 @@ def test_advisory_locks_are_listed_with_their_session(src, pg_server, sessions) 
         "#advisory/42")
     assert st.state is State.HELD and st.liveness is Liveness.ALIVE
     assert st.record.pid == pid and st.record.tag == "nightly-report"
+    assert st.record.host is None  # the backend runs on the server: here, over a local socket
     assert st.record.token.startswith(f"{pid}@")
     assert st.record.metadata["holders"][0]["user"] == "lw"
     assert codes(st)[0] is Code.PG_SESSION and st.reasons[0].get("state") == "idle"
@@ -194,7 +195,7 @@ def test_force_without_pg_signal_backend_says_so(src, pg_server, sessions) -> No
     with PostgresSource("127.0.0.1", pg_server.port, "postgres", user="mon",
                         password="mon") as mon:
         st = by_path(mon)[mon.path_of("advisory/901")]
-        assert st.record.pid == h.info.backend_pid
+        assert st.record.pid == h.info.backend_pid and st.record.host == "127.0.0.1"
         with pytest.raises(RemoteError) as err:
             mon.release(st.path, st.record.token, force=True)
     assert err.value.kind is RemoteErrorKind.PERMISSION_DENIED and err.value.code == "42501"
@@ -244,6 +245,7 @@ def test_liquibase_row_left_by_a_dead_deploy_is_stale(liquibase_db, pg_server) -
     _lock_row(pg_server, timedelta(hours=3), "buildhost (10.9.8.7)")
     st = by_path(src)[src.path_of("liquibase/1")]
     assert st.state is State.STALE and st.record.format == "liquibase"
+    assert st.record.host == "buildhost" and st.record.holder == "buildhost (10.9.8.7)"
     assert codes(st) == [Code.NO_SESSION_FROM_CLIENT, Code.OLDER_THAN_STALE_AFTER]
     assert 3 * 3600 - 60 < st.age_s < 3 * 3600 + 60
     out = src.release(st.path, st.record.token, reason="deploy crashed")  # stale: no force
