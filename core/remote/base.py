@@ -1,0 +1,246 @@
+"""The one interface every lock server backend implements, its errors, and its audit entries.
+
+A *remote source* is one server (a PostgreSQL database, a Redis database) whose locks Lockwarden
+lists in the same table as lock files: :meth:`RemoteSource.list_locks` returns the same
+:class:`~core.record.LockStatus` verdicts, judged by the same :func:`core.policy.judge` under a
+:class:`~core.stale_policy.StalePolicy`. A lock's ``path`` is a URL naming the server and the
+lock after ``#`` (docs/remote.md, "Paths"), e.g. ``postgres://db.example:5432/shop#advisory/42``
+or ``redis://127.0.0.1:6379/0#lock:deploy``.
+
+Release is always checked against what was seen (docs/specs/distributed-locks.md, "Release
+and force-release"): the caller passes the ``token`` of the record it showed the user, and the
+backend removes the lock only while it still carries that token, so a lock taken again by
+someone else in the meantime is never removed.
+
+Audit: a lock on a server has no directory, so its entries go to the user's own per-user log
+(:func:`core.audit_model.fallback_log_path`, the log that :mod:`core.audit` falls back to),
+written with the same chained append (:func:`core.audit_write.append_entry`). ``lockPath`` is
+the lock's URL.
+
+Imports no driver: each backend module imports its own (psycopg, redis) and says so when it is
+missing (:class:`RemoteError` with kind ``no_driver``).
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Self
+from urllib.parse import quote
+
+from core import audit
+from core.audit_entry import make_entry
+from core.audit_model import fallback_log_path
+from core.audit_write import append_entry
+from core.errors import LockError
+from core.record import LockStatus, State
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
+
+log = logging.getLogger(__name__)
+
+
+class RemoteErrorKind(enum.StrEnum):
+    """What went wrong with a lock server (:attr:`RemoteError.kind`)."""
+
+    UNREACHABLE = "unreachable"
+    """No connection: refused, timed out, no such host or socket."""
+    AUTH_FAILED = "auth_failed"
+    """The server refused the credentials (wrong password, unknown user)."""
+    PERMISSION_DENIED = "permission_denied"
+    """Connected, but the role may not do this (PostgreSQL: terminate needs
+    ``pg_signal_backend``; Redis: an ACL ``NOPERM``)."""
+    NO_DRIVER = "no_driver"
+    """The Python client library is not installed (``pip install 'lockwarden[postgres]'``)."""
+    QUERY_FAILED = "query_failed"
+    """The server answered with an error not covered above."""
+    BAD_KEY = "bad_key"
+    """The lock key or token passed does not name a lock of this source."""
+    CHANGED = "changed"
+    """The lock now carries another token than the one seen: someone else holds it; nothing
+    was removed."""
+    REFUSED = "refused"
+    """A release without ``force`` of a lock that is neither ours nor stale."""
+    HELD = "held"
+    """An acquire found the lock held."""
+
+
+class RemoteError(LockError):
+    """An operation on a lock server failed; the data says why (never parse the message).
+
+    Attributes:
+        kind: :class:`RemoteErrorKind`.
+        url: the server (or lock) URL, without a password.
+        detail: the driver's own message, for people.
+        code: the server's error code when it gave one (PostgreSQL SQLSTATE such as
+            ``"28P01"`` or ``"42501"``; Redis error prefix such as ``"WRONGPASS"``), else None.
+        status: the lock's current verdict when one is known (``changed``, ``refused``,
+            ``held``), else None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: RemoteErrorKind,
+        url: str,
+        detail: str | None = None,
+        code: str | None = None,
+        status: LockStatus | None = None,
+    ) -> None:
+        self.kind = kind
+        self.url = url
+        self.detail = detail
+        self.code = code
+        self.status = status
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseOutcome:
+    """What a release did.
+
+    Attributes:
+        path: the lock's URL.
+        token: the token the release was checked against.
+        released: True when this call removed the lock (deleted the key, ended the sessions,
+            reset the row); False when it was already gone (nothing to do).
+        action: ``"deleted"`` (Redis compare-and-delete), ``"terminated"``
+            (``pg_terminate_backend``), ``"reset"`` (Liquibase row), ``"gone"``.
+        seconds: how long the server took, including the confirmation read (s).
+        details: backend data also written to the audit entry (pids ended, signal pushed...).
+    """
+
+    path: str
+    token: str
+    released: bool
+    action: str
+    seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class RemoteSource(abc.ABC):
+    """One lock server. Not thread-safe: use one instance per thread (each keeps one
+    connection, opened on first use and re-opened after a failure).
+
+    Subclasses set :attr:`scheme` and implement :meth:`list_locks`, :meth:`release`,
+    :meth:`describe` and :meth:`close`.
+    """
+
+    scheme: str = ""
+
+    def __init__(self, base_url: str, *, policy: StalePolicy = DEFAULT_POLICY) -> None:
+        self.base_url = base_url
+        self.policy = policy
+
+    @abc.abstractmethod
+    def list_locks(self) -> list[LockStatus]:
+        """Every lock the server holds now that this source knows how to read, as verdicts.
+
+        Raises:
+            RemoteError: ``unreachable``, ``auth_failed``, ``no_driver``, ``query_failed``.
+        """
+
+    @abc.abstractmethod
+    def release(
+        self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
+    ) -> ReleaseOutcome:
+        """Remove the lock ``lock_key`` (its URL, or the part after ``#``) only while it still
+        carries ``seen_token`` (the ``LockRecord.token`` shown to the user). Without ``force``
+        only a stale lock (or one this source acquired) is released. Audited either way.
+
+        Raises:
+            RemoteError: ``changed`` (another token now: nothing removed), ``refused`` (not
+                stale, no force), ``permission_denied``, ``bad_key``, and the connection kinds.
+        """
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """One line for people: the server URL (never a password) and what is looked for."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the connection (a later call opens a new one)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def path_of(self, key: str) -> str:
+        """The URL of lock ``key``: ``<base_url>#<key>``."""
+        return f"{self.base_url}#{key}"
+
+    def key_of(self, lock_key: str) -> str:
+        """The key part of ``lock_key``: a full URL of this source loses ``<base_url>#``; a
+        bare key is returned as it is.
+
+        Raises:
+            RemoteError: ``bad_key`` for a URL of another source.
+        """
+        prefix = self.base_url + "#"
+        if lock_key.startswith(prefix):
+            return lock_key[len(prefix):]
+        if "://" in lock_key.split("#", 1)[0]:
+            raise RemoteError(f"{lock_key} is not a lock of {self.base_url}",
+                              kind=RemoteErrorKind.BAD_KEY, url=self.base_url)
+        return lock_key
+
+    def refuse_unforced(self, status: LockStatus, operation: str = "release") -> None:
+        """Refuse (audited ``release_refused``) a release without force of a lock that is not
+        stale: docs/DESIGN.md, "Lock operations (the engine)": force is an explicit decision.
+
+        Raises:
+            RemoteError: ``refused``, with ``status``.
+        """
+        if status.state is State.STALE:
+            return
+        audit_remote(status.path, f"{operation}_refused", result="refused",
+                     details={"holder": status.to_dict(), "reason": "not stale; force not given"},
+                     format=status.record.format if status.record else None)
+        raise RemoteError(
+            f"{status.path} is {status.state.value}, not stale: not released without force",
+            kind=RemoteErrorKind.REFUSED, url=status.path, status=status)
+
+
+def url_host(host: str) -> str:
+    """``host`` as it goes in a URL: a socket directory (``/run/postgresql``) percent-encoded,
+    an IPv6 address in brackets, a name as it is."""
+    if host.startswith("/") or os.sep in host:
+        return quote(host, safe="")
+    if ":" in host:
+        return f"[{host}]"
+    return host
+
+
+def audit_remote(
+    url: str,
+    operation: str,
+    *,
+    result: str = "ok",
+    details: dict[str, Any] | None = None,
+    format: str | None = None,
+) -> str:
+    """Append one entry about ``operation`` on the server lock ``url`` to the user's per-user
+    audit log (:func:`core.audit_model.fallback_log_path`; docs/DESIGN.md, "Audit log"), with
+    the same fields and hash chain as every entry (:func:`core.audit_entry.make_entry`,
+    :func:`core.audit_write.append_entry`); ``lockPath`` is the URL.
+
+    Returns the log's path, or "" when the entry could not be written (logged as a warning).
+    Never raises: auditing must not turn a done operation into a failure (the rule of
+    ``core.operations.record_audit``)."""
+    try:
+        entry = make_entry(url, operation, result, details, format)
+        entry["lockPath"] = url
+        path = fallback_log_path()
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        append_entry(path, entry, audit.LOCK_TIMEOUT)
+        return path
+    except Exception as exc:
+        log.warning("audit entry for %s of %s not written: %s", operation, url, exc)
+        return ""

@@ -1,0 +1,458 @@
+"""PostgreSQL locks: session and transaction advisory locks (``pg_advisory_lock`` and friends)
+and Liquibase's ``DATABASECHANGELOGLOCK`` row, read with psycopg 3.
+
+Rules and where they come from (docs/specs/distributed-locks.md, "PostgreSQL advisory locks";
+docs/remote.md, "PostgreSQL"):
+
+* One read-only query over ``pg_locks`` (``locktype = 'advisory'``, this database) joined with
+  ``pg_stat_activity`` gives every holder's PID, role, ``application_name`` (shown as the tag),
+  client address, backend start and state, and the waiters (``pg_blocking_pids`` for rows
+  not granted). A lock cannot outlive its session: a listed holder is a live backend
+  (liveness ``alive``), so an advisory lock is never judged stale; a killed session's locks are
+  gone at once. PostgreSQL does not record when a lock was taken: the age is unknown.
+* Keys: ``objsubid = 1`` is one bigint key, ``(classid << 32) | objid`` (negative keys included),
+  shown as ``#advisory/<key>``; ``objsubid = 2`` is the two-int4 form, ``#advisory/<k1>:<k2>``.
+  Several sessions may share a key (``pg_advisory_lock_shared``): one verdict per key lists them.
+* ``LockRecord.pid`` of an advisory lock is the holder's backend PID, a process of the server:
+  ``host`` is the server's (None for a unix socket, i.e. this host); the client's address is in
+  the ``pg_session`` reason and ``metadata["holders"]``.
+* The token of an advisory lock is its holders as ``<pid>@<backend_start ISO 8601>`` joined by
+  ``,``: a PID alone could name a later backend.
+* Force release is ``pg_terminate_backend(pid)`` of each holder that still holds the key under
+  the same backend start (``pg_advisory_unlock`` only acts on the caller's own locks). It ends
+  the whole session (its open transaction rolls back), needs membership of the holder's role,
+  of ``pg_signal_backend`` or superuser (else :class:`~core.remote.base.RemoteError` kind
+  ``permission_denied``, SQLSTATE 42501), and is confirmed by reading ``pg_locks`` again.
+* Liquibase keeps its lock in a table row ``(ID, LOCKED, LOCKGRANTED, LOCKEDBY)``; LOCKEDBY is
+  ``host (ip)``. It is judged like another tool's lock: stale when older than the stale limit
+  and no session is connected from the IP it names. Release is one ``UPDATE ... WHERE id = ?
+  AND locked AND lockedby = <seen> AND lockgranted = <seen>`` (its token is
+  ``<lockgranted ISO 8601>|<lockedby>``).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from core.policy import judge
+from core.reasons import Code, Reason
+from core.record import Evidence, Liveness, LockRecord, LockStatus, State
+from core.remote.base import (
+    ReleaseOutcome,
+    RemoteError,
+    RemoteErrorKind,
+    RemoteSource,
+    audit_remote,
+    url_host,
+)
+from core.remote.pg_keys import (
+    advisory_key,
+    as_utc,
+    holder_info,
+    liquibase_token,
+    lockedby_ip,
+    parse_advisory_key,
+    parse_holders,
+)
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+ADVISORY = "postgres-advisory"
+"""``LockRecord.format`` of an advisory lock."""
+LIQUIBASE = "liquibase"
+"""``LockRecord.format`` of a Liquibase ``DATABASECHANGELOGLOCK`` row."""
+
+CONFIRM_TIMEOUT = 5.0
+"""Seconds a force release waits for ``pg_locks`` to show the terminated holders gone."""
+
+_LOCKS_SQL = """
+SELECT l.classid::bigint, l.objid::bigint, l.objsubid::int, l.mode, l.granted, l.pid,
+       a.usename, a.application_name, host(a.client_addr), a.client_port, a.backend_start,
+       a.xact_start, a.state_change, a.state, l.waitstart,
+       CASE WHEN l.granted THEN NULL ELSE pg_blocking_pids(l.pid) END, now()
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory'
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY l.classid, l.objid, l.objsubid, l.granted DESC, l.pid
+"""
+_TERMINATE_SQL = """
+SELECT a.pid, pg_terminate_backend(a.pid)
+FROM pg_stat_activity a
+WHERE a.pid = %(pid)s AND a.backend_start = %(start)s
+  AND EXISTS (SELECT 1 FROM pg_locks l
+              WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND l.classid = %(classid)s::oid AND l.objid = %(objid)s::oid
+                AND l.objsubid = %(sub)s)
+"""
+_STILL_HELD_SQL = """
+SELECT count(*) FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.pid = ANY(%(pids)s)
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = %(classid)s::oid AND l.objid = %(objid)s::oid AND l.objsubid = %(sub)s
+"""
+_LIQUIBASE_TABLE = "databasechangeloglock"
+_LIQUIBASE_SQL = f"""
+SELECT id, locked, lockgranted, lockedby, now(),
+       (SELECT count(*) FROM pg_stat_activity s
+        WHERE s.pid <> pg_backend_pid() AND host(s.client_addr) = %(ip)s)
+FROM {_LIQUIBASE_TABLE} WHERE locked ORDER BY id
+"""
+
+
+def _need_driver(url: str) -> None:
+    if psycopg is None:
+        raise RemoteError(
+            "psycopg is not installed: pip install 'lockwarden[postgres]'",
+            kind=RemoteErrorKind.NO_DRIVER, url=url)
+
+
+class PostgresSource(RemoteSource):
+    """Advisory locks and the Liquibase lock row of one PostgreSQL database.
+
+    Args:
+        host: server name or address, or a unix socket directory.
+        port: TCP port (also names the unix socket).
+        dbname: the database whose locks are listed (advisory locks are per database).
+        user, password: credentials; ``None`` lets libpq use its defaults (``~/.pgpass``).
+        connect_timeout: seconds to wait for the connection (libpq ``connect_timeout``).
+        policy: the stale policy (its limit for ``liquibase`` ages the Liquibase row).
+        liquibase: look for a ``databasechangeloglock`` table too.
+
+    The monitor role needs ``pg_read_all_stats`` to see other roles' state; force needs
+    ``pg_signal_backend`` (or membership of the holder's role).
+    """
+
+    scheme = "postgres"
+
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 5432,
+        dbname: str = "postgres",
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        connect_timeout: float = 5.0,
+        policy: StalePolicy = DEFAULT_POLICY,
+        liquibase: bool = True,
+    ) -> None:
+        super().__init__(f"postgres://{url_host(host)}:{port}/{dbname}", policy=policy)
+        self._kwargs: dict[str, Any] = {
+            "host": host, "port": port, "dbname": dbname, "user": user, "password": password,
+            "connect_timeout": max(1, round(connect_timeout)),
+            "application_name": "lockwarden", "autocommit": True,
+        }
+        self.liquibase = liquibase
+        self._conn: Any = None
+        # LockRecord.host of an advisory lock: where its PID (a backend) runs, i.e. the server;
+        # None (this host, as for lock files) for a unix socket directory
+        self._server_host: str | None = None if host.startswith("/") else host
+
+    def describe(self) -> str:
+        """``postgres://host:port/db (advisory locks, Liquibase lock table)``."""
+        what = "advisory locks" + (", Liquibase lock table" if self.liquibase else "")
+        return f"{self.base_url} ({what})"
+
+    def close(self) -> None:
+        """Close the connection (a later call opens a new one)."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        _need_driver(self.base_url)
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        kw = {k: v for k, v in self._kwargs.items() if v is not None}
+        try:
+            self._conn = psycopg.connect(**kw)
+        except psycopg.Error as exc:
+            raise self._error(exc, "cannot connect to") from exc
+        return self._conn
+
+    def _error(self, exc: Exception, doing: str) -> RemoteError:
+        """A :class:`RemoteError` for a psycopg error, kind chosen from data: the SQLSTATE, or
+        for a failed connection libpq's ``needs_password``/``used_password`` flags (a failed
+        connection carries no SQLSTATE)."""
+        sqlstate = getattr(exc, "sqlstate", None)
+        pgconn = getattr(exc, "pgconn", None)
+        detail = str(exc).strip()
+        if sqlstate == "42501":
+            kind = RemoteErrorKind.PERMISSION_DENIED
+        elif sqlstate in ("28P01", "28000") or (
+                pgconn is not None and sqlstate is None
+                and (pgconn.needs_password or pgconn.used_password)):
+            kind = RemoteErrorKind.AUTH_FAILED
+        elif sqlstate is None or isinstance(exc, psycopg.OperationalError):
+            kind = RemoteErrorKind.UNREACHABLE
+        else:
+            kind = RemoteErrorKind.QUERY_FAILED
+        if kind is not RemoteErrorKind.QUERY_FAILED:
+            self.close()
+        words = {
+            RemoteErrorKind.AUTH_FAILED: "the server refused the credentials",
+            RemoteErrorKind.UNREACHABLE: "no connection",
+            RemoteErrorKind.PERMISSION_DENIED: "permission denied",
+            RemoteErrorKind.QUERY_FAILED: "the server answered with an error",
+        }[kind]
+        return RemoteError(f"{doing} {self.base_url}: {words}: {detail}", kind=kind,
+                           url=self.base_url, detail=detail, code=sqlstate)
+
+    def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        conn = self._connection()
+        try:
+            return list(conn.execute(sql, params).fetchall())
+        except psycopg.Error as exc:
+            raise self._error(exc, "query on") from exc
+
+    # -- listing --------------------------------------------------------------------------
+
+    def list_locks(self) -> list[LockStatus]:
+        """Every advisory lock of the database (one verdict per key, waiters counted) and the
+        Liquibase lock row when it is locked (see the module docstring for the rules).
+
+        Raises:
+            RemoteError: ``no_driver``, ``unreachable``, ``auth_failed``, ``query_failed``.
+        """
+        rows = self._rows(_LOCKS_SQL)
+        groups: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
+        for row in rows:
+            groups.setdefault((row[0], row[1], row[2]), []).append(row)
+        out = [s for key, grp in groups.items() if (s := self._advisory(key, grp)) is not None]
+        if self.liquibase:
+            out.extend(self._liquibase())
+        return out
+
+    def _advisory(self, key: tuple[int, int, int], rows: list[tuple[Any, ...]]
+                  ) -> LockStatus | None:
+        held = [r for r in rows if r[4]]
+        if not held:
+            return None  # waiters only: the holder let go between two rows of the snapshot
+        waiters = len(rows) - len(held)
+        first = held[0]
+        now: datetime = first[16]
+        path = self.path_of(advisory_key(*key))
+        holders = [holder_info(r) for r in held]
+        client = first[8] + (f":{first[9]}" if first[9] is not None else "") if first[8] else None
+        record = LockRecord(
+            path=path, format=ADVISORY, holder=f"{first[6] or '?'} PID {first[5]}",
+            pid=first[5], host=self._server_host, tag=first[7] or None,
+            token=",".join(f"{h['pid']}@{h['backend_start']}" for h in holders),
+            metadata={"key": advisory_key(*key), "mode": first[3], "holders": holders,
+                      "waiters": waiters, "classid": key[0], "objid": key[1],
+                      "objsubid": key[2]})
+        reasons = [Reason.of(Code.PG_SESSION, pid=first[5], user=first[6], app=first[7] or None,
+                             client=client or "local socket", state=first[13],
+                             holders=len(held) - 1 or None)]
+        if first[13] == "idle" and first[12] is not None:
+            reasons.append(Reason.of(Code.SESSION_IDLE,
+                                     idle_s=(now - first[12]).total_seconds()))
+        if waiters:
+            reasons.append(Reason.of(Code.WAITERS, count=waiters))
+        return judge(path, record, liveness=Liveness.ALIVE, liveness_reasons=reasons,
+                     policy=self.policy, now=now.astimezone(UTC),
+                     evidence=Evidence(pid=first[5]))
+
+    def _liquibase(self) -> list[LockStatus]:
+        exists = self._rows("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": _LIQUIBASE_TABLE})
+        if not exists or not exists[0][0]:
+            return []
+        out: list[LockStatus] = []
+        for row in self._liquibase_rows():
+            out.append(self._liquibase_status(row))
+        return out
+
+    def _liquibase_rows(self) -> list[tuple[Any, ...]]:
+        """Locked rows, each with the count of sessions from the IP its LOCKEDBY names (the
+        query is run per distinct IP: usually one row)."""
+        plain = self._rows(f"SELECT id, lockedby FROM {_LIQUIBASE_TABLE} WHERE locked")
+        ips = {lockedby_ip(r[1]) for r in plain}
+        rows: dict[int, tuple[Any, ...]] = {}
+        for ip in ips:
+            for r in self._rows(_LIQUIBASE_SQL, {"ip": ip}):
+                if lockedby_ip(r[3]) == ip:
+                    rows[r[0]] = r
+        return [rows[k] for k in sorted(rows)]
+
+    def _liquibase_status(self, row: tuple[Any, ...]) -> LockStatus:
+        ident, _locked, granted, lockedby, now, sessions = row
+        path = self.path_of(f"liquibase/{ident}")
+        ip = lockedby_ip(lockedby)
+        granted_utc = as_utc(granted, now)
+        record = LockRecord(
+            path=path, format=LIQUIBASE, holder=lockedby,
+            host=(lockedby or '').rsplit(' (', 1)[0] or None,
+            acquired_at=granted_utc, tag=f"{_LIQUIBASE_TABLE} id {ident}",
+            token=liquibase_token(granted, lockedby),
+            metadata={"id": ident, "lockgranted": granted.isoformat() if granted else None,
+                      "lockedby": lockedby})
+        if ip is not None and sessions:
+            liveness, reasons = Liveness.ALIVE, [Reason.of(Code.CLIENT_CONNECTED, ip=ip,
+                                                           sessions=sessions)]
+        else:
+            liveness = Liveness.UNKNOWN
+            reasons = [Reason.of(Code.NO_SESSION_FROM_CLIENT, ip=ip)] if ip else []
+        return judge(path, record, liveness=liveness, liveness_reasons=reasons,
+                     policy=self.policy, now=now.astimezone(UTC))
+
+    # -- release --------------------------------------------------------------------------
+
+    def release(
+        self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
+    ) -> ReleaseOutcome:
+        """Release the advisory lock or Liquibase row ``lock_key`` while it still carries
+        ``seen_token`` (see the module docstring). Advisory locks are never stale, so they
+        need ``force`` (``pg_terminate_backend``); a Liquibase row without force only when
+        stale. Audited in the per-user log (``force_release``/``release``, or
+        ``release_refused``).
+
+        Raises:
+            RemoteError: ``refused``, ``changed``, ``permission_denied`` (force needs
+                ``pg_signal_backend``), ``bad_key``, connection kinds.
+        """
+        key = self.key_of(lock_key)
+        path = self.path_of(key)
+        current = {s.path: s for s in self.list_locks()}.get(path)
+        if key.startswith("liquibase/"):
+            return self._release_liquibase(key, path, current, seen_token, force, reason)
+        parsed = parse_advisory_key(key)
+        if parsed is None:
+            raise RemoteError(f"{path}: not an advisory lock or Liquibase key",
+                              kind=RemoteErrorKind.BAD_KEY, url=path)
+        if current is None:
+            return self._gone(path, seen_token, force, reason, ADVISORY)
+        if not force:
+            self.refuse_unforced(current)
+        return self._terminate(path, parsed, current, seen_token, reason)
+
+    def _gone(self, path: str, token: str, force: bool, reason: str | None, fmt: str
+              ) -> ReleaseOutcome:
+        op = "force_release" if force else "release"
+        audit_remote(path, op, result="gone", details={"token": token, "reason": reason,
+                                                       "note": "already released"}, format=fmt)
+        return ReleaseOutcome(path, token, False, "gone", 0.0)
+
+    def _changed(self, path: str, current: LockStatus, token: str, op: str,
+                 reason: str | None) -> RemoteError:
+        fmt = current.record.format if current.record else None
+        audit_remote(path, op, result="changed", details={
+            "token": token, "reason": reason, "holder": current.to_dict(),
+            "note": "the lock carries another token than the one seen: nothing was changed"},
+            format=fmt)
+        return RemoteError(f"{path} changed hands since it was seen: nothing was released",
+                           kind=RemoteErrorKind.CHANGED, url=path, status=current)
+
+    def _terminate(self, path: str, key: tuple[int, int, int], current: LockStatus,
+                   token: str, reason: str | None) -> ReleaseOutcome:
+        seen = parse_holders(token)
+        if seen is None:
+            raise RemoteError(f"{path}: {token!r} is not an advisory lock token",
+                              kind=RemoteErrorKind.BAD_KEY, url=path)
+        rec = current.record
+        if rec is None or parse_holders(rec.token or "") != seen:
+            raise self._changed(path, current, token, "force_release", reason)
+        classid, objid, sub = key
+        t0 = time.monotonic()
+        ended: list[int] = []
+        try:
+            for pid, start in seen:
+                for row in self._rows(_TERMINATE_SQL, {"pid": pid, "start": start,
+                                                       "classid": classid, "objid": objid,
+                                                       "sub": sub}):
+                    if row[1]:
+                        ended.append(row[0])
+        except RemoteError as exc:
+            audit_remote(path, "force_release", result="error", details={
+                "token": token, "reason": reason, "holder": current.to_dict(),
+                "error": exc.kind.value, "code": exc.code, "detail": exc.detail}, format=ADVISORY)
+            if exc.kind is RemoteErrorKind.PERMISSION_DENIED:
+                raise RemoteError(
+                    f"{path}: permission denied to end the holder's session: the monitoring "
+                    "role needs pg_signal_backend (or membership of the holder's role); "
+                    "nothing was changed", kind=exc.kind, url=path, detail=exc.detail,
+                    code=exc.code, status=current) from exc
+            raise
+        confirmed = self._wait_gone(ended, key)
+        seconds = time.monotonic() - t0
+        details = {"token": token, "reason": reason, "displaced": current.to_dict(),
+                   "terminated": ended, "confirmed": confirmed, "seconds": round(seconds, 6),
+                   "note": "pg_terminate_backend ends the whole session: its open transaction "
+                           "rolls back"}
+        result = "ok" if ended else "gone"
+        audit_remote(path, "force_release", result=result, details=details, format=ADVISORY)
+        return ReleaseOutcome(path, token, bool(ended), "terminated" if ended else "gone",
+                              seconds, details)
+
+    def _wait_gone(self, pids: list[int], key: tuple[int, int, int]) -> bool:
+        """True once ``pg_locks`` shows none of ``pids`` holding ``key`` (polled: PostgreSQL
+        has no event for it), False after :data:`CONFIRM_TIMEOUT` seconds."""
+        if not pids:
+            return True
+        deadline = time.monotonic() + CONFIRM_TIMEOUT
+        params = {"pids": pids, "classid": key[0], "objid": key[1], "sub": key[2]}
+        pause = 0.0005
+        while True:
+            if not self._rows(_STILL_HELD_SQL, params)[0][0]:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+    def _release_liquibase(self, key: str, path: str, current: LockStatus | None, token: str,
+                           force: bool, reason: str | None) -> ReleaseOutcome:
+        op = "force_release" if force else "release"
+        try:
+            ident = int(key.split("/", 1)[1])
+            granted_iso, lockedby = token.split("|", 1)
+            granted = datetime.fromisoformat(granted_iso) if granted_iso else None
+        except (ValueError, IndexError):
+            raise RemoteError(f"{path}: {token!r} is not a Liquibase lock token",
+                              kind=RemoteErrorKind.BAD_KEY, url=path) from None
+        if current is None:
+            return self._gone(path, token, force, reason, LIQUIBASE)
+        if current.record is None or current.record.token != token:
+            raise self._changed(path, current, token, op, reason)
+        if not force:
+            self.refuse_unforced(current)
+        t0 = time.monotonic()
+        conn = self._connection()
+        try:
+            cur = conn.execute(
+                f"UPDATE {_LIQUIBASE_TABLE} SET locked = FALSE, lockgranted = NULL, "
+                "lockedby = NULL WHERE id = %(id)s AND locked "
+                "AND lockedby IS NOT DISTINCT FROM %(by)s "
+                "AND lockgranted IS NOT DISTINCT FROM %(granted)s",
+                {"id": ident, "by": lockedby or None, "granted": granted})
+            count = cur.rowcount
+        except psycopg.Error as exc:
+            err = self._error(exc, "update on")
+            audit_remote(path, op, result="error", details={
+                "token": token, "reason": reason, "error": err.kind.value, "code": err.code,
+                "detail": err.detail}, format=LIQUIBASE)
+            raise err from exc
+        seconds = time.monotonic() - t0
+        if count != 1:
+            now = {s.path: s for s in self.list_locks()}.get(path)
+            if now is None:
+                return self._gone(path, token, force, reason, LIQUIBASE)
+            raise self._changed(path, now, token, op, reason)
+        details = {"token": token, "reason": reason, "displaced": current.to_dict(),
+                   "seconds": round(seconds, 6)}
+        audit_remote(path, op, result="ok", details=details, format=LIQUIBASE)
+        return ReleaseOutcome(path, token, True, "reset", seconds, details)
+
+
+__all__ = ["ADVISORY", "LIQUIBASE", "PostgresSource", "State", "advisory_key",
+           "liquibase_token", "parse_advisory_key", "parse_holders"]

@@ -1,0 +1,456 @@
+"""Redis locks: keys written by redis-py's ``Lock`` and by python-redis-lock, read with redis-py.
+
+Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/remote.md,
+"Redis"):
+
+* A lock is a string key set with ``SET NX PX``; its value is the holder's token. Each library
+  is a :class:`RedisProfile`: the key patterns it writes (redis-py's ``Lock`` uses the name as
+  given, no prefix, so its patterns come from the configuration; python-redis-lock writes
+  ``lock:<name>``), and for python-redis-lock the signal list ``lock-signal:<name>`` its
+  waiters block on (``BLPOP``).
+* Discovery is ``SCAN MATCH <pattern> COUNT 1000 TYPE string`` (never ``KEYS``, which blocks
+  the server), then ``GET`` + ``PTTL`` pipelined.
+* ``PTTL`` gives the remaining lease: the lock's ``expires_at`` is now + PTTL, judged by
+  :func:`core.policy.judge` (``held`` with ``expires in``). A key with no TTL (PTTL -1:
+  redis-py ``timeout=None``, python-redis-lock without ``expire``) lives until deleted: it is
+  judged like another tool's lock, stale once older than the stale limit. Its age comes from the
+  token when that is a uuid1 (redis-py's default token: it holds the acquisition time), else
+  from when this source first saw the key with that token (a lower bound, said so).
+* Tokens Lockwarden writes (:meth:`RedisSource.acquire`) are ``lockwarden:<host>:<pid>:<uuid1
+  hex>``: host, PID and time of the holder, so a lock whose holder died on this host is stale at
+  once (:func:`core.liveness.check`, as for Lockwarden's lock files).
+* Release and force release are a Lua compare-and-delete against the token seen, never a plain
+  ``DEL``: a lock taken again by someone else meanwhile keeps its new token and is not
+  removed. For python-redis-lock the same script also pushes to the signal list (``DEL`` signal,
+  ``LPUSH`` 1, ``PEXPIRE`` 1000 ms: the library's own unlock script), else a waiter blocked in
+  ``BLPOP`` without a timeout waits forever. When the script finds nothing to delete the key is
+  read again: missing means already released, another token means :class:`RemoteError`
+  ``changed``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from core import liveness
+from core.policy import judge
+from core.reasons import Code, Reason
+from core.record import Liveness, LockRecord, LockStatus, State
+from core.remote.base import (
+    ReleaseOutcome,
+    RemoteError,
+    RemoteErrorKind,
+    RemoteSource,
+    audit_remote,
+    url_host,
+)
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
+
+try:
+    import redis as redis_py
+    from redis import exceptions as redis_errors
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError:  # pragma: no cover - exercised only without the extra
+    redis_py = None  # type: ignore[assignment]
+
+SCAN_COUNT = 1000
+"""``COUNT`` hint per SCAN call: the spec's measured sweet spot (each call blocks the server a
+few ms at 1M keys)."""
+PIPELINE_CHUNK = 500
+"""Keys read per pipelined round trip of GET + PTTL."""
+SIGNAL_EXPIRE_MS = 1000
+"""How long python-redis-lock's signal list lingers after a release (ms), as the library does."""
+
+_UUID_EPOCH = datetime(1582, 10, 15, tzinfo=UTC)
+_OURS = "lockwarden:"
+
+# KEYS[1] lock key, KEYS[2] signal list or "" ; ARGV[1] token seen, ARGV[2] signal expiry ms.
+# Returns 1 when deleted, 0 when the key holds another value or is missing.
+_CAD = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+if KEYS[2] ~= '' then
+    redis.call('del', KEYS[2])
+    redis.call('lpush', KEYS[2], 1)
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return redis.call('del', KEYS[1])
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RedisProfile:
+    """What one locking library writes.
+
+    Attributes:
+        format: ``LockRecord.format`` of its locks (``redis-py``, ``python-redis-lock``).
+        patterns: SCAN ``MATCH`` patterns of its lock keys.
+        prefix: what the library puts before the lock's name (``lock:``), "" for none.
+        signal_prefix: prefix of the list its waiters block on (``lock-signal:``), or "" when
+            it has none; the list for lock ``<prefix><name>`` is ``<signal_prefix><name>``.
+    """
+
+    format: str
+    patterns: tuple[str, ...]
+    prefix: str = ""
+    signal_prefix: str = ""
+
+    def name_of(self, key: str) -> str:
+        """The lock's name: ``key`` without :attr:`prefix`."""
+        return key[len(self.prefix):] if self.prefix and key.startswith(self.prefix) else key
+
+    def signal_key(self, key: str) -> str:
+        """The signal list of lock ``key``, or "" when the library has none."""
+        return self.signal_prefix + self.name_of(key) if self.signal_prefix else ""
+
+
+def redis_py_profile(*patterns: str) -> RedisProfile:
+    """redis-py's ``Lock`` (``redis.lock.Lock``): keys named exactly as the caller chose, so the
+    patterns must be given (e.g. ``"deploy:*"``); its default token is ``uuid1().hex``."""
+    return RedisProfile("redis-py", tuple(patterns))
+
+
+PYTHON_REDIS_LOCK = RedisProfile("python-redis-lock", ("lock:*",), "lock:", "lock-signal:")
+"""python-redis-lock: ``lock:<name>``, signal list ``lock-signal:<name>``, random token."""
+
+
+class RedisSource(RemoteSource):
+    """Lock keys of one Redis database.
+
+    Args:
+        host, port, db: the server and database number.
+        username, password: ACL user and password (``AUTH``), or None.
+        profiles: the libraries to look for, in order (a key matched by several belongs to the
+            first); default python-redis-lock only, since redis-py's keys have no prefix.
+        socket_timeout: seconds to wait for a connection or an answer.
+        policy: the stale policy (the limit for keys without a TTL).
+    """
+
+    scheme = "redis"
+
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 6379,
+        db: int = 0,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        profiles: Iterable[RedisProfile] = (PYTHON_REDIS_LOCK,),
+        socket_timeout: float = 5.0,
+        policy: StalePolicy = DEFAULT_POLICY,
+    ) -> None:
+        super().__init__(f"redis://{url_host(host)}:{port}/{db}", policy=policy)
+        self.profiles = tuple(profiles)
+        self._kwargs: dict[str, Any] = {
+            "host": host, "port": port, "db": db, "username": username, "password": password,
+            "socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout,
+        }
+        self._client: Any = None
+        self._first_seen: dict[tuple[str, str], datetime] = {}
+        self._acquired: set[tuple[str, str]] = set()
+
+    def describe(self) -> str:
+        """``redis://host:port/db (python-redis-lock lock:*; redis-py deploy:*)``."""
+        what = "; ".join(f"{p.format} {' '.join(p.patterns) or '(no patterns)'}"
+                         for p in self.profiles)
+        return f"{self.base_url} ({what})"
+
+    def close(self) -> None:
+        """Close the connection pool (a later call opens a new one)."""
+        if self._client is not None:
+            try:
+                self._client.close()
+            finally:
+                self._client = None
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _redis(self) -> Any:
+        if redis_py is None:
+            raise RemoteError("redis is not installed: pip install 'lockwarden[redis]'",
+                              kind=RemoteErrorKind.NO_DRIVER, url=self.base_url)
+        if self._client is None:
+            # no silent retries: a compare-and-delete whose reply was lost is re-read instead
+            self._client = redis_py.Redis(retry=Retry(NoBackoff(), 0), **self._kwargs)
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        """``fn(client)``, with redis-py's exceptions turned into :class:`RemoteError` by
+        their class (never by their text)."""
+        client = self._redis()
+        try:
+            return fn(client)
+        except redis_errors.AuthenticationError as exc:
+            kind, words = RemoteErrorKind.AUTH_FAILED, "the server refused the credentials"
+            err: Exception = exc
+        except (redis_errors.AuthorizationError, redis_errors.NoPermissionError) as exc:
+            kind, words, err = RemoteErrorKind.PERMISSION_DENIED, "permission denied", exc
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            kind, words, err = RemoteErrorKind.UNREACHABLE, "no connection", exc
+        except redis_errors.RedisError as exc:
+            kind, words, err = RemoteErrorKind.QUERY_FAILED, "the server answered an error", exc
+        if kind is not RemoteErrorKind.QUERY_FAILED:
+            self.close()
+        detail = str(err)
+        code = detail.split(" ", 1)[0] if isinstance(err, redis_errors.ResponseError) else None
+        raise RemoteError(f"{what} {self.base_url}: {words}: {detail}", kind=kind,
+                          url=self.base_url, detail=detail, code=code) from err
+
+    # -- listing --------------------------------------------------------------------------
+
+    def scan_keys(self) -> dict[str, RedisProfile]:
+        """Every string key matching a profile's patterns (SCAN, COUNT :data:`SCAN_COUNT`),
+        with the profile it belongs to.
+
+        Raises:
+            RemoteError: connection kinds.
+        """
+        def scan(r: Any) -> dict[str, RedisProfile]:
+            found: dict[str, RedisProfile] = {}
+            for profile in self.profiles:
+                for pattern in profile.patterns:
+                    for raw in r.scan_iter(match=pattern, count=SCAN_COUNT, _type="string"):
+                        found.setdefault(_text(raw), profile)
+            return found
+        result: dict[str, RedisProfile] = self._call("SCAN on", scan)
+        return result
+
+    def list_locks(self) -> list[LockStatus]:
+        """Every lock key of the profiles, judged (see the module docstring).
+
+        Raises:
+            RemoteError: ``no_driver``, ``unreachable``, ``auth_failed``, ``query_failed``.
+        """
+        keys = self.scan_keys()
+        names = list(keys)
+        values: list[Any] = []
+
+        def read(r: Any) -> list[Any]:
+            out: list[Any] = []
+            for i in range(0, len(names), PIPELINE_CHUNK):
+                pipe = r.pipeline(transaction=False)
+                for k in names[i:i + PIPELINE_CHUNK]:
+                    pipe.get(_raw(k))
+                    pipe.pttl(_raw(k))
+                out.extend(pipe.execute(raise_on_error=False))
+            return out
+        values = self._call("GET/PTTL on", read)
+        now = datetime.now(UTC)
+        seen: set[tuple[str, str]] = set()
+        statuses: list[LockStatus] = []
+        for i, key in enumerate(names):
+            value, pttl = values[2 * i], values[2 * i + 1]
+            if not isinstance(value, bytes) or not isinstance(pttl, int) or pttl == -2:
+                continue  # gone between SCAN and GET, or not a string any more
+            token = _text(value)
+            seen.add((key, token))
+            statuses.append(self._judge(key, keys[key], token, pttl, now))
+        self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
+        return statuses
+
+    def _judge(self, key: str, profile: RedisProfile, token: str, pttl: int,
+               now: datetime) -> LockStatus:
+        path = self.path_of(key)
+        first = self._first_seen.setdefault((key, token), now)
+        ours = parse_own_token(token)
+        taken = ours[2] if ours else uuid1_time(token)
+        reasons: list[Reason] = []
+        if pttl < 0:
+            reasons.append(Reason.of(Code.NO_TTL))
+            if taken is None:
+                reasons.append(Reason.of(Code.AGE_FROM_FIRST_SEEN,
+                                         age_s=(now - first).total_seconds()))
+        record = LockRecord(
+            path=path, format=profile.format,
+            holder=(f"{ours[0]} PID {ours[1]}" if ours else _holder_of(token)),
+            pid=ours[1] if ours else None, host=ours[0] if ours else None,
+            acquired_at=taken or (first if pttl < 0 else None),
+            expires_at=now + timedelta(milliseconds=pttl) if pttl >= 0 else None,
+            tag=profile.name_of(key), token=token, raw=token,
+            metadata={"key": key, "pttl_ms": pttl, "signal": profile.signal_key(key) or None,
+                      "first_seen": first.isoformat()})
+        live: Liveness = Liveness.UNKNOWN
+        live_reasons: list[Reason] = []
+        if ours:
+            live, live_reasons = liveness.check(record)
+        return judge(path, record, liveness=live, liveness_reasons=[*live_reasons, *reasons],
+                     policy=self.policy, now=now)
+
+    def status(self, lock_key: str) -> LockStatus | None:
+        """The verdict on one key now (None when it does not exist or is not a lock string).
+
+        Raises:
+            RemoteError: ``bad_key`` for a key no profile matches, connection kinds.
+        """
+        key = self.key_of(lock_key)
+        profile = self._profile_of(key)
+        value, pttl = self._call("GET/PTTL on", lambda r: r.pipeline(transaction=False)
+                                 .get(_raw(key)).pttl(_raw(key)).execute(raise_on_error=False))
+        if not isinstance(value, bytes) or not isinstance(pttl, int) or pttl == -2:
+            return None
+        return self._judge(key, profile, _text(value), pttl, datetime.now(UTC))
+
+    def _profile_of(self, key: str) -> RedisProfile:
+        import fnmatch
+
+        for profile in self.profiles:
+            if any(fnmatch.fnmatchcase(key, p) for p in profile.patterns):
+                return profile
+        raise RemoteError(f"{self.path_of(key)}: no profile of {self.base_url} matches it",
+                          kind=RemoteErrorKind.BAD_KEY, url=self.path_of(key))
+
+    # -- acquire and release --------------------------------------------------------------
+
+    def acquire(self, name: str, *, ttl: float | None, profile: RedisProfile | None = None
+                ) -> tuple[str, str]:
+        """Take lock ``name`` with ``SET key token NX PX ttl`` (``ttl`` None: no expiry, which
+        redis-py and python-redis-lock also allow) and a self-describing token
+        (:func:`own_token`); ``profile`` (default the first) gives the key prefix, so the
+        library's own clients see the lock. Audited (``acquire`` / ``acquire_refused``).
+
+        Returns ``(path, token)``: pass both to :meth:`release`.
+
+        Raises:
+            RemoteError: ``held`` (status of the holder), ``bad_key`` (TTL not > 0, or a key
+                none of the profiles' patterns match: it could not be listed or released),
+                connection kinds.
+        """
+        prof = profile or self.profiles[0]
+        key = prof.prefix + name
+        path = self.path_of(key)
+        if self._profile_of(key) is not prof:  # BAD_KEY when no profile matches at all
+            raise RemoteError(f"{path}: listed under another profile than {prof.format}",
+                              kind=RemoteErrorKind.BAD_KEY, url=path)
+        if ttl is not None and not ttl > 0:
+            raise RemoteError(f"{path}: TTL must be > 0 seconds, not {ttl!r}",
+                              kind=RemoteErrorKind.BAD_KEY, url=path)
+        token = own_token()
+        px = max(1, round(ttl * 1000)) if ttl is not None else None
+        ok = self._call("SET on", lambda r: r.set(_raw(key), token, nx=True, px=px))
+        if not ok:
+            current = self.status(key)
+            audit_remote(path, "acquire_refused", result="refused", format=prof.format,
+                         details={"holder": current.to_dict() if current else None})
+            raise RemoteError(f"{path} is held", kind=RemoteErrorKind.HELD, url=path,
+                              status=current)
+        self._acquired.add((key, token))
+        audit_remote(path, "acquire", details={"token": token, "ttl_s": ttl},
+                     format=prof.format)
+        return path, token
+
+    def release(
+        self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
+    ) -> ReleaseOutcome:
+        """Delete lock ``lock_key`` only while it holds ``seen_token`` (Lua compare-and-delete;
+        python-redis-lock's waiters are signalled). Without ``force`` only a lock this source
+        acquired, or a stale one, is released. Audited (``release`` / ``force_release`` /
+        ``release_refused``).
+
+        Raises:
+            RemoteError: ``changed`` (another token now: nothing deleted), ``refused``,
+                ``bad_key``, connection kinds.
+        """
+        key = self.key_of(lock_key)
+        path = self.path_of(key)
+        profile = self._profile_of(key)
+        op = "force_release" if force else "release"
+        before = self.status(key)
+        mine = (key, seen_token) in self._acquired
+        if before is not None and not force and not mine and before.record is not None \
+                and before.record.token == seen_token:
+            self.refuse_unforced(before)
+        signal = profile.signal_key(key)
+        t0 = time.monotonic()
+        deleted = self._call("EVAL on", lambda r: r.eval(
+            _CAD, 2, _raw(key), _raw(signal), seen_token, SIGNAL_EXPIRE_MS))
+        seconds = time.monotonic() - t0
+        self._acquired.discard((key, seen_token))
+        details: dict[str, Any] = {"token": seen_token, "reason": reason, "signal": signal or None,
+                                   "seconds": round(seconds, 6)}
+        if before is not None and before.record is not None \
+                and before.record.token == seen_token:
+            details["displaced"] = before.to_dict()
+        if deleted:
+            audit_remote(path, op, details=details, format=profile.format)
+            return ReleaseOutcome(path, seen_token, True, "deleted", seconds, details)
+        after = self.status(key)  # on 0, read again: gone is done, another token is not ours
+        if after is None:
+            audit_remote(path, op, result="gone", format=profile.format,
+                         details={**details, "note": "already released"})
+            return ReleaseOutcome(path, seen_token, False, "gone", seconds, details)
+        audit_remote(path, op, result="changed", format=profile.format, details={
+            **details, "holder": after.to_dict(),
+            "note": "the key holds another token than the one seen: nothing was deleted"})
+        raise RemoteError(f"{path} changed hands since it was seen: nothing was deleted",
+                          kind=RemoteErrorKind.CHANGED, url=path, status=after)
+
+
+# -- tokens -------------------------------------------------------------------------------
+
+
+def own_token() -> str:
+    """A token naming this process: ``lockwarden:<host>:<pid>:<uuid1 hex>`` (the spec's
+    self-describing token; the uuid1 carries the acquisition time)."""
+    return f"{_OURS}{liveness.hostname()}:{os.getpid()}:{uuid.uuid1().hex}"
+
+
+def parse_own_token(token: str) -> tuple[str, int, datetime] | None:
+    """``(host, pid, acquired_at)`` of a token from :func:`own_token`, else None."""
+    if not token.startswith(_OURS):
+        return None
+    parts = token[len(_OURS):].rsplit(":", 2)
+    if len(parts) != 3:
+        return None
+    host, pid, hexid = parts
+    when = uuid1_time(hexid)
+    if not host or not pid.isdigit() or when is None:
+        return None
+    return host, int(pid), when
+
+
+def uuid1_time(token: str) -> datetime | None:
+    """The acquisition time in a uuid1 token (redis-py's default ``uuid1().hex``: 32 hex
+    digits, version 1, RFC 4122 variant), when it lies between 2000 and a day from now; else
+    None."""
+    if len(token) != 32:
+        return None
+    try:
+        u = uuid.UUID(hex=token)
+    except ValueError:
+        return None
+    if u.version != 1 or u.variant != uuid.RFC_4122:
+        return None
+    when = _UUID_EPOCH + timedelta(microseconds=u.time // 10)
+    if not datetime(2000, 1, 1, tzinfo=UTC) <= when <= datetime.now(UTC) + timedelta(days=1):
+        return None
+    return when
+
+
+def _holder_of(token: str) -> str:
+    """Who a foreign token names: the uuid1 node (MAC or random node id) when it is one."""
+    if uuid1_time(token) is not None:
+        return f"uuid1 node {uuid.UUID(hex=token).node:012x}"
+    return f"token {token[:40]}"
+
+
+def _text(raw: bytes | str) -> str:
+    """Bytes from Redis as text; bytes that are not UTF-8 survive as surrogate escapes, so
+    :func:`_raw` gives back the exact key."""
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
+
+
+def _raw(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+__all__ = ["PYTHON_REDIS_LOCK", "RedisProfile", "RedisSource", "State", "own_token",
+           "parse_own_token", "redis_py_profile", "uuid1_time"]
