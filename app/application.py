@@ -105,6 +105,8 @@ class LockwardenApp(QObject):
         self.window = MainWindow(model=self.model, proxy=self.proxy, inventory=self.inventory,
                                  actions=self.actions, store=self.store,
                                  settings=self.settings, hide_on_close=use_tray)
+        if demo is not None:
+            self.window.show_demo(demo.dir)
         self.ops = Operations(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
                               dialog_parent=self.window, parent=self)
@@ -125,6 +127,7 @@ class LockwardenApp(QObject):
         w.copyPathRequested.connect(ops.copy_path)
         w.settingsRequested.connect(ops.open_settings)
         w.auditRequested.connect(ops.open_audit)
+        w.historyRequested.connect(ops.open_history)
         w.quitRequested.connect(self.request_quit)
         ops.settingsApplied.connect(w.update_status)
 
@@ -140,6 +143,7 @@ class LockwardenApp(QObject):
         tray.auditRequested.connect(self._open_audit_over_window)
         tray.settingsRequested.connect(self._open_settings_over_window)
         tray.problemsRequested.connect(self.show_problems)
+        tray.showLockRequested.connect(self.show_lock)
         tray.quitRequested.connect(self.request_quit)
 
     def _open_audit_over_window(self) -> None:
@@ -186,6 +190,15 @@ class LockwardenApp(QObject):
         w.show()
         w.raise_()
         w.activateWindow()
+
+    def show_lock(self, path: str) -> None:
+        """Show the window with ``path`` selected (a clicked notification); filters that hide
+        it are cleared. Just shows the window when the lock is no longer listed."""
+        self.show_window()
+        w = self.window
+        if not w.select_path(path):
+            w.clear_filters()
+            w.select_path(path)
 
     def show_problems(self) -> None:
         """Open the window showing the problems: unreadable locks filtered in the table, the

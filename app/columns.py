@@ -17,7 +17,7 @@ from datetime import datetime
 
 from PySide6.QtCore import Qt
 
-from app.lockinfo import human_duration
+from app.lockinfo import STATE_WORDS, display_state, human_duration
 from core.record import LockStatus, State
 
 
@@ -139,7 +139,7 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     which give "")."""
     rec = st.record
     if col == Col.STATE:
-        return st.state.value
+        return STATE_WORDS[display_state(st)]
     if col == Col.LOCK:
         return os.path.basename(st.path)
     if col == Col.DIRECTORY:

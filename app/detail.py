@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.lockinfo import current_reasons
+from app.lockinfo import STATE_EXPLAIN, STATE_WORDS, current_reasons, deciding_rule, display_state
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
 from core.reasons import printable
@@ -48,7 +48,7 @@ class DetailPane(QWidget):
 
     rawLoaded = Signal(str, str, str)
 
-    FIELDS = ("Path", "State", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
+    FIELDS = ("Path", "State", "Rule", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
               "Expires", "TTL", "Tag", "Token")
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -62,13 +62,16 @@ class DetailPane(QWidget):
             lab = QLabel()
             lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             lab.setWordWrap(True)
+            lab.setAccessibleName(name)
             self.values[name] = lab
             form.addRow(name + ":", lab)
         self.reasons = QLabel()
+        self.reasons.setAccessibleName("Why: the reasons for the verdict")
         self.reasons.setWordWrap(True)
         self.reasons.setTextFormat(Qt.TextFormat.RichText)
         self.reasons.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.raw = QPlainTextEdit()
+        self.raw.setAccessibleName("Raw file")
         self.raw.setReadOnly(True)
         self.raw.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.raw.setPlaceholderText("(file content)")
@@ -121,12 +124,14 @@ class DetailPane(QWidget):
         rec = st.record
         v = self.values
         v["Path"].setText(printable(st.path))
-        state = st.state.value + (" — held by this Lockwarden" if mine else "")
+        state = STATE_WORDS[display_state(st)] + (" — held by this Lockwarden" if mine else "")
         if st.read_only:
             state += " (read-only: managed by its ledger)"
         if outside:
             state += " (outside the watched directories)"
         v["State"].setText(state)
+        v["State"].setToolTip(STATE_EXPLAIN[display_state(st)])
+        v["Rule"].setText(deciding_rule(st))
         if rec is not None:
             v["Format"].setText(rec.format)
             v["Holder"].setText(printable(rec.holder or ""))

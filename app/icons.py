@@ -29,6 +29,7 @@ STATE_COLORS: dict[str, str] = {
     State.EXPIRED.value: "#d4a417",
     State.WRITING.value: "#8a8f98",
     State.UNREADABLE.value: "#d23c3c",
+    "held-dead": "#8e6cc0",  # app.lockinfo.HELD_DEAD: held by the rules, its holder is gone
     "problem": "#d23c3c",
 }
 
@@ -160,7 +161,9 @@ def tray_icon(state: str, badge: int = 0) -> QIcon:
 
 @cache
 def state_icon(state: str) -> QIcon:
-    """A filled dot in the state's colour for the table's state column (14 and 28 px)."""
+    """A dot in the state's colour for the table's state column (14 and 28 px): filled, but a
+    ring for ``held-dead`` (:data:`app.lockinfo.HELD_DEAD`), so that state differs from
+    ``held`` by shape as well as colour."""
     icon = QIcon()
     for size in (14, 28):
         pm = QPixmap(size, size)
@@ -168,8 +171,12 @@ def state_icon(state: str) -> QIcon:
         p = QPainter(pm)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         color = QColor(STATE_COLORS.get(state, STATE_COLORS["problem"]))
-        p.setPen(QPen(color.darker(140), max(1.0, size / 14)))
-        p.setBrush(color)
+        if state == "held-dead":
+            p.setPen(QPen(color, max(2.0, size / 6)))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+        else:
+            p.setPen(QPen(color.darker(140), max(1.0, size / 14)))
+            p.setBrush(color)
         m = size * 0.12
         p.drawEllipse(QRectF(m, m, size - 2 * m, size - 2 * m))
         p.end()

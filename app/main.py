@@ -38,13 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _no_display() -> bool:
-    """True on Linux without any graphical display (nothing for Qt to show on)."""
-    return sys.platform.startswith("linux") and not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-        or os.environ.get("QT_QPA_PLATFORM"))
-
-
 def _qapplication() -> QApplication:
     """The process's QApplication (created when there is none), named and with its icon."""
     from PySide6.QtWidgets import QApplication
@@ -111,9 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.demo import helper_main
 
         return helper_main(args.demo_helper[0], args.demo_helper[1])
-    if _no_display():
-        print("lockwarden-gui: no graphical display (DISPLAY/WAYLAND_DISPLAY are not set); "
-              "use the command line: lockwarden status", file=sys.stderr)
+    from app.display import problem
+
+    why = problem()
+    if why is not None:
+        print(f"lockwarden-gui: {why}", file=sys.stderr)
         return 1
 
     from app.single import InstanceLocationError, SingleInstance, server_name

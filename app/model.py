@@ -32,7 +32,7 @@ from PySide6.QtCore import (
 from app import columns
 from app.columns import HEADERS, NCOLS, SORT_ROLE, STATUS_ROLE, Col
 from app.icons import state_icon
-from app.lockinfo import Update, holder_changed
+from app.lockinfo import STATE_EXPLAIN, Update, display_state, holder_changed
 from core.liveness import hostname
 from core.reasons import printable, texts
 from core.record import LockStatus, State
@@ -134,10 +134,10 @@ class LockTableModel(QAbstractTableModel):
         if role == STATUS_ROLE:
             return st
         if role == Qt.ItemDataRole.DecorationRole and col == Col.STATE:
-            return state_icon(st.state.value)
+            return state_icon(display_state(st))
         if role == Qt.ItemDataRole.ToolTipRole and col in (Col.STATE, Col.LOCK):
             words = texts(st.reasons)
-            lines = [st.path, *words]
+            lines = [st.path, STATE_EXPLAIN[display_state(st)], *words]
             if st.error and st.error not in words:
                 lines.append(st.error)
             return "\n".join(printable(line) for line in lines)

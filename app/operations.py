@@ -350,3 +350,11 @@ class Operations(QObject):
         dlg = AuditDialog(self.audit_sources(), self._parent)
         self.show_dialog(dlg)
         return dlg
+
+    def open_history(self, path: str) -> AuditDialog:
+        """Open the audit log viewer on one lock's entries (its history): the log beside it,
+        the watched directories' and the per-user fallback log, filtered by its path."""
+        sources = [os.path.join(os.path.dirname(path), ".lock_audit.log"), *self.audit_sources()]
+        dlg = AuditDialog(list(dict.fromkeys(sources)), self._parent, lock=path)
+        self.show_dialog(dlg)
+        return dlg

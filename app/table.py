@@ -1,5 +1,7 @@
 """The lock table view of the main window (docs/gui.md "Window"): single-row selection that
-never jumps to a neighbour, the directory column elided in the middle, default widths."""
+never jumps to a neighbour, the directory column elided in the middle, default widths, and a
+column chooser on the header's context menu (hidden columns persist with the header state the
+window saves)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
+    QMenu,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
     QWidget,
 )
 
-from app.columns import STATUS_ROLE, Col
+from app.columns import HEADERS, STATUS_ROLE, Col
 from core.record import LockStatus
 
 DEFAULT_WIDTHS = {Col.STATE: 100, Col.LOCK: 150, Col.DIRECTORY: 190, Col.FORMAT: 76,
@@ -65,6 +68,22 @@ class LockTable(QTableView):
         self._elide_middle = ElideMiddleDelegate(self)
         self.setItemDelegateForColumn(int(Col.DIRECTORY), self._elide_middle)
         self.sortByColumn(int(Col.STATE), Qt.SortOrder.AscendingOrder)
+        hh.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        hh.customContextMenuRequested.connect(
+            lambda pos: self.column_menu().popup(hh.mapToGlobal(pos)))
+
+    def column_menu(self) -> QMenu:
+        """A menu of checkable column names: unticking one hides the column (State and Lock
+        always stay, so a row can still be told apart)."""
+        menu = QMenu(self)
+        hh = self.horizontalHeader()
+        for col in Col:
+            act = menu.addAction(HEADERS[col])
+            act.setCheckable(True)
+            act.setChecked(not hh.isSectionHidden(int(col)))
+            act.setEnabled(col not in (Col.STATE, Col.LOCK))
+            act.toggled.connect(lambda on, c=int(col): hh.setSectionHidden(c, not on))
+        return menu
 
     def rowsAboutToBeRemoved(self, parent: QModelIndex | QPersistentModelIndex, start: int,
                              end: int) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
@@ -22,7 +23,13 @@ from app.actions import LockActions, lost_message
 from app.config_store import ConfigStore
 from app.icons import app_icon, state_icon, tray_icon
 from app.inventory import Inventory
-from app.lockinfo import holder_changed, is_attention, not_a_lock_file
+from app.lockinfo import (
+    STATE_WORDS,
+    display_state,
+    holder_changed,
+    is_attention,
+    not_a_lock_file,
+)
 from app.model import LockTableModel, Transition
 from core.reasons import printable, render_all
 from core.record import LockStatus, State
@@ -56,6 +63,16 @@ def holder_summary(st: LockStatus) -> str:
     return " ".join(p for p in parts if p)
 
 
+class Note(NamedTuple):
+    """One notification: ``title``, ``body``, whether it is a ``warning``, and the ``path`` of
+    the lock it is about (clicking it opens the window there)."""
+
+    title: str
+    body: str
+    warning: bool
+    path: str | None
+
+
 class TrayController(QObject):
     """Owns the :class:`QSystemTrayIcon` and its menu.
 
@@ -82,6 +99,7 @@ class TrayController(QObject):
 
     notified = Signal(str, str, object)
     showWindowRequested = Signal()
+    showLockRequested = Signal(str)
     acquireRequested = Signal()
     releaseRequested = Signal(str)
     reclaimRequested = Signal(str)
@@ -105,6 +123,8 @@ class TrayController(QObject):
         self.menu.aboutToShow.connect(self.rebuild_menu)
         self.icon.setContextMenu(self.menu)
         self.icon.activated.connect(self._activated)
+        self._clicked_path: str | None = None  # the lock of the last notification
+        self.icon.messageClicked.connect(self.message_clicked)
         self.state = ""
         self.badge = -1
         self._notified: dict[str, State] = {}
@@ -231,8 +251,9 @@ class TrayController(QObject):
         who = ""
         if rec is not None:
             who = rec.holder or (f"PID {rec.pid}" if rec.pid is not None else "")
-        title = f"{self.lock_title(st.path)} — {st.state.value}" + (f" ({who})" if who else "")
-        sub = menu.addMenu(state_icon(st.state.value), printable(title))
+        word = STATE_WORDS[display_state(st)]
+        title = f"{self.lock_title(st.path)} — {word}" + (f" ({who})" if who else "")
+        sub = menu.addMenu(state_icon(display_state(st)), printable(title))
         sub.setToolTip(printable(st.path))
         path = st.path
 
@@ -262,7 +283,7 @@ class TrayController(QObject):
         n = self._store.config.notifications
         self._dup_names = None  # this batch may have added a lock of the same name
         quiet = not self._inventory.initial_done
-        messages: list[tuple[str, str, bool]] = []  # title, body, is a warning
+        messages: list[Note] = []
         for old, new in trans:
             if (new is None or not is_attention(new.state)) and old is not None:
                 self._notified.pop(old.path, None)
@@ -273,52 +294,64 @@ class TrayController(QObject):
                 want = n.on_stale if new.state is State.STALE else n.on_expired
                 if want and not quiet:
                     why = render_all(new.reasons[:2])
-                    messages.append((f"{os.path.basename(new.path)} is {new.state.value}",
-                                     why or new.path, True))
+                    messages.append(Note(f"{os.path.basename(new.path)} is {new.state.value}",
+                                         why or new.path, True, new.path))
             elif quiet:
                 continue
             elif new is not None and new.state is State.HELD and n.on_acquire and (
                     old is None or old.record is None or holder_changed(old, new)):
                 who = holder_summary(new)
-                messages.append((f"{self.lock_title(new.path)} acquired", who or new.path,
-                                 False))
+                messages.append(Note(f"{self.lock_title(new.path)} acquired", who or new.path,
+                                     False, new.path))
             elif new is None and old is not None and old.state is State.HELD and \
                     n.on_release and not self._model.is_mine(old):
-                messages.append((f"{self.lock_title(old.path)} released", old.path, False))
+                messages.append(Note(f"{self.lock_title(old.path)} released", old.path, False,
+                                     old.path))
         self._show(messages)
 
     def _released(self, path: str) -> None:
         """This app released a lock it held: "released", when asked for (Information)."""
         if self._store.config.notifications.on_release and self._inventory.initial_done:
-            self._show([(f"{self.lock_title(path)} released", path, False)])
+            self._show([Note(f"{self.lock_title(path)} released", path, False, path)])
 
     def _lost(self, path: str, replaced: bool) -> None:
         """A lock this app held was taken away: "Lost …" (Warning), even when paused."""
         title, body = lost_message(path, replaced)
-        self.notify(title, f"{body}\n{path}", warning=True)
+        self.notify(title, f"{body}\n{path}", warning=True, path=path)
 
-    def _show(self, messages: list[tuple[str, str, bool]]) -> None:
-        """Raise ``messages`` (title, body, is a warning) unless paused; more than three
-        become one summary."""
+    def _show(self, messages: list[Note]) -> None:
+        """Raise ``messages`` unless paused; more than three become one summary (clicking it
+        opens the window on the first)."""
         if not messages or self.paused:
             return
         if len(messages) > 3:
             title = f"{len(messages)} lock changes"
-            body = "\n".join(t for t, _, _ in messages[:5])
-            messages = [(title, body, any(w for _, _, w in messages))]
-        for title, body, warn in messages:
-            self.notify(title, body, warning=warn)
+            body = "\n".join(m.title for m in messages[:5])
+            messages = [Note(title, body, any(m.warning for m in messages), messages[0].path)]
+        for m in messages:
+            self.notify(m.title, m.body, warning=m.warning, path=m.path)
 
-    def notify(self, title: str, body: str, *, warning: bool = True) -> None:
+    def notify(self, title: str, body: str, *, warning: bool = True,
+               path: str | None = None) -> None:
         """Raise a tray notification and emit :attr:`notified`: the Warning icon for
         stale/expired/lost, the Information icon (``warning=False``) for acquire/release.
-        Shown as a balloon when the icon is visible and the platform supports messages."""
+        Shown as a balloon when the icon is visible and the platform supports messages;
+        clicking it emits :attr:`showLockRequested` with ``path`` (the window opens on that
+        lock), or :attr:`showWindowRequested` when there is none."""
         icon = (QSystemTrayIcon.MessageIcon.Warning if warning
                 else QSystemTrayIcon.MessageIcon.Information)
         title, body = printable(title), printable(body)  # paths and tags can hold anything
+        self._clicked_path = path
         self.notified.emit(title, body, icon)
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
             self.icon.showMessage(title, body, icon, 8000)
+
+    def message_clicked(self) -> None:
+        """The user clicked the last notification: open the window on its lock."""
+        if self._clicked_path is not None:
+            self.showLockRequested.emit(self._clicked_path)
+        else:
+            self.showWindowRequested.emit()
 
     def lock_title(self, path: str) -> str:
         """A lock's name for menus and notifications: the file name, with its parent

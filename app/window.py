@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from PySide6.QtCore import (
-    QByteArray,
     QItemSelection,
     QModelIndex,
     QPoint,
@@ -38,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import window_state
 from app.actions import LockActions, lost_message
 from app.columns import Col
 from app.config_store import ConfigStore
@@ -47,6 +47,7 @@ from app.inventory import Inventory
 from app.lockinfo import human_duration, not_a_lock_file, under_any
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
+from app.statusline import StatusLine
 from app.table import LockTable
 from core.reasons import printable
 from core.record import LockStatus, State
@@ -70,7 +71,8 @@ class MainWindow(QMainWindow):
     Signals (the user asked for an operation; ``str`` is the selected lock's path):
         acquireRequested(), releaseRequested(str), reclaimRequested(str),
         forceReleaseRequested(str), openFolderRequested(str), copyPathRequested(str),
-        settingsRequested(), auditRequested(), quitRequested().
+        settingsRequested(), auditRequested(), historyRequested(str: a lock's audit entries),
+        quitRequested().
     """
 
     acquireRequested = Signal()
@@ -81,6 +83,7 @@ class MainWindow(QMainWindow):
     copyPathRequested = Signal(str)
     settingsRequested = Signal()
     auditRequested = Signal()
+    historyRequested = Signal(str)
     quitRequested = Signal()
 
     def __init__(self, *, model: LockTableModel, proxy: LockFilterProxy, inventory: Inventory,
@@ -106,6 +109,13 @@ class MainWindow(QMainWindow):
         central = QWidget()
         lay = QVBoxLayout(central)
         lay.setContentsMargins(4, 0, 4, 0)
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setAccessibleName("Demo mode")
+        self.banner.setStyleSheet("background: #d4a417; color: #1b1b1b; padding: 4px 8px; "
+                                  "border-radius: 3px;")
+        self.banner.hide()
+        lay.addWidget(self.banner)
         lay.addWidget(self.splitter)
         self.setCentralWidget(central)
         self._build_status_bar()
@@ -120,6 +130,10 @@ class MainWindow(QMainWindow):
 
     def _build_table(self) -> None:
         self.table = LockTable(self._proxy)
+        self.table.setAccessibleName("Locks")
+        self.table.setAccessibleDescription(
+            "Every lock in the watched directories: state, lock, directory, format, holder, "
+            "PID, liveness, age, expiry and tag")
         self.table.selected_removed = self._selected_removed
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
@@ -144,6 +158,7 @@ class MainWindow(QMainWindow):
 
     def _build_filters(self) -> None:
         self.filter = QLineEdit()
+        self.filter.setAccessibleName("Filter locks")
         self.filter.setPlaceholderText("Filter (Ctrl+F): lock, holder, PID, tag…")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self._filter_changed)
@@ -157,11 +172,12 @@ class MainWindow(QMainWindow):
     def _build_toolbars(self) -> None:
         tb = QToolBar("Actions")
         tb.setObjectName("actions")
+        tb.setAccessibleName("Lock actions")
         tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         tb.setMovable(False)
         for a in (self.act_acquire, self.act_release, self.act_reclaim, self.act_force,
-                  None, self.act_open_folder, self.act_copy, None, self.act_rescan,
-                  self.act_audit, self.act_settings):
+                  None, self.act_open_folder, self.act_copy, self.act_history, None,
+                  self.act_rescan, self.act_audit, self.act_settings):
             if a is None:
                 tb.addSeparator()
             else:
@@ -180,10 +196,12 @@ class MainWindow(QMainWindow):
         self.addToolBar(fbar)
 
     def _build_status_bar(self) -> None:
-        self.dirs_label = QLabel()
-        self.counts_label = QLabel()
-        self.statusBar().addWidget(self.dirs_label, 1)
-        self.statusBar().addPermanentWidget(self.counts_label)
+        self.status_line = StatusLine(self.statusBar(), inventory=self._inventory,
+                                      model=self._model, store=self._store, parent=self)
+        self.dirs_label = self.status_line.dirs_label
+        self.counts_label = self.status_line.counts_label
+        self.scan_progress = self.status_line.scan_progress
+        self._inventory.ready.connect(self.update_status)
         self._status_timer = QTimer(self)
         self._status_timer.setSingleShot(True)
         self._status_timer.setInterval(200)
@@ -235,6 +253,9 @@ class MainWindow(QMainWindow):
                                             self._on_selected(self.openFolderRequested))
         self.act_copy = self._action("Copy path", self._on_selected(self.copyPathRequested),
                                      QKeySequence("Ctrl+Shift+C"))
+        self.act_history = self._action("History…", self._on_selected(self.historyRequested),
+                                        QKeySequence("Ctrl+H"),
+                                        "The selected lock's audit entries (Ctrl+H)")
         self.act_rescan = self._action("Rescan", self.rescan, QKeySequence.StandardKey.Refresh,
                                        "Scan the watched directories again (F5)")
         if QKeySequence(QKeySequence.StandardKey.Refresh).isEmpty() or \
@@ -302,6 +323,21 @@ class MainWindow(QMainWindow):
         self.detail.reasons.setText(
             f"{html.escape(os.path.basename(path))} is no longer in the list: {why}.")
 
+    def show_demo(self, directory: str) -> None:
+        """Mark the window as the demo's (``--demo``): title and a banner naming ``directory``,
+        which demo processes fill and which is removed on quit."""
+        self.setWindowTitle("Lockwarden — Demo")
+        self.banner.setText(f"Demo mode: watching {printable(directory)}, where demo processes "
+                            "take, crash and release locks. Nothing here is yours; the "
+                            "directory is removed when you quit.")
+        self.banner.show()
+
+    def clear_filters(self) -> None:
+        """Empty the filter box and untick the quick filters: every lock is shown."""
+        self.filter.clear()
+        self.stale_only.setChecked(False)
+        self.held_by_me.setChecked(False)
+
     def select_path(self, path: str) -> bool:
         """Select the row of ``path``; False when it is not visible."""
         row = self._model.row_of(path)
@@ -325,6 +361,7 @@ class MainWindow(QMainWindow):
         self.act_force.setEnabled(writable)
         self.act_open_folder.setEnabled(has)
         self.act_copy.setEnabled(has)
+        self.act_history.setEnabled(has)
         if st is not None and st.state is State.STALE:
             self.act_reclaim.setText("Reclaim")
         elif st is not None:
@@ -341,7 +378,8 @@ class MainWindow(QMainWindow):
         """The table's context menu for the current selection."""
         menu = QMenu(self)
         for a in (self.act_release, self.act_reclaim, self.act_force, None,
-                  self.act_open_folder, self.act_copy, None, self.act_acquire, self.act_rescan):
+                  self.act_open_folder, self.act_copy, self.act_history, None, self.act_acquire,
+                  self.act_rescan):
             if a is None:
                 menu.addSeparator()
             else:
@@ -435,22 +473,8 @@ class MainWindow(QMainWindow):
         self.refresh_detail()
 
     def update_status(self) -> None:
-        """Watched directories with their observer mode; counts per state."""
-        dirs = self._inventory.dirs
-        if dirs:
-            tip = "\n".join(f"{d.path}: {d.mode}" + (f" — {d.message}" if d.message else "")
-                            for d in dirs)
-            self.dirs_label.setText("Watching " + ", ".join(f"{d.path} ({d.mode})"
-                                                            for d in dirs))
-            self.dirs_label.setToolTip(tip)
-        else:
-            n = len(self._store.config.watches)
-            self.dirs_label.setText("Not watching any directory" if n == 0
-                                    else f"Starting to watch {n} directories…")
-        counts = self._model.counts()
-        order = (State.HELD, State.STALE, State.EXPIRED, State.WRITING, State.UNREADABLE)
-        text = "  ".join(f"{counts[s]} {s.value}" for s in order if counts[s])
-        self.counts_label.setText(text or "no locks")
+        """The status line (:class:`app.statusline.StatusLine`) and the empty-table hint."""
+        self.status_line.update()
         self._update_empty()
 
     def _lock_lost(self, path: str, replaced: bool) -> None:
@@ -462,29 +486,17 @@ class MainWindow(QMainWindow):
     # -- persistence and closing --------------------------------------------------------------
 
     def restore_state(self) -> None:
-        """Window geometry, splitter, column widths and sort order from QSettings."""
-        s = self.settings
-        geo = s.value("window/geometry")
-        if isinstance(geo, QByteArray | bytes):
-            self.restoreGeometry(QByteArray(geo))
-        split = s.value("window/splitter")
-        if isinstance(split, QByteArray | bytes):
-            self.splitter.restoreState(QByteArray(split))
-        else:
-            self.splitter.setSizes([420, 260])
-        header = s.value("window/header")
-        if isinstance(header, QByteArray | bytes):
-            self.table.horizontalHeader().restoreState(QByteArray(header))
-            hh = self.table.horizontalHeader()
-            self._proxy.sort(hh.sortIndicatorSection(), hh.sortIndicatorOrder())
+        """Window geometry, splitter, column widths, hidden columns, sort order, filter text
+        and quick filters from QSettings (:func:`app.window_state.restore`)."""
+        window_state.restore(self.settings, self._saved_parts())
 
     def save_state(self) -> None:
-        """Store geometry, splitter, column widths and sort order in QSettings."""
-        s = self.settings
-        s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/splitter", self.splitter.saveState())
-        s.setValue("window/header", self.table.horizontalHeader().saveState())
-        s.sync()
+        """Store what :meth:`restore_state` restores (:func:`app.window_state.save`)."""
+        window_state.save(self.settings, self._saved_parts())
+
+    def _saved_parts(self) -> window_state.Parts:
+        return window_state.Parts(self, self.splitter, self.table.horizontalHeader(),
+                                  self._proxy, self.filter, self.stale_only, self.held_by_me)
 
     def close_for_quit(self) -> None:
         """Close for good: the app is quitting (it saved the state already)."""

@@ -80,7 +80,7 @@ def test_settings_ok_without_changes_keeps_the_file(make_app: Any, lockdir: Path
     cfg = Path(lw.config_path)
     before = (cfg.read_bytes(), cfg.stat().st_mtime_ns)
     dlg = lw.ops.open_settings()
-    assert dlg.stale.value() == 90.5 and dlg.stale.suffix() == " s"
+    assert dlg.stale.value() == 90.5 and dlg.stale.text() == "1 min 30 s"  # in words
     dlg.accept()
     assert (cfg.read_bytes(), cfg.stat().st_mtime_ns) == before
     assert lw.config.watches[0].stale_after == 90.5

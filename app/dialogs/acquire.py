@@ -7,23 +7,26 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QLineEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app.dialogs.duration import DurationSpinBox
 from core.formats.taskmcp import default_ttl
 from core.policy import human_duration
+from core.reasons import printable
 from core.record import WRITABLE_FORMATS
 
 
@@ -61,12 +64,12 @@ class AcquireDialog(QDialog):
         self.format.addItems(list(WRITABLE_FORMATS))
         self.tag = QLineEdit()
         self.tag.setPlaceholderText("what the lock protects (optional)")
-        self.ttl = QDoubleSpinBox()
+        self.ttl = DurationSpinBox()
         self.ttl.setRange(0, 7 * 24 * 3600)
-        self.ttl.setDecimals(0)
-        self.ttl.setSuffix(" s")
+        self.ttl.setSingleStep(60)
         self.ttl.setSpecialValueText("no TTL")
-        self.ttl.setToolTip("Lease length in seconds; Lockwarden refreshes it at 75% while it runs")
+        self.ttl.setToolTip("Lease length (\"5 min\", \"1 h\"); Lockwarden refreshes it at 75% "
+                            "while it holds the lock")
         self.ttl_note = QLabel()
         self.ttl_note.setWordWrap(True)
         self.ttl_note.hide()
@@ -74,6 +77,8 @@ class AcquireDialog(QDialog):
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #d23c3c;")
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setAccessibleName("Error")
         self.error.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
@@ -82,6 +87,8 @@ class AcquireDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
+        # the dialog grows to fit an error instead of squashing the fields above it
+        lay.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)
         lay.addLayout(self._form())
         lay.addWidget(self.error)
         lay.addWidget(buttons)
@@ -163,7 +170,8 @@ class AcquireDialog(QDialog):
 
     def failed(self, message: str) -> None:
         """Show ``message`` in the dialog and let the user correct the fields."""
-        self.error.setText(message)
+        self.error.setText(printable(message))
         self.error.show()
+        self.adjustSize()
         self.ok.setEnabled(True)
         self.ok.setText("Acquire")

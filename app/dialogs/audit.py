@@ -3,6 +3,7 @@ newest first, filtered by operation / lock / user, with each log's chain verific
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from datetime import UTC
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from core import audit
 from core.audit import AuditEntry
+from core.reasons import printable
 
 DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "error")
 """Keys of an entry's ``details`` shown in the Details column, in this order."""
@@ -46,18 +48,35 @@ class AuditRow(TypedDict):
     result: str
     details: str
     log: str
+    entry: str
 
 
 def _details_text(details: dict[str, object]) -> str:
+    """One line: :data:`DETAIL_KEYS` first, then every other key of a foreign tool's entry; a
+    holder object as its holder name or PID; empty values left out (never "None")."""
     parts = []
-    for k in DETAIL_KEYS:
+    for k in [*DETAIL_KEYS, *sorted(k for k in details if k not in DETAIL_KEYS)]:
         v = details.get(k)
-        if not v:
+        if v is None or v == "" or v == {} or v == []:
             continue
         if isinstance(v, dict):
-            v = v.get("holder") or (f"pid {v.get('pid')}" if v.get("pid") else "")
+            v = v.get("holder") or (f"pid {v.get('pid')}" if v.get("pid") else "…")
         parts.append(f"{k}: {v}")
-    return "; ".join(parts)
+    return printable("; ".join(parts))
+
+
+def _entry_text(e: AuditEntry) -> str:
+    """The whole entry for the Entry pane: its JSON object indented (the raw line when it is
+    not JSON), escaped."""
+    try:
+        return printable_lines(json.dumps(json.loads(e.raw), indent=2, ensure_ascii=False))
+    except ValueError:
+        return printable(e.raw)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with every line escaped (:func:`core.reasons.printable`), line breaks kept."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def as_row(e: AuditEntry, log: str, seq: int) -> AuditRow:
@@ -73,6 +92,7 @@ def as_row(e: AuditEntry, log: str, seq: int) -> AuditRow:
         result=e.result or "",
         details=_details_text(e.details),
         log=log,
+        entry=_entry_text(e),
     )
 
 
@@ -85,7 +105,7 @@ def read_logs(sources: list[str]) -> tuple[list[AuditRow], list[str]]:
     seen: set[str] = set()
     for src in sources:
         try:
-            log = audit.log_path_for(src) if not src.endswith(".log") else src
+            log = audit.resolve_log_path(src)  # a directory, a log file or a lock path
         except Exception:
             log = src
         if log in seen or not os.path.exists(log):
@@ -123,19 +143,34 @@ class AuditDialog(QDialog):
     COLUMNS = ("Time (UTC)", "Operation", "Lock", "User", "Via", "Result", "Details")
     loaded = Signal(object, object)
 
-    def __init__(self, sources: list[str], parent: QWidget | None = None) -> None:
+    def __init__(self, sources: list[str], parent: QWidget | None = None, *,
+                 lock: str | None = None) -> None:
+        """``sources``: the logs to read (:func:`read_logs`); ``lock``: show only this lock's
+        entries (its history), by full path."""
         super().__init__(parent)
-        self.setWindowTitle("Audit log")
+        self.setWindowTitle("Audit log" if lock is None
+                            else f"History of {printable(os.path.basename(lock))}")
         self.resize(980, 560)
         self.sources = sources
         self.entries: list[AuditRow] = []
+        self._rows: list[AuditRow] = []  # what the table shows, in its order
         self.operation = QComboBox()
         self.operation.addItem("All operations")
         self.lock_filter = QLineEdit()
         self.lock_filter.setPlaceholderText("Lock contains…")
         self.user_filter = QLineEdit()
         self.user_filter.setPlaceholderText("User contains…")
+        if lock is not None:
+            self.lock_filter.setText(lock)
         self.table = self._table()
+        self.table.setAccessibleName("Audit entries")
+        self.entry = QPlainTextEdit()
+        self.entry.setReadOnly(True)
+        self.entry.setAccessibleName("Selected entry")
+        self.entry.setPlaceholderText("Select an entry to see all of it (selectable, copyable)")
+        self.entry.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.entry.setMaximumHeight(170)
+        self.table.itemSelectionChanged.connect(self._show_entry)
         self.verification = QPlainTextEdit()
         self.verification.setReadOnly(True)
         self.verification.setMaximumHeight(90)
@@ -143,6 +178,8 @@ class AuditDialog(QDialog):
         lay = QVBoxLayout(self)
         lay.addLayout(self._filter_bar())
         lay.addWidget(self.table, 1)
+        lay.addWidget(QLabel("Entry:"))
+        lay.addWidget(self.entry)
         lay.addWidget(QLabel("Chain verification:"))
         lay.addWidget(self.verification)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
@@ -222,13 +259,24 @@ class AuditDialog(QDialog):
 
     def _fill(self) -> None:
         rows = self.visible_entries()
+        self._rows = rows
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
             vals = (r["time"], r["operation"], os.path.basename(r["lock"]) or r["lock"],
                     r["user"], r["via"], r["result"], r["details"])
             for c, v in enumerate(vals):
-                item = QTableWidgetItem(v)
+                item = QTableWidgetItem(printable(v))
                 if c == 2:
-                    item.setToolTip(r["lock"])
+                    item.setToolTip(printable(r["lock"]))
+                elif c == len(vals) - 1:
+                    item.setToolTip(r["entry"])
                 self.table.setItem(i, c, item)
         self.table.resizeColumnsToContents()
+        self._show_entry()
+
+    def _show_entry(self) -> None:
+        """The selected entry, whole, in the Entry pane."""
+        row = self.table.currentRow()
+        rows = self._rows
+        selected = self.table.selectionModel().hasSelection()
+        self.entry.setPlainText(rows[row]["entry"] if selected and 0 <= row < len(rows) else "")

@@ -11,7 +11,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGroupBox,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.dialogs.duration import DurationSpinBox
 from core.config import Config, WatchSpec
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
@@ -97,13 +97,12 @@ class SettingsDialog(QDialog):
         self.recursive = QCheckBox("Include subdirectories")
         self.patterns = QLineEdit()
         self.patterns.setToolTip("File name patterns, separated by commas")
-        self.stale = QDoubleSpinBox()
+        self.stale = DurationSpinBox()
         self.stale.setRange(1, 30 * 24 * 3600)
         self.stale.setDecimals(STALE_DECIMALS)
         self.stale.setSingleStep(60)
-        self.stale.setSuffix(" s")
         self.stale.setToolTip("A foreign lock whose holder is not alive is stale after this "
-                              "age, in seconds (3600 = 1 hour)")
+                              "age: type \"1 h\", \"30 min\", \"1 h 30 min\" or seconds")
         self.polling = QComboBox()
         self.polling.addItems(["auto", "on", "off"])
         self.polling.setToolTip("auto: poll network filesystems; on: always poll; off: events only")

@@ -1,0 +1,61 @@
+"""The main window's status line (docs/gui.md "Window"): the watched directories and their
+observer mode, a busy bar while the first scan runs, and the count of locks per state."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
+
+from app.config_store import ConfigStore
+from app.inventory import Inventory
+from app.lockinfo import plural
+from app.model import LockTableModel
+from core.reasons import printable
+from core.record import State
+
+
+class StatusLine(QObject):
+    """Widgets added to ``bar``: :attr:`dirs_label`, :attr:`scan_progress` (shown until the
+    inventory is :attr:`~app.inventory.Inventory.ready`), :attr:`counts_label`; :meth:`update`
+    fills them from the inventory, the model and the configuration."""
+
+    def __init__(self, bar: QStatusBar, *, inventory: Inventory, model: LockTableModel,
+                 store: ConfigStore, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._inventory, self._model, self._store = inventory, model, store
+        self.dirs_label = QLabel()
+        self.dirs_label.setAccessibleName("Watched directories")
+        self.counts_label = QLabel()
+        self.counts_label.setAccessibleName("Lock counts")
+        self.scan_progress = QProgressBar()
+        self.scan_progress.setRange(0, 0)  # busy: the first scan's size is not known ahead
+        self.scan_progress.setMaximumWidth(140)
+        self.scan_progress.setTextVisible(False)
+        self.scan_progress.setAccessibleName("First scan in progress")
+        self.scan_progress.setVisible(not inventory.initial_done)
+        inventory.ready.connect(self.scan_progress.hide)
+        bar.addWidget(self.dirs_label, 1)
+        bar.addPermanentWidget(self.scan_progress)
+        bar.addPermanentWidget(self.counts_label)
+
+    def update(self) -> None:
+        """Watched directories with their observer mode; counts per state."""
+        dirs = self._inventory.dirs
+        if dirs:
+            tip = "\n".join(printable(f"{d.path}: {d.mode}"
+                                      + (f" — {d.message}" if d.message else ""))
+                            for d in dirs)
+            self.dirs_label.setText(printable("Watching " + ", ".join(
+                f"{d.path} ({d.mode})" for d in dirs)))
+            self.dirs_label.setToolTip(tip)
+        else:
+            n = len(self._store.config.watches)
+            self.dirs_label.setText(
+                "Not watching any directory" if n == 0
+                else f"Starting to watch {plural(n, 'directory', 'directories')}…")
+        counts = self._model.counts()
+        order = (State.HELD, State.STALE, State.EXPIRED, State.WRITING, State.UNREADABLE)
+        text = "  ".join(f"{counts[s]} {s.value}" for s in order if counts[s])
+        if not self._inventory.initial_done:
+            text = f"scanning… {text}".strip()
+        self.counts_label.setText(text or "no locks")
