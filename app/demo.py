@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,7 +61,9 @@ class Demo:
         return [WatchSpec(path=self.dir, recursive=True, stale_after=60.0)]
 
     def start(self) -> None:
-        """Create the directory layout and start the helpers."""
+        """Create the directory layout and start the helpers. Each helper is reaped the moment
+        it exits (a waiting daemon thread per helper): the one that crashes on purpose never
+        lingers as a zombie."""
         os.makedirs(os.path.dirname(self.config_path), exist_ok=True)
         os.makedirs(self.dir, exist_ok=True)
         os.makedirs(os.path.join(self.dir, "tasks"), exist_ok=True)
@@ -71,10 +74,13 @@ class Demo:
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         for role in ROLES:
-            self.procs.append(subprocess.Popen(
+            proc = subprocess.Popen(
                 _helper_argv(role, self.dir), env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True))
+                start_new_session=True)
+            self.procs.append(proc)
+            threading.Thread(target=proc.wait, name=f"lockwarden-demo-reap {role}",
+                             daemon=True).start()
 
     def stop(self) -> None:
         """Stop the helpers (they release their locks) and remove the directory."""

@@ -172,6 +172,12 @@ class AcquireDialog(QDialog):
         """Show ``message`` in the dialog and let the user correct the fields."""
         self.error.setText(printable(message))
         self.error.show()
-        self.adjustSize()
+        lay = self.layout()
+        lay.activate()
+        # a wrapped error's height depends on the width: grow to what this width needs
+        need = (lay.totalHeightForWidth(self.width()) if lay.hasHeightForWidth()
+                else lay.totalSizeHint().height())
+        if need > self.height():
+            self.resize(self.width(), need)
         self.ok.setEnabled(True)
         self.ok.setText("Acquire")
