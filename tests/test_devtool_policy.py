@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 
 from core import formats
@@ -356,3 +357,34 @@ def test_terraform_label_judged_by_the_kernel_lock(tmp_path: Path) -> None:
     finally:
         p.kill()
         p.wait()
+
+
+@needs["terraform"]
+@linux
+def test_real_terraform_apply_at_its_prompt(tmp_path: Path) -> None:
+    """`terraform apply` waiting at its prompt holds a POSIX lock on terraform.tfstate and has
+    written the label (held); SIGKILLed, the label stays and the kernel lock is gone (stale:
+    a leftover label, spec §2.5)."""
+    (tmp_path / "main.tf").write_text('output "x" {\n  value = 1\n}\n')
+    env = {**os.environ, "TF_CLI_CONFIG_FILE": os.devnull, "CHECKPOINT_DISABLE": "1",
+           "HOME": str(tmp_path)}
+    subprocess.run(["terraform", "init", "-input=false", "-no-color"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True)
+    tf = subprocess.Popen(["terraform", "apply", "-no-color"], cwd=tmp_path, env=env,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, start_new_session=True)
+    info = tmp_path / ".terraform.tfstate.lock.info"
+    try:
+        assert tf.stdout is not None
+        _read_until(tf.stdout.fileno(), b"Enter a value:", bytearray(), timeout=60)
+        st = _judge(info)
+        assert st.record is not None and st.record.metadata["operation"] == "OperationTypeApply"
+        assert st.record.host == hostname()
+        assert st.state is State.HELD and codes(st) == [Code.KERNEL_LOCK_HELD]
+        family = {tf.pid} | {c.pid for c in psutil.Process(tf.pid).children(recursive=True)}
+        assert st.reasons[0].get("pid") in family
+    finally:
+        os.killpg(tf.pid, signal.SIGKILL)
+        tf.wait()
+    st = _judge(info)
+    assert st.state is State.STALE and codes(st) == [Code.NO_KERNEL_LOCK]
