@@ -38,6 +38,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from core.errors import ParseError
 
@@ -80,8 +81,7 @@ FileKey = tuple[int, int, int]
 """``(major, minor, inode)`` of a file: how ``/proc/locks`` names it."""
 
 
-@dataclass(frozen=True, slots=True)
-class KernelLock:
+class KernelLock(NamedTuple):
     """One line of ``/proc/locks`` (or one ``lock:`` line of an fdinfo file).
 
     Attributes:
@@ -131,10 +131,16 @@ def file_key(st: os.stat_result) -> FileKey:
     return (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
 
 
+_KINDS = {k.value: k for k in LockKind}
+_ACCESS = {a.value: a for a in Access}
+
+
 def _int(word: str, what: str, line: str) -> int:
-    if not word or len(word) > 20 or not (word.isascii() and word.lstrip("-").isdigit()):
-        raise ParseError(f"{what} is not a number in /proc/locks line {line[:80]!r}")
-    return int(word)
+    if word.isdigit() and word.isascii() and len(word) <= 20:
+        return int(word)
+    if word[:1] == "-" and word[1:].isdigit() and word.isascii() and len(word) <= 20:
+        return int(word)
+    raise ParseError(f"{what} is not a number in /proc/locks line {line[:80]!r}")
 
 
 def parse_line(line: str) -> KernelLock:
@@ -157,12 +163,10 @@ def parse_line(line: str) -> KernelLock:
     ident, kind, mode, rw, pid, where, start, end = parts[:8]
     if not ident.endswith(":"):
         raise ParseError(f"no '<id>:' at the start of /proc/locks line {line[:80]!r}")
-    try:
-        lock_kind = LockKind(kind)
-        access = Access(rw)
-    except ValueError:
-        raise ParseError(f"unknown lock type or access in /proc/locks line {line[:80]!r}") \
-            from None
+    lock_kind = _KINDS.get(kind)
+    access = _ACCESS.get(rw)
+    if lock_kind is None or access is None:
+        raise ParseError(f"unknown lock type or access in /proc/locks line {line[:80]!r}")
     key: FileKey | None = None
     if not where.startswith("<none>"):
         fields = where.split(":")
