@@ -38,7 +38,7 @@ from core.record import Liveness, LockStatus, State
 DATA = Path(__file__).parent / "data" / "devtools"
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc")
 needs = {tool: pytest.mark.skipif(shutil.which(tool) is None, reason=f"needs {tool}")
-         for tool in ("git", "vim", "terraform")}
+         for tool in ("git", "vim", "terraform", "emacs")}
 
 
 def codes(st: LockStatus) -> list[Code]:
@@ -388,3 +388,29 @@ def test_real_terraform_apply_at_its_prompt(tmp_path: Path) -> None:
         tf.wait()
     st = _judge(info)
     assert st.state is State.STALE and codes(st) == [Code.NO_KERNEL_LOCK]
+
+
+@needs["emacs"]
+def test_real_emacs_lock_symlink(tmp_path: Path) -> None:
+    """Emacs locks a file on its first modification with a symlink .#name ->
+    USER@HOST.PID (spec §2.3); held while it runs, stale once SIGKILLed (the link stays)."""
+    (tmp_path / "draft.txt").write_text("hi\n")
+    code = '(progn (find-file "draft.txt") (insert "x") (princ "locked\\n") (read-string ""))'
+    em = subprocess.Popen(["emacs", "-Q", "--batch", "--eval", code], cwd=tmp_path,
+                          env={**os.environ, "HOME": str(tmp_path)}, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    link = tmp_path / ".#draft.txt"
+    try:
+        assert em.stdout is not None and em.stdout.readline() == b"locked\n"
+        assert link.is_symlink()
+        rec = emacs.parse_path(str(link))
+        assert (rec.pid, rec.host, rec.metadata["symlink"]) == (em.pid, hostname(), True)
+        st = judge_emacs_lock(str(link), rec, now=datetime.now(UTC), mtime=None)
+        assert st.state is State.HELD and codes(st) == [Code.HOLDER_ALIVE]
+    finally:
+        em.kill()
+        em.wait()
+    assert link.is_symlink()
+    st = judge_emacs_lock(str(link), emacs.parse_path(str(link)), now=datetime.now(UTC),
+                          mtime=None)
+    assert st.state is State.STALE and codes(st) == [Code.HOLDER_DEAD]
