@@ -131,19 +131,29 @@ def _pid_reasons(proc: _Proc) -> Reason:
 # -- git ---------------------------------------------------------------------------------------
 
 
+def _read_small(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(65536)
+    except (OSError, ValueError):
+        return None
+
+
 def worktree_of(gitdir: str) -> str | None:
     """The working tree of a git directory: the parent of ``…/.git``; for
-    ``.git/worktrees/<w>`` the directory named by its ``gitdir`` file; ``None`` for a bare
-    repository or when it cannot be read. Never raises."""
+    ``.git/worktrees/<w>`` the directory named by its ``gitdir`` file; for
+    ``.git/modules/<m>`` (a submodule) its ``core.worktree`` (relative to the git directory);
+    ``None`` for a bare repository or when it cannot be read. Never raises."""
     if os.path.basename(gitdir) == ".git":
         return os.path.dirname(gitdir)
-    pointer = os.path.join(gitdir, "gitdir")
-    try:
-        with open(pointer, encoding="utf-8", errors="replace") as f:
-            target = f.read(4096).strip()
-    except OSError:
-        return None
-    return os.path.dirname(target) if target else None
+    pointer = _read_small(os.path.join(gitdir, "gitdir"))
+    if pointer and pointer.strip():
+        return os.path.dirname(pointer.strip())
+    for line in (_read_small(os.path.join(gitdir, "config")) or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "worktree" and value.strip():
+            return os.path.normpath(os.path.join(gitdir, value.strip()))
+    return None
 
 
 def _under(path: str | None, roots: list[str]) -> bool:

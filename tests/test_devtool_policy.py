@@ -29,6 +29,7 @@ from core.devtool_policy import (
     judge_softfilelock,
     judge_terraform,
     judge_vim_swap,
+    worktree_of,
 )
 from core.formats import emacs
 from core.liveness import hostname
@@ -138,6 +139,35 @@ def test_real_git_commit_killed_with_editor_open(repo: Path, tmp_path: Path) -> 
     assert lock.exists()
     st = _judge(lock, _now_after(lock, GIT_GRACE + 5))
     assert st.state is State.STALE and Code.GIT_REMOVE_LOCK in codes(st)
+
+
+@needs["git"]
+def test_worktrees_and_submodules_are_found(repo: Path, tmp_path: Path) -> None:
+    env = {**os.environ, **GIT_ENV, "HOME": str(tmp_path)}
+    wt = tmp_path / "linked"
+    subprocess.run(["git", "worktree", "add", "-q", str(wt)], cwd=repo, check=True, env=env,
+                   capture_output=True)
+    gitdir = repo / ".git" / "worktrees" / "linked"
+    assert worktree_of(str(gitdir)) == str(wt)
+    assert worktree_of(str(repo / ".git")) == str(repo)
+    module = repo / ".git" / "modules" / "sub"
+    module.mkdir(parents=True)
+    (module / "config").write_text("[core]\n\tworktree = ../../../sub\n")
+    assert worktree_of(str(module)) == str(repo / "sub")
+    lock = gitdir / "index.lock"
+    lock.write_bytes(b"")
+    git = subprocess.Popen(["git", "cat-file", "--batch-check"], cwd=wt, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert git.stdin is not None and git.stdout is not None
+        git.stdin.write("HEAD\n")
+        git.stdin.flush()
+        assert git.stdout.readline().strip()
+        st = _judge(lock, _now_after(lock, 60))
+        assert st.state is State.HELD and st.reasons[0].get("pid") == git.pid
+    finally:
+        git.kill()
+        git.wait()
 
 
 def test_git_gc_pid_rules(tmp_path: Path) -> None:
