@@ -135,10 +135,10 @@ _KINDS = {k.value: k for k in LockKind}
 _ACCESS = {a.value: a for a in Access}
 
 
-def _int(word: str, what: str, line: str) -> int:
+def _int(word: str, what: str, line: str, *, signed: bool = False) -> int:
     if word.isdigit() and word.isascii() and len(word) <= 20:
         return int(word)
-    if word[:1] == "-" and word[1:].isdigit() and word.isascii() and len(word) <= 20:
+    if signed and word[:1] == "-" and word[1:].isdigit() and word.isascii() and len(word) <= 20:
         return int(word)
     raise ParseError(f"{what} is not a number in /proc/locks line {line[:80]!r}")
 
@@ -176,7 +176,7 @@ def parse_line(line: str) -> KernelLock:
             key = (int(fields[0], 16), int(fields[1], 16), _int(fields[2], "inode", line))
         except ValueError:
             raise ParseError(f"bad device number in /proc/locks line {line[:80]!r}") from None
-    pid_n = _int(pid, "PID", line)
+    pid_n = _int(pid, "PID", line, signed=True)
     return KernelLock(
         ordinal=_int(ident[:-1], "id", line),
         kind=lock_kind,

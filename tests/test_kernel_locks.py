@@ -95,6 +95,8 @@ def test_waiters_leases_and_odd_lines() -> None:
         parse_line("5: NEWTYPE ADVISORY WRITE 16 08:01:9 0 EOF")
     with pytest.raises(ParseError):
         parse_line("1: POSIX ADVISORY WRITE 1 08:zz:9 0 EOF")
+    with pytest.raises(ParseError):
+        parse_line("1: POSIX ADVISORY WRITE 1 08:01:9 -1 EOF")
 
 
 def test_filter_first_matches_full_parse() -> None:
@@ -226,3 +228,30 @@ def test_symlink_and_missing_paths_never_match(tmp_path: Path,
     found = kernel_holders([str(link), str(tmp_path / "missing"), str(tmp_path)])
     assert found == {}
     assert file_key(os.stat(target))[2] == os.stat(target).st_ino
+
+
+# -- any text: only ParseError from parse_line, nothing from the others ------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.test_formats_fuzz import FAST  # noqa: E402
+
+WORDS = st.sampled_from(["1:", "->", "FLOCK", "POSIX", "OFDLCK", "LEASE", "ADVISORY", "READ",
+                         "WRITE", "UNLCK", "-1", "0", "EOF", "fe:00:12", "<none>:0", "zz:00:1",
+                         "99999999999999999999999", "-", "٣", "1:2:3:4", ""])
+
+
+@settings(FAST, max_examples=1_500)
+@given(st.one_of(st.text(max_size=80),
+                 st.lists(WORDS, max_size=10).map(" ".join)))
+def test_any_line_only_parse_error(line: str) -> None:
+    try:
+        lock = parse_line(line)
+    except ParseError:
+        pass
+    else:
+        assert lock.start >= 0 and (lock.pid is None or lock.pid > 0)
+    text = f"{line}\n{line}"
+    assert len(parse_proc_locks(text, waiters=True)) in (0, 2)
+    locks_on(text, [(0xFE, 0, 12)], waiters=True)
