@@ -31,12 +31,14 @@ Rules (ages in seconds, from the file's mtime unless the format records a time):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import psutil
 
+from core.defaults import FORMAT_STALE_AFTER
 from core.formats import git, softfilelock
 from core.kernel_locks import Access, LockKind, kernel_holders
 from core.liveness import boot_time, hostname, same_host
@@ -44,15 +46,18 @@ from core.reasons import Code, Reason
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
-GIT_GRACE = 10.0
+GIT_GRACE = FORMAT_STALE_AFTER["git-lock"]
 """Seconds a git lock with no git process in its repository stays ``held`` (spec §2.1: stale
-= no such process and age > ~10 s; ``core.packedRefsTimeout`` is 1 s)."""
+= no such process and age > ~10 s; ``core.packedRefsTimeout`` is 1 s): the default stale
+limit of ``git-lock`` (:data:`core.defaults.FORMAT_STALE_AFTER`; a directory's policy may set
+another, :meth:`core.stale_policy.StalePolicy.limit_for`)."""
 
 GIT_SUSPICIOUS = 3600.0
 """Seconds after which a held git lock is said to be suspicious (spec §2.1)."""
 
-GC_PID_MAX_AGE = 12 * 3600.0
-"""Seconds after which git ignores a ``gc.pid`` (``builtin/gc.c``, 12 h)."""
+GC_PID_MAX_AGE = FORMAT_STALE_AFTER["git-gc"]
+"""Seconds after which git ignores a ``gc.pid`` (``builtin/gc.c``, 12 h): the default stale
+limit of ``git-gc``."""
 
 BOOT_SLACK = 1.0
 """Seconds of tolerance between an Emacs lock's BOOT and this host's boot time, and between a
@@ -111,12 +116,22 @@ class _Judge:
         self.path, self.record, self.policy, self.now, self.file = path, record, policy, now, file
 
     def __call__(self, state: State, liveness: Liveness, *reasons: Reason,
-                 proc: _Proc | None = None, boot: float | None = None) -> LockStatus:
-        ev = Evidence(pid=proc.pid if proc else self.record.pid,
+                 proc: _Proc | None = None, boot: float | None = None,
+                 found: int | None = None) -> LockStatus:
+        """The verdict. ``found``: the PID of the process found holding a lock whose file
+        names none (a git process, LibreOffice, the kernel lock's holder): it becomes the
+        record's ``pid`` (``metadata["pid_found"] = True``), so the watcher's liveness pass
+        re-judges the lock when that process exits (docs/watching.md, "Liveness and
+        time")."""
+        ev = Evidence(pid=proc.pid if proc else (found or self.record.pid),
                       process_start=proc.start if proc else None,
                       process_name=proc.name if proc else None, boot_time=boot)
+        record = self.record
+        if found is not None and record.pid is None:
+            record = dataclasses.replace(record, pid=found,
+                                         metadata={**record.metadata, "pid_found": True})
         return LockStatus(self.path, state, liveness=liveness, reasons=reasons,
-                          record=self.record, checked_at=self.now, file=self.file,
+                          record=record, checked_at=self.now, file=self.file,
                           policy=self.policy, evidence=ev)
 
 
@@ -199,11 +214,14 @@ def judge_git_lock(path: str, record: LockRecord, *, now: datetime, mtime: float
     status = _Judge(path, record, policy, now, file)
     gitdir = git.gitdir_of(path) or os.path.dirname(path)
     age = _age(now, mtime)
-    pid = record.pid or git.companion_pid(path)
-    if pid is not None:
+    grace = policy.limit_for(record.format)
+    companion = git.companion_pid(path) if record.pid is None else None
+    pid = record.pid or companion
+    if pid is not None and not record.metadata.get("pid_found"):
         proc = _Proc(pid)
         if proc.running:
-            return status(State.HELD, Liveness.ALIVE, _pid_reasons(proc), proc=proc)
+            return status(State.HELD, Liveness.ALIVE, _pid_reasons(proc), proc=proc,
+                          found=companion)
     workers = git_workers(gitdir, worktree_of(gitdir))
     if workers:
         wpid, wname = workers[0]
@@ -212,12 +230,12 @@ def judge_git_lock(path: str, record: LockRecord, *, now: datetime, mtime: float
                 else Reason.of(Code.HELD_FOR, age_s=max(age or 0.0, 0.0)))
         return status(State.HELD, Liveness.ALIVE,
                       Reason.of(Code.GIT_WORKER, pid=wpid, name=wname, count=len(workers)),
-                      more)
+                      more, found=wpid)
     none = Reason.of(Code.NO_GIT_WORKER, repo=worktree_of(gitdir) or gitdir)
-    if age is None or age <= GIT_GRACE:
+    if age is None or age <= grace:
         return status(State.HELD, Liveness.UNKNOWN, none,
                       Reason.of(Code.GIT_LOCK_YOUNG, age_s=max(age or 0.0, 0.0),
-                                limit_s=GIT_GRACE))
+                                limit_s=grace))
     return status(State.STALE, Liveness.DEAD, none, Reason.of(Code.GIT_REMOVE_LOCK))
 
 
@@ -229,15 +247,16 @@ def judge_git_gc(path: str, record: LockRecord, *, now: datetime, mtime: float |
     raises."""
     status = _Judge(path, record, policy, now, file)
     age = _age(now, mtime)
-    if age is not None and age > GC_PID_MAX_AGE:
+    limit = policy.limit_for(record.format)
+    if age is not None and age > limit:
         return status(State.STALE, Liveness.UNKNOWN,
-                      Reason.of(Code.GC_PID_OLD, age_s=age, limit_s=GC_PID_MAX_AGE))
+                      Reason.of(Code.GC_PID_OLD, age_s=age, limit_s=limit))
     if record.host and not same_host(record.host):
         return status(State.HELD, Liveness.REMOTE,
                       Reason.of(Code.REMOTE_HOST, pid=record.pid, host=record.host,
                                 this_host=hostname()),
                       Reason.of(Code.GC_PID_REMOTE, age_s=max(age or 0.0, 0.0),
-                                limit_s=GC_PID_MAX_AGE))
+                                limit_s=limit))
     if record.pid is None:
         return status(State.HELD, Liveness.UNKNOWN, Reason.of(Code.NO_PID))
     proc = _Proc(record.pid)
@@ -367,7 +386,7 @@ def judge_libreoffice_lock(path: str, record: LockRecord, *, now: datetime,
                       Reason.of(Code.LIVENESS_UNCHECKED, detail=str(exc)))
     if pids:
         return status(State.HELD, Liveness.ALIVE,
-                      Reason.of(Code.OFFICE_RUNNING, pid=pids[0], user=user))
+                      Reason.of(Code.OFFICE_RUNNING, pid=pids[0], user=user), found=pids[0])
     return status(State.STALE, Liveness.DEAD, Reason.of(Code.NO_OFFICE_PROCESS, user=user))
 
 
@@ -394,7 +413,7 @@ def judge_terraform(path: str, record: LockRecord, *, now: datetime, mtime: floa
             proc = _Proc(pid) if pid is not None else None
             return status(State.HELD, Liveness.ALIVE, Reason.of(
                 Code.KERNEL_LOCK_HELD, pid=pid, kind=h.lock.kind.value,
-                access=h.lock.access.value, file=state_file), proc=proc)
+                access=h.lock.access.value, file=state_file), proc=proc, found=pid)
     return status(State.STALE, Liveness.DEAD, Reason.of(Code.NO_KERNEL_LOCK, file=state_file))
 
 
