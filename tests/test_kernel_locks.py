@@ -165,6 +165,7 @@ def test_real_python_locks_found(tmp_path: Path, procs: list[subprocess.Popen[st
     for k, (kind, access, end) in expected.items():
         (h,) = found[str(tmp_path / f"{k}.lock")]
         assert (h.lock.kind, h.lock.access, h.lock.end) == (kind, access, end), k
+        assert h.lock.mode == "ADVISORY" and not h.lock.waiter, k
         assert h.pids == (pids[k],), k
         if k == "ofd":  # /proc/locks shows -1: named through fdinfo
             assert h.lock.pid is None and h.confirmed_by == "fdinfo"
@@ -255,3 +256,31 @@ def test_any_line_only_parse_error(line: str) -> None:
     text = f"{line}\n{line}"
     assert len(parse_proc_locks(text, waiters=True)) in (0, 2)
     locks_on(text, [(0xFE, 0, 12)], waiters=True)
+
+
+@linux
+def test_real_blocked_waiter_is_not_a_holder(tmp_path: Path,
+                                             procs: list[subprocess.Popen[str]]) -> None:
+    """A second flock(1) blocked on a held file shows as a ``->`` line: a waiter, never a
+    holder. No event says "now blocked in flock()", so /proc/locks is polled (5 ms)."""
+    import time
+
+    lock = tmp_path / "w.lock"
+    holder = _hold(procs, "flock", lock)
+    waiter = subprocess.Popen(["flock", str(lock), "true"])
+    try:
+        key = file_key(os.stat(lock))
+        deadline = time.monotonic() + 10
+        while True:
+            with open("/proc/locks") as f:
+                found = locks_on(f.read(), [key], waiters=True).get(key, [])
+            if any(lk.waiter for lk in found) or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        assert [(lk.pid, lk.waiter) for lk in found] == [(holder.pid, False), (waiter.pid, True)]
+        (h,) = kernel_holders([str(lock)])[str(lock)]
+        assert h.pids == (holder.pid,)
+    finally:
+        holder.kill()
+        holder.wait()
+        assert waiter.wait(timeout=10) == 0  # it got the lock once the holder died
