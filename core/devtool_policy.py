@@ -22,8 +22,9 @@ Rules (ages in seconds, from the file's mtime unless the format records a time):
   written after the last boot; else ``stale``, with "recover with vim -r" when it is dirty.
 - Emacs ``.#name``: this host, the PID runs and the BOOT (when recorded) is this boot ±1 s;
   another host: ``held`` (Emacs assumes so).
-- LibreOffice ``.~lock.NAME#``: this host and an ``soffice.bin`` of that user with that
-  profile runs: ``held``; none: ``stale``; another host: ``held`` (cannot be judged).
+- LibreOffice ``.~lock.NAME#`` and the profile's ``.lock``: this host and an ``soffice.bin``
+  of that user with that profile runs: ``held``; none: ``stale``; another host: ``held``
+  (cannot be judged).
 - Terraform ``.lock.info``: ``held`` while a POSIX write lock is on the state file; without
   one the label is leftover metadata: ``stale``.
 - SoftFileLock: this host, the PID runs and its start token matches: ``held``; else ``stale``.
@@ -377,7 +378,7 @@ def judge_libreoffice_lock(path: str, record: LockRecord, *, now: datetime,
         return status(State.HELD, Liveness.REMOTE,
                       Reason.of(Code.REMOTE_HOST, host=record.host,
                                 this_host=hostname()))
-    user = str(record.metadata.get("user") or "")
+    user = str(record.metadata.get("user") or record.holder or "")
     profile = record.metadata.get("profile")
     try:
         pids = office_processes(user, profile if isinstance(profile, str) else None)
@@ -453,6 +454,7 @@ JUDGES: dict[str, _Judger] = {
     "libreoffice-lock": judge_libreoffice_lock,
     "terraform-lock-info": judge_terraform,
     "softfilelock": judge_softfilelock,
+    "libreoffice-profile": judge_libreoffice_lock,
 }
 """The judge of each developer tool's format (:data:`core.record.DEVTOOL_FORMATS`)."""
 

@@ -54,9 +54,9 @@ class State(enum.StrEnum):
 FORMATS: tuple[str, ...] = (
     "sema", "af-ledger", "af-claim", "task-mcp", "pidfile",
     "git-lock", "git-gc", "vim-swap", "emacs-lock", "libreoffice-lock", "terraform-lock-info",
-    "softfilelock",
+    "softfilelock", "libreoffice-profile",
 )
-"""Format names, as used in ``LockRecord.format`` and on the command line. The last seven are
+"""Format names, as used in ``LockRecord.format`` and on the command line. The last eight are
 developer tools' marker locks, read-only in Lockwarden (``docs/specs/devtool-locks.md``)."""
 
 DEVTOOL_FORMATS: tuple[str, ...] = FORMATS[5:]

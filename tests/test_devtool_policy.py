@@ -316,6 +316,13 @@ def test_libreoffice_lock_rules(tmp_path: Path) -> None:
     rec = formats.parse(lock.read_bytes(), str(lock))
     st = judge_libreoffice_lock(str(lock), rec, now=datetime.now(UTC), mtime=None)
     assert st.state is State.STALE and codes(st) == [Code.NO_OFFICE_PROCESS]
+    profile = tmp_path / "libreoffice" / "4" / ".lock"
+    profile.parent.mkdir(parents=True)
+    profile.write_bytes((DATA / "libreoffice/profile-dot-lock.txt").read_bytes().replace(
+        b"Host=vm", b"Host=" + hostname().encode()).replace(b"User=root", b"User=nobody-here"))
+    st = _judge(profile)
+    assert st.record is not None and st.record.format == "libreoffice-profile"
+    assert st.state is State.STALE and codes(st) == [Code.NO_OFFICE_PROCESS]
 
 
 SOFT = r"""

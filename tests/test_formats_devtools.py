@@ -188,3 +188,19 @@ def test_git_gc_pid() -> None:
         with pytest.raises(ParseError):
             formats.parse(bad, "/r/.git/gc.pid")
     assert formats.detect(b"4242\n", "/d/gc.pid") == "pidfile"  # not in a git directory
+
+
+def test_libreoffice_profile_lock() -> None:
+    data = _read("libreoffice/profile-dot-lock.txt")
+    assert formats.detect(data) == "libreoffice-profile"  # by content: [Lockdata]
+    rec = formats.parse(data, "/home/dev/.config/libreoffice/4/.lock")
+    assert (rec.holder, rec.host, rec.pid) == ("root", "vm", None)
+    assert rec.metadata == {"user": "root", "host": "vm",
+                            "stamp": "7C7090A3C3B6914D926FF86C69E606EF",
+                            "time": "Mon Nov 23 19:26:05 2026", "ipc_server": "true",
+                            "profile": "file:///home/dev/.config/libreoffice/4"}
+    assert rec.acquired_at == datetime(2026, 11, 23, 19, 26, 5).astimezone().astimezone(UTC)
+    with pytest.raises(ParseError, match="User and a Host"):
+        libreoffice.parse_profile(b"[Lockdata]\r\nUser=\r\n")
+    with pytest.raises(ParseError):
+        formats.parse(b"[1, 2]")  # a JSON array is still not a lock

@@ -17,7 +17,8 @@ DATA = Path(__file__).parent / "data" / "devtools"
 PATHS = [
     "/r/.git/index.lock", "/r/.git/HEAD.lock", "/r/.git/refs/heads/m.lock", "/r/.git/gc.pid",
     "/r/.git/index~pid.lock", "/b.git/packed-refs.lock", "/d/.#f.txt", "/d/.~lock.a.odt#",
-    "/d/.f.swp", "/d/.terraform.tfstate.lock.info", "/d/x.lock", "",
+    "/d/.f.swp", "/d/.terraform.tfstate.lock.info", "/d/x.lock", "/h/.config/libreoffice/4/.lock",
+    "",
 ]
 SAMPLES = [
     (DATA / "vim/dead-dirty.notes.txt.swp").read_bytes()[:1100],
@@ -29,6 +30,7 @@ SAMPLES = [
     (DATA / "git/gc.pid.dead-git-gc").read_bytes(),
     (DATA / "git/refs-heads-main.lock.dead-git-commit").read_bytes(),
     b"pid 4242\n",
+    (DATA / "libreoffice/profile-dot-lock.txt").read_bytes(),
 ]
 
 
@@ -64,8 +66,8 @@ def test_mutated_real_tool_files(sample: bytes, edits: list[tuple[int, bytes]],
 @given(st.text(max_size=60))
 def test_text_parsers_direct(text: str) -> None:
     data = text.encode("utf-8", errors="surrogatepass")
-    for parser in (emacs.parse, libreoffice.parse, softfilelock.parse, terraform.parse,
-                   vimswap.parse):
+    for parser in (emacs.parse, libreoffice.parse, libreoffice.parse_profile,
+                   softfilelock.parse, terraform.parse, vimswap.parse):
         try:
             parser(data, "/d/.#x")
         except Exception as exc:

@@ -24,7 +24,8 @@ Developer tools' marker locks (``docs/specs/devtool-locks.md``; read-only, never
   content (§2.1, :mod:`.git`); ``git-gc``: ``<gitdir>/gc.pid``, ``"<pid> <host>"``.
 - ``vim-swap``: block 0 of a Vim swap file, ``b0VIM`` (§2.2, :mod:`.vimswap`).
 - ``emacs-lock``: ``.#name``, ``USER@HOST.PID[:BOOT]`` (§2.3, :mod:`.emacs`).
-- ``libreoffice-lock``: ``.~lock.NAME#``, 5 CSV fields and ``;`` (§2.4, :mod:`.libreoffice`).
+- ``libreoffice-lock``: ``.~lock.NAME#``, 5 CSV fields and ``;`` (§2.4, :mod:`.libreoffice`);
+  ``libreoffice-profile``: the profile's ``.lock``, INI ``[Lockdata]`` (by content).
 - ``terraform-lock-info``: JSON ``ID``, ``Operation``, ``Who``, ``Created`` (§2.5,
   :mod:`.terraform`).
 - ``softfilelock``: lines ``<pid>``, ``<host>``, ``[<token>]`` (§2.7, :mod:`.softfilelock`).
@@ -94,6 +95,7 @@ _PARSERS: dict[str, Callable[[bytes, str], LockRecord]] = {
     "libreoffice-lock": libreoffice.parse,
     "terraform-lock-info": terraform.parse,
     "softfilelock": softfilelock.parse,
+    "libreoffice-profile": libreoffice.parse_profile,
 }
 
 _SERIALIZERS: dict[str, Callable[[LockRecord], bytes]] = {
@@ -184,6 +186,8 @@ def _detect(data: bytes, path: str) -> tuple[str, dict[str, Any] | None]:
         return hint, None
     text = decode_text(data)
     stripped = text.lstrip()
+    if libreoffice.looks_like_profile(stripped):  # an INI section, not a JSON array
+        return libreoffice.PROFILE_FORMAT, None
     if stripped.startswith(("{", "[")):
         obj = load_json_object(text, "lock")
         return _pick_json(obj, path), obj

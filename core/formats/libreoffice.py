@@ -22,7 +22,7 @@ import re
 from datetime import UTC, datetime
 
 from core.errors import ParseError
-from core.formats._common import decode_text, sanitize, short
+from core.formats._common import decode_text, raw_text, sanitize, short
 from core.record import LockRecord
 
 FORMAT = "libreoffice-lock"
@@ -99,4 +99,54 @@ def parse(data: bytes, path: str = "") -> LockRecord:
                                "document": document}
     return LockRecord(path=path, format=FORMAT, holder=name or user, host=host,
                       acquired_at=local_time(when), tag=document, metadata=meta,
-                      raw=sanitize(text))
+                      raw=raw_text(data))
+
+
+PROFILE_FORMAT = "libreoffice-profile"
+PROFILE_HEADER = "[Lockdata]"
+_PROFILE_KEYS = {"User": "user", "Host": "host", "Stamp": "stamp", "Time": "time",
+                 "IPCServer": "ipc_server"}
+
+
+def looks_like_profile(text: str) -> bool:
+    """True when ``text``'s first non-empty line is ``[Lockdata]`` (the profile lock)."""
+    return text.lstrip("\ufeff \t\r\n").startswith(PROFILE_HEADER)
+
+
+def profile_time(text: str) -> datetime | None:
+    """``Mon Nov 23 19:26:05 2026`` (this host's local time, C locale) as aware UTC, or
+    ``None``."""
+    try:
+        return datetime.strptime(text, "%a %b %d %H:%M:%S %Y").astimezone().astimezone(UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def parse_profile(data: bytes, path: str = "") -> LockRecord:
+    """The user-profile lock ``~/.config/libreoffice/4/.lock`` (spec §2.4; CRLF INI
+    ``[Lockdata] User= Host= Stamp= Time= IPCServer=``): ``holder`` = ``User``, ``host``,
+    ``acquired_at`` from ``Time`` (local time; ``None`` if unreadable); ``metadata``: ``user``,
+    ``stamp``, ``time``, ``ipc_server``, ``profile`` (``file://`` URL of the lock's directory).
+
+    Raises:
+        ParseError: not UTF-8 text, no ``[Lockdata]`` header, or no ``User`` or ``Host``.
+    """
+    text = decode_text(data)
+    if not looks_like_profile(text):
+        raise ParseError(f"a LibreOffice profile lock starts with {PROFILE_HEADER}, "
+                         f"not {short(text)}")
+    meta: dict[str, object] = {}
+    for line in text.splitlines()[1:]:
+        key, sep, value = line.partition("=")
+        name = _PROFILE_KEYS.get(key.strip())
+        if sep and name is not None:
+            meta[name] = sanitize(value.strip())
+    user, host = meta.get("user"), meta.get("host")
+    if not isinstance(user, str) or not user or not isinstance(host, str) or not host:
+        raise ParseError("a LibreOffice profile lock names a User and a Host")
+    if path:
+        meta["profile"] = "file://" + os.path.dirname(os.path.abspath(path))
+    when = meta.get("time")
+    return LockRecord(path=path, format=PROFILE_FORMAT, holder=user, host=host,
+                      acquired_at=profile_time(when) if isinstance(when, str) else None,
+                      tag="LibreOffice profile", metadata=meta, raw=raw_text(data))
