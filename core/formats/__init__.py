@@ -161,22 +161,25 @@ def _pick_json(obj: dict[str, Any], path: str) -> str:
 
 def _devtool_hint(data: bytes, path: str) -> str | None:
     """The developer-tool format a path (or Vim's block 0 id) names, before any decoding: their
-    files are binary (Vim, git's index) or hold anything (git), so content rules cannot."""
-    if vimswap.looks_like(data):
+    files are binary (Vim, git's index) or hold anything (git), so content rules cannot.
+    Cheap tests first: this runs before every parse (about 1 µs for a path that is none)."""
+    if data[:1] == b"b" and vimswap.looks_like(data):
         return vimswap.FORMAT
     if not path:
         return None
     name = os.path.basename(path)
-    if vimswap.is_swap_name(name) and data[:1] == b"b":
-        return vimswap.FORMAT
-    if git.is_gc_pid(path):
-        return git.GC_FORMAT
-    if git.lock_target(path) is not None:
-        return git.FORMAT
-    if emacs.is_lock_name(name):
-        return emacs.FORMAT
-    if libreoffice.is_lock_name(name):
-        return libreoffice.FORMAT
+    if name[:1] == ".":
+        if data[:1] == b"b" and vimswap.is_swap_name(name):
+            return vimswap.FORMAT
+        if emacs.is_lock_name(name):
+            return emacs.FORMAT
+        if libreoffice.is_lock_name(name):
+            return libreoffice.FORMAT
+    if ".git" in path:
+        if name == "gc.pid" and git.is_gc_pid(path):
+            return git.GC_FORMAT
+        if name.endswith(".lock") and git.lock_target(path) is not None:
+            return git.FORMAT
     return None
 
 
