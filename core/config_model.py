@@ -43,6 +43,14 @@ CONFIG_NAME = "config.toml"
 DEFAULT_PATTERNS: tuple[str, ...] = ("*.lock", "*.pid", "*-lock")
 """File-name patterns (fnmatch, matched against the base name) watched by default."""
 
+DEVTOOL_PATTERNS: tuple[str, ...] = (
+    "*.lock", "gc.pid", ".*.sw[a-p]", ".#*", ".~lock.*#", "*.lock.info",
+)
+"""Patterns for developer tools' locks (``docs/formats.md``, "Developer tools' marker locks
+(read-only)"): git's ``*.lock`` and ``gc.pid``, Vim swaps, Emacs ``.#name``, LibreOffice
+``.~lock.NAME#``, Terraform's ``.lock.info``. Not watched by default: a ``[[watch]]`` table
+opts in with ``patterns``."""
+
 POLLING_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 THEME_CHOICES: tuple[str, ...] = ("auto", "light", "dark")
 

@@ -26,7 +26,11 @@ read back what it wrote. Longer tags written by other tools are still read."""
 DEFAULT_WRITING_GRACE = 2.0
 """Seconds an empty or partial lock file is given to be completed by its writer."""
 
-FORMAT_STALE_AFTER: dict[str, float] = {"af-ledger": 30.0}
+FORMAT_STALE_AFTER: dict[str, float] = {"af-ledger": 30.0, "git-lock": 10.0,
+                                        "git-gc": 12 * 3600.0}
 """Per-format stale limits that replace :data:`DEFAULT_STALE_AFTER` by default: af holds its
 ``ledger.lock`` for milliseconds around one ledger write, so a dead holder's ledger lock older
-than 30 s is left by a crash (``docs/formats.md``, "af")."""
+than 30 s is left by a crash (``docs/formats.md``, "af"); a git lock with no git process in
+its repository is stale after 10 s, and git ignores a ``gc.pid`` older than 12 h
+(``docs/specs/devtool-locks.md`` §2.1; the watcher re-judges a lock when its age reaches the
+limit)."""

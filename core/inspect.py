@@ -27,7 +27,15 @@ from core.policy import (
     judge_unreadable,
 )
 from core.reasons import Code, Reason, UnreadableKind
-from core.record import FileInfo, Liveness, LockRecord, LockStatus
+from core.record import (
+    DEVTOOL_FORMATS,
+    Evidence,
+    FileInfo,
+    Liveness,
+    LockRecord,
+    LockStatus,
+    State,
+)
 
 
 def inspect(
@@ -93,7 +101,11 @@ def inspect_bytes(
         policy, procs, now: as :func:`inspect`.
         mtime: the file's modification time (Unix s); default ``file.mtime_ns``.
 
-    Empty bytes (or only whitespace) and bytes no format accepts go to
+    An empty file on which the kernel holds a lock (flock, fcntl, OFD: cargo, uv, dpkg,
+    ``flock(1)``, filelock's ``FileLock``) is ``held`` (``kernel_lock_held``), never stale:
+    only the kernel knows, and deleting it would break the lock (``docs/formats.md``, "Kernel
+    locks are not formats"). An empty git lock file (``HEAD.lock``) is a ``git-lock``.
+    Other empty bytes (or only whitespace) and bytes no format accepts go to
     :func:`core.policy.judge` as ``empty_or_partial`` (``writing`` while young; an old empty
     file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check
     (:func:`core.liveness.check`) and a verdict. Never raises for the content of ``data``.
@@ -104,8 +116,12 @@ def inspect_bytes(
         mtime = file.mtime_ns / 1e9
     empty = not data.strip()
     if empty:
-        return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
-                              now=now, file=file, mtime=mtime)
+        kernel = _kernel_held(path, file, policy=policy, now=now)
+        if kernel is not None:
+            return kernel
+        if not _named_by_path(path):
+            return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
+                                  now=now, file=file, mtime=mtime)
     try:
         record = _parse(data, path)
     except ParseError as exc:  # partial: "writing" within the grace, else unreadable
@@ -126,9 +142,16 @@ def judge_record(
     mtime: float | None = None,
 ) -> LockStatus:
     """Check ``record``'s holder (:func:`core.liveness.check`) and judge it
-    (:func:`core.policy.judge`). A failure of the process check (psutil, ``/proc`` not
-    mounted) is judged as ``unknown`` liveness with reason ``liveness_unchecked``. Never
-    raises."""
+    (:func:`core.policy.judge`); a developer tool's lock (:data:`core.record.DEVTOOL_FORMATS`)
+    is judged by :func:`core.devtool_policy.judge_devtool` instead. A failure of the process
+    check (psutil, ``/proc`` not mounted) is judged as ``unknown`` liveness with reason
+    ``liveness_unchecked``. Never raises."""
+    if record.format in DEVTOOL_FORMATS:
+        from core.devtool_policy import judge_devtool
+
+        status = judge_devtool(path, record, now=now, mtime=mtime, policy=policy, file=file)
+        if status is not None:
+            return status
     try:
         liveness, reasons = check(record, procs=procs, written_at=mtime)
     except Exception as exc:  # psutil failure (e.g. /proc not mounted): judge without it
@@ -161,6 +184,34 @@ def _ledger_claim(
             return dataclasses.replace(status, read_only=True)
     return free_status(path, policy=policy, now=now, read_only=True,
                        reason=Reason.of(Code.NOT_CLAIMED, node=node))
+
+
+def _named_by_path(path: str) -> bool:
+    """True for a git lock path, whose empty content is a valid lock (``HEAD.lock``)."""
+    from core.formats import git
+
+    return git.lock_target(path) is not None
+
+
+def _kernel_held(path: str, file: FileInfo | None, *, policy: StalePolicy, now: datetime
+                 ) -> LockStatus | None:
+    """``held`` with ``kernel_lock_held`` when ``/proc/locks`` shows a lock on ``path``
+    (:func:`core.kernel_locks.kernel_holders`), else ``None`` (also where ``/proc/locks``
+    cannot be read). Never raises."""
+    from core.kernel_locks import kernel_holders
+
+    try:
+        held = kernel_holders([path]).get(path)
+    except Exception:  # no /proc/locks (not Linux, a restricted container): nothing known
+        return None
+    if not held:
+        return None
+    h = held[0]
+    pid = h.pids[0] if h.pids else None
+    return LockStatus(path, State.HELD, liveness=Liveness.ALIVE if pid else Liveness.UNKNOWN,
+                      reasons=(Reason.of(Code.KERNEL_LOCK_HELD, pid=pid, kind=h.lock.kind.value,
+                                         access=h.lock.access.value, file=path),),
+                      checked_at=now, file=file, policy=policy, evidence=Evidence(pid=pid))
 
 
 def _parse(data: bytes, path: str) -> LockRecord:

@@ -262,11 +262,15 @@ class Inventory:
         old_deadline = old.deadline if old is not None else None
         rec = entry.status.record
         self._unindex(path)
-        if rec is not None and rec.pid is not None:
-            self._pid_of[path] = rec.pid
-            self._pid_index.setdefault(rec.pid, set()).add(path)
+        # a file no format reads but the kernel holds a lock on (core.inspect: held,
+        # kernel_lock_held) is re-judged when the holder named in its evidence exits
+        pid = rec.pid if rec is not None else (
+            entry.status.evidence.pid if entry.status.state is State.HELD else None)
+        if pid is not None:
+            self._pid_of[path] = pid
+            self._pid_index.setdefault(pid, set()).add(path)
             if entry.status.liveness in (Liveness.ALIVE, Liveness.REUSED) and (
-                procs is None or rec.pid not in procs
+                procs is None or pid not in procs
             ):
                 self._unsettled.add(path)
         entry.deadline = deadline_of(entry, now_ts)

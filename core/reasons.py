@@ -63,6 +63,24 @@ class Code(enum.StrEnum):
     AGE_FROM_FIRST_SEEN = "age_from_first_seen"  # age_s
     CLIENT_CONNECTED = "client_connected"  # ip, sessions
     NO_SESSION_FROM_CLIENT = "no_session_from_client"  # ip
+    # developer tools' marker locks (core.devtool_policy)
+    GIT_WORKER = "git_worker"  # pid, name, count
+    NO_GIT_WORKER = "no_git_worker"  # repo
+    GIT_LOCK_YOUNG = "git_lock_young"  # age_s, limit_s
+    GIT_LOCK_SUSPICIOUS = "git_lock_suspicious"  # age_s
+    GIT_REMOVE_LOCK = "git_remove_lock"
+    GC_PID_OLD = "gc_pid_old"  # age_s, limit_s
+    GC_PID_REMOTE = "gc_pid_remote"  # age_s, limit_s
+    NOT_THE_TOOL = "not_the_tool"  # pid, name, tool
+    SWAP_RECOVER = "swap_recover"  # file
+    SWAP_CLEAN = "swap_clean"
+    OTHER_BOOT = "other_boot"  # boot_at, this_boot_at
+    OFFICE_RUNNING = "office_running"  # pid, user
+    NO_OFFICE_PROCESS = "no_office_process"  # user
+    START_TOKEN_MISMATCH = "start_token_mismatch"  # pid
+    # kernel locks (core.kernel_locks)
+    KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, kind, access, file
+    NO_KERNEL_LOCK = "no_kernel_lock"  # file
 
 
 class UnreadableKind(enum.StrEnum):
@@ -384,11 +402,58 @@ _WORDS: dict[Code, object] = {
     Code.AGE_FROM_FIRST_SEEN: lambda r: (
         f"first seen {_dur(r, 'age_s')} ago: its real age is unknown, at least that"),
     Code.CLIENT_CONNECTED: lambda r: (
-        f"{r.get('sessions')} session(s) connected from {r.get('ip')}, the address the lock "
+        f"{r.get('sessions')} session{'' if r.get('sessions') == 1 else 's'} connected from "
+        f"{r.get('ip')}, the address the lock "
         "names: its holder may still run"),
     Code.NO_SESSION_FROM_CLIENT: lambda r: (
         f"no session is connected from {r.get('ip')}, the address the lock names"),
+    Code.GIT_WORKER: lambda r: (
+        f"git process {_label(r)} works in this repository"
+        + (f" ({r.get('count')} git processes)" if _more_than_one(r.get("count")) else "")),
+    Code.NO_GIT_WORKER: lambda r: f"no git process works in {r.get('repo')}",
+    Code.GIT_LOCK_YOUNG: lambda r: (
+        f"the lock is {_dur(r, 'age_s')} old; a git lock with no git process becomes stale "
+        f"after {_dur(r, 'limit_s')} (git may be between two steps)"),
+    Code.GIT_LOCK_SUSPICIOUS: lambda r: (
+        f"held for {_dur(r, 'age_s')}: an editor opened by 'git commit' or 'git rebase -i' "
+        "may still be waiting"),
+    Code.GIT_REMOVE_LOCK: (
+        "git crashed while holding it: remove the file (as git's own message says); never "
+        "rename it into place, it may be half-written"),
+    Code.GC_PID_OLD: lambda r: (
+        f"gc.pid is {_dur(r, 'age_s')} old; git ignores one older than {_dur(r, 'limit_s')}"),
+    Code.GC_PID_REMOTE: lambda r: (
+        f"git counts a gc.pid of another host as running until it is {_dur(r, 'limit_s')} "
+        f"old (this one: {_dur(r, 'age_s')})"),
+    Code.NOT_THE_TOOL: lambda r: (
+        f"PID {r.get('pid')} is now {r.get('name')!r}, not {r.get('tool')}: its "
+        f"{r.get('tool')} has exited"),
+    Code.SWAP_RECOVER: lambda r: (
+        f"the swap holds unsaved changes: recover them with 'vim -r {r.get('file')}', "
+        "then delete the swap file"),
+    Code.SWAP_CLEAN: "the swap holds no unsaved changes: Vim itself deletes such a swap file",
+    Code.OTHER_BOOT: lambda r: (
+        f"the lock was taken in another boot ({_utc(r.get('boot_at'))}; this boot: "
+        f"{_utc(r.get('this_boot_at'))}): its holder cannot still run"),
+    Code.OFFICE_RUNNING: lambda r: (
+        f"LibreOffice (PID {r.get('pid')}) of user {r.get('user')!r} is running"),
+    Code.NO_OFFICE_PROCESS: lambda r: (
+        f"no LibreOffice process of user {r.get('user')!r} runs on this host"),
+    Code.START_TOKEN_MISMATCH: lambda r: (
+        f"PID {r.get('pid')} now belongs to another process (its start token differs from "
+        "the marker's)"),
+    Code.KERNEL_LOCK_HELD: lambda r: (
+        f"the kernel holds a {r.get('kind')} {r.get('access')} lock on {r.get('file')}"
+        + (f" for PID {r.get('pid')}" if r.get("pid") is not None else "")
+        + ": held while that process lives; deleting the file would not release it"),
+    Code.NO_KERNEL_LOCK: lambda r: (
+        f"no kernel lock on {r.get('file')}: this is a leftover label, and deleting it is "
+        "harmless"),
 }
+
+
+def _more_than_one(count: Param) -> bool:
+    return isinstance(count, int) and count > 1
 
 
 def render(reason: Reason) -> str:

@@ -51,8 +51,17 @@ class State(enum.StrEnum):
     UNREADABLE = "unreadable"
 
 
-FORMATS: tuple[str, ...] = ("sema", "af-ledger", "af-claim", "task-mcp", "pidfile")
-"""Format names, as used in ``LockRecord.format`` and on the command line."""
+FORMATS: tuple[str, ...] = (
+    "sema", "af-ledger", "af-claim", "task-mcp", "pidfile",
+    "git-lock", "git-gc", "vim-swap", "emacs-lock", "libreoffice-lock", "terraform-lock-info",
+    "softfilelock", "libreoffice-profile",
+)
+"""Format names, as used in ``LockRecord.format`` and on the command line. The last eight are
+developer tools' marker locks, read-only in Lockwarden (``docs/specs/devtool-locks.md``)."""
+
+DEVTOOL_FORMATS: tuple[str, ...] = FORMATS[5:]
+"""Developer tools' marker locks (git, Vim, Emacs, LibreOffice, Terraform, filelock): read and
+judged by :mod:`core.devtool_policy`, never written."""
 
 WRITABLE_FORMATS: tuple[str, ...] = ("sema", "task-mcp", "af-ledger")
 """Formats Lockwarden can acquire locks in."""

@@ -299,10 +299,35 @@ def read_entry(path: str) -> FileRead | None:
     except FileNotFoundError:
         return None
     except UnreadableError as exc:
+        tool = _read_tool_lock(path, exc.kind)
+        if tool is not None:
+            return tool
         return FileRead(path, error=exc.reason, kind=exc.kind)
     except OSError as exc:
         return FileRead(path, error=os_reason(exc), kind=os_kind(exc))
     return FileRead(path, data=data, file=info)
+
+
+def _read_tool_lock(path: str, kind: UnreadableKind) -> FileRead | None:
+    """Developer tools' locks a generic lock read refuses: an Emacs ``.#name`` symlink (its
+    target is the lock text, read with ``readlink``, never followed) and a Vim swap file over
+    64 KiB (only its block 0 matters). ``None`` for anything else (docs/formats.md,
+    "Developer tools' marker locks (read-only)")."""
+    from core.formats import emacs, vimswap
+
+    name = os.path.basename(path)
+    try:
+        if kind is UnreadableKind.SYMLINK and emacs.is_lock_name(name):
+            data, _link = emacs.read_lock(path)
+        elif kind is UnreadableKind.TOO_LARGE and vimswap.is_swap_name(name):
+            data = vimswap.read_block0(path)
+        else:
+            return None
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    return FileRead(path, data=data, file=FileInfo(ino=st.st_ino, dev=st.st_dev,
+                                                   size=st.st_size, mtime_ns=st.st_mtime_ns))
 
 
 def judge_read(

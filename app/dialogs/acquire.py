@@ -173,6 +173,7 @@ class AcquireDialog(QDialog):
         self.error.setText(printable(message))
         self.error.show()
         lay = self.layout()
+        assert lay is not None  # set in __init__
         lay.activate()
         # a wrapped error's height depends on the width: grow to what this width needs
         need = (lay.totalHeightForWidth(self.width()) if lay.hasHeightForWidth()

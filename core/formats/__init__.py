@@ -18,8 +18,23 @@ Formats (names as in :data:`core.record.FORMATS`):
 ``pidfile``    only a decimal PID and whitespace            common practice (:mod:`.pidfile`)
 =============  ==========================================  ===================================
 
+Developer tools' marker locks (``docs/specs/devtool-locks.md``; read-only, never written):
+
+- ``git-lock``: ``<gitdir>/index.lock``, ``HEAD.lock``, ``refs/**/*.lock`` … by path, any
+  content (§2.1, :mod:`.git`); ``git-gc``: ``<gitdir>/gc.pid``, ``"<pid> <host>"``.
+- ``vim-swap``: block 0 of a Vim swap file, ``b0VIM`` (§2.2, :mod:`.vimswap`).
+- ``emacs-lock``: ``.#name``, ``USER@HOST.PID[:BOOT]`` (§2.3, :mod:`.emacs`).
+- ``libreoffice-lock``: ``.~lock.NAME#``, 5 CSV fields and ``;`` (§2.4, :mod:`.libreoffice`);
+  ``libreoffice-profile``: the profile's ``.lock``, INI ``[Lockdata]`` (by content).
+- ``terraform-lock-info``: JSON ``ID``, ``Operation``, ``Who``, ``Created`` (§2.5,
+  :mod:`.terraform`).
+- ``softfilelock``: lines ``<pid>``, ``<host>``, ``[<token>]`` (§2.7, :mod:`.softfilelock`).
+
 Detection is by content, never by file name alone (DESIGN.md "Formats"); the path only breaks
-ties between JSON formats whose keys all fit. Only :class:`core.errors.ParseError`, with a
+ties between JSON formats whose keys all fit, except for the developer tools whose file names
+are their protocol: git's lock files (by their place in a git directory, their content being
+anything), ``.#name`` (Emacs), ``.~lock.NAME#`` (LibreOffice), ``gc.pid`` in a git directory;
+Vim swap files are recognised by their block 0 id. Only :class:`core.errors.ParseError`, with a
 reason in plain words, ever escapes :func:`detect` and :func:`parse`, whatever the bytes.
 """
 
@@ -30,20 +45,33 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import ParseError
-from core.formats import af, pidfile, sema, taskmcp
+from core.formats import (
+    af,
+    emacs,
+    git,
+    libreoffice,
+    pidfile,
+    sema,
+    softfilelock,
+    taskmcp,
+    terraform,
+    vimswap,
+)
 from core.formats._common import as_bytes, decode_text, load_json_object
 from core.formats.writing import Builder, Built, Holder, Reclaimed, WriteRequest
 from core.record import FORMATS, WRITABLE_FORMATS, LockRecord
 
 __all__ = [
     "FORMATS", "Built", "Holder", "Reclaimed", "WriteRequest", "af", "build", "default_ttl",
-    "detect", "parse", "pidfile", "sema", "serialize", "taskmcp",
+    "detect", "emacs", "git", "libreoffice", "parse", "pidfile", "sema", "serialize",
+    "softfilelock", "taskmcp", "terraform", "vimswap",
 ]
 
 _JSON_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("af-claim", af.CLAIM_KEYS),
     ("task-mcp", taskmcp.KEYS),
     ("af-ledger", af.LEDGER_KEYS),
+    ("terraform-lock-info", terraform.KEYS),
 )
 """JSON formats and the keys that make an object one of them, in order of preference."""
 
@@ -51,6 +79,7 @@ _JSON_PARSERS: dict[str, Callable[[dict[str, Any], bytes, str], LockRecord]] = {
     "af-claim": af.claim_from_object,
     "task-mcp": taskmcp.from_object,
     "af-ledger": af.ledger_from_object,
+    "terraform-lock-info": terraform.from_object,
 }
 
 _PARSERS: dict[str, Callable[[bytes, str], LockRecord]] = {
@@ -59,6 +88,14 @@ _PARSERS: dict[str, Callable[[bytes, str], LockRecord]] = {
     "af-claim": af.parse_claim_lock,
     "task-mcp": taskmcp.parse,
     "pidfile": pidfile.parse,
+    "git-lock": git.parse,
+    "git-gc": git.parse_gc_pid,
+    "vim-swap": vimswap.parse,
+    "emacs-lock": emacs.parse,
+    "libreoffice-lock": libreoffice.parse,
+    "terraform-lock-info": terraform.parse,
+    "softfilelock": softfilelock.parse,
+    "libreoffice-profile": libreoffice.parse_profile,
 }
 
 _SERIALIZERS: dict[str, Callable[[LockRecord], bytes]] = {
@@ -122,9 +159,38 @@ def _pick_json(obj: dict[str, Any], path: str) -> str:
     )
 
 
+def _devtool_hint(data: bytes, path: str) -> str | None:
+    """The developer-tool format a path (or Vim's block 0 id) names, before any decoding: their
+    files are binary (Vim, git's index) or hold anything (git), so content rules cannot.
+    Cheap tests first: this runs before every parse (about 1 µs for a path that is none)."""
+    if data[:1] == b"b" and vimswap.looks_like(data):
+        return vimswap.FORMAT
+    if not path:
+        return None
+    name = os.path.basename(path)
+    if name[:1] == ".":
+        if data[:1] == b"b" and vimswap.is_swap_name(name):
+            return vimswap.FORMAT
+        if emacs.is_lock_name(name):
+            return emacs.FORMAT
+        if libreoffice.is_lock_name(name):
+            return libreoffice.FORMAT
+    if ".git" in path:
+        if name == "gc.pid" and git.is_gc_pid(path):
+            return git.GC_FORMAT
+        if name.endswith(".lock") and git.lock_target(path) is not None:
+            return git.FORMAT
+    return None
+
+
 def _detect(data: bytes, path: str) -> tuple[str, dict[str, Any] | None]:
+    hint = _devtool_hint(data, path)
+    if hint is not None:
+        return hint, None
     text = decode_text(data)
     stripped = text.lstrip()
+    if libreoffice.looks_like_profile(stripped):  # an INI section, not a JSON array
+        return libreoffice.PROFILE_FORMAT, None
     if stripped.startswith(("{", "[")):
         obj = load_json_object(text, "lock")
         return _pick_json(obj, path), obj
@@ -132,6 +198,8 @@ def _detect(data: bytes, path: str) -> tuple[str, dict[str, Any] | None]:
         return "pidfile", None
     if sema.looks_like(text):
         return "sema", None
+    if softfilelock.looks_like(text):
+        return softfilelock.FORMAT, None
     raise ParseError(
         "not a lock format we know: no key=value lines, not JSON and not a PID "
         f"(starts with {text[:20]!r})"

@@ -66,15 +66,31 @@ def main() -> None:
         b'"expires_at":"2026-11-21T09:35:00.123456789Z"}'
     )
     samples["pidfile"] = b"      4242\n"
-    print(f"{'format':10} {'parse/s':>12} {'serialize/s':>12}")
+    print(f"{'format':20} {'parse/s':>12} {'serialize/s':>12}")
     for name, data in samples.items():
         p = rate(partial(formats.parse, data, "/l/x.lock"), args.seconds)
         rec = records.get(name)
         s = rate(partial(formats.serialize, rec), args.seconds) if rec else None
-        print(f"{name:10} {p:12,.0f} {s:12,.0f}" if s else f"{name:10} {p:12,.0f} {'-':>12}")
+        print(f"{name:20} {p:12,.0f} {s:12,.0f}" if s else f"{name:20} {p:12,.0f} {'-':>12}")
+    devtools = Path(__file__).resolve().parents[1] / "data" / "devtools"
+    tool_samples = [  # (format, file in tests/data/devtools, the path it is parsed at)
+        ("git-lock", "git/index.lock.dead-git-commit", "/src/r/.git/index.lock"),
+        ("git-gc", "git/gc.pid.dead-git-gc", "/src/r/.git/gc.pid"),
+        ("vim-swap", "vim/dead-dirty.notes.txt.swp", "/src/.notes.txt.swp"),
+        ("emacs-lock", "emacs/lockfile-regular-variant.txt", "/src/.#draft.txt"),
+        ("libreoffice-lock", "libreoffice/.~lock.report.odt#", "/d/.~lock.report.odt#"),
+        ("libreoffice-profile", "libreoffice/profile-dot-lock.txt", "/h/4/.lock"),
+        ("terraform-lock-info", "terraform/.terraform.tfstate.lock.info", "/i/.t.lock.info"),
+        ("softfilelock", "python-filelock/softfilelock-dead-holder.lock", "/d/s.lock"),
+    ]
+    for name, rel, at in tool_samples:
+        data = (devtools / rel).read_bytes()[:1024]
+        assert formats.parse(data, at).format == name
+        p = rate(partial(formats.parse, data, at), args.seconds)
+        print(f"{name:20} {p:12,.0f} {'-':>12}")
     garbage = bytes(range(256)) * 4
     g = rate(lambda: _swallow(garbage), args.seconds)
-    print(f"{'garbage':10} {g:12,.0f} {'-':>12}   (1 KiB of binary, rejected)")
+    print(f"{'garbage':20} {g:12,.0f} {'-':>12}   (1 KiB of binary, rejected)")
 
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Path(tmp) / "ledger"
