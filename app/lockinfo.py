@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from core.policy import human_duration as _core_human_duration
 from core.reasons import Code, UnreadableKind, advance, texts
-from core.record import Liveness, LockStatus, State
+from core.record import DEVTOOL_FORMATS, Liveness, LockStatus, State
 
 Update = tuple[str, LockStatus | None]
 """One inventory update: (lock path, new status or ``None`` when the lock disappeared)."""
@@ -77,6 +77,15 @@ def not_a_lock_file(st: LockStatus) -> bool:
     return st.state is State.UNREADABLE and st.file is None and any(
         r.code is Code.UNREADABLE and _kind(r.get("kind")) in NOT_FILE_KINDS
         for r in st.reasons)
+
+
+def reclaimable(st: LockStatus) -> bool:
+    """True when the engine may replace this lock with one of its own (the Reclaim action):
+    a lock file it reads, not being written, not read-only, and not an af claim or a developer
+    tool's lock, which their tool would mistake (core.operations.refuse_read_only)."""
+    rec = st.record
+    return (not st.read_only and not not_a_lock_file(st) and st.state is not State.WRITING
+            and not (rec is not None and rec.format in ("af-claim", *DEVTOOL_FORMATS)))
 
 
 def is_attention(state: State) -> bool:

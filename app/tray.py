@@ -29,6 +29,7 @@ from app.lockinfo import (
     holder_changed,
     is_attention,
     not_a_lock_file,
+    reclaimable,
 )
 from app.model import LockTableModel, Transition
 from core.reasons import printable, render_all
@@ -263,7 +264,7 @@ class TrayController(QObject):
         if self._actions.holds(path):
             add("Release", self.releaseRequested.emit)
         if not st.read_only and not not_a_lock_file(st):
-            if is_attention(st.state):
+            if is_attention(st.state) and reclaimable(st):
                 add("Reclaim", self.reclaimRequested.emit)
             add("Force release…", self.forceReleaseRequested.emit)
         sub.addSeparator()

@@ -26,7 +26,7 @@ from core.liveness import hostname, process_identity, process_start_time, same_h
 from core.policy import taskmcp_decision
 from core.publish import Outcome, remove_if
 from core.reasons import Code, ReadOnlyKind, Reason, render_all
-from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+from core.record import DEVTOOL_FORMATS, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 log = logging.getLogger("lockwarden.lock")
@@ -241,8 +241,10 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
 
 def refuse_read_only(path: str, status: LockStatus) -> None:
     """Refuse to reclaim a lock Lockwarden must not replace: a claim replayed from an af
-    ledger (``read_only``), or an af claim file (a reclaim would put a lock of another format
-    where af expects its own claim; it can still be force-released). Audited as
+    ledger (``read_only``), an af claim file or a developer tool's lock (git, Vim, Emacs,
+    LibreOffice, Terraform, SoftFileLock: :data:`core.record.DEVTOOL_FORMATS`) -- a reclaim
+    would put a lock of another format where the tool expects its own (docs/engine.md, "af
+    claims"; docs/specs/devtool-locks.md); they can still be released. Audited as
     ``reclaim_refused``.
 
     Raises:
@@ -254,6 +256,10 @@ def refuse_read_only(path: str, status: LockStatus) -> None:
     elif rec is not None and rec.format == "af-claim":
         kind, why = ReadOnlyKind.NOT_WRITABLE, ("it is an af claim; Lockwarden does not write "
                                                 "af claims (force-release it instead)")
+    elif rec is not None and rec.format in DEVTOOL_FORMATS:
+        kind, why = ReadOnlyKind.NOT_WRITABLE, (
+            f"it is a {rec.format} lock; its tool would take a Lockwarden lock in its place for "
+            "its own and wait for ever (release it instead: the tool's own safe action)")
     else:
         return
     record_audit(path, "reclaim_refused", result="refused", details={

@@ -40,3 +40,28 @@ def test_reclaim_of_an_af_claim_is_refused_and_audited(fixtures_dir: Path) -> No
     assert claim.read_bytes() == before
     ops = [(e.operation, e.result) for e in audit.read(str(claim.parent))]
     assert ops == [("reclaim_refused", "refused")] * 2
+
+
+def test_a_stale_git_lock_is_released_never_reclaimed(tmp_path: Path) -> None:
+    """A git ``index.lock`` left by a crash: replacing it with a Lockwarden lock would make
+    git wait for ever on a file it takes for its own; it is refused (exit 1, audited) and the
+    lock can be force-released (git's own advice: remove the file)."""
+    import os
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        import pytest
+
+        pytest.skip("git is not installed (CI installs it)")
+    repo = tmp_path / "repo"
+    subprocess.run([git, "init", "-q", str(repo)], check=True, timeout=60)
+    lock = repo / ".git" / "index.lock"
+    lock.write_bytes(b"")
+    os.utime(lock, (1_700_000_000, 1_700_000_000))
+    out = lw("reclaim", str(lock), "--force", "--reason", "crashed commit")
+    assert out.returncode == 1 and "git-lock lock" in one_line(out.stderr), out.stderr
+    assert lock.read_bytes() == b""
+    assert lw("release", str(lock), "--force", "--reason", "crashed commit").returncode == 0
+    assert not lock.exists()
