@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
@@ -179,10 +179,16 @@ class DetailPane(QWidget):
     def _set_acquired(self, age: str) -> None:
         st = self.status
         rec = st.record if st is not None else None
-        if rec is None or rec.acquired_at is None:
+        if st is None or rec is None:
             return
-        self.values["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-                                        + (f" ({age} ago)" if age else ""))
+        if rec.acquired_at is not None:
+            self.values["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+                                            + (f" ({age} ago)" if age else ""))
+        elif st.file is not None:  # pidfiles and other tools' files record no time
+            when = datetime.fromtimestamp(st.file.mtime_ns / 1e9, UTC)
+            self.values["Acquired"].setText(
+                when.strftime("%Y-%m-%d %H:%M:%S UTC") + (f" ({age} ago)" if age else "")
+                + " — from the file's modification time: the lock records no time")
 
     def _set_reasons(self, now: datetime | None) -> None:
         st = self.status

@@ -256,12 +256,11 @@ class MainWindow(QMainWindow):
         self.act_history = self._action("History…", self._on_selected(self.historyRequested),
                                         QKeySequence("Ctrl+H"),
                                         "The selected lock's audit entries (Ctrl+H)")
-        self.act_rescan = self._action("Rescan", self.rescan, QKeySequence.StandardKey.Refresh,
-                                       "Scan the watched directories again (F5)")
-        if QKeySequence(QKeySequence.StandardKey.Refresh).isEmpty() or \
-                QKeySequence("F5") not in self.act_rescan.shortcuts():
-            self.act_rescan.setShortcuts([QKeySequence("F5"),
-                                          *self.act_rescan.shortcuts()])
+        self.act_rescan = self._action("Rescan", self.rescan, None,
+                                       "Scan the watched directories again (F5, Ctrl+R)")
+        self.act_rescan.setShortcuts(list(dict.fromkeys(
+            [QKeySequence("F5"), QKeySequence("Ctrl+R"),
+             *QKeySequence.keyBindings(QKeySequence.StandardKey.Refresh)])))
         self.act_settings = self._action("Settings…", lambda: self.settingsRequested.emit(),
                                          QKeySequence("Ctrl+,"), "Settings (Ctrl+,)")
         prefs = QKeySequence(QKeySequence.StandardKey.Preferences)

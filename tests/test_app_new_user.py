@@ -57,7 +57,8 @@ def test_a_dead_holders_lock_is_told_apart_from_held(make_app: Any, lockdir: Pat
     rule = lw.window.detail.values["Rule"].text()
     assert "stays held until it is older than the stale limit" in rule
     age = m.data(m.index(d_row, Col.AGE))
-    assert age and age != "-"  # a pidfile's age is its file's age
+    assert age and age != "-"  # a pidfile's age is its file's age, and the pane says so
+    assert "from the file's modification time" in lw.window.detail.values["Acquired"].text()
 
 
 def test_durations_are_words(make_app: Any, lockdir: Path) -> None:
@@ -155,3 +156,9 @@ def test_first_scan_progress_column_chooser_filters_and_names(make_app: Any, loc
     assert w.table.accessibleName() == "Locks" and w.filter.accessibleName()
     assert w.detail.values["State"].accessibleName() == "State"
     assert w.act_history.shortcut().toString() == "Ctrl+H"
+
+
+def test_rescan_keys(make_app: Any, lockdir: Path) -> None:
+    lw = make_app([lockdir])
+    keys = [k.toString() for k in lw.window.act_rescan.shortcuts()]
+    assert "F5" in keys and "Ctrl+R" in keys
