@@ -127,6 +127,17 @@ class Inventory(QObject):
             threading.Thread(target=lambda: self.inspect_paths(paths),
                              name="lockwarden-kept", daemon=True).start()
 
+    def push_initial(self, statuses: Iterable[LockStatus]) -> None:
+        """Queue the first scan's result; once it is delivered :attr:`initial_done` is True and
+        :attr:`ready` is emitted. Any thread."""
+        self.push((s.path, s) for s in statuses)
+        with self._lock:
+            self._pending_ready = True
+            signal = not self._signalled
+            self._signalled = True
+        if signal:
+            self._emit_wake()
+
     def push_dirs(self, dirs: Sequence[DirStatus]) -> None:
         """``on_dirs`` callback for :class:`core.watch.Watcher`: queue directory statuses."""
         with self._lock:
@@ -206,9 +217,7 @@ class Inventory(QObject):
                 w.start()
                 if self._watcher is not w:  # closed or replaced meanwhile
                     return
-                self.push((s.path, s) for s in w.snapshot())
-                with self._lock:
-                    self._pending_ready = True
+                self.push_initial(w.snapshot())
                 self.push_dirs(w.dir_status())
             except RuntimeError:  # closed before it started, or the app is gone
                 return

@@ -219,7 +219,7 @@ def _app_with_inventory(qapp: QApplication, tmp: Path, base: str) -> LockwardenA
     lw = LockwardenApp(qapp, config_path=str(cfg_path), use_tray=True)
     statuses = inventory(base, os.getpid(), lw.model.my_host)
     # the lock "held by me" is one the app itself holds in the picture
-    lw.inventory.push((s.path, s) for s in statuses)
+    lw.inventory.push_initial(statuses)
     lw.inventory.push_dirs([DirStatus(base, "events"),
                             DirStatus("/mnt/shared/locks", "polling", "nfs4: no events"),
                             DirStatus("/var/lock/lockwarden", "missing")])
@@ -282,6 +282,7 @@ def _shoot_dialogs(lw: LockwardenApp, base: str, real: Path, out: Path, theme: s
             dlg.reload()
             while not dlg.ready:
                 _spin(20)
+            dlg.table.selectRow(2)  # the Entry pane shows one entry whole
         _spin(300)
         _save(dlg.grab(), out / f"dialog-{name}-{theme}.png")
         dlg.reject()
