@@ -243,8 +243,8 @@ class MainWindow(QMainWindow):
         self.act_release_key = self._action("Release (Del)", self.release_key,
                                             QKeySequence.StandardKey.Delete)
         self.act_reclaim = self._action("Reclaim", self._on_selected(self.reclaimRequested),
-                                        QKeySequence("Ctrl+R"),
-                                        "Break a stale lock and take it (Ctrl+R)")
+                                        QKeySequence("Ctrl+Shift+R"),
+                                        "Break a stale lock and take it (Ctrl+Shift+R)")
         self.act_force = self._action("Force release…",
                                       self._on_selected(self.forceReleaseRequested),
                                       QKeySequence("Ctrl+Shift+Del"),

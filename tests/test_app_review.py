@@ -521,7 +521,8 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
     assert "not held by this Lockwarden" in w.statusBar().currentMessage()
     assert stale.exists()
     keys: list[tuple[Any, Any, Any, str]] = [
-        (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier, ConfirmDialog, "Reclaim lock"),
+        (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+         ConfirmDialog, "Reclaim lock"),
         (Qt.Key.Key_Delete,
          Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
          ConfirmDialog, "Force release…"),
