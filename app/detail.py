@@ -12,8 +12,10 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
+    QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QPushButton,
     QScrollArea,
     QSplitter,
     QVBoxLayout,
@@ -47,6 +49,8 @@ class DetailPane(QWidget):
     placeholder)`` brings it back to the GUI thread."""
 
     rawLoaded = Signal(str, str, str)
+    historyRequested = Signal(str)
+    """The user asked for the shown lock's history (its path)."""
 
     FIELDS = ("Path", "State", "Rule", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
               "Expires", "TTL", "Tag", "Token")
@@ -80,6 +84,16 @@ class DetailPane(QWidget):
         ll = QVBoxLayout(fields)
         ll.setContentsMargins(0, 0, 6, 0)
         ll.addLayout(form)
+        self.history = QPushButton("History…")
+        self.history.setToolTip("This lock's audit entries: who took, released, reclaimed or "
+                                "forced it, and why (Ctrl+H)")
+        self.history.setAccessibleName("History of this lock")
+        self.history.setEnabled(False)
+        self.history.clicked.connect(self._history_clicked)
+        hl = QHBoxLayout()
+        hl.addWidget(self.history)
+        hl.addStretch(1)
+        ll.addLayout(hl)
         ll.addStretch(1)
         left = QScrollArea()
         left.setWidget(fields)
@@ -114,6 +128,7 @@ class DetailPane(QWidget):
         holds stays listed there: docs/gui.md, "Watched directories and the locks the app
         holds")."""
         self.status = st
+        self.history.setEnabled(st is not None)
         self.raw.setPlaceholderText("(file content)")
         for lab in self.values.values():
             lab.setText("")
@@ -149,6 +164,10 @@ class DetailPane(QWidget):
         if rec is None and st.state is State.UNREADABLE:
             self.raw.setPlaceholderText("(reading…)")
             self._load_raw(st.path)
+
+    def _history_clicked(self) -> None:
+        if self.status is not None:
+            self.historyRequested.emit(self.status.path)
 
     def _load_raw(self, path: str) -> None:
         def work() -> None:

@@ -148,6 +148,7 @@ class MainWindow(QMainWindow):
         self.empty.setWordWrap(True)
         self.empty.setEnabled(False)
         self.detail = DetailPane()
+        self.detail.historyRequested.connect(self.historyRequested)
         self.table.doubleClicked.connect(lambda _i: self.detail.raw.setFocus())
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)

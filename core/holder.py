@@ -5,19 +5,23 @@ confirmations). Control characters in holder names, hosts, tags and paths are es
 
 from __future__ import annotations
 
+import re
+
 from core.reasons import human_duration, printable, render_all
 from core.record import LockRecord, LockStatus, State
 
 
 def holder_name(record: LockRecord | None) -> str:
     """Who holds the lock: ``"agent-7 pid 4242 on build-7"``; ``""`` when the record names
-    nobody."""
+    nobody. The PID and host are not repeated when the holder name already says them (Task
+    MCP's ``"pid-4242@build-7"``)."""
     if record is None:
         return ""
     who: list[str] = []
     if record.holder:
         who.append(record.holder)
-    if record.pid is not None:
+    if record.pid is not None and not (
+            record.holder and re.search(rf"(?<![0-9]){record.pid}(?![0-9])", record.holder)):
         who.append(f"pid {record.pid}")
     if record.host and not (record.holder and record.host in record.holder):
         who.append(f"on {record.host}")

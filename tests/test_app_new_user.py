@@ -162,3 +162,29 @@ def test_rescan_keys(make_app: Any, lockdir: Path) -> None:
     lw = make_app([lockdir])
     keys = [k.toString() for k in lw.window.act_rescan.shortcuts()]
     assert "F5" in keys and "Ctrl+R" in keys
+
+
+def test_history_from_the_detail_pane(make_app: Any, lockdir: Path, qtbot: Any) -> None:
+    path = lockdir / "h.lock"
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    lw.actions.acquire(str(path))
+    qtbot.waitUntil(lambda: lw.model.status_of(str(path)) is not None, timeout=10_000)
+    assert lw.window.select_path(str(path))
+    n = len(lw.ops.dialogs)
+    lw.window.detail.history.click()
+    dlg = lw.ops.dialogs[n]
+    assert dlg.windowTitle() == "History of h.lock"
+    qtbot.waitUntil(lambda: dlg.ready, timeout=10_000)
+    assert [r["operation"] for r in dlg.visible_entries()] == ["acquire"]
+    dlg.reject()
+
+
+def test_gui_help_shows_its_options() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "app.cli", "gui", "--help"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    for opt in ("--demo", "--minimized", "--config"):
+        assert opt in out.stdout

@@ -34,3 +34,13 @@ def test_control_characters_are_escaped() -> None:
     text = describe_holder(evil, path=True)
     assert "\n" not in text and "\x1b" not in text and "\r" not in text
     assert "\\x1b[31mred" in text and "me\\rthere" in holder_name(evil.record)
+
+
+def test_a_holder_name_that_says_its_pid_is_not_repeated() -> None:
+    from core.record import LockRecord
+
+    rec = LockRecord(path="/l/t.lock", format="task-mcp", holder="pid-4242@build-7", pid=4242,
+                     host="build-7")
+    assert holder_name(rec) == "pid-4242@build-7"
+    other = LockRecord(path="/l/t.lock", format="task-mcp", holder="ci-42424", pid=4242)
+    assert holder_name(other) == "ci-42424 pid 4242"
