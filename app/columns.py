@@ -34,6 +34,8 @@ class Col(enum.IntEnum):
     AGE = 7
     EXPIRES = 8
     TAG = 9
+    TOOL = 10
+    KIND = 11
 
 
 NCOLS = len(Col)
@@ -49,6 +51,8 @@ HEADERS: dict[Col, str] = {
     Col.AGE: "Age",
     Col.EXPIRES: "Expires",
     Col.TAG: "Tag",
+    Col.TOOL: "Tool",
+    Col.KIND: "Kind",
 }
 
 STATUS_ROLE = int(Qt.ItemDataRole.UserRole) + 1
@@ -146,6 +150,10 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
         return os.path.dirname(st.path)
     if col == Col.HOLDER:
         return holder_text(st, my_host)
+    if col == Col.TOOL:
+        return st.tool
+    if col == Col.KIND:
+        return st.kind
     if rec is None:
         return ""
     if col == Col.FORMAT:
@@ -202,7 +210,7 @@ def cell_keys(st: LockStatus, my_host: str) -> tuple[Hashable, ...]:
     is unchanged need not be repainted."""
     rec = st.record
     return (
-        (st.state, st.error),
+        (st.state, st.error, st.liveness),  # liveness: "held" vs "held, holder dead"
         (st.path, tuple(r.stable() for r in st.reasons)),
         st.path,
         rec.format if rec else None,
@@ -212,4 +220,6 @@ def cell_keys(st: LockStatus, my_host: str) -> tuple[Hashable, ...]:
         base_time(st),
         expiry(st),
         rec.tag if rec else None,
+        st.tool,
+        st.kind,
     )

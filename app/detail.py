@@ -27,6 +27,7 @@ from core.errors import UnreadableError
 from core.fsutil import read_lock_file
 from core.reasons import printable
 from core.record import LockStatus, State
+from core.tools import safe_action
 
 RAW_LIMIT = 64 * 1024
 """At most this many bytes of an unreadable lock file are shown (bytes, 64 KiB)."""
@@ -52,8 +53,8 @@ class DetailPane(QWidget):
     historyRequested = Signal(str)
     """The user asked for the shown lock's history (its path)."""
 
-    FIELDS = ("Path", "State", "Rule", "Format", "Holder", "PID", "Host", "Liveness", "Acquired",
-              "Expires", "TTL", "Tag", "Token")
+    FIELDS = ("Path", "State", "Rule", "Safe action", "Tool", "Kind", "Format", "Holder",
+              "PID", "Host", "Liveness", "Acquired", "Expires", "TTL", "Tag", "Token")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -147,6 +148,10 @@ class DetailPane(QWidget):
         v["State"].setText(state)
         v["State"].setToolTip(STATE_EXPLAIN[display_state(st)])
         v["Rule"].setText(deciding_rule(st))
+        v["Safe action"].setText(safe_action(st))
+        v["Tool"].setText(st.tool)
+        v["Kind"].setText({"kernel": "kernel lock (only the kernel knows; the file is an anchor)",
+                           "marker": "marker (the file is the lock)"}.get(st.kind, ""))
         if rec is not None:
             v["Format"].setText(rec.format)
             v["Holder"].setText(printable(rec.holder or ""))

@@ -85,7 +85,15 @@ def reclaimable(st: LockStatus) -> bool:
     tool's lock, which their tool would mistake (core.operations.refuse_read_only)."""
     rec = st.record
     return (not st.read_only and not not_a_lock_file(st) and st.state is not State.WRITING
+            and not st.kernel_held
             and not (rec is not None and rec.format in ("af-claim", *DEVTOOL_FORMATS)))
+
+
+def forceable(st: LockStatus) -> bool:
+    """True when a forced release may remove the file (the Force release action): a lock file,
+    not read-only, and not held by a kernel lock -- deleting that file would not release it
+    and would let a second holder in (core.operations.refuse_not_a_lock)."""
+    return not st.read_only and not not_a_lock_file(st) and not st.kernel_held
 
 
 def is_attention(state: State) -> bool:

@@ -26,6 +26,7 @@ from app.inventory import Inventory
 from app.lockinfo import (
     STATE_WORDS,
     display_state,
+    forceable,
     holder_changed,
     is_attention,
     not_a_lock_file,
@@ -266,7 +267,8 @@ class TrayController(QObject):
         if not st.read_only and not not_a_lock_file(st):
             if is_attention(st.state) and reclaimable(st):
                 add("Reclaim", self.reclaimRequested.emit)
-            add("Force release…", self.forceReleaseRequested.emit)
+            if forceable(st):
+                add("Force release…", self.forceReleaseRequested.emit)
         sub.addSeparator()
         add("Copy path", self.copyPathRequested.emit)
         add("Open folder", self.openFolderRequested.emit)

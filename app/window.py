@@ -44,7 +44,13 @@ from app.config_store import ConfigStore
 from app.detail import DetailPane
 from app.icons import app_icon
 from app.inventory import Inventory
-from app.lockinfo import human_duration, not_a_lock_file, reclaimable, under_any
+from app.lockinfo import (
+    forceable,
+    human_duration,
+    not_a_lock_file,
+    reclaimable,
+    under_any,
+)
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
 from app.statusline import StatusLine
@@ -357,7 +363,7 @@ class MainWindow(QMainWindow):
         self.act_release.setEnabled(st is not None and self._actions.holds(st.path))
         self.act_release_key.setEnabled(has)
         self.act_reclaim.setEnabled(st is not None and reclaimable(st))
-        self.act_force.setEnabled(writable)
+        self.act_force.setEnabled(writable and st is not None and forceable(st))
         self.act_open_folder.setEnabled(has)
         self.act_copy.setEnabled(has)
         self.act_history.setEnabled(has)

@@ -235,6 +235,7 @@ def _report_exception(exc: BaseException) -> int:
         msg, code = str(exc), EXIT_IO
     elif isinstance(exc, ReadOnlyLock):
         msg, code = str(exc), EXIT_IO if exc.kind is ReadOnlyKind.NOT_A_LOCK else EXIT_NO
+        # (kernel_lock, not_writable, ledger_claim: the answer is "no", exit 1)
     elif isinstance(exc, LockHeld | LockTimeout | LockLost | NotStale):
         msg, code = str(exc), EXIT_NO  # a "no" answer the verb did not expect
     elif isinstance(exc, LockError):  # the engine could not do it: I/O, vanished holder...

@@ -45,6 +45,10 @@ def status_text(status: LockStatus) -> str:
     if status.state is not State.FREE:
         if d["format"]:
             lines.append(f"format: {d['format']}")
+        if d["tool"]:
+            lines.append(f"tool: {d['tool']}")
+        if d["kind"]:
+            lines.append(f"kind: {d['kind']}")
         if d["holder"]:
             lines.append(f"holder: {d['holder']}")
         if d["host"]:
@@ -58,6 +62,11 @@ def status_text(status: LockStatus) -> str:
             lines.append(f"error: {d['error']}")
         for reason in d["reasons"]:
             lines.append(f"reason: {reason['text']}")
+        from core.tools import safe_action
+
+        action = safe_action(status)
+        if action:
+            lines.append(f"safe action: {action}")
     return "\n".join(printable(line) for line in lines)
 
 
@@ -74,7 +83,8 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def table(statuses: Sequence[LockStatus]) -> str:
-    """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT HOLDER/TAG PATH.
+    """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT KIND HOLDER/TAG PATH
+    (KIND: ``marker``, ``kernel``, ``-``).
 
     Unreadable entries show their reason in the HOLDER/TAG column. An empty list prints
     ``(no lock files)``."""
@@ -91,13 +101,16 @@ def table(statuses: Sequence[LockStatus]) -> str:
         rows.append([
             s.state.value,
             _age(s),
-            str(rec.pid) if rec and rec.pid is not None else "-",
+            str(rec.pid) if rec and rec.pid is not None else (
+                str(s.kernel_pid) if s.kernel_pid is not None else "-"),
             s.liveness.value,
-            rec.format if rec else "-",
+            rec.format if rec else ("kernel" if s.kernel_held else "-"),
+            s.kind or "-",
             who or "-",
             s.path,
         ])
-    return render_table(["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "HOLDER/TAG", "PATH"], rows)
+    return render_table(["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "KIND", "HOLDER/TAG",
+                         "PATH"], rows)
 
 
 def audit_table(entries: Sequence[Mapping[str, object]]) -> str:

@@ -226,11 +226,21 @@ def is_a_lock(status: LockStatus) -> bool:
 
 def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
-    (:func:`is_a_lock`); nothing is changed and nothing audited.
+    (:func:`is_a_lock`), or on a file a kernel lock holds (:attr:`LockStatus.kernel_held`);
+    nothing is changed and nothing audited.
 
     Raises:
-        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK`, ``status``.
+        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
+            ``KERNEL_LOCK``, ``status``.
     """
+    if status.kernel_held:
+        pid = status.kernel_pid
+        who = f"PID {pid}" if pid is not None else "a process"
+        raise ReadOnlyLock(
+            f"{path}: {who} holds a kernel lock on it; deleting the file would not release it "
+            f"and would let a second holder in, so Lockwarden never forces a {operation} of it "
+            f"(end {who} if it hangs{f': kill {pid}' if pid is not None else ''}); nothing was "
+            "changed", kind=ReadOnlyKind.KERNEL_LOCK, status=status)
     if status.state is State.FREE or is_a_lock(status):
         return
     why = render_all(status.reasons) or "no lock format reads it"
@@ -355,7 +365,11 @@ def release_path(
 def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]:
     """The check a forced removal makes under the directory guard, on the bytes it is about
     to remove: still a lock (:func:`is_a_lock`)."""
-    return lambda data, info: not data or is_a_lock(inspect_bytes(p, data, info, policy=policy))
+    def check(data: bytes, info: FileInfo) -> bool:
+        st = inspect_bytes(p, data, info, policy=policy)
+        return not st.kernel_held and (not data or is_a_lock(st))
+
+    return check
 
 
 def _release_forced(

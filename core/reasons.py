@@ -124,6 +124,10 @@ class ReadOnlyKind(enum.StrEnum):
     """A claim replayed from an af ledger's events (``"<proof>/ledger#<node>"``): there is no
     file to remove; only af changes its ledger (DESIGN.md, "Formats": claims in a ledger are
     read-only)."""
+    KERNEL_LOCK = "kernel_lock"
+    """A file the kernel holds a lock on (flock, POSIX, OFD): deleting or replacing it would not
+    release that lock and would let a second holder in (docs/engine.md, "What force may
+    remove"); end the holder process instead."""
     NOT_A_LOCK = "not_a_lock"
     """A regular file that no lock format reads and that is not empty (a text file, a
     binary, a file over 64 KiB): ``--force`` never removes or replaces it (docs/engine.md,

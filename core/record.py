@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from core.reasons import Reason
+from core.reasons import Code, Reason
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 
@@ -62,6 +62,15 @@ developer tools' marker locks, read-only in Lockwarden (``docs/specs/devtool-loc
 DEVTOOL_FORMATS: tuple[str, ...] = FORMATS[5:]
 """Developer tools' marker locks (git, Vim, Emacs, LibreOffice, Terraform, filelock): read and
 judged by :mod:`core.devtool_policy`, never written."""
+
+TOOLS: dict[str, str] = {
+    "sema": "sema", "task-mcp": "task-mcp", "af-ledger": "af", "af-claim": "af",
+    "pidfile": "pidfile", "git-lock": "git", "git-gc": "git", "vim-swap": "vim",
+    "emacs-lock": "emacs", "libreoffice-lock": "libreoffice",
+    "libreoffice-profile": "libreoffice", "terraform-lock-info": "terraform",
+    "softfilelock": "filelock",
+}
+"""The tool of each format (:attr:`LockStatus.tool`)."""
 
 WRITABLE_FORMATS: tuple[str, ...] = ("sema", "task-mcp", "af-ledger")
 """Formats Lockwarden can acquire locks in."""
@@ -221,10 +230,47 @@ class LockStatus:
         """True when a lock file exists at the path (any state but ``free``)."""
         return self.state is not State.FREE
 
+    @property
+    def kernel_pid(self) -> int | None:
+        """The PID the kernel names as holder when a kernel lock decided this verdict (reason
+        ``kernel_lock_held``), else None (also when the kernel names none)."""
+        for r in self.reasons:
+            if r.code is Code.KERNEL_LOCK_HELD:
+                pid = r.get("pid")
+                return pid if isinstance(pid, int) else None
+        return None
+
+    @property
+    def kernel_held(self) -> bool:
+        """True when a kernel lock (flock, POSIX, OFD) decided this verdict."""
+        return any(r.code is Code.KERNEL_LOCK_HELD for r in self.reasons)
+
+    @property
+    def tool(self) -> str:
+        """The tool whose lock this is (:data:`TOOLS`: ``"git"``, ``"vim"``, ``"sema"``...),
+        ``"kernel"`` for a file only the kernel locks (filelock's ``FileLock``, portalocker,
+        dpkg...), ``""`` when nothing reads it (docs/specs/devtool-locks.md)."""
+        if self.record is not None:
+            return TOOLS.get(self.record.format, self.record.format)
+        return "kernel" if self.kernel_held else ""
+
+    @property
+    def kind(self) -> str:
+        """``"kernel"`` when a kernel lock decides the verdict (never stale, its file never
+        deleted), ``"marker"`` for a lock file that is the lock (removed to release a dead
+        holder's), ``""`` for a free path or a file that is not a lock."""
+        if self.kernel_held:
+            return "kernel"
+        if self.record is not None or (self.state is not State.FREE and self.file is not None
+                                       and self.file.size == 0):
+            return "marker"
+        return ""
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, a superset of sema's ``status --json``: ``locked``, ``pid``,
         ``timestamp``, ``tag`` plus ``path``, ``format``, ``host``, ``holder``, ``liveness``,
-        ``state``, ``reasons`` (objects ``{"code", "text", **params}``), ``age_s``,
+        ``tool``, ``kind`` (``marker``/``kernel``/""), ``state``, ``reasons`` (objects
+        ``{"code", "text", **params}``), ``age_s``,
         ``expires_at`` (RFC 3339 UTC or null), ``ttl``, ``error``, ``evidence``."""
         rec = self.record
         expiry = rec.effective_expiry() if rec else None
@@ -236,6 +282,8 @@ class LockStatus:
             "tag": rec.tag if rec else None,
             "path": self.path,
             "format": rec.format if rec else None,
+            "tool": self.tool,
+            "kind": self.kind,
             "host": rec.host if rec else None,
             "holder": rec.holder if rec else None,
             "liveness": self.liveness.value,

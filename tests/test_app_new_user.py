@@ -188,3 +188,38 @@ def test_gui_help_shows_its_options() -> None:
                          capture_output=True, text=True, timeout=60, check=True)
     for opt in ("--demo", "--minimized", "--config"):
         assert opt in out.stdout
+
+
+def test_kernel_locks_offer_only_safe_actions(make_app: Any, lockdir: Path, qtbot: Any) -> None:
+    """An empty file held by a real flock(1): shown as a kernel lock with its tool, kind and
+    safe action; Force release and Reclaim are not offered (deleting it would let a second
+    holder in)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("flock") is None or not os.path.exists("/proc/locks"):
+        pytest.skip("flock(1) and /proc/locks (Linux) are needed")
+    path = lockdir / "uv.lock"
+    path.write_bytes(b"")
+    proc = subprocess.Popen(["flock", str(path), "sh", "-c", "echo locked; exec cat"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        lw = make_app([lockdir])
+        lw.start(show_window=True)
+        qtbot.waitUntil(lambda: (st := lw.model.status_of(str(path))) is not None
+                        and st.kernel_held, timeout=10_000)
+        m = lw.model
+        row = _row_of(lw, path)
+        assert m.data(m.index(row, Col.TOOL)) == "kernel"
+        assert m.data(m.index(row, Col.KIND)) == "kernel"
+        assert lw.window.select_path(str(path))
+        w = lw.window
+        assert not w.act_force.isEnabled() and not w.act_reclaim.isEnabled()
+        assert w.detail.values["Kind"].text().startswith("kernel lock")
+        assert w.detail.values["Safe action"].text().startswith("leave it")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,48 @@
+"""The safe action on a lock, in words (docs/specs/devtool-locks.md, "Two kinds";
+docs/formats.md), for the CLI's ``status`` and the GUI's detail pane. The tool and the kind are
+data on the verdict (:attr:`core.record.LockStatus.tool`, :attr:`~core.record.LockStatus.kind`),
+decided from the record's format and the reason codes, never from text.
+
+- **marker** locks: the file's existence is the lock (sema, Task MCP, af, pidfiles, git, Vim,
+  Emacs, LibreOffice, Terraform's label, filelock's SoftFileLock); a dead holder's marker is
+  removed to release it.
+- **kernel** locks: only the kernel knows (flock, POSIX ``fcntl``, OFD locks); the file is an
+  anchor, and deleting it would let a second holder in. Never stale, never deleted; the holder
+  process can be ended instead.
+"""
+
+from __future__ import annotations
+
+from core.reasons import Code
+from core.record import LockStatus, State
+
+_SAFE: tuple[tuple[Code, str], ...] = (
+    (Code.KERNEL_LOCK_HELD, "leave it: the kernel holds it while its process lives; if that "
+                            "process hangs, end it (deleting the file would not release it)"),
+    (Code.SWAP_RECOVER, "recover the unsaved changes with 'vim -r', then delete the swap file"),
+    (Code.GIT_REMOVE_LOCK, "remove the file, as git's own message says"),
+    (Code.NO_KERNEL_LOCK, "delete the leftover label: no process holds the state lock"),
+)
+
+
+def safe_action(status: LockStatus) -> str:
+    """What to do with this lock, in words: the tool's own safe action when a reason names one,
+    else by state (reclaim or release a stale lock, wait for a held one...)."""
+    codes = {r.code for r in status.reasons}
+    for code, words in _SAFE:
+        if code in codes:
+            return words
+    if status.read_only:
+        return "nothing: only its tool changes it"
+    if status.state is State.STALE:
+        return ("release it (delete the file)" if status.tool not in (
+            "sema", "task-mcp", "af", "pidfile", "") else "reclaim it, or release it")
+    if status.state is State.EXPIRED:
+        return "wait, or force it with a reason: its holder still runs"
+    if status.state is State.HELD:
+        return "wait: its holder is alive"
+    if status.state is State.WRITING:
+        return "wait: it is being written"
+    if status.state is State.UNREADABLE:
+        return "look at it: Lockwarden never deletes a file it cannot read as a lock"
+    return ""

@@ -1,0 +1,77 @@
+"""A file only the kernel locks (flock(1), Python's fcntl; filelock's FileLock, dpkg...) is never
+deleted or replaced by a forced release or reclaim: that would not release the kernel lock and
+would let a second holder in (docs/engine.md, "What force may remove"). It is shown with its
+tool, kind and holder PID (``--json`` ``tool``/``kind``; the ``list`` table's KIND column) and
+a safe action in words. Real flock(1) processes on real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import lw, one_line
+
+pytestmark = pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
+                                reason="flock(1) and /proc/locks (Linux) are needed")
+
+
+@pytest.fixture
+def held(lockdir: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """An empty file held by a real ``flock(1)`` until the test ends; yields it and the holder
+    (the kernel names the flock process: it took the lock before exec'ing ``cat``)."""
+    path = lockdir / "cargo.lock"
+    path.write_bytes(b"")
+    proc = subprocess.Popen(["flock", str(path), "sh", "-c", "echo locked; exec cat"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    try:
+        yield path, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_kernel_lock_is_shown_with_tool_kind_and_pid(held: tuple[Path, subprocess.Popen[str]]
+                                                     ) -> None:
+    path, _proc = held
+    st = json.loads(lw("status", str(path), "--json").stdout)
+    assert (st["state"], st["tool"], st["kind"]) == ("held", "kernel", "kernel")
+    assert [r["code"] for r in st["reasons"]] == ["kernel_lock_held"]
+    pid = st["reasons"][0]["pid"]
+    assert isinstance(pid, int) and pid > 0
+    text = lw("status", str(path)).stdout
+    assert "kind: kernel" in text and "safe action: leave it" in text
+    table = lw("list", str(path.parent)).stdout.splitlines()
+    assert table[0].split()[:6] == ["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "KIND"]
+    row = next(r for r in table if r.endswith(str(path)))
+    assert row.split()[2] == str(pid) and row.split()[5] == "kernel"
+
+
+@pytest.mark.parametrize("verb", ["release", "reclaim"])
+def test_force_never_deletes_a_kernel_held_file(held: tuple[Path, subprocess.Popen[str]],
+                                                verb: str) -> None:
+    path, proc = held
+    ino = path.stat().st_ino
+    out = lw(verb, str(path), "--force", "--reason", "looks stuck")
+    assert out.returncode == 1, out.stderr
+    assert "holds a kernel lock" in one_line(out.stderr)
+    assert path.stat().st_ino == ino and proc.poll() is None
+
+
+def test_once_the_holder_exits_it_is_an_ordinary_empty_file(
+        held: tuple[Path, subprocess.Popen[str]]) -> None:
+    path, proc = held
+    assert proc.stdin is not None
+    proc.stdin.close()  # cat ends, flock(1) exits: the kernel drops the lock
+    assert proc.wait(timeout=30) == 0
+    st = json.loads(lw("status", str(path), "--json").stdout)
+    assert st["kind"] == "marker" and "kernel_lock_held" not in [r["code"] for r in st["reasons"]]
+    assert lw("release", str(path), "--force", "--reason", "left over").returncode == 0
+    assert not path.exists()
