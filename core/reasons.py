@@ -63,6 +63,7 @@ class Code(enum.StrEnum):
     AGE_FROM_FIRST_SEEN = "age_from_first_seen"  # age_s
     CLIENT_CONNECTED = "client_connected"  # ip, sessions
     NO_SESSION_FROM_CLIENT = "no_session_from_client"  # ip
+    LEASE = "lease"  # lease, left_s, granted_s
 
 
 class UnreadableKind(enum.StrEnum):
@@ -388,6 +389,9 @@ _WORDS: dict[Code, object] = {
         "names: its holder may still run"),
     Code.NO_SESSION_FROM_CLIENT: lambda r: (
         f"no session is connected from {r.get('ip')}, the address the lock names"),
+    Code.LEASE: lambda r: (
+        f"etcd lease {r.get('lease')}: {_dur(r, 'left_s')} left of {_dur(r, 'granted_s')} "
+        "(its holder's keepalive renews it; it ends by itself when the holder dies)"),
 }
 
 
