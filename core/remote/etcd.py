@@ -161,9 +161,10 @@ class EtcdSource(RemoteSource):
                                   f"{_message(exc.detail_text)}", kind=kind, url=self.base_url,
                                   detail=exc.detail_text,
                                   code=str(grpc) if grpc is not None else None) from exc
+        why = _detail(last)
         raise RemoteError(f"{what} {self.base_url}: no connection to "
-                          f"{', '.join(self._endpoint_urls())}: {last}",
-                          kind=RemoteErrorKind.UNREACHABLE, url=self.base_url, detail=str(last))
+                          f"{', '.join(self._endpoint_urls())}: {why}",
+                          kind=RemoteErrorKind.UNREACHABLE, url=self.base_url, detail=why)
 
     def _endpoint_urls(self) -> list[str]:
         return [f"{p}://{url_host(h)}:{n}" for p, h, n in self.endpoints]
@@ -261,13 +262,15 @@ class EtcdSource(RemoteSource):
 
     # -- acquire and release --------------------------------------------------------------
 
-    def acquire(self, name: str, *, ttl: int = 10, tag: str | None = None) -> tuple[str, str]:
+    def acquire(self, name: str, *, ttl: int = 10, tag: str | None = None,
+                holder_pid: int | None = None) -> tuple[str, str]:
         """Take lock ``name`` the way ``etcdctl lock`` does, without waiting: grant a lease of
         ``ttl`` seconds (etcd's minimum is 2), create ``name/<lease hex>`` on it (a transaction
         that succeeds only for a new key) with JSON ``{host, pid, user, tag, acquired_at,
         tool}`` as the value, and hold when that key has the lowest ``create_revision`` under
         ``name/``. ``etcdctl lock name`` then waits for it. The lease is not kept alive: it
-        lapses after ``ttl`` unless :meth:`keepalive` renews it. Audited.
+        lapses after ``ttl`` unless :meth:`keepalive` renews it. ``holder_pid``: the PID the
+        value names (default this process; the CLI passes its calling shell's). Audited.
 
         Returns ``(path, token)``: the token is the lease in hex, for :meth:`release`.
 
@@ -282,7 +285,7 @@ class EtcdSource(RemoteSource):
         lease = int(self._post("lease grant on", "/lease/grant", {"TTL": ttl})["ID"])
         token = f"{lease:x}"
         key = f"{name}/{token}".encode()
-        value = json.dumps({"host": liveness.hostname(), "pid": os.getpid(),
+        value = json.dumps({"host": liveness.hostname(), "pid": holder_pid or os.getpid(),
                             "user": getpass.getuser(), "tag": tag or name,
                             "acquired_at": datetime.now(UTC).isoformat(),
                             "tool": "lockwarden"}, separators=(",", ":"))
@@ -442,6 +445,12 @@ def _message(body: str | None) -> str:
         return str(json.loads(body or "").get("message", body))
     except (ValueError, AttributeError):
         return str(body)
+
+
+def _detail(exc: Exception | None) -> str:
+    """The words of an etcd3gw exception (it keeps them in ``detail_text``, not ``args``)."""
+    text = getattr(exc, "detail_text", None) or str(exc or "")
+    return str(text) or type(exc).__name__
 
 
 def _text(raw: bytes) -> str:
