@@ -29,13 +29,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Etcdctl:
-    """A real ``etcdctl lock NAME [--ttl] -- sh -c 'echo <word>; exec sleep 100'`` in its own
-    process group; :meth:`line` reads what it prints (the event that it holds the lock)."""
+    """A real ``etcdctl lock NAME [--ttl] -- sh -c 'echo <word>; exec sleep 100'`` (or, with
+    ``word`` None, ``etcdctl lock NAME``, which prints its key when it holds the lock) in its
+    own process group; :meth:`line` reads what it prints (the event that it holds the lock)."""
 
     def __init__(self, server: EtcdServer, name: str, *, ttl: int | None = None,
-                 word: str = "held") -> None:
-        args = ["lock", *([f"--ttl={ttl}"] if ttl else []), name, "--",
-                "sh", "-c", f"echo {word}; exec sleep 100"]
+                 word: str | None = "held") -> None:
+        # word None: no command; etcdctl itself prints its key once it holds the lock
+        command = ["--", "sh", "-c", f"echo {word}; exec sleep 100"] if word else []
+        args = ["lock", *([f"--ttl={ttl}"] if ttl else []), name, *command]
         self.proc = subprocess.Popen(server.etcdctl(*args), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -140,15 +142,17 @@ def test_force_release_wakes_a_waiting_etcdctl(src, etcd_server, procs, own_audi
     holder = Etcdctl(etcd_server, "locks/force")
     procs.append(holder)
     assert holder.line() == "held"
-    waiter = Etcdctl(etcd_server, "locks/force", word="got")
+    waiter = Etcdctl(etcd_server, "locks/force", word=None)
     procs.append(waiter)
     st = _wait_for_waiters(src, "locks/force", 1)
+    waiter_key = st.record.metadata["waiters"][0]["key"]
     with pytest.raises(RemoteError) as err:  # held, not stale: not without force
         src.release(st.path, st.record.token)
     assert err.value.kind is RemoteErrorKind.REFUSED
     t0 = time.monotonic()
     out = src.release(st.path, st.record.token, force=True, reason="test")
-    assert waiter.line() == "got"
+    returned = time.monotonic() - t0
+    assert waiter.line() == waiter_key  # etcdctl prints its key once it holds the lock
     took = time.monotonic() - t0
     assert out.released and out.action == "revoked"
     assert out.details["lease_keys"] == [st.record.metadata["key"]]
@@ -159,7 +163,8 @@ def test_force_release_wakes_a_waiting_etcdctl(src, etcd_server, procs, own_audi
         ("release_refused", "refused"), ("force_release", "ok")]
     with capsys.disabled():
         print(f"\netcd force release -> waiting etcdctl lock acquired {took * 1e3:.2f} ms after"
-              f" release() was called (LeaseRevoke {out.seconds * 1e3:.2f} ms)")
+              f" release() was called (release() returned after {returned * 1e3:.2f} ms, its"
+              f" LeaseRevoke {out.seconds * 1e3:.2f} ms)")
 
 
 def test_acquire_is_compatible_with_etcdctl_lock(src, etcd_server, procs) -> None:
