@@ -23,7 +23,7 @@ from core.reasons import Code
 from core.record import Liveness, State
 from core.remote import RemoteError, RemoteErrorKind
 from core.remote.etcd import EtcdSource
-from tests.remote.servers import EtcdServer, free_port
+from tests.remote.servers import EtcdServer, free_port, start_etcd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,3 +230,39 @@ def test_a_bad_token_or_another_servers_url_is_bad_key(src) -> None:
         with pytest.raises(RemoteError) as err:
             src.release(key, token, force=True)
         assert err.value.kind is RemoteErrorKind.BAD_KEY
+
+
+def test_auth_a_read_role_lists_but_may_not_revoke(tmp_path: Path) -> None:
+    """Its own etcd with auth on (docs/specs/distributed-locks.md, "Auth (tested)"): user
+    ``mon`` with role ``read`` on ``locks/`` lists the lock ``root`` holds, a revoke is
+    ``permission_denied``; a wrong password is ``auth_failed``."""
+    server = start_etcd(tmp_path / "etcd-auth")
+    holder = None
+    try:
+        for args in (("user", "add", "root:rootpw", "--interactive=false"),
+                     ("role", "add", "reader"),
+                     ("role", "grant-permission", "reader", "--prefix=true", "read", "locks/"),
+                     ("user", "add", "mon:monpw", "--interactive=false"),
+                     ("user", "grant-role", "mon", "reader"), ("auth", "enable")):
+            subprocess.run(server.etcdctl(*args), capture_output=True, check=True)
+        holder = subprocess.Popen(server.etcdctl("--user=root:rootpw", "lock", "locks/a"),
+                                  stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline().startswith("locks/a/")
+        with EtcdSource([server.endpoint], prefix="locks/", username="mon",
+                        password="monpw") as mon:
+            (st,) = mon.list_locks()
+            assert st.state is State.HELD and st.record is not None
+            with pytest.raises(RemoteError) as err:
+                mon.release(st.path, st.record.token or "", force=True)
+            assert err.value.kind is RemoteErrorKind.PERMISSION_DENIED
+            assert err.value.code == "7"
+        with pytest.raises(RemoteError) as err:
+            EtcdSource([server.endpoint], username="mon", password="wrong").list_locks()
+        assert err.value.kind is RemoteErrorKind.AUTH_FAILED
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+            if holder.stdout is not None:
+                holder.stdout.close()
+        server.stop()
