@@ -71,7 +71,8 @@ def _add_dirs(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", type=cli_args.path, nargs="+", metavar="DIR")
     p.add_argument("-r", "--recursive", action="store_true", help="descend into subdirectories")
     p.add_argument("--pattern", action="append", metavar="GLOB",
-                   help="file name pattern (repeatable; default *.lock *.pid *-lock)")
+                   help="file name pattern (repeatable; default *.lock *.pid *-lock); with "
+                   "a redis:// URL: SCAN pattern of redis-py's keys")
     _add_stale_after(p)
 
 

@@ -58,10 +58,10 @@ def check_url(kind: str, url: str) -> str | None:
     host), or None when it can."""
     try:
         parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
+        if parts.port is not None and not 0 < parts.port < 65536:
+            return f"has port {parts.port}, not 1 to 65535"
+    except ValueError as exc:  # urlsplit checks the port only when it is read
         return f"is not a URL ({exc})"
-    del port
     schemes = _URL_SCHEMES.get(kind, ("http", "https"))
     if parts.scheme not in schemes:
         return f"must start with {' or '.join(s + '://' for s in schemes)}, not {url!r}"
