@@ -71,8 +71,22 @@ def _add_dirs(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", type=cli_args.path, nargs="+", metavar="DIR")
     p.add_argument("-r", "--recursive", action="store_true", help="descend into subdirectories")
     p.add_argument("--pattern", action="append", metavar="GLOB",
-                   help="file name pattern (repeatable; default *.lock *.pid *-lock)")
+                   help="file name pattern (repeatable; default *.lock *.pid *-lock); with "
+                   "a redis:// URL: SCAN pattern of redis-py's keys")
     _add_stale_after(p)
+
+
+def _add_server_opts(p: argparse.ArgumentParser, *, patterns: bool = False) -> None:
+    """Options for a ``postgres://``, ``redis://`` or ``etcd://`` URL (docs/cli.md, "Locks on
+    servers"): --profile, --password-env (and --pattern for a verb that lacks it)."""
+    p.add_argument("--profile", action="append", choices=("python-redis-lock", "redis-py"),
+                   help="Redis URL: a library whose keys to read (repeatable; default "
+                   "python-redis-lock, plus redis-py when --pattern is given)")
+    if patterns:
+        p.add_argument("--pattern", action="append", metavar="GLOB",
+                       help="Redis URL: SCAN pattern of redis-py's keys (repeatable)")
+    p.add_argument("--password-env", metavar="NAME",
+                   help="server URL: read the password from environment variable NAME")
 
 
 def _args_try(p: argparse.ArgumentParser) -> None:
@@ -91,11 +105,14 @@ def _args_release(p: argparse.ArgumentParser) -> None:
     _add_force(p, "remove the lock whoever holds it")
     p.add_argument("--pid", type=cli_args.pid, metavar="N",
                    help="holder PID to release for (default: the calling process)")
+    _add_stale_after(p)
+    _add_server_opts(p, patterns=True)
 
 
 def _args_status(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_stale_after(p)
+    _add_server_opts(p, patterns=True)
 
 
 def _args_wait(p: argparse.ArgumentParser) -> None:
@@ -108,6 +125,12 @@ def _args_reclaim(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_force(p, "take the lock even if its holder is alive")
     _add_lock_opts(p)
+    _add_server_opts(p, patterns=True)
+
+
+def _args_list(p: argparse.ArgumentParser) -> None:
+    _add_dirs(p)
+    _add_server_opts(p)
 
 
 def _args_run(p: argparse.ArgumentParser) -> None:
@@ -139,6 +162,16 @@ def _args_clean(p: argparse.ArgumentParser) -> None:
 # handlers: each imports its module when its verb runs (start-up cost)
 
 
+def _server_url(text: str) -> bool:
+    """A PATH naming a lock server: :mod:`core.cli_remote` (and the URL's backend) is
+    imported only for an argument holding ``://``."""
+    if "://" not in text:
+        return False
+    from core.cli_remote import is_remote
+
+    return is_remote(text)
+
+
 def _run_try(args: argparse.Namespace, out: Out) -> int:
     from core.cli_locks import cmd_try
 
@@ -152,18 +185,30 @@ def _run_acquire(args: argparse.Namespace, out: Out) -> int:
 
 
 def _run_release(args: argparse.Namespace, out: Out) -> int:
+    if _server_url(args.path):
+        from core.cli_remote import cmd_remote_release
+
+        return cmd_remote_release(args, out)
     from core.cli_locks import cmd_release
 
     return cmd_release(args, out)
 
 
 def _run_reclaim(args: argparse.Namespace, out: Out) -> int:
+    if _server_url(args.path):
+        from core.cli_remote import cmd_remote_reclaim
+
+        return cmd_remote_reclaim(args, out)
     from core.cli_locks import cmd_reclaim
 
     return cmd_reclaim(args, out)
 
 
 def _run_status(args: argparse.Namespace, out: Out) -> int:
+    if _server_url(args.path):
+        from core.cli_remote import cmd_remote_status
+
+        return cmd_remote_status(args, out)
     from core.cli_inspect import cmd_status
 
     return cmd_status(args, out)
@@ -176,6 +221,10 @@ def _run_wait(args: argparse.Namespace, out: Out) -> int:
 
 
 def _run_list(args: argparse.Namespace, out: Out) -> int:
+    if any(_server_url(d) for d in args.dirs):
+        from core.cli_remote import cmd_remote_list
+
+        return cmd_remote_list(args, out)
     from core.cli_list import cmd_list
 
     return cmd_list(args, out)
@@ -231,7 +280,7 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
     Verb("list", "list every lock file in directories, with its verdict", """examples:
   lockwarden list /tmp /run/lock
   lockwarden list ~/proj --recursive --json | jq '.[] | select(.state == "stale")'""",
-         _add_dirs, _run_list),
+         _args_list, _run_list),
     Verb("reclaim", "break a stale lock and take it (a live one only with --force)", """examples:
   lockwarden reclaim /tmp/deploy.lock           # only if its holder is dead (stale)
   lockwarden reclaim /tmp/deploy.lock --force --reason "operator decision\"""",

@@ -14,6 +14,20 @@ Stored as TOML (docs/DESIGN.md, "GUI": Settings) at
     allow_emergency = false          # (docs/specs/004_6119ce42cf21683e.txt)
     format_stale_after = { "af-ledger" = 30 }   # per-format stale limits (s)
 
+    [[postgres]]                     # lock servers (docs/remote.md, "Configuration")
+    dsn = "postgres://monitor@db.internal:5432/shop"
+    password_env = "LOCKWARDEN_PG_PASSWORD"    # or keyring = true; never a password here
+    stale_after = 3600
+
+    [[redis]]
+    url = "redis://cache.internal:6379/0"
+    profiles = ["python-redis-lock", "redis-py"]
+    patterns = ["deploy:*"]          # redis-py's keys have no prefix
+
+    [[etcd]]
+    endpoints = ["http://etcd1:2379", "http://etcd2:2379"]
+    prefix = "locks/"
+
     [notifications]
     on_stale = true
     on_expired = true
@@ -54,6 +68,7 @@ from core.config_model import (
     DEFAULT_RESCAN_INTERVAL,
     DEFAULT_STALE_AFTER,
     POLLING_CHOICES,
+    SERVER_KINDS,
     THEME_CHOICES,
     Config,
     NotificationSettings,
@@ -64,6 +79,7 @@ from core.config_model import (
     default_watch_dirs,
     expand_path,
 )
+from core.config_servers import server_to_dict
 from core.fsutil import fsync_dir
 
 __all__ = [
@@ -109,6 +125,8 @@ def to_dict(config: Config) -> dict[str, Any]:
             }
             for w in config.watches
         ],
+        **{kind: [server_to_dict(s) for s in config.servers if s.kind == kind]
+           for kind in SERVER_KINDS if any(s.kind == kind for s in config.servers)},
         "notifications": {
             "on_stale": config.notifications.on_stale,
             "on_expired": config.notifications.on_expired,
@@ -128,7 +146,9 @@ _HEADER = (
     "# Lockwarden configuration (written by Lockwarden; comments are not preserved).\n"
     "# [[watch]]: path, recursive, patterns, stale_after (s), polling (auto|on|off),\n"
     "#            allow_higher_privilege, allow_emergency,\n"
-    "#            format_stale_after = { format = seconds }\n\n"
+    "#            format_stale_after = { format = seconds }\n"
+    "# [[postgres]] dsn, [[redis]] url/profiles/patterns, [[etcd]] endpoints/prefix/username:\n"
+    "#            password_env or keyring (never a password), stale_after (s)\n\n"
 )
 
 

@@ -18,6 +18,7 @@ from typing import TypeGuard
 
 from core.config_model import (
     POLLING_CHOICES,
+    SERVER_KINDS,
     THEME_CHOICES,
     Config,
     NotificationSettings,
@@ -28,6 +29,7 @@ from core.config_model import (
     default_watch_dirs,
     expand_path,
 )
+from core.config_servers import parse_server
 from core.errors import ConfigError
 from core.record import FORMATS
 
@@ -311,6 +313,13 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
                     f"{label}: no usable [[watch]] entry; watching the default directories")
                 cfg.watches = [WatchSpec(d) for d in default_watch_dirs()]
                 cfg.watches_are_default = True
+        elif name in SERVER_KINDS:
+            if not isinstance(value, list):
+                problems.add(name, f"must be an array of [[{name}]] tables, not "
+                             f"{_describe(value)}", section=None, name=name, fallback="ignored")
+                continue
+            servers = (parse_server(name, raw, i, problems) for i, raw in enumerate(value))
+            cfg.servers.extend(s for s in servers if s is not None)
         elif name == "notifications":
             _parse_section(value, "notifications", cfg.notifications, problems)
         elif name == "ui":

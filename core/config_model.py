@@ -24,11 +24,14 @@ __all__ = [
     "DEFAULT_RESCAN_INTERVAL",
     "DEFAULT_STALE_AFTER",
     "POLLING_CHOICES",
+    "SERVER_KINDS",
     "THEME_CHOICES",
     "Config",
     "NotificationSettings",
+    "ServerSpec",
     "UISettings",
     "WatchSpec",
+    "build_policy",
     "default_config",
     "default_config_path",
     "default_watch_dirs",
@@ -60,6 +63,25 @@ DEFAULT_RESCAN_INTERVAL = 30.0
 
 def _default_patterns() -> list[str]:
     return list(DEFAULT_PATTERNS)
+
+
+def build_policy(stale_after: float, *, allow_higher_privilege: bool = False,
+                 allow_emergency: bool = False,
+                 format_stale_after: dict[str, float] | None = None) -> StalePolicy:
+    """The :class:`~core.stale_policy.StalePolicy` of a ``[[watch]]`` or a server table:
+    ``stale_after`` (s), the Task MCP flags, and the per-format limits (the defaults of
+    :data:`core.defaults.FORMAT_STALE_AFTER` overridden by ``format_stale_after``).
+
+    Raises:
+        ValueError: a limit that is not a finite number of seconds > 0.
+    """
+    limits = {**FORMAT_STALE_AFTER, **(format_stale_after or {})}
+    return StalePolicy(
+        stale_after=float(stale_after),
+        allow_higher_privilege=bool(allow_higher_privilege),
+        allow_emergency=bool(allow_emergency),
+        format_stale_after=tuple(sorted((k, float(v)) for k, v in limits.items())),
+    )
 
 
 @dataclass
@@ -103,19 +125,58 @@ class WatchSpec:
             ValueError: a limit that is not a finite number of seconds > 0 (only for a spec
                 built by hand: :func:`core.config.load` validates them).
         """
-        limits = {**FORMAT_STALE_AFTER, **self.format_stale_after}
-        return StalePolicy(
-            stale_after=float(self.stale_after),
-            allow_higher_privilege=bool(self.allow_higher_privilege),
-            allow_emergency=bool(self.allow_emergency),
-            format_stale_after=tuple(sorted((k, float(v)) for k, v in limits.items())),
-        )
+        return build_policy(self.stale_after,
+                            allow_higher_privilege=self.allow_higher_privilege,
+                            allow_emergency=self.allow_emergency,
+                            format_stale_after=self.format_stale_after)
 
     @property
     def expanded_path(self) -> str:
         """:attr:`path` with ``~`` and environment variables expanded, made absolute and
         normalised (no trailing separator)."""
         return expand_path(self.path)
+
+
+SERVER_KINDS: tuple[str, ...] = ("postgres", "redis", "etcd")
+"""The lock servers a configuration can name, one TOML array of tables each
+(``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``; docs/remote.md, "Configuration")."""
+
+
+@dataclass
+class ServerSpec:
+    """One lock server to list (a ``[[postgres]]``, ``[[redis]]`` or ``[[etcd]]`` table).
+
+    Attributes:
+        kind: one of :data:`SERVER_KINDS`.
+        url: the server: ``postgres://user@host:5432/db`` (``dsn``) or
+            ``redis://[user@]host:6379/0`` (``url``); never a password (refused on load).
+            For etcd the first endpoint.
+        endpoints: etcd client URLs (``http://host:2379``), tried in order.
+        prefix: etcd: only keys under this prefix are read ("" = all).
+        username: etcd user (PostgreSQL and Redis take it from the URL).
+        profiles: Redis: the libraries looked for (``python-redis-lock``, ``redis-py``).
+        patterns: Redis: SCAN patterns of redis-py's keys (it writes no prefix).
+        password_env: name of the environment variable holding the password, or None.
+        keyring: True: the password is in the OS keychain (``keyring``), service
+            ``lockwarden``, user name :attr:`url`.
+        stale_after: seconds; as ``[[watch]]`` ``stale_after``.
+    """
+
+    kind: str
+    url: str = ""
+    endpoints: list[str] = field(default_factory=list)
+    prefix: str = ""
+    username: str | None = None
+    profiles: list[str] = field(default_factory=lambda: ["python-redis-lock"])
+    patterns: list[str] = field(default_factory=list)
+    password_env: str | None = None
+    keyring: bool = False
+    stale_after: float = DEFAULT_STALE_AFTER
+
+    @property
+    def policy(self) -> StalePolicy:
+        """The stale policy its locks are judged under (:func:`build_policy`)."""
+        return build_policy(self.stale_after)
 
 
 @dataclass
@@ -148,6 +209,7 @@ class Config:
 
     Attributes:
         watches: watched directories.
+        servers: lock servers to list (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``).
         notifications, ui: see :class:`NotificationSettings`, :class:`UISettings`.
         path: the file it was loaded from / will be saved to (``None``: the default path).
         warnings: problems found while loading, each naming the key and the line
@@ -158,6 +220,7 @@ class Config:
     """
 
     watches: list[WatchSpec] = field(default_factory=list)
+    servers: list[ServerSpec] = field(default_factory=list)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     ui: UISettings = field(default_factory=UISettings)
     path: str | None = None

@@ -81,6 +81,7 @@ class Code(enum.StrEnum):
     # kernel locks (core.kernel_locks)
     KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, kind, access, file
     NO_KERNEL_LOCK = "no_kernel_lock"  # file
+    LEASE = "lease"  # lease, left_s, granted_s
 
 
 class UnreadableKind(enum.StrEnum):
@@ -453,6 +454,9 @@ _WORDS: dict[Code, object] = {
     Code.NO_KERNEL_LOCK: lambda r: (
         f"no kernel lock on {r.get('file')}: this is a leftover label, and deleting it is "
         "harmless"),
+    Code.LEASE: lambda r: (
+        f"etcd lease {r.get('lease')}: {_dur(r, 'left_s')} left of {_dur(r, 'granted_s')} "
+        "(its holder's keepalive renews it; it ends by itself when the holder dies)"),
 }
 
 

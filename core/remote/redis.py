@@ -299,6 +299,14 @@ class RedisSource(RemoteSource):
             return None
         return self._judge(key, profile, _text(value), pttl, datetime.now(UTC))
 
+    def profile_of(self, key: str) -> RedisProfile:
+        """The profile lock key ``key`` belongs to (the first whose patterns match it).
+
+        Raises:
+            RemoteError: ``bad_key`` when none does.
+        """
+        return self._profile_of(key)
+
     def _profile_of(self, key: str) -> RedisProfile:
         import fnmatch
 
@@ -310,12 +318,14 @@ class RedisSource(RemoteSource):
 
     # -- acquire and release --------------------------------------------------------------
 
-    def acquire(self, name: str, *, ttl: float | None, profile: RedisProfile | None = None
-                ) -> tuple[str, str]:
+    def acquire(self, name: str, *, ttl: float | None, profile: RedisProfile | None = None,
+                holder_pid: int | None = None) -> tuple[str, str]:
         """Take lock ``name`` with ``SET key token NX PX ttl`` (``ttl`` None: no expiry, which
         redis-py and python-redis-lock also allow) and a self-describing token
         (:func:`own_token`); ``profile`` (default the first) gives the key prefix, so the
-        library's own clients see the lock. Audited (``acquire`` / ``acquire_refused``).
+        library's own clients see the lock. ``holder_pid``: the PID the token names (default
+        this process; the CLI passes its calling shell's, docs/cli.md). Audited (``acquire`` /
+        ``acquire_refused``).
 
         Returns ``(path, token)``: pass both to :meth:`release`.
 
@@ -333,7 +343,7 @@ class RedisSource(RemoteSource):
         if ttl is not None and not ttl > 0:
             raise RemoteError(f"{path}: TTL must be > 0 seconds, not {ttl!r}",
                               kind=RemoteErrorKind.BAD_KEY, url=path)
-        token = own_token()
+        token = own_token(holder_pid)
         px = max(1, round(ttl * 1000)) if ttl is not None else None
         ok = self._call("SET on", lambda r: r.set(_raw(key), token, nx=True, px=px))
         if not ok:
@@ -397,10 +407,11 @@ class RedisSource(RemoteSource):
 # -- tokens -------------------------------------------------------------------------------
 
 
-def own_token() -> str:
-    """A token naming this process: ``lockwarden:<host>:<pid>:<uuid1 hex>`` (the spec's
-    self-describing token; the uuid1 carries the acquisition time)."""
-    return f"{_OURS}{liveness.hostname()}:{os.getpid()}:{uuid.uuid1().hex}"
+def own_token(pid: int | None = None) -> str:
+    """A token naming process ``pid`` (default this one) on this host:
+    ``lockwarden:<host>:<pid>:<uuid1 hex>`` (the spec's self-describing token; the uuid1
+    carries the acquisition time)."""
+    return f"{_OURS}{liveness.hostname()}:{pid or os.getpid()}:{uuid.uuid1().hex}"
 
 
 def parse_own_token(token: str) -> tuple[str, int, datetime] | None:

@@ -1,5 +1,6 @@
-"""Fixtures of tests/remote: one private redis-server and one PostgreSQL cluster per session
-(tests/remote/servers.py), and an audit log of the test's own (XDG_STATE_HOME in a temp dir)."""
+"""Fixtures of tests/remote: one private redis-server, one etcd and one PostgreSQL cluster
+per session (tests/remote/servers.py), and an audit log of the test's own (XDG_STATE_HOME in
+a temp dir)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.remote.servers import PgServer, RedisServer, start_pg, start_redis
+from tests.remote.servers import (
+    EtcdServer,
+    PgServer,
+    RedisServer,
+    start_etcd,
+    start_pg,
+    start_redis,
+)
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +29,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     server = start_pg()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    server = start_etcd(tmp_path_factory.mktemp("etcd"))
     yield server
     server.stop()
 

@@ -1,7 +1,7 @@
-"""Private lock servers for tests: a redis-server and a PostgreSQL cluster on temp directories
-and free loopback ports, started with the commands tested in docs/specs/distributed-locks.md
-("Starting real servers in tests and CI"). Each skips the test, with the reason, when its
-binary is not installed."""
+"""Private lock servers for tests: a redis-server, an etcd and a PostgreSQL cluster on temp
+directories and free loopback ports, started with the commands tested in
+docs/specs/distributed-locks.md ("Starting real servers in tests and CI"). Each skips the
+test, with the reason, when its binary is not installed."""
 
 from __future__ import annotations
 
@@ -142,3 +142,65 @@ def start_pg() -> PgServer:
     if r.returncode:
         raise RuntimeError(r.stdout.decode() + r.stderr.decode())
     return PgServer(port, d, data, runas, pg_ctl, time.monotonic() - t0)
+
+
+@dataclass
+class EtcdServer:
+    port: int
+    directory: Path
+    proc: subprocess.Popen[bytes]
+    startup_s: float
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def etcdctl(self, *args: str) -> list[str]:
+        """An ``etcdctl`` command line for this server (API v3)."""
+        exe = shutil.which("etcdctl")
+        if exe is None:
+            pytest.skip("etcdctl is not installed (Debian: apt-get install etcd-client)")
+        return [exe, f"--endpoints=127.0.0.1:{self.port}", *args]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_etcd(directory: Path) -> EtcdServer:
+    """``etcd --data-dir D --listen-client-urls http://127.0.0.1:P ... --heartbeat-interval 10
+    --election-timeout 100`` (docs/specs/distributed-locks.md, "Starting real servers in tests
+    and CI"); ready when its client port accepts and ``/health`` says true."""
+    exe = shutil.which("etcd")
+    if exe is None:
+        pytest.skip("etcd is not installed (Debian: apt-get install etcd-server etcd-client)")
+    directory.mkdir(parents=True, exist_ok=True)
+    port, peer = free_port(), free_port()
+    client_url, peer_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{peer}"
+    cmd = [exe, "--name", "t", "--data-dir", str(directory / "data"),
+           "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+           "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+           "--initial-cluster", f"t={peer_url}", "--heartbeat-interval", "10",
+           "--election-timeout", "100", "--log-level", "error", "--logger", "zap"]
+    t0 = time.monotonic()
+    with open(directory / "log", "wb") as logf:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+    _wait_port(port, proc)
+    import urllib.request
+
+    deadline = time.monotonic() + 10
+    while True:  # the port accepts before the member has elected itself leader
+        try:
+            with urllib.request.urlopen(client_url + "/health", timeout=1) as resp:
+                if b'"true"' in resp.read():
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("etcd did not become healthy in 10 s")
+        time.sleep(0.005)
+    return EtcdServer(port, directory, proc, time.monotonic() - t0)
