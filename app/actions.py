@@ -238,6 +238,21 @@ class LockActions(QObject):
             self.touched.emit(path)
             return st
 
+    def end_holder(self, path: str, *, reason: str | None = None) -> int:
+        """End (SIGTERM) the process the kernel names as holder of ``path``
+        (:func:`core.holder_end.end_holder`, audited); returns its PID. Raises
+        :class:`ActionError`."""
+        from core.holder_end import end_holder
+
+        with self._running(path):
+            try:
+                pid = end_holder(path, reason=reason or None)
+            except (LockError, OSError) as exc:
+                raise ActionError("Could not end the holder", _explain(exc, path)) from exc
+            finally:
+                self.touched.emit(path)
+            return pid
+
     def release_all(self) -> list[str]:
         """Release every lock this app holds (on Quit); returns error messages, if any."""
         errors: list[str] = []

@@ -128,6 +128,7 @@ class LockwardenApp(QObject):
         w.settingsRequested.connect(ops.open_settings)
         w.auditRequested.connect(ops.open_audit)
         w.historyRequested.connect(ops.open_history)
+        w.endHolderRequested.connect(ops.open_end_holder)
         w.quitRequested.connect(self.request_quit)
         ops.settingsApplied.connect(w.update_status)
 

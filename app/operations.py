@@ -26,6 +26,7 @@ from app.dialogs import (
     AcquireRequest,
     AuditDialog,
     SettingsDialog,
+    end_holder_dialog,
     force_dialog,
     reclaim_dialog,
 )
@@ -36,6 +37,7 @@ from app.theme import apply_theme
 from core import audit
 from core.config import Config
 from core.inspect import inspect
+from core.reasons import printable
 from core.record import LockStatus, State
 
 
@@ -258,6 +260,26 @@ class Operations(QObject):
         def go() -> None:
             reason = dlg.reason.text().strip()
             self._run(lambda: self._actions.force_release(path, reason=reason))
+
+        dlg.accepted.connect(go)
+        self.show_dialog(dlg)
+        return dlg
+
+    def open_end_holder(self, path: str) -> QDialog | None:
+        """Ending the process that holds a kernel lock on ``path``: a confirmation naming it
+        and asking for a reason (docs/gui.md, "Window"). ``None`` when no kernel lock names a
+        holder (the user is told)."""
+        st = self.status_for(path)
+        pid = st.kernel_pid if st is not None else None
+        if st is None or pid is None:
+            self.show_error("Nothing to end", f"No kernel lock on {printable(path)} names a "
+                            "holder process.")
+            return None
+        dlg = end_holder_dialog(st, pid, parent=self._parent)
+
+        def go() -> None:
+            reason = dlg.reason.text().strip()
+            self._run(lambda: self._actions.end_holder(path, reason=reason))
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)

@@ -90,6 +90,7 @@ class MainWindow(QMainWindow):
     settingsRequested = Signal()
     auditRequested = Signal()
     historyRequested = Signal(str)
+    endHolderRequested = Signal(str)
     quitRequested = Signal()
 
     def __init__(self, *, model: LockTableModel, proxy: LockFilterProxy, inventory: Inventory,
@@ -256,6 +257,9 @@ class MainWindow(QMainWindow):
                                       self._on_selected(self.forceReleaseRequested),
                                       QKeySequence("Ctrl+Shift+Del"),
                                       "Delete the lock file whoever holds it (Ctrl+Shift+Del)")
+        self.act_end_holder = self._action(
+            "End holder process…", self._on_selected(self.endHolderRequested), None,
+            "End (SIGTERM) the process holding this kernel lock: the only way to free it")
         self.act_open_folder = self._action("Open folder",
                                             self._on_selected(self.openFolderRequested))
         self.act_copy = self._action("Copy path", self._on_selected(self.copyPathRequested),
@@ -364,6 +368,7 @@ class MainWindow(QMainWindow):
         self.act_release_key.setEnabled(has)
         self.act_reclaim.setEnabled(st is not None and reclaimable(st))
         self.act_force.setEnabled(writable and st is not None and forceable(st))
+        self.act_end_holder.setEnabled(st is not None and st.kernel_pid is not None)
         self.act_open_folder.setEnabled(has)
         self.act_copy.setEnabled(has)
         self.act_history.setEnabled(has)
@@ -382,7 +387,7 @@ class MainWindow(QMainWindow):
     def build_context_menu(self) -> QMenu:
         """The table's context menu for the current selection."""
         menu = QMenu(self)
-        for a in (self.act_release, self.act_reclaim, self.act_force, None,
+        for a in (self.act_release, self.act_reclaim, self.act_force, self.act_end_holder, None,
                   self.act_open_folder, self.act_copy, self.act_history, None, self.act_acquire,
                   self.act_rescan):
             if a is None:

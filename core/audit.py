@@ -100,8 +100,8 @@ def append(
     Args:
         lock_path: the lock the operation was about (made absolute for ``lockPath``).
         operation: ``acquire``, ``release``, ``reclaim``, ``force_release``, ``refresh``,
-            ``acquire_refused``, ``release_refused``, ``reclaim_refused``, ``lost``
-            (docs/audit.md).
+            ``acquire_refused``, ``release_refused``, ``reclaim_refused``, ``lost``,
+            ``end_holder`` (docs/audit.md).
         result: ``ok``, ``refused``, ``lost``, ``error``...
         details: JSON-like data (``holder``/``displaced``, ``reason``, ``decision``, ``token``).
         format: the lock's format name, or None.

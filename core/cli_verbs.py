@@ -247,6 +247,19 @@ def _run_audit(args: argparse.Namespace, out: Out) -> int:
     return cmd_audit(args, out)
 
 
+def _args_kill_holder(p: argparse.ArgumentParser) -> None:
+    _add_path(p)
+    p.add_argument("--reason", metavar="T", help="why (goes into the audit log)")
+    p.add_argument("--yes", action="store_true",
+                   help="do not ask for confirmation (needed when stdin is not a terminal)")
+
+
+def _run_kill_holder(args: argparse.Namespace, out: Out) -> int:
+    from core.cli_kill import cmd_kill_holder
+
+    return cmd_kill_holder(args, out)
+
+
 def _run_clean(args: argparse.Namespace, out: Out) -> int:
     from core.cli_clean import cmd_clean
 
@@ -296,6 +309,11 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden audit /tmp/deploy.lock --json
   lockwarden audit /tmp --verify                # exit 1 if the chain is broken""",
          _args_audit, _run_audit),
+    Verb("kill-holder", "end the process that holds a kernel lock (flock/fcntl) on a file",
+         """example:
+  lockwarden kill-holder ~/.cache/uv/.lock --reason "uv hung for an hour"
+  (asks first; SIGTERM to the PID the kernel names; audited; exit 0 signalled, 1 refused)""",
+         _args_kill_holder, _run_kill_holder, via="cli"),
     Verb("clean", "remove temp files Lockwarden's engine left behind (never others')",
          """example:
   lockwarden clean /tmp --dry-run               # list Lockwarden's leftover temp files

@@ -220,6 +220,15 @@ def test_kernel_locks_offer_only_safe_actions(make_app: Any, lockdir: Path, qtbo
         assert not w.act_force.isEnabled() and not w.act_reclaim.isEnabled()
         assert w.detail.values["Kind"].text().startswith("kernel lock")
         assert w.detail.values["Safe action"].text().startswith("leave it")
+        # the one action offered: end the holder, confirmed with a reason, audited
+        assert w.act_end_holder.isEnabled()
+        n = len(lw.ops.dialogs)
+        w.act_end_holder.trigger()
+        dlg = lw.ops.dialogs[n]
+        assert dlg.windowTitle() == "End holder process…" and not dlg.ok.isEnabled()
+        dlg.reason.setText("uv hung")
+        dlg.accept()
+        assert proc.wait(timeout=30) != 0
     finally:
         proc.kill()
         proc.wait()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from app.dialogs.acquire import AcquireDialog, AcquireRequest
 from app.dialogs.audit import AuditDialog
-from app.dialogs.confirm import ConfirmDialog, force_dialog, reclaim_dialog
+from app.dialogs.confirm import ConfirmDialog, end_holder_dialog, force_dialog, reclaim_dialog
 from app.dialogs.settings import SettingsDialog
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "AuditDialog",
     "ConfirmDialog",
     "SettingsDialog",
+    "end_holder_dialog",
     "force_dialog",
     "reclaim_dialog",
 ]

@@ -77,3 +77,16 @@ def reclaim_dialog(st: LockStatus, parent: QWidget | None = None) -> ConfirmDial
     text = (f"Reclaim {printable(os.path.basename(st.path))}? Lockwarden will break the stale "
             f"lock and hold it.\n\nHolder: {describe_holder(st)}\n{reasons}")
     return ConfirmDialog("Reclaim lock", text, "Reclaim", parent=parent)
+
+
+def end_holder_dialog(st: LockStatus, pid: int,
+                      parent: QWidget | None = None) -> ConfirmDialog:
+    """Confirmation for ending the process ``pid`` that holds a kernel lock on ``st``'s file
+    (a reason is required; it goes to the audit log)."""
+    name = printable(os.path.basename(st.path))
+    text = (f"End PID {pid}, which holds a kernel lock on {name}?\n\nPath: "
+            f"{printable(st.path)}\n\nOnly the kernel knows this lock: deleting the file would "
+            "not release it. Lockwarden sends the process SIGTERM (it may clean up). Do this "
+            "only if it hangs: whatever it was doing stops.")
+    return ConfirmDialog("End holder process…", text, "End process", ask_reason=True,
+                         parent=parent)

@@ -75,3 +75,30 @@ def test_once_the_holder_exits_it_is_an_ordinary_empty_file(
     assert st["kind"] == "marker" and "kernel_lock_held" not in [r["code"] for r in st["reasons"]]
     assert lw("release", str(path), "--force", "--reason", "left over").returncode == 0
     assert not path.exists()
+
+
+def test_kill_holder_ends_the_holder_and_a_child_keeps_the_inherited_lock(
+        held: tuple[Path, subprocess.Popen[str]]) -> None:
+    """``kill-holder`` (confirmed with ``--yes``) ends the process the kernel names; flock(1)'s
+    child, which inherited the locked descriptor, still holds the lock and is named next;
+    ending it frees the file. Without a terminal and without ``--yes`` nothing is ended."""
+    import psutil
+
+    path, proc = held
+    assert lw("kill-holder", str(path)).returncode == 2  # no terminal, no --yes
+    assert proc.poll() is None
+    first = json.loads(lw("status", str(path), "--json").stdout)["reasons"][0]["pid"]
+    out = lw("kill-holder", str(path), "--yes", "--reason", "hung")
+    assert out.returncode == 0 and f"PID {first}" in out.stdout, out.stderr
+    assert proc.wait(timeout=30) != 0  # flock(1) itself was ended
+    child = json.loads(lw("status", str(path), "--json").stdout)
+    assert child["kind"] == "kernel", child  # the child's inherited descriptor keeps it held
+    second = child["reasons"][0]["pid"]
+    assert second != first and psutil.Process(second).name() == "cat"
+    assert lw("kill-holder", str(path), "--yes", "--reason", "hung too").returncode == 0
+    psutil.Process(second).wait(timeout=30)
+    assert json.loads(lw("status", str(path), "--json").stdout)["kind"] == "marker"
+    from core import audit
+
+    ops = [(e.operation, e.details.get("pid")) for e in audit.read(str(path.parent))]
+    assert ops == [("end_holder", first), ("end_holder", second)]
