@@ -414,7 +414,8 @@ def test_list_table_and_json(fixtures_dir: Path, tmp_path: Path) -> None:
     out = lw("list", str(fixtures_dir / "sema"), str(fixtures_dir / "semats"))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "HOLDER/TAG", "PATH"]
+    assert lines[0].split() == ["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "KIND", "HOLDER/TAG",
+                                "PATH"]
     assert len(lines) == 1 + 5
     # aligned: the PATH column starts at the same offset on every line
     col = lines[0].index("PATH")
