@@ -26,6 +26,7 @@ from app.lockinfo import plural
 from app.model import LockTableModel
 from app.operations import Operations
 from app.proxy import LockFilterProxy
+from app.remote_poller import RemotePoller
 from app.theme import apply_theme
 from app.tray import TrayController
 from app.window import MainWindow
@@ -107,9 +108,10 @@ class LockwardenApp(QObject):
                                  settings=self.settings, hide_on_close=use_tray)
         if demo is not None:
             self.window.show_demo(demo.dir)
+        self.remote = RemotePoller(self.inventory, self)
         self.ops = Operations(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
-                              dialog_parent=self.window, parent=self)
+                              dialog_parent=self.window, remote=self.remote, parent=self)
         self._connect_window()
         if self.tray is not None:
             self._connect_tray(self.tray)
@@ -131,6 +133,8 @@ class LockwardenApp(QObject):
         w.endHolderRequested.connect(ops.open_end_holder)
         w.quitRequested.connect(self.request_quit)
         ops.settingsApplied.connect(w.update_status)
+        ops.settingsApplied.connect(lambda: self.remote.set_config(self.store.config))
+        self.remote.problemsChanged.connect(w.status_line.set_server_problems)
 
     def _connect_tray(self, tray: TrayController) -> None:
         ops = self.ops
@@ -175,6 +179,7 @@ class LockwardenApp(QObject):
         config = self.store.config
         self.inventory.rescan_interval = float(config.ui.rescan_interval)
         self.inventory.start(list(config.watches))
+        self.remote.set_config(config)
         if self.tray is not None:
             self.tray.show()
         if show_window or self.tray is None:
@@ -253,6 +258,7 @@ class LockwardenApp(QObject):
             for e in self.actions.release_all():
                 print(f"lockwarden: {e}", flush=True)
         self.window.save_state()
+        self.remote.close()
         self.inventory.close()
         if self.demo is not None:
             self.demo.stop()

@@ -85,7 +85,7 @@ def reclaimable(st: LockStatus) -> bool:
     tool's lock, which their tool would mistake (core.operations.refuse_read_only)."""
     rec = st.record
     return (not st.read_only and not not_a_lock_file(st) and st.state is not State.WRITING
-            and not st.kernel_held
+            and not st.kernel_held and "://" not in st.path.split("#", 1)[0]
             and not (rec is not None and rec.format in ("af-claim", *DEVTOOL_FORMATS)))
 
 

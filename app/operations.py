@@ -33,6 +33,7 @@ from app.dialogs import (
 from app.inventory import Inventory
 from app.lockinfo import not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
+from app.remote_poller import RemotePoller, is_remote
 from app.theme import apply_theme
 from core import audit
 from core.config import Config
@@ -68,9 +69,10 @@ class Operations(QObject):
 
     def __init__(self, *, qapp: QApplication, model: LockTableModel, inventory: Inventory,
                  actions: LockActions, store: ConfigStore, dialog_parent: QWidget,
-                 parent: QObject | None = None) -> None:
+                 remote: RemotePoller | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._qapp = qapp
+        self._remote = remote
         self._model = model
         self._inventory = inventory
         self._actions = actions
@@ -259,7 +261,11 @@ class Operations(QObject):
 
         def go() -> None:
             reason = dlg.reason.text().strip()
-            self._run(lambda: self._actions.force_release(path, reason=reason))
+            if is_remote(path):
+                token = st.record.token if st.record is not None else None
+                self._run(lambda: self._release_remote(path, token or "", reason))
+            else:
+                self._run(lambda: self._actions.force_release(path, reason=reason))
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)
@@ -285,6 +291,21 @@ class Operations(QObject):
         self.show_dialog(dlg)
         return dlg
 
+    def _release_remote(self, path: str, token: str, reason: str) -> None:
+        """Force-release a lock on a server, checked against the token shown (worker thread).
+
+        Raises:
+            ActionError: the server refused, the lock changed hands, or it cannot be reached.
+        """
+        from core.errors import LockError
+
+        if self._remote is None:
+            raise ActionError("Could not force-release the lock", "No server is configured.")
+        try:
+            self._remote.release(path, token, force=True, reason=reason or None)
+        except LockError as exc:
+            raise ActionError("Could not force-release the lock", printable(str(exc))) from exc
+
     # -- paths --------------------------------------------------------------------------------
 
     def copy_path(self, path: str) -> None:
@@ -292,7 +313,11 @@ class Operations(QObject):
         QGuiApplication.clipboard().setText(path)
 
     def open_folder(self, path: str) -> None:
-        """Open the lock's directory in the file manager (an error is shown if none can)."""
+        """Open the lock's directory in the file manager (an error is shown if none can; a lock
+        on a server has no folder)."""
+        if is_remote(path):
+            self.show_error("No folder", f"{printable(path)} is a lock on a server.")
+            return
         d = path if os.path.isdir(path) else os.path.dirname(path)
         if not QDesktopServices.openUrl(QUrl.fromLocalFile(d)):
             self.show_error("Cannot open folder", f"No file manager could open {d}.")

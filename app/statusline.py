@@ -34,9 +34,25 @@ class StatusLine(QObject):
         self.scan_progress.setAccessibleName("First scan in progress")
         self.scan_progress.setVisible(not inventory.initial_done)
         inventory.ready.connect(self.scan_progress.hide)
+        self.servers_label = QLabel()
+        self.servers_label.setAccessibleName("Lock servers")
+        self.servers_label.setStyleSheet("color: #d23c3c;")
+        self.servers_label.hide()
         bar.addWidget(self.dirs_label, 1)
+        bar.addPermanentWidget(self.servers_label)
         bar.addPermanentWidget(self.scan_progress)
         bar.addPermanentWidget(self.counts_label)
+
+    def set_server_problems(self, problems: list[str]) -> None:
+        """Show the lock servers that failed their last poll (or cannot be configured): a
+        short warning, each problem in the tooltip; hidden when there is none."""
+        if not problems:
+            self.servers_label.hide()
+            return
+        self.servers_label.setText(
+            f"⚠ {plural(len(problems), 'lock server problem')}")
+        self.servers_label.setToolTip("\n".join(printable(p) for p in problems))
+        self.servers_label.show()
 
     def update(self) -> None:
         """Watched directories with their observer mode; counts per state."""
