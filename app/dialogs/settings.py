@@ -1,5 +1,6 @@
-"""The Settings dialog (docs/gui.md "Dialogs"): watched directories, notifications,
-appearance, start at login. It edits a copy; the app saves and applies the result."""
+"""The Settings dialog (docs/gui.md "Dialogs"): watched directories, lock servers (shown and
+tested: :mod:`app.dialogs.servers`), notifications, appearance, start at login. It edits a
+copy; the app saves and applies the result."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.dialogs.duration import DurationSpinBox
+from app.dialogs.servers import ServersGroup
 from core.config import Config, WatchSpec
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
@@ -55,8 +57,10 @@ class SettingsDialog(QDialog):
                                    | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        self.servers = ServersGroup(list(config.servers))
         lay = QVBoxLayout(self)
         lay.addWidget(watched, 1)
+        lay.addWidget(self.servers)
         row = QHBoxLayout()
         row.addWidget(notes)
         row.addWidget(general)

@@ -84,3 +84,33 @@ def test_an_unreachable_server_is_a_status_line_problem(
     finally:
         lw.finish_quit(release=True)
         lw.dispose()
+
+
+def test_settings_tests_the_connection_of_each_server(
+        qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lockdir: Path,
+        redis_server: RedisServer) -> None:
+    client = redis.Redis(port=redis_server.port)
+    client.flushdb()
+    held = redis_lock.Lock(client, "nightly", expire=60)
+    assert held.acquire(blocking=False)
+    good = f"redis://127.0.0.1:{redis_server.port}/0"
+    bad = f"redis://127.0.0.1:{free_port()}/0"
+    lw = _app(qtbot, tmp_path, monkeypatch, lockdir,
+              [ServerSpec(kind="redis", url=good, profiles=["python-redis-lock"]),
+               ServerSpec(kind="redis", url=bad, profiles=["python-redis-lock"])])
+    try:
+        dlg = lw.ops.open_settings()
+        group = dlg.servers
+        assert group.list.count() == 2 and group.list.item(0).text() == f"redis: {good}"
+        with qtbot.waitSignal(group.tested, timeout=15_000):
+            group.test.click()
+        assert group.result.text() == "connected: 1 lock"
+        group.list.setCurrentRow(1)
+        with qtbot.waitSignal(group.tested, timeout=15_000):
+            group.test.click()
+        assert group.result.text().startswith("failed (unreachable)")
+        dlg.reject()
+    finally:
+        held.release()
+        lw.finish_quit(release=True)
+        lw.dispose()
