@@ -157,6 +157,10 @@ class ServerSpec:
         profiles: Redis: the libraries looked for (``python-redis-lock``, ``redis-py``).
         patterns: Redis: SCAN patterns of redis-py's keys (it writes no prefix).
         password_env: name of the environment variable holding the password, or None.
+        notifications: Redis: turn on keyspace notifications on the server
+            (``CONFIG SET notify-keyspace-events Kg$x``, a server-wide change that needs CONFIG
+            rights) and follow them, instead of only polling (docs/remote.md, "Change feed").
+            Off by default: an explicit opt-in.
         keyring: True: the password is in the OS keychain (``keyring``), service
             ``lockwarden``, user name :attr:`url`.
         stale_after: seconds; as ``[[watch]]`` ``stale_after``.
@@ -169,6 +173,7 @@ class ServerSpec:
     username: str | None = None
     profiles: list[str] = field(default_factory=lambda: ["python-redis-lock"])
     patterns: list[str] = field(default_factory=list)
+    notifications: bool = False
     password_env: str | None = None
     keyring: bool = False
     stale_after: float = DEFAULT_STALE_AFTER

@@ -129,7 +129,8 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
                      fallback=f"using {_describe(default)}")
 
     allowed = {"password_env", "keyring", "stale_after"} | {
-        "redis": {"profiles", "patterns"}, "etcd": {"prefix", "username"}}.get(spec.kind, set())
+        "redis": {"profiles", "patterns", "notifications"},
+        "etcd": {"prefix", "username"}}.get(spec.kind, set())
     if name not in allowed:
         return False
     if name == "stale_after":
@@ -139,6 +140,11 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         else:
             bad(f"must be a finite positive number of seconds, not {_describe(value)}",
                 spec.stale_after)
+    elif name == "notifications":
+        if isinstance(value, bool):
+            spec.notifications = value
+        else:
+            bad(f"must be true or false, not {_describe(value)}", False)
     elif name == "keyring":
         if isinstance(value, bool):
             spec.keyring = value
@@ -178,6 +184,8 @@ def server_to_dict(spec: ServerSpec) -> dict[str, Any]:
         out["dsn"] = spec.url
     elif spec.kind == "redis":
         out.update(url=spec.url, profiles=list(spec.profiles), patterns=list(spec.patterns))
+        if spec.notifications:
+            out["notifications"] = True
     else:
         out.update(endpoints=list(spec.endpoints), prefix=spec.prefix)
         if spec.username:

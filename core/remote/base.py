@@ -27,6 +27,8 @@ import abc
 import enum
 import logging
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import quote
@@ -134,6 +136,18 @@ class RemoteSource(abc.ABC):
     def __init__(self, base_url: str, *, policy: StalePolicy = DEFAULT_POLICY) -> None:
         self.base_url = base_url
         self.policy = policy
+        self.notifications = False
+        """Opted in to the server's change feed (:meth:`follow`), where it has one."""
+
+    def follow(self, stop: threading.Event, on_change: Callable[[], None]) -> bool:
+        """Follow the server's change feed until ``stop`` is set, calling ``on_change()`` (any
+        thread) on each change of a lock key; blocks. False at once when this source has no
+        feed (the default) or was not opted in (:attr:`notifications`): the caller polls.
+
+        Raises:
+            RemoteError: the feed could not be set up or broke (the caller polls and retries).
+        """
+        return False
 
     @abc.abstractmethod
     def list_locks(self) -> list[LockStatus]:

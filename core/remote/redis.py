@@ -31,6 +31,7 @@ Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/r
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -204,6 +205,59 @@ class RedisSource(RemoteSource):
         code = detail.split(" ", 1)[0] if isinstance(err, redis_errors.ResponseError) else None
         raise RemoteError(f"{what} {self.base_url}: {words}: {detail}", kind=kind,
                           url=self.base_url, detail=detail, code=code) from err
+
+    # -- change feed ------------------------------------------------------------------------
+
+    KEYSPACE_EVENTS = "Kg$x"
+    """What :meth:`follow` turns on: keyspace events (``K``) for generic commands (``g``: DEL,
+    EXPIRE), strings (``$``: SET) and expiry (``x``) -- docs/specs/distributed-locks.md,
+    "Liveness, renewal and change feed"."""
+
+    def follow(self, stop: threading.Event, on_change: Callable[[], None]) -> bool:
+        """Keyspace notifications of this source's key patterns (``PSUBSCRIBE
+        __keyspace@<db>__:<pattern>``), after turning them on when the opt-in
+        :attr:`notifications` is set and the server has them off (``CONFIG SET
+        notify-keyspace-events Kg$x``, merged with what is on). ``expired`` events can arrive
+        late (the spec measured tens of seconds): the caller keeps its own expiry clock.
+
+        Raises:
+            RemoteError: the server refused CONFIG (``permission_denied``) or the connection.
+        """
+        if not self.notifications:
+            return False
+        db = int(self._kwargs["db"])
+
+        def enable(r: Any) -> None:
+            current = str(r.config_get("notify-keyspace-events").get(
+                "notify-keyspace-events", ""))
+            wanted = set(self.KEYSPACE_EVENTS)
+            have = set(current.replace("A", "g$lshzxet"))
+            if not (wanted <= have or ("K" in have and "A" in current)):
+                r.config_set("notify-keyspace-events", "".join(sorted(set(current) | wanted)))
+
+        self._call("enable keyspace notifications on", enable)
+        patterns = [f"__keyspace@{db}__:{p}" for prof in self.profiles for p in prof.patterns]
+        if not patterns:
+            return False
+
+        def listen(r: Any) -> None:
+            pubsub = r.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.psubscribe(*patterns)
+                while not stop.is_set():
+                    try:
+                        msg = pubsub.get_message(timeout=0.5)
+                    except (redis_errors.RedisError, OSError, ValueError):
+                        if stop.is_set():  # the source was closed under us: done
+                            return
+                        raise
+                    if msg is not None and msg.get("type") == "pmessage":
+                        on_change()
+            finally:
+                pubsub.close()
+
+        self._call("follow keyspace notifications of", listen)
+        return True
 
     # -- listing --------------------------------------------------------------------------
 

@@ -199,8 +199,10 @@ def source_from_spec(spec: ServerSpec, environ: Mapping[str, str] | None = None
             spec.endpoints, prefix=spec.prefix, username=spec.username, password=password,
             policy=spec.policy)
         return source, problem
-    return source_from_url(spec.url, password=password, profiles=spec.profiles,
-                           patterns=spec.patterns, policy=spec.policy), problem
+    source = source_from_url(spec.url, password=password, profiles=spec.profiles,
+                             patterns=spec.patterns, policy=spec.policy)
+    source.notifications = spec.notifications
+    return source, problem
 
 
 def sources_from_config(config: Config, environ: Mapping[str, str] | None = None

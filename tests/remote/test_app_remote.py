@@ -114,3 +114,38 @@ def test_settings_tests_the_connection_of_each_server(
         held.release()
         lw.finish_quit(release=True)
         lw.dispose()
+
+
+def test_keyspace_notifications_bring_changes_without_polling(
+        qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lockdir: Path,
+        redis_server: RedisServer) -> None:
+    """Opted in (``notifications = true``), the poller turns on the server's keyspace events
+    and follows them: with polling slowed to once an hour, a lock taken and released by the
+    real python-redis-lock still appears and disappears in the table."""
+    from app.remote_poller import RemotePoller
+
+    client = redis.Redis(port=redis_server.port)
+    client.flushdb()
+    client.config_set("notify-keyspace-events", "")
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    lw = _app(qtbot, tmp_path, monkeypatch, lockdir, [])
+    poller = RemotePoller(lw.inventory, lw, poll_s=3600.0)
+    spec = ServerSpec(kind="redis", url=url, profiles=["python-redis-lock"], notifications=True)
+    try:
+        lw.start(show_window=False)
+        poller.set_config(cfgmod.Config(servers=[spec]))
+        qtbot.waitUntil(lambda: set("Kg$x") <= set(
+            client.config_get("notify-keyspace-events")["notify-keyspace-events"]),
+            timeout=15_000)
+        qtbot.waitUntil(lambda: client.pubsub_numpat() >= 1, timeout=15_000)  # subscribed
+        path = f"{url}#lock:feed"
+        held = redis_lock.Lock(client, "feed", expire=60)
+        assert held.acquire(blocking=False)
+        qtbot.waitUntil(lambda: lw.model.status_of(path) is not None, timeout=15_000)
+        held.release()
+        qtbot.waitUntil(lambda: lw.model.status_of(path) is None, timeout=15_000)
+        assert not poller.problems
+    finally:
+        poller.close()
+        lw.finish_quit(release=True)
+        lw.dispose()
