@@ -299,3 +299,91 @@ def _acquire(source: RemoteSource, key: str, ttl: float | None, pid: int,
 
 __all__ = ["ETCD_RECLAIM_TTL", "EXIT_FOR_KIND", "cmd_remote_list", "cmd_remote_reclaim",
            "cmd_remote_release", "cmd_remote_status", "is_remote"]
+
+
+WATCH_POLL_S = 5.0
+"""Seconds between two listings of a watched server (``watch URL``)."""
+
+
+def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
+    """``watch URL... [--json]``: every lock of each server, then one line per change
+    (``added``, ``changed``, ``removed``: the events of ``watch DIR``, docs/cli.md "``watch``"),
+    listing each server every :data:`WATCH_POLL_S` seconds until SIGINT/SIGTERM. A server that
+    fails is one line (``--json``: ``{"event": "error", "path", "error_kind", "error"}``) each
+    time its failure changes; the others go on.
+
+    Returns:
+        0 after SIGINT/SIGTERM.
+
+    Raises:
+        CliError: DIRs and URLs mixed (exit 2).
+    """
+    import signal
+    import threading
+    import time
+
+    from core.cli_common import json_text
+    from core.holder import describe_holder
+    from core.inventory import same_verdict
+    from core.reasons import printable
+
+    urls: list[str] = list(args.dirs)
+    if not all(is_remote(u) for u in urls):
+        raise CliError("watch: give directories or server URLs, not both", EXIT_USAGE)
+    sources = [_source(u, args) for u in urls]
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    def emit(event: str, st: LockStatus) -> None:
+        if out.json:
+            print(json_text({"event": event, **st.to_dict()}), flush=True)
+        elif not out.quiet:
+            print(printable(f"{time.strftime('%H:%M:%S')}  {event:<8} {st.path}  "
+                            f"{describe_holder(st)}"), flush=True)
+
+    seen: dict[str, LockStatus] = {}
+    failing: dict[str, str] = {}
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        first = True
+        while not stop.is_set():
+            now: dict[str, LockStatus] = {}
+            for url, source in zip(urls, sources, strict=True):
+                try:
+                    statuses = source.list_locks()
+                except RemoteError as exc:
+                    if failing.get(url) != str(exc):
+                        failing[url] = str(exc)
+                        if out.json:
+                            print(json_text({"event": "error", "path": url,
+                                             "error_kind": exc.kind.value, "error": str(exc)}),
+                                  flush=True)
+                        else:
+                            print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr, flush=True)
+                    now.update({p: s for p, s in seen.items() if p.startswith(url)})
+                    continue
+                failing.pop(url, None)
+                now.update({s.path: s for s in statuses})
+            for path in sorted(now):
+                was = seen.get(path)
+                if was is None:
+                    emit("initial" if first else "added", now[path])
+                elif not same_verdict(was, now[path]):
+                    emit("changed", now[path])
+            for path in sorted(set(seen) - set(now)):
+                emit("removed", seen[path])
+            if first:
+                if out.json:
+                    print(json_text({"event": "ready", "dirs": urls}), flush=True)
+                elif not out.quiet:
+                    print(f"watching {', '.join(urls)} (Ctrl-C to stop)", flush=True)
+            seen, first = now, False
+            stop.wait(WATCH_POLL_S)
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        for source in sources:
+            source.close()
+    return EXIT_OK

@@ -267,6 +267,10 @@ def _run_clean(args: argparse.Namespace, out: Out) -> int:
 
 
 def _run_watch(args: argparse.Namespace, out: Out) -> int:
+    if any(_server_url(d) for d in args.dirs):
+        from core.cli_remote import cmd_remote_watch
+
+        return cmd_remote_watch(args, out)
     from core.cli_watch import cmd_watch
 
     return cmd_watch(args, out)
@@ -321,7 +325,8 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
     Verb("watch", "print the locks in directories, then every change, until interrupted",
          """examples:
   lockwarden watch /tmp /run/lock
-  lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done""",
-         _add_dirs, _run_watch, via="cli"),
+  lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done
+  lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s""",
+         _args_list, _run_watch, via="cli"),
 )
 """The engine's verbs, in ``lockwarden --help`` order (docs/cli.md, "Verbs")."""

@@ -182,3 +182,41 @@ def test_the_cli_imports_no_driver_for_lock_files(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.strip().splitlines()
     assert out[-1] == "[]"
+
+
+def test_watch_a_redis_server_prints_initial_added_and_removed(redis_server: Any) -> None:
+    """``watch URL --json``: the locks present (initial), then ready, then one line per change,
+    from a real CLI process against the real server; SIGINT ends it with exit 0."""
+    import json as _json
+    import signal as _signal
+    import subprocess as _subprocess
+
+    import redis as _redis
+    import redis_lock as _redis_lock
+
+    client = _redis.Redis(port=redis_server.port)
+    client.flushdb()
+    first = _redis_lock.Lock(client, "w1", expire=60)
+    assert first.acquire(blocking=False)
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    proc = _subprocess.Popen([sys.executable, "-m", "core", "watch", url, "--json"],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             stdout=_subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        events = [_json.loads(proc.stdout.readline()) for _ in range(2)]
+        assert [(e["event"], e.get("path")) for e in events] == [
+            ("initial", f"{url}#lock:w1"), ("ready", None)]
+        second = _redis_lock.Lock(client, "w2", expire=60)
+        assert second.acquire(blocking=False)
+        first.release()
+        got = {(e["event"], e["path"]) for e in
+               (_json.loads(proc.stdout.readline()) for _ in range(2))}
+        assert got == {("added", f"{url}#lock:w2"), ("removed", f"{url}#lock:w1")}
+        second.release()
+        proc.send_signal(_signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
