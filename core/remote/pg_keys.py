@@ -26,6 +26,32 @@ def advisory_key(classid: int, objid: int, objsubid: int) -> str:
     return f"advisory/{_signed4(classid)}:{_signed4(objid)}"
 
 
+FLYWAY_BASE = 0x466C79776179
+"""Flyway's advisory lock keys are this ("Flyway" in ASCII, 77431708279161) plus the Java
+``hashCode()`` of its schema-history table's name (docs/specs/distributed-locks.md, "Flyway")."""
+
+RAILS_MIGRATOR_SALT = 2053462845
+"""ActiveRecord's migration lock key is this times the CRC-32 of the database name
+(docs/specs/distributed-locks.md, "Rails": ``MIGRATOR_SALT``)."""
+
+
+def known_user(classid: int, objid: int, objsubid: int, database: str) -> str | None:
+    """The tool that takes this advisory lock, from its key alone: ``"flyway"`` (a key within
+    2**31 of :data:`FLYWAY_BASE`), ``"rails"`` (:data:`RAILS_MIGRATOR_SALT` times the CRC-32
+    of ``database``), else None. Only the single-bigint form (``objsubid = 1``) is theirs."""
+    import zlib
+
+    if objsubid != 1:
+        return None
+    value = (classid << 32) | objid
+    value = value - 2**64 if value >= 2**63 else value
+    if abs(value - FLYWAY_BASE) < 2**31:
+        return "flyway"
+    if value == RAILS_MIGRATOR_SALT * zlib.crc32(database.encode("utf-8")):
+        return "rails"
+    return None
+
+
 def parse_advisory_key(key: str) -> tuple[int, int, int] | None:
     """``(classid, objid, objsubid)`` as ``pg_locks`` stores them, from
     :func:`advisory_key`'s text; None when ``key`` is not one."""

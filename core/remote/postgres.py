@@ -51,6 +51,7 @@ from core.remote.pg_keys import (
     advisory_key,
     as_utc,
     holder_info,
+    known_user,
     liquibase_token,
     lockedby_ip,
     parse_advisory_key,
@@ -247,11 +248,12 @@ class PostgresSource(RemoteSource):
         client = first[8] + (f":{first[9]}" if first[9] is not None else "") if first[8] else None
         record = LockRecord(
             path=path, format=ADVISORY, holder=f"{first[6] or '?'} PID {first[5]}",
-            pid=first[5], host=self._server_host, tag=first[7] or None,
+            pid=first[5], host=self._server_host,
+            tag=_label(known_user(*key, self._kwargs["dbname"]), first[7] or None),
             token=",".join(f"{h['pid']}@{h['backend_start']}" for h in holders),
             metadata={"key": advisory_key(*key), "mode": first[3], "holders": holders,
                       "waiters": waiters, "classid": key[0], "objid": key[1],
-                      "objsubid": key[2]})
+                      "objsubid": key[2], "tool": known_user(*key, self._kwargs["dbname"])})
         reasons = [Reason.of(Code.PG_SESSION, pid=first[5], user=first[6], app=first[7] or None,
                              client=client or "local socket", state=first[13],
                              holders=len(held) - 1 or None)]
@@ -456,3 +458,12 @@ class PostgresSource(RemoteSource):
 
 __all__ = ["ADVISORY", "LIQUIBASE", "PostgresSource", "State", "advisory_key",
            "liquibase_token", "parse_advisory_key", "parse_holders"]
+
+
+def _label(tool: str | None, app: str | None) -> str | None:
+    """An advisory lock's tag: the application name, with the tool that takes such keys
+    (``flyway``, ``rails``: :func:`core.remote.pg_keys.known_user`) named first."""
+    words = {"flyway": "Flyway migration", "rails": "Rails migration"}
+    if tool is None:
+        return app
+    return f"{words[tool]}" + (f" ({app})" if app else "")

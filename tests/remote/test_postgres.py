@@ -277,3 +277,30 @@ def test_liquibase_row_whose_client_is_connected_is_held(liquibase_db, pg_server
     assert st.state is State.HELD and st.liveness is Liveness.ALIVE
     assert codes(st)[0] is Code.CLIENT_CONNECTED and st.reasons[0].get("sessions") == 1
     assert st.record.acquired_at < datetime.now(UTC) - timedelta(hours=2)
+
+
+def test_flyway_and_rails_keys_are_named(src, pg_server, sessions) -> None:
+    """The keys Flyway and Rails compute (docs/specs/distributed-locks.md, "Flyway", "Rails")
+    are named in the lock's tag: Flyway's base plus Java's hashCode of
+    ``flyway_schema_history``, Rails' MIGRATOR_SALT times the CRC-32 of the database name."""
+    import zlib
+
+    from core.remote.pg_keys import FLYWAY_BASE, RAILS_MIGRATOR_SALT
+
+    def java_hash(text: str) -> int:
+        h = 0
+        for ch in text:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        return h - 2**32 if h >= 2**31 else h
+
+    flyway = FLYWAY_BASE + java_hash("flyway_schema_history")
+    rails = RAILS_MIGRATOR_SALT * zlib.crc32(b"postgres")
+    h = connect(pg_server, "migrate")
+    sessions.append(h)
+    h.execute("SELECT pg_advisory_lock(%s), pg_advisory_lock(%s), pg_advisory_lock(1234)",
+              (flyway, rails))
+    found = by_path(src)
+    tags = {p.rsplit("/", 1)[1]: s.record.tag for p, s in found.items()}
+    assert tags[str(flyway)] == "Flyway migration (migrate)"
+    assert tags[str(rails)] == "Rails migration (migrate)"
+    assert tags["1234"] == "migrate"
