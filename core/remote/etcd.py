@@ -28,8 +28,9 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -99,6 +100,38 @@ class EtcdSource(RemoteSource):
         self._at = 0
         self._first_seen: dict[tuple[str, str], datetime] = {}
         self._acquired: set[tuple[str, str]] = set()
+        self.notifications = True  # a watch is read-only: no server change to opt in to
+
+    def follow(self, stop: threading.Event, on_change: Callable[[], None]) -> bool:
+        """Watch the keys under :attr:`prefix` (all keys when it is "") until ``stop``, calling
+        ``on_change()`` on each event (docs/specs/distributed-locks.md: a lease-expiry DELETE
+        arrives 20-470 ms after the deadline; the caller keeps its own expiry clock). A watch
+        only reads: it is on whenever the source is followed.
+
+        Raises:
+            RemoteError: ``no_driver``, ``unreachable`` (the watch could not start or broke).
+        """
+        client = self._connect()
+        try:
+            if self.prefix:
+                events, cancel = client.watch_prefix(self.prefix)
+            else:  # every key: from "\0" with range_end "\0" (etcd: "all keys >= key")
+                events, cancel = client.watch("\0", range_end="\0")
+        except etcd_errors.Etcd3Exception as exc:
+            raise RemoteError(f"watch {self.base_url}: {_detail(exc)}",
+                              kind=RemoteErrorKind.UNREACHABLE, url=self.base_url,
+                              detail=_detail(exc)) from exc
+        closer = threading.Thread(target=lambda: (stop.wait(), cancel()),
+                                  name=f"lockwarden-etcd-unwatch {self.base_url}", daemon=True)
+        closer.start()
+        for _event in events:
+            if stop.is_set():
+                break
+            on_change()
+        if not stop.is_set():  # the stream ended on its own: the caller sets it up again
+            raise RemoteError(f"watch {self.base_url}: the watch stream ended",
+                              kind=RemoteErrorKind.UNREACHABLE, url=self.base_url)
+        return True
 
     def describe(self) -> str:
         """``etcd://host:port (etcdctl lock keys under locks/)``."""

@@ -266,3 +266,43 @@ def test_auth_a_read_role_lists_but_may_not_revoke(tmp_path: Path) -> None:
             if holder.stdout is not None:
                 holder.stdout.close()
         server.stop()
+
+
+def test_follow_reports_a_real_etcdctl_lock_as_it_happens(src, etcd_server, procs) -> None:
+    """The prefix watch (EtcdSource.follow) calls back when a real ``etcdctl lock`` takes a key
+    under the prefix and when it lets go; ``stop`` ends it."""
+    import threading
+
+    stop = threading.Event()
+    changed = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            src.follow(stop, changed.set)
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        # the gateway sets the watch up asynchronously: a probe key under the prefix is put
+        # until its event arrives, so the watch is known to be live
+        deadline = time.monotonic() + 20
+        while not changed.is_set():
+            assert time.monotonic() < deadline, "the watch never reported the probe key"
+            subprocess.run(etcd_server.etcdctl("put", "locks/probe", "x"), check=True,
+                           capture_output=True, timeout=30)
+            changed.wait(0.2)
+        changed.clear()
+        holder = Etcdctl(etcd_server, "locks/w", ttl=2, word="held")
+        procs.append(holder)
+        assert holder.line() == "held"
+        assert changed.wait(10), "no watch event for the new lock key"
+        changed.clear()
+        holder.kill()  # its 2 s lease lapses and etcd deletes the key
+        assert changed.wait(30), "no watch event for the key's removal"
+    finally:
+        stop.set()
+        t.join(10)
+    assert not t.is_alive() and errors == []
