@@ -113,8 +113,8 @@ def main() -> None:
             print(line("anchor: keyspace event at a Python subscriber", anchor))
             for name, values in results.items():
                 print(line(f"Lockwarden, {name}", values))
-            print("  PostgreSQL and etcd are polled (every 5 s): up to the interval, plus one "
-                  "poll (bench_remote.py)")
+            print("  PostgreSQL is polled (every 5 s): up to the interval, plus one poll "
+                  "(bench_remote.py); etcd follows a prefix watch")
         finally:
             server.stop()
 
