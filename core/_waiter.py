@@ -285,7 +285,11 @@ class Waiter:
 
         def run() -> None:
             while not stop.is_set():
-                gone, _alive = psutil.wait_procs([proc], timeout=0.25)
+                try:
+                    gone, _alive = psutil.wait_procs([proc], timeout=0.25)
+                except Exception:  # psutil's own wait failed (no pidfd here...): ask plainly
+                    gone = [] if proc.is_running() else [proc]
+                    stop.wait(0.25)
                 if gone:
                     if not stop.is_set():
                         poke()
