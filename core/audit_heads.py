@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -71,8 +72,13 @@ def head_file(log: str) -> str:
 
 
 def _file_for_key(key: str) -> str:
-    name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:40]
-    return os.path.join(heads_dir(), name + ".json")
+    return os.path.join(heads_dir(), _file_name(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _file_name(key: str) -> str:
+    """The head file's name for ``key``: 40 hex digits of its SHA-256, then ``.json``."""
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".json"
 
 
 def record(head: ChainHead) -> bool:
