@@ -86,11 +86,11 @@ def record(head: ChainHead) -> bool:
     stored.
 
     Rewrites the head's file in place (created 0600 in :func:`heads_dir`, itself created
-    0700): one ``pwrite`` of the JSON record and its SHA-256, then ``ftruncate``. No rename and
-    no fsync, so it costs microseconds; a reader that catches a half-written record sees a bad
-    checksum and treats it as no head, and after a crash the head may be an older one, which
-    still matches the log. Never raises (a head is a second line of defence; the entry itself
-    is already written).
+    0700): one ``pwrite`` of the JSON record and its SHA-256, then ``ftruncate`` when the old
+    record was longer. No rename and no fsync, so it costs microseconds; a reader that catches
+    a half-written record sees a bad checksum and treats it as no head, and after a crash the
+    head may be an older one, which still matches the log. Never raises (a head is a second
+    line of defence; the entry itself is already written).
     """
     try:
         target = _file_for_key(head.log)
@@ -102,9 +102,11 @@ def record(head: ChainHead) -> bool:
             os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
             fd = os.open(target, _WRITE_FLAGS, 0o600)
         try:
-            created = os.fstat(fd).st_size == 0
+            size = os.fstat(fd).st_size
+            created = size == 0
             _pwrite_all(fd, data)
-            os.ftruncate(fd, len(data))
+            if size > len(data):  # a longer record was there: cut its tail off
+                os.ftruncate(fd, len(data))
         finally:
             os.close(fd)
         if created:
