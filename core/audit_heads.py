@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -71,8 +72,13 @@ def head_file(log: str) -> str:
 
 
 def _file_for_key(key: str) -> str:
-    name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:40]
-    return os.path.join(heads_dir(), name + ".json")
+    return os.path.join(heads_dir(), _file_name(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _file_name(key: str) -> str:
+    """The head file's name for ``key``: 40 hex digits of its SHA-256, then ``.json``."""
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".json"
 
 
 def record(head: ChainHead) -> bool:
@@ -80,11 +86,11 @@ def record(head: ChainHead) -> bool:
     stored.
 
     Rewrites the head's file in place (created 0600 in :func:`heads_dir`, itself created
-    0700): one ``pwrite`` of the JSON record and its SHA-256, then ``ftruncate``. No rename and
-    no fsync, so it costs microseconds; a reader that catches a half-written record sees a bad
-    checksum and treats it as no head, and after a crash the head may be an older one, which
-    still matches the log. Never raises (a head is a second line of defence; the entry itself
-    is already written).
+    0700): one ``pwrite`` of the JSON record and its SHA-256, then ``ftruncate`` when the old
+    record was longer. No rename and no fsync, so it costs microseconds; a reader that catches
+    a half-written record sees a bad checksum and treats it as no head, and after a crash the
+    head may be an older one, which still matches the log. Never raises (a head is a second
+    line of defence; the entry itself is already written).
     """
     try:
         target = _file_for_key(head.log)
@@ -96,9 +102,11 @@ def record(head: ChainHead) -> bool:
             os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
             fd = os.open(target, _WRITE_FLAGS, 0o600)
         try:
-            created = os.fstat(fd).st_size == 0
+            size = os.fstat(fd).st_size
+            created = size == 0
             _pwrite_all(fd, data)
-            os.ftruncate(fd, len(data))
+            if size > len(data):  # a longer record was there: cut its tail off
+                os.ftruncate(fd, len(data))
         finally:
             os.close(fd)
         if created:

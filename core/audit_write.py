@@ -9,8 +9,12 @@ Part of :mod:`core.audit`. One append:
    user (``st_uid == geteuid()``: another user could rewrite what we add) with one link;
 2. ``flock(LOCK_EX)`` (Windows: ``msvcrt.locking`` of a byte far past the end), waiting at most
    ``lock_timeout`` seconds; re-open if the log was renamed or replaced meanwhile;
-3. read at most :data:`~core.audit_model.TAIL_WINDOW` (64 KiB) from the end to find and hash the
-   last non-blank line, never the whole file; a log whose last line does not fit is refused;
+3. find the line to chain onto: when this process wrote the log's last line itself and the log
+   still has the size it left it at, read back only that line's bytes (plus the LF before it)
+   and compare them with what it wrote (:func:`cached_tail`: the digest is then known without
+   hashing again); otherwise read at most :data:`~core.audit_model.TAIL_WINDOW` (64 KiB) from
+   the end to find and hash the last non-blank line, never the whole file; a log whose last
+   line does not fit is refused;
 4. if that last line lacks its newline and is not a JSON object it is an interrupted write
    (disk full, crash): terminate it and write a ``repair`` entry (chained onto it, naming it
    and the line before it) before the entry;
@@ -31,7 +35,7 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from core import audit_heads
 from core.audit_entry import encode_line, make_entry, repair_entry
@@ -95,6 +99,20 @@ class TailState:
     prev: str
     needs_newline: bool
     torn: TornLine | None
+
+
+class _Written(NamedTuple):
+    """The last line this process appended to one log: the log's ``(st_dev, st_ino)``, its
+    size in bytes just after the append, the line (without LF) and its SHA-256 hex."""
+
+    ident: tuple[int, int]
+    size: int
+    line: bytes
+    digest: str
+
+
+_written: dict[str, _Written] = {}
+_MAX_WRITTEN = 64  # logs remembered per process (the cache is dropped whole beyond it)
 
 
 DURABLE_OPERATIONS = frozenset({"reclaim", "force_release", "lost", "repair"})
@@ -180,16 +198,20 @@ def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,
                     raise LogRefused(
                         errno.EMLINK, "has other hard links; refusing to write through them"
                     )
-                state = tail_state(fd, st.st_size)
+                state = cached_tail(log_path, fd, st) or tail_state(fd, st.st_size)
                 data, line = compose(log_path, entry, state)
                 _write_all(fd, data)
                 if durable or state.torn is not None:
                     os.fsync(fd)
                 end = os.lseek(fd, 0, os.SEEK_CUR)
+                digest = hashlib.sha256(line).hexdigest()
+                if len(_written) >= _MAX_WRITTEN:
+                    _written.clear()
+                _written[log_path] = _Written((st.st_dev, st.st_ino), end, line, digest)
                 audit_heads.record(ChainHead(
                     log=audit_heads.head_key(log_path), dev=st.st_dev, ino=st.st_ino,
-                    offset=end - len(line) - 1, end=end,
-                    digest=hashlib.sha256(line).hexdigest(), written=str(entry["timestamp"]),
+                    offset=end - len(line) - 1, end=end, digest=digest,
+                    written=str(entry["timestamp"]),
                 ))  # fmt: skip
                 return state.torn is not None
         finally:
@@ -259,6 +281,32 @@ def compose(log_path: str, entry: dict[str, Any], state: TailState) -> tuple[byt
     lines.append(line)
     prefix = b"\n" if state.needs_newline else b""
     return prefix + b"".join(x + b"\n" for x in lines), line
+
+
+def cached_tail(log_path: str, fd: int, st: os.stat_result) -> TailState | None:
+    """The :class:`TailState` of the open, locked log ``fd`` (``st``: its ``fstat``) when this
+    process wrote its last line, else None (the caller then reads the tail: :func:`tail_state`).
+
+    A hit needs the same file (device and inode), the exact size the log had just after our
+    append, and the bytes at its end equal to ``LF + our line + LF`` (or ``our line + LF`` when
+    it is the whole file), read back with one ``pread`` of the line's length: then the last
+    non-blank line is byte for byte the one we hashed, so the digest is the one
+    :func:`tail_state` would compute, and nothing is to be repaired (the log ends with LF).
+    Another writer's append, a truncation, a rewrite or a replacement makes it a miss. Raises
+    OSError from the OS.
+    """
+    hit = _written.get(log_path)
+    if hit is None or hit.ident != (st.st_dev, st.st_ino) or hit.size != st.st_size:
+        return None
+    want = b"\n" + hit.line + b"\n"
+    start = st.st_size - len(want)
+    if start < 0:  # our line is the whole log
+        want, start = want[1:], 0
+        if st.st_size != len(want):
+            return None
+    if pread(fd, len(want), start) != want:
+        return None
+    return TailState(hit.digest, False, None)
 
 
 def tail_state(fd: int, size: int) -> TailState:

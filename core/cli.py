@@ -77,7 +77,33 @@ class _Parser(argparse.ArgumentParser):
                   f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
-_FORMATTER = argparse.RawDescriptionHelpFormatter
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's raw-description help formatter, sized from the terminal without importing
+    ``shutil``: argparse makes one for every argument it adds, and ``shutil`` pulls in ``bz2``
+    and ``lzma`` (docs/cli.md, "Start-up time")."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: ``$COLUMNS`` when a positive integer, else the
+    width of the terminal on standard output, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+_FORMATTER = _Formatter
 
 
 def _add_common(p: argparse.ArgumentParser, *, json_opt: bool = True) -> None:

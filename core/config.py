@@ -58,8 +58,6 @@ import os
 import tempfile
 from typing import Any
 
-import tomli_w
-
 from core.config_load import MAX_CONFIG_BYTES, load, load_strict, loads, read_config_bytes
 from core.config_model import (
     CONFIG_ENV,
@@ -168,6 +166,8 @@ def save(config: Config, path: str | None = None) -> str:
     target = expand_path(path or config.path or default_config_path())
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
+    import tomli_w  # only when saving: readers (watch, the GUI's start) never need it
+
     body = _HEADER + tomli_w.dumps(to_dict(config))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
                                dir=directory)

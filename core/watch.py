@@ -9,8 +9,10 @@ How it works:
 - **Events are hints.** watchdog reports file-system events (inotify on Linux, FSEvents on
   macOS, ReadDirectoryChangesW on Windows). Each event only names a path: after a per-path
   debounce of :data:`DEBOUNCE` seconds the path is re-read (:func:`core.scan.read_entry`) and
-  re-judged, and the verdict is compared with the last one. Events that arrive together are
-  delivered together: a burst of 1,000 new files arrives in a few change sets.
+  re-judged, and the verdict is compared with the last one. An event after which the file is
+  final for now (closed after writing, deleted, renamed) skips the debounce: the path is read
+  in the same round. What one round finds is delivered at once, never held back for the rest
+  of a burst (coalescing for painting is the GUI's business; docs/watching.md, "Latency").
 - **Patterns are matched on base names** by our own filter (:func:`core.scan.name_matcher`),
   never by watchdog's pattern matching, which in watchdog 7 matches absolute paths.
 - **Full rescans** every ``rescan_interval`` seconds (30 s) heal missed events. They list the
@@ -80,27 +82,27 @@ __all__ = [  # the public names, as before the split into modules
 
 log = logging.getLogger(__name__)
 
-DEBOUNCE = 0.02
-"""Seconds between the first event for a path and its re-read (events within it coalesce)."""
+DEBOUNCE = 0.01
+"""Seconds between the first event for a path and its re-read (events within it coalesce), for
+events after which its writer may still be writing (created, written, attributes changed); a
+file closed after writing, deleted or renamed is read in the same round. 10 ms: a premature
+read is corrected at once by the writer's close."""
 
 LIVENESS_INTERVAL = 2.0
 """Seconds between liveness passes (DESIGN.md: "liveness is re-checked every 2 s")."""
 
-MAX_BATCH_DELAY = 0.1
-"""Seconds a change set may be held back while more events of the same burst are still
-being debounced (so a burst arrives in a few change sets, not one per file)."""
+MAX_BATCH_DELAY = 0.0
+"""Seconds a change set is held back for a burst: none (kept for importers; the GUI coalesces)."""
 
 CLOSE_TIMEOUT = 1.0
 """Seconds :meth:`Watcher.close` waits for the threads to stop."""
-
-
-# -- what the worker's queue carries ---------------------------------------------------------
 
 
 class _Hint(NamedTuple):  # from watchdog's threads: something happened at path
     d: WatchedDir
     path: str
     is_dir: bool
+    done: bool  # the file is final for now (closed after writing, deleted, moved): no debounce
 
 
 class _Refresh(NamedTuple):  # Watcher.refresh
@@ -120,11 +122,6 @@ class _Wake(NamedTuple):  # close, or a rescan from a callback: just wake the wo
 
 
 _Message = _Hint | _Refresh | _Specs | _Rescan | _Wake
-
-
-# --------------------------------------------------------------------------------------------
-# the watcher
-# --------------------------------------------------------------------------------------------
 
 
 class Watcher:
@@ -177,9 +174,9 @@ class Watcher:
                                   rescan_interval=float(rescan_interval))
         # timers, in time.monotonic() seconds
         self._pending: dict[str, tuple[float, WatchedDir]] = {}  # debounced paths, due order
+        self._urgent: dict[str, WatchedDir] = {}  # paths to read in this round (no debounce)
         self._dir_checks: dict[WatchedDir, float] = {}
         self._proof_due: dict[tuple[WatchedDir, str], float] = {}
-        self._batch_since: float | None = None
         self._next_tick = math.inf
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -195,8 +192,6 @@ class Watcher:
     @rescan_interval.setter
     def rescan_interval(self, seconds: float) -> None:
         self._rooms.rescan_interval = float(seconds)
-
-    # -- public API ----------------------------------------------------------------------
 
     def start(self) -> None:
         """Scan the directories, start watching them and start the worker thread.
@@ -308,8 +303,6 @@ class Watcher:
         """The specs last given (constructor or :meth:`set_specs`)."""
         return list(self._specs)
 
-    # -- internals tests look at ---------------------------------------------------------
-
     @property
     def _dirs(self) -> list[WatchedDir]:
         return self._rooms.dirs
@@ -322,16 +315,16 @@ class Watcher:
     def _poll_obs(self) -> BaseObserver | None:
         return self._rooms.sources.poll_obs
 
-    # -- worker --------------------------------------------------------------------------
-
-    def _post_hint(self, d: WatchedDir, path: str, is_dir: bool) -> None:
+    def _post_hint(self, d: WatchedDir, path: str, is_dir: bool, done: bool) -> None:
         """Queue a hint (called by watchdog's threads)."""
-        self._q.put(_Hint(d, path, is_dir))
+        self._q.put(_Hint(d, path, is_dir, done))
 
     def _forget_pending(self, d: WatchedDir) -> None:
         """A directory was detached: its debounced paths must not be read for it."""
         for p in [p for p, (_, hd) in self._pending.items() if hd is d]:
             del self._pending[p]
+        for p in [p for p, hd in self._urgent.items() if hd is d]:
+            del self._urgent[p]
 
     def _run(self) -> None:
         first = True
@@ -344,7 +337,7 @@ class Watcher:
             try:
                 with self._lock:
                     self._work(items, dones)
-                    changes = self._maybe_flush()
+                    changes = self._rooms.inventory.flush()
                     if first or self._rooms.dirty:
                         self._rooms.dirty = False
                         dirs = self._rooms.statuses()
@@ -398,8 +391,6 @@ class Watcher:
             wake = min(wake, min(self._proof_due.values()))
         for d in self._rooms.dirs:
             wake = min(wake, d.next_rescan)
-        if self._batch_since is not None:
-            wake = min(wake, self._batch_since + MAX_BATCH_DELAY)
         timeout = wake - now_m
         deadline = self._rooms.inventory.next_deadline
         if deadline < math.inf:
@@ -413,10 +404,11 @@ class Watcher:
         now_m = time.monotonic()
         for item in items:
             if isinstance(item, _Hint):
-                self._hint(item.d, item.path, item.is_dir, now_m)
+                self._hint(item.d, item.path, item.is_dir, now_m, item.done)
             elif isinstance(item, _Refresh):
                 for p in item.paths:
                     self._pending.pop(p, None)
+                    self._urgent.pop(p, None)
                     rooms.refresh_path(p, None, procs=None)
             elif isinstance(item, _Specs):
                 rooms.apply_specs(item.specs)
@@ -433,7 +425,7 @@ class Watcher:
                     del self._dir_checks[d]
                     if d in rooms.dirs:
                         rooms.check_dir(d)
-        if self._pending:
+        if self._pending or self._urgent:
             self._read_due(now_m)
         if self._proof_due:
             for key, due in list(self._proof_due.items()):
@@ -451,7 +443,8 @@ class Watcher:
         rooms.run_deadlines(time.time())
 
     def _read_due(self, now_m: float) -> None:
-        """Re-read the debounced paths that are due at ``now_m`` (monotonic s)."""
+        """Re-read the paths of this round and the debounced ones due at ``now_m``
+        (monotonic s)."""
         due_paths: list[tuple[str, WatchedDir]] = []
         for p, (due, d) in self._pending.items():  # arrival order = due order
             if due > now_m:
@@ -459,16 +452,19 @@ class Watcher:
             due_paths.append((p, d))
         for p, _d in due_paths:
             del self._pending[p]
+        due_paths += self._urgent.items()
+        self._urgent.clear()
         procs = self._rooms.procs_for_reads(len(due_paths))
         for p, d in due_paths:
             self._rooms.refresh_path(p, d, procs=procs)
 
-    def _hint(self, d: WatchedDir, path: str, is_dir: bool, now_m: float) -> None:
+    def _hint(self, d: WatchedDir, path: str, is_dir: bool, now_m: float, done: bool) -> None:
         """Debounce a hint: schedule a re-read of ``path``, a check of ``d`` itself, a rescan
-        of a new sub-directory, or a replay of an af ledger, :data:`DEBOUNCE` s from now."""
+        of a new sub-directory, or a replay of an af ledger, :data:`DEBOUNCE` s from ``now_m``
+        (monotonic s), or in this round when the event says the file is ``done``."""
         if d not in self._rooms.dirs:
             return
-        due = now_m + DEBOUNCE
+        due = now_m if done else now_m + DEBOUNCE
         if path == d.root:
             # the watched directory itself was deleted or moved: its watch is dead even if a
             # new directory appears at once (possibly with the same inode number)
@@ -485,24 +481,18 @@ class Watcher:
             if d.spec.recursive or name in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR):
                 d.next_rescan = min(d.next_rescan, due)
             if d.match(name):
-                self._pending.setdefault(path, (due, d))
+                self._schedule(path, due, d, done)
             return
         if _scan.is_event_file(name) and os.path.basename(parent) == _scan.LEDGER_DIR:
             self._proof_due.setdefault((d, os.path.dirname(parent)), due)
             return
-        self._pending.setdefault(path, (due, d))
+        self._schedule(path, due, d, done)
 
-    def _maybe_flush(self) -> ChangeSet:
-        """The changes so far, unless more events of a burst are still being debounced and
-        the oldest held change is younger than :data:`MAX_BATCH_DELAY`."""
-        inventory = self._rooms.inventory
-        if not inventory.has_changes:
-            self._batch_since = None
-            return ChangeSet()
-        now_m = time.monotonic()
-        if self._batch_since is None:
-            self._batch_since = now_m
-        if self._pending and now_m - self._batch_since < MAX_BATCH_DELAY:
-            return ChangeSet()
-        self._batch_since = None
-        return inventory.flush()
+    def _schedule(self, path: str, due: float, d: WatchedDir, at_once: bool) -> None:
+        """Read ``path`` at ``due`` (monotonic s), or in this round when ``at_once`` (then it
+        leaves the debounce queue, which stays in due order for :meth:`_read_due`)."""
+        if at_once:
+            self._pending.pop(path, None)
+            self._urgent[path] = d
+        elif path not in self._urgent:
+            self._pending.setdefault(path, (due, d))

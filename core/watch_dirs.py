@@ -170,7 +170,7 @@ class Directories:
         rescan_interval: seconds between two rescans of a directory (> 0).
     """
 
-    def __init__(self, emit: Callable[[WatchedDir, str, bool], None],
+    def __init__(self, emit: Callable[[WatchedDir, str, bool, bool], None],
                  on_detach: Callable[[WatchedDir], None], *, rescan_interval: float) -> None:
         self.dirs: list[WatchedDir] = []
         self.inventory = Inventory()

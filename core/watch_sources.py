@@ -167,6 +167,7 @@ EVENT_FILTER: list[type[FileSystemEvent]] = [
 """Events that can change an inventory (opens, reads and directory mtime changes cannot)."""
 
 _IGNORED = DirModifiedEvent | DirAttribEvent | FileOpenedEvent | FileClosedNoWriteEvent
+_DONE = FileClosedEvent | FileDeletedEvent | FileMovedEvent | DirDeletedEvent | DirMovedEvent
 
 
 class HintTarget(Protocol):
@@ -193,17 +194,24 @@ T = TypeVar("T", bound=HintTarget)
 
 
 class EventHandler(FileSystemEventHandler, Generic[T]):
-    """watchdog event handler for one watched directory: calls ``emit(target, path, is_dir)``
-    for each event path that may matter (observer thread). Filters on base names; never
-    reads files.
+    """watchdog event handler for one watched directory: calls
+    ``emit(target, path, is_dir, done)`` for each event path that may matter (observer thread).
+    Filters on base names; never reads files.
+
+    ``done`` is True for the events after which the path's content is final for now: a file
+    closed after writing (``IN_CLOSE_WRITE``), deleted, or moved away or in (a rename is
+    atomic). The watcher reads those at once; a creation, a write or an attribute change may be
+    followed by more of the same writer, so those wait for the debounce
+    (:data:`core.watch.DEBOUNCE`; docs/watching.md, "Latency").
 
     Args:
         target: the watched directory (:class:`HintTarget`).
         emit: called with ``target``, the path (under ``target.root``, even when watchdog
-            reports it under the real path) and whether it is a directory; must not block.
+            reports it under the real path), whether it is a directory and ``done``; must not
+            block.
     """
 
-    def __init__(self, target: T, emit: Callable[[T, str, bool], None]) -> None:
+    def __init__(self, target: T, emit: Callable[[T, str, bool, bool], None]) -> None:
         self.target = target
         self.emit = emit
 
@@ -212,12 +220,13 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
         if isinstance(event, _IGNORED):
             return
         is_dir = bool(event.is_directory)
-        self._hint(os.fsdecode(event.src_path), is_dir)
+        done = isinstance(event, _DONE)
+        self._hint(os.fsdecode(event.src_path), is_dir, done)
         dest = getattr(event, "dest_path", "")
         if dest:
-            self._hint(os.fsdecode(dest), is_dir)
+            self._hint(os.fsdecode(dest), is_dir, done)
 
-    def _hint(self, path: str, is_dir: bool) -> None:
+    def _hint(self, path: str, is_dir: bool, done: bool) -> None:
         if not path:
             return
         d = self.target
@@ -231,7 +240,7 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
         else:
             wanted = d.match(name) or name.endswith(".lock") or _scan.is_event_file(name)
         if wanted:
-            self.emit(d, path, is_dir)
+            self.emit(d, path, is_dir, done)
 
 
 # --------------------------------------------------------------------------------------------

@@ -85,3 +85,15 @@ def test_unwritable_state_never_costs_the_entry(
     assert w.fallback is False and w.error is None
     res = audit.verify(str(lockdir))
     assert res.ok and not res.head_checked
+
+
+def test_a_shorter_record_leaves_nothing_of_a_longer_one(lockdir: Path) -> None:
+    log = lockdir / AUDIT_LOG_NAME
+    long = ChainHead(log=audit_heads.head_key(str(log)), dev=1, ino=2, offset=10**12,
+                     end=10**12 + 1, digest="ab" * 32, written="2026-01-01T00:00:00.000Z")
+    assert audit_heads.record(long)
+    short = _head(log)
+    assert audit_heads.record(short)
+    assert audit_heads.load(str(log)) == short
+    data = Path(audit_heads.head_file(str(log))).read_bytes()
+    assert data.count(b"\n") == 2 and data.endswith(b"\n")
