@@ -3,9 +3,11 @@
 The watcher calls ``on_change``/``on_dirs`` from its threads. Those callbacks only append to a
 locked buffer and emit a Qt signal of :class:`Inventory`, a QObject living in the GUI thread;
 Qt queues the signal to the GUI thread, where :meth:`Inventory._drain` merges everything that
-arrived meanwhile (latest status per path wins) and hands one batch to the model. A burst of
-1,000 changes thus costs one model update per event-loop turn, not 1,000 (the coalescing idea
-of qutebrowser's ``misc/throttle.py``). ``QTimer.singleShot`` is never used from the watcher
+arrived meanwhile (latest status per path wins) and hands one batch to the model, at most once
+every :data:`PAINT_MS` (the first change at once, later ones gathered until the interval ends:
+qutebrowser's ``misc/throttle.py``). The core's change stream is not throttled (docs/watching.md,
+"Latency"): painting is the GUI's business, so a burst of 1,000 change sets costs a few model
+updates, not 1,000. ``QTimer.singleShot`` is never used from the watcher
 thread: it would silently never fire (DESIGN.md "Watching").
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
@@ -26,6 +29,10 @@ from core.watch import ChangeSet, DirStatus, Watcher
 KEPT_CHECK_MS = 3000
 """Kept paths (locks this app holds) outside every watched directory are re-inspected this
 often (ms): the watcher does not see them, and someone may still remove them."""
+
+PAINT_MS = 50
+"""Longest wait, in milliseconds, before changes that arrive right after a batch are handed to
+the model (they are gathered meanwhile)."""
 
 CHUNK = 500
 """At most this many lock updates go to the model per event-loop turn, so a first scan of
@@ -68,7 +75,11 @@ class Inventory(QObject):
         self.kept: Callable[[], list[str]] = list
         """Paths that stay listed whatever the watched directories (the app connects the
         locks it holds, :meth:`app.actions.LockActions.held_paths`). Thread-safe callable."""
-        self._wake.connect(self._drain)
+        self._wake.connect(self._on_wake)
+        self._last_drain = 0.0
+        self._paint_timer = QTimer(self)
+        self._paint_timer.setSingleShot(True)
+        self._paint_timer.timeout.connect(self._drain)
         self._kept_timer = QTimer(self)
         self._kept_timer.setInterval(KEPT_CHECK_MS)
         self._kept_timer.timeout.connect(self.check_kept)
@@ -156,7 +167,17 @@ class Inventory(QObject):
     # -- GUI thread ---------------------------------------------------------------------------
 
     @Slot()
+    def _on_wake(self) -> None:
+        """Changes arrived: drain now, or when :data:`PAINT_MS` since the last batch ends."""
+        wait_ms = PAINT_MS - (time.monotonic() - self._last_drain) * 1000
+        if wait_ms <= 0:
+            self._drain()
+        elif not self._paint_timer.isActive():
+            self._paint_timer.start(int(wait_ms) + 1)
+
+    @Slot()
     def _drain(self) -> None:
+        self._last_drain = time.monotonic()
         more = False
         with self._lock:
             if len(self._pending) > CHUNK:
