@@ -65,11 +65,22 @@ def test_crash_points_are_all_exercised() -> None:
     assert {c[0] for c in CASES} == set(CRASH_POINTS)
 
 
+def _durable(code: str) -> str:
+    """``code`` with every lock made durable (fsyncs: docs/architecture.md, "Durability")."""
+    return code.replace("Lock({p!r}", "Lock({p!r}, durable=True").replace(
+        "core.reclaim({p!r})", "core.reclaim({p!r}, durable=True)")
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["default", "durable"])
 @pytest.mark.parametrize(("point", "code", "stale_first"), CASES,
                          ids=[f"{c[0]}-{_LABELS[c[1]]}" for c in CASES])
 def test_crash_leaves_no_blocking_or_partial_lock(
-    lockdir: Path, point: str, code: str, stale_first: bool
+    lockdir: Path, point: str, code: str, stale_first: bool, durable: bool
 ) -> None:
+    """Crashing at ``point`` leaves nothing that blocks for ever or reads as a live lock, with
+    the default (no fsync) and with ``durable=True``."""
+    if durable:
+        code = _durable(code)
     path = lockdir / "crash.lock"
     if stale_first:
         assert _run(STALE.format(p=str(path))) == 0
