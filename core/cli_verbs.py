@@ -80,8 +80,10 @@ def _add_server_opts(p: argparse.ArgumentParser, *, patterns: bool = False) -> N
     """Options for a ``postgres://``, ``redis://`` or ``etcd://`` URL (docs/cli.md, "Locks on
     servers"): --profile, --password-env (and --pattern for a verb that lacks it)."""
     p.add_argument("--profile", action="append", choices=("python-redis-lock", "redis-py"),
-                   help="Redis URL: a library whose keys to read (repeatable; default "
-                   "python-redis-lock, plus redis-py when --pattern is given)")
+                   metavar="LIB",
+                   help="Redis URL: a library whose keys to read, python-redis-lock or "
+                   "redis-py (repeatable; default python-redis-lock, plus redis-py when "
+                   "--pattern is given)")
     if patterns:
         p.add_argument("--pattern", action="append", metavar="GLOB",
                        help="Redis URL: SCAN pattern of redis-py's keys (repeatable)")
