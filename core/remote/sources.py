@@ -99,6 +99,24 @@ def parse_url(url: str) -> ServerURL:
     return ServerURL(kind, args, fragment if sep else None, public)
 
 
+_EXTRA = {"postgres": "postgres", "redis": "redis", "etcd": "etcd"}
+
+
+def _backend(kind: str, url: str) -> Any:
+    """The backend module of ``kind`` (``core.remote.<kind>``), imported now.
+
+    Raises:
+        RemoteError: ``no_driver`` when it cannot be imported here (an install without the
+            optional extra, or the packaged app, which leaves the drivers out).
+    """
+    try:
+        return import_module(f"core.remote.{kind}")
+    except ImportError as exc:
+        raise RemoteError(f"{kind} servers are not supported by this installation ({exc}): "
+                          f"pip install 'lockwarden[{_EXTRA.get(kind, kind)}]'",
+                          kind=RemoteErrorKind.NO_DRIVER, url=url) from None
+
+
 def redis_profiles(names: Sequence[str], patterns: Sequence[str]) -> tuple[Any, ...]:
     """The :class:`core.remote.redis.RedisProfile` objects named (``python-redis-lock``,
     ``redis-py`` with ``patterns``); with no names, python-redis-lock, plus redis-py when
@@ -106,8 +124,10 @@ def redis_profiles(names: Sequence[str], patterns: Sequence[str]) -> tuple[Any, 
 
     Raises:
         ValueError: an unknown profile name, or redis-py without patterns.
+        RemoteError: ``no_driver`` when the Redis backend is not installed (a bundle built
+            without the drivers).
     """
-    from core.remote import redis as backend
+    backend = _backend("redis", "redis")
 
     chosen = list(names) or (["python-redis-lock"] + (["redis-py"] if patterns else []))
     out: list[Any] = []
@@ -148,7 +168,7 @@ def source_from_url(
         except ValueError as exc:
             raise RemoteError(str(exc), kind=RemoteErrorKind.BAD_KEY, url=parsed.public) \
                 from None
-    module = import_module(f"core.remote.{parsed.kind}")
+    module = _backend(parsed.kind, parsed.public)
     cls = {"postgres": "PostgresSource", "redis": "RedisSource", "etcd": "EtcdSource"}
     source: RemoteSource = getattr(module, cls[parsed.kind])(**args, policy=policy)
     return source
@@ -194,7 +214,7 @@ def source_from_spec(spec: ServerSpec, environ: Mapping[str, str] | None = None
     """
     password, problem = password_for(spec, environ)
     if spec.kind == "etcd":
-        module = import_module("core.remote.etcd")
+        module = _backend("etcd", spec.url or "etcd")
         source: RemoteSource = module.EtcdSource(
             spec.endpoints, prefix=spec.prefix, username=spec.username, password=password,
             policy=spec.policy)
