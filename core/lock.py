@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from core import formats, operations, publish
+from core import formats, operations, publish, waiting
 from core.defaults import MAX_TTL, MIN_REFRESH_INTERVAL
 from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale
 from core.formats import Built, Reclaimed, WriteRequest
@@ -26,19 +26,17 @@ from core.formats.writing import check_tag
 from core.fsutil import fsync_dir, refuse_unreadable, validate_lock_path
 from core.inspect import inspect
 from core.operations import (
-    POLL_INTERVAL,
-    POLL_NO_EVENTS,
     describe,
     force_release,
     holder_summary,
     release_path,
     resolve_policy,
-    wait,
 )
 from core.publish import CRASH_ENV, CRASH_POINTS, Outcome, Staged
 from core.reasons import render_all
 from core.record import WRITABLE_FORMATS, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
+from core.waiting import POLL_INTERVAL, POLL_NO_EVENTS, wait
 
 __all__ = [
     "CRASH_ENV", "CRASH_POINTS", "POLL_INTERVAL", "POLL_NO_EVENTS", "Lock", "force_release",
@@ -214,7 +212,7 @@ class Lock:
                    details={"holder": holder_summary(status)}, format=self.format)
             raise LockHeld(f"lock held: {describe(status)}", status)
         try:
-            operations.wait_until(self.path, self.policy, status, deadline, timeout,
+            waiting.wait_until(self.path, self.policy, status, deadline, timeout,
                                   lambda: self._attempt(precheck=True))
         except LockTimeout as exc:
             _audit(self.path, "acquire_refused", result="timeout",

@@ -1,7 +1,8 @@
 """Lock operations on a path that need no :class:`~core.lock.Lock` object -- force release,
-release on behalf of a PID, waiting -- and what the engine's operations share: the audit call,
-the stale policy they judge with, the event-driven wait loop (docs/engine.md; DESIGN.md, "Lock
-operations"). Importable from :mod:`core.lock` and :mod:`core` as well.
+release on behalf of a PID -- and what the engine's operations share: the audit call, the stale
+policy they judge with, the reclaim decision, what force may remove (docs/engine.md; DESIGN.md,
+"Lock operations"). Waiting is :mod:`core.waiting`. Importable from :mod:`core.lock` and
+:mod:`core` as well.
 
 The file work itself (verified remove under the directory guard) is :mod:`core.publish`;
 waking on events is :mod:`core._waiter`.
@@ -12,31 +13,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from core import audit
-from core.errors import LockError, LockLost, LockTimeout, NotStale, ReadOnlyLock
+from core.errors import LockError, LockLost, NotStale, ReadOnlyLock
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
 from core.formats.writing import Holder, Reclaimed
-from core.fsutil import refuse_unreadable, validate_lock_path
+from core.fsutil import validate_lock_path
 from core.inspect import inspect, inspect_bytes
 from core.liveness import hostname, process_identity, process_start_time, same_host
 from core.policy import taskmcp_decision
 from core.publish import Outcome, remove_if
 from core.reasons import Code, ReadOnlyKind, Reason, render_all
-from core.record import DEVTOOL_FORMATS, FileInfo, Liveness, LockRecord, LockStatus, State
+from core.record import DEVTOOL_FORMATS, FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 log = logging.getLogger("lockwarden.lock")
-
-POLL_INTERVAL = 1.0
-"""Seconds between re-checks while waiting with directory events (the slow fallback poll)."""
-
-POLL_NO_EVENTS = 0.25
-"""Seconds between re-checks while waiting when no directory event source could be set up."""
-
 
 def resolve_policy(policy: StalePolicy | None, stale_after: float | None) -> StalePolicy:
     """The stale policy an operation judges with: ``policy`` (default
@@ -93,7 +86,8 @@ def describe(status: LockStatus) -> str:
     return f"{status.path} is {status.state.value}{who}" + (f" ({why})" if why else "")
 
 
-def _on_this_host(host: str | None) -> bool:
+def on_this_host(host: str | None) -> bool:
+    """True when ``host`` is this host, or unrecorded (sema's locks carry none)."""
     return host is None or same_host(host)
 
 
@@ -346,7 +340,7 @@ def release_path(
 
     def mine(data: bytes, info: FileInfo) -> bool:
         r = inspect_bytes(p, data, info, policy=judge).record
-        return r is not None and r.pid == pid and _on_this_host(r.host)
+        return r is not None and r.pid == pid and on_this_host(r.host)
 
     try:
         removed = _removed_status(p, remove_if(p, mine), judge)
@@ -383,150 +377,24 @@ def _release_forced(
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise
     r = removed.record
-    op = "release" if r is not None and r.pid == pid and _on_this_host(r.host) else "force_release"
+    op = "release" if r is not None and r.pid == pid and on_this_host(r.host) else "force_release"
     record_audit(p, op, details={"pid": pid, "displaced": holder_summary(removed),
                                  "reason": reason}, format=fmt)
     return removed
 
 
-# -- waiting ------------------------------------------------------------------------------------
-
-
-def wait(
-    path: str | os.PathLike[str],
-    *,
-    timeout: float | None = None,
-    stale_after: float | None = None,
-    policy: StalePolicy | None = None,
-) -> LockStatus:
-    """Block until the lock at ``path`` can be taken: it is ``free``, or ``stale`` (a stale
-    lock is reclaimed by the next acquire). Returns that verdict. Event-driven like a
-    blocking :meth:`core.lock.Lock.acquire` (directory events, the local holder's exit, 1 s
-    poll; docs/engine.md, "Waiting is event-driven").
-
-    Args:
-        timeout: seconds (None: no limit).
-        stale_after: the stale policy's limit for other tools' locks, seconds; replaces
-            ``policy.stale_after`` when given.
-        policy: the stale policy to judge with (default
-            :data:`core.stale_policy.DEFAULT_POLICY`: 3600 s, as in the specs).
-
-    Raises:
-        LockTimeout: ``timeout`` passed first (``.status``: the last verdict).
-        UnreadableError: the path's directory is missing, or the path is a symlink, FIFO,
-            directory or device.
-        ValueError: ``stale_after`` is not a finite number of seconds > 0.
-    """
-    p = validate_lock_path(path)
-    judge = resolve_policy(policy, stale_after)
-    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
-    status = inspect(p, policy=judge)
-    if status.state in (State.FREE, State.STALE):
-        return status
-    settled: list[LockStatus] = []
-
-    def look() -> LockStatus | None:
-        st = inspect(p, policy=judge)
-        if st.state in (State.FREE, State.STALE):
-            settled.append(st)
-            return None
-        refuse_unreadable(p, st)
-        return st
-
-    wait_until(p, judge, status, deadline, timeout, look)
-    return settled[-1]
-
-
-def local_holder_pid(status: LockStatus) -> int | None:
-    """The PID to watch for exit while ``status`` stops us: a live holder on this host, else
-    None (a dead one's exit is past; a remote or unknown one cannot be watched)."""
-    rec = status.record
-    if rec is None or rec.pid is None or status.state is State.FREE:
-        return None
-    if status.liveness is not Liveness.ALIVE:
-        return None
-    return rec.pid if _on_this_host(rec.host) else None
-
-
-def wait_until(
-    path: str,
-    policy: StalePolicy,
-    status: LockStatus,
-    deadline: float | None,
-    timeout: float | None,
-    attempt: Callable[[], LockStatus | None],
-) -> None:
-    """Sleep on the lock's directory events and its local holder's exit (no polling loop;
-    DESIGN.md "Lock operations", wait), calling ``attempt()`` after each wake-up until it
-    returns ``None`` (done); otherwise it returns the verdict that still stops us.
-
-    ``deadline`` is a ``time.monotonic()`` value (``timeout``, seconds, only names it in the
-    message).
-
-    Raises:
-        LockTimeout: the deadline passed (``.status``: the last verdict).
-    """
-    # imported on the first wait only: inotify_simple loads ctypes.util (~7 ms), which the
-    # CLI's non-waiting verbs must not pay (docs/cli.md, "Start-up time")
-    from core._waiter import Waiter
-
-    with Waiter(path) as waiter:
-        backoff = 0.005
-        watched: int | None = -1
-        while True:
-            pid = local_holder_pid(status)
-            if pid != watched:
-                # open the pidfd *before* the next check, so the check that says "alive"
-                # and the descriptor refer to the same process
-                waiter.watch_holder(pid)
-                watched = pid
-            else:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise LockTimeout(
-                        f"timed out after {timeout:g} s waiting for {describe(status)}", status
-                    )
-                wake = next_wake(status, policy, waiter.events, remaining)
-                if waiter.holder_exited and status.liveness is Liveness.ALIVE:
-                    # the holder exited but is still judged alive (not yet reaped):
-                    # re-check soon, backing off
-                    wake = min(wake, backoff) if wake is not None else backoff
-                    backoff = min(backoff * 2, 0.5)
-                waiter.wait(wake)
-            after = attempt()
-            if after is None:
-                return
-            status = after
-
-
-def next_wake(
-    status: LockStatus, policy: StalePolicy, events: bool, remaining: float | None
-) -> float | None:
-    """Seconds until the next re-check: the slow poll (:data:`POLL_INTERVAL`, or
-    :data:`POLL_NO_EVENTS` without directory events), the moment a TTL expires or
-    ``stale_after`` passes, the end of the writing grace, or the caller's timeout."""
-    wake = POLL_INTERVAL if events else POLL_NO_EVENTS
-    now = time.time()
-    rec = status.record
-    bounds: list[float] = []
-    if rec is not None:
-        expiry = rec.effective_expiry()
-        if expiry is not None:
-            bounds.append(expiry.timestamp() - now)
-        if rec.acquired_at is not None:
-            bounds.append(rec.acquired_at.timestamp() + policy.stale_after - now)
-    if status.state is State.WRITING and status.file is not None:
-        bounds.append(status.file.mtime_ns / 1e9 + policy.writing_grace - now)
-    for b in bounds:
-        if b > 0:
-            wake = min(wake, b + 0.002)
-    if remaining is not None:
-        wake = min(wake, max(remaining, 0.0))
-    return wake
-
-
 __all__ = [
-    "POLL_INTERVAL", "POLL_NO_EVENTS", "HolderCache", "ReclaimJudge", "audit_lost_race",
-    "describe", "force_release", "holder_summary", "local_holder_pid", "next_wake",
-    "record_audit", "release_path", "resolve_policy", "wait", "wait_until",
+    "HolderCache",
+    "ReclaimJudge",
+    "audit_lost_race",
+    "describe",
+    "force_release",
+    "holder_summary",
+    "is_a_lock",
+    "on_this_host",
+    "record_audit",
+    "refuse_not_a_lock",
+    "refuse_read_only",
+    "release_path",
+    "resolve_policy",
 ]
