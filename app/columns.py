@@ -154,6 +154,10 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
         return st.tool
     if col == Col.KIND:
         return st.kind
+    if col == Col.PID and st.kernel_pid is not None and (rec is None or rec.pid is None):
+        return str(st.kernel_pid)  # a kernel lock's holder, as the kernel names it
+    if col == Col.LIVENESS and rec is None and st.kernel_held:
+        return st.liveness.value
     if rec is None:
         return ""
     if col == Col.FORMAT:
@@ -187,7 +191,8 @@ def sort_key(st: LockStatus, col: Col, my_host: str) -> str:
     if col == Col.STATE:
         key = str(STATE_ORDER.get(st.state, 9))
     elif col == Col.PID:
-        key = f"{(rec.pid if rec and rec.pid is not None else -1) + 1:012d}"
+        pid = rec.pid if rec and rec.pid is not None else st.kernel_pid
+        key = f"{(pid if pid is not None else -1) + 1:012d}"
     elif col == Col.AGE:
         base = base_time(st)
         # a larger age is an earlier time; no age sorts first ("!" < digits)
@@ -215,7 +220,7 @@ def cell_keys(st: LockStatus, my_host: str) -> tuple[Hashable, ...]:
         st.path,
         rec.format if rec else None,
         holder_text(st, my_host),
-        rec.pid if rec else None,
+        rec.pid if rec else st.kernel_pid,
         st.liveness if rec else None,
         base_time(st),
         expiry(st),

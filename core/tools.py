@@ -14,7 +14,7 @@ decided from the record's format and the reason codes, never from text.
 from __future__ import annotations
 
 from core.reasons import Code
-from core.record import LockStatus, State
+from core.record import Liveness, LockStatus, State
 
 _SAFE: tuple[tuple[Code, str], ...] = (
     (Code.KERNEL_LOCK_HELD, "leave it: the kernel holds it while its process lives; if that "
@@ -40,6 +40,9 @@ def safe_action(status: LockStatus) -> str:
     if status.state is State.EXPIRED:
         return "wait, or force it with a reason: its holder still runs"
     if status.state is State.HELD:
+        if status.liveness in (Liveness.DEAD, Liveness.REUSED):
+            return ("its holder is gone: it becomes stale after the stale limit; release it "
+                    "now (force, with a reason) only if you know its tool is done with it")
         return "wait: its holder is alive"
     if status.state is State.WRITING:
         return "wait: it is being written"

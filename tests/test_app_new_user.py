@@ -54,6 +54,7 @@ def test_a_dead_holders_lock_is_told_apart_from_held(make_app: Any, lockdir: Pat
     assert img_dead.pixelColor(14, 14).alpha() == 0  # a ring: the centre is empty
     assert "holder dead" in m.data(m.index(d_row, Col.STATE), 3)  # ToolTipRole
     assert lw.window.select_path(str(dead))
+    assert lw.window.detail.values["Safe action"].text().startswith("its holder is gone")
     rule = lw.window.detail.values["Rule"].text()
     assert "stays held until it is older than the stale limit" in rule
     age = m.data(m.index(d_row, Col.AGE))
@@ -215,6 +216,7 @@ def test_kernel_locks_offer_only_safe_actions(make_app: Any, lockdir: Path, qtbo
         row = _row_of(lw, path)
         assert m.data(m.index(row, Col.TOOL)) == "kernel"
         assert m.data(m.index(row, Col.KIND)) == "kernel"
+        assert m.data(m.index(row, Col.PID)) == str(lw.model.status_of(str(path)).kernel_pid)
         assert lw.window.select_path(str(path))
         w = lw.window
         assert not w.act_force.isEnabled() and not w.act_reclaim.isEnabled()
