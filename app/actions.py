@@ -238,15 +238,16 @@ class LockActions(QObject):
             self.touched.emit(path)
             return st
 
-    def end_holder(self, path: str, *, reason: str | None = None) -> int:
-        """End (SIGTERM) the process the kernel names as holder of ``path``
-        (:func:`core.holder_end.end_holder`, audited); returns its PID. Raises
-        :class:`ActionError`."""
+    def end_holder(self, path: str, *, reason: str | None = None,
+                   expected_pid: int | None = None) -> int:
+        """End (SIGTERM) the process the kernel names as holder of ``path`` -- only while it is
+        still ``expected_pid``, the one the user confirmed (:func:`core.holder_end.end_holder`,
+        audited); returns its PID. Raises :class:`ActionError`."""
         from core.holder_end import end_holder
 
         with self._running(path):
             try:
-                pid = end_holder(path, reason=reason or None)
+                pid = end_holder(path, reason=reason or None, expected_pid=expected_pid)
             except (LockError, OSError) as exc:
                 raise ActionError("Could not end the holder", _explain(exc, path)) from exc
             finally:

@@ -64,6 +64,8 @@ def _x11_unreachable(display: str) -> str | None:
     if m is None:
         return "not of the form [host]:N"
     host, num = m.group("host"), int(m.group("num"))
+    if num > 65535 - 6000:
+        return "not of the form [host]:N (display number too large)"
     if host in ("", "unix") or host.startswith("/"):
         path = host if host.startswith("/") else f"/tmp/.X11-unix/X{num}"
         for address in (path, "\0" + path):  # the file, then Linux's abstract namespace
@@ -80,3 +82,5 @@ def _x11_unreachable(display: str) -> str | None:
             return None
     except OSError as exc:
         return f"{host}:{6000 + num}: {exc.strerror or exc}"
+    except (UnicodeError, ValueError) as exc:  # a host name the resolver cannot even encode
+        return f"{host!r} is not a host name: {exc}"

@@ -285,7 +285,7 @@ class Operations(QObject):
 
         def go() -> None:
             reason = dlg.reason.text().strip()
-            self._run(lambda: self._actions.end_holder(path, reason=reason))
+            self._run(lambda: self._actions.end_holder(path, reason=reason, expected_pid=pid))
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)

@@ -224,7 +224,7 @@ class RemotePoller(QObject):
         if source is None:
             raise LockError(f"{path}: no configured server holds this lock any more")
         source.release(path, token, force=force, reason=reason)
-        self._due[source.base_url] = 0.0  # look again at once
+        self._changed.emit(source.base_url)  # look again at once (GUI thread; if still ours)
 
     def close(self) -> None:
         """Stop polling and following; the sources' rows leave the table; connections are

@@ -114,7 +114,10 @@ class SingleInstance(QObject):
         server = QLocalServer(self)
         server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         if not server.listen(self.name):
-            # a socket left by a crashed instance: nobody answered above, so remove it
+            # taken meanwhile by a launch at the same moment? then it answers now
+            if self.notify_running():
+                return False
+            # a socket left by a crashed instance: nobody answers on it, so remove it
             QLocalServer.removeServer(self.name)
             if not server.listen(self.name):
                 return True  # run without the guard rather than not at all

@@ -45,7 +45,7 @@ def cmd_kill_holder(args: argparse.Namespace, out: Out) -> int:
             out.note("not ended")
             return EXIT_NO
     try:
-        ended = end_holder(path, reason=args.reason)
+        ended = end_holder(path, reason=args.reason, expected_pid=pid)
     except NotKernelHeld as exc:
         out.note(f"not ended: {exc}")
         return EXIT_NO

@@ -362,7 +362,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
                                   flush=True)
                         else:
                             print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr, flush=True)
-                    now.update({p: s for p, s in seen.items() if p.startswith(url)})
+                    base = source.base_url + "#"
+                    now.update({p: s for p, s in seen.items() if p.startswith(base)})
                     continue
                 failing.pop(url, None)
                 now.update({s.path: s for s in statuses})

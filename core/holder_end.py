@@ -30,14 +30,18 @@ class NotKernelHeld(LockError):
 
 
 def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = None,
-               sig: int = signal.SIGTERM) -> int:
+               sig: int = signal.SIGTERM, expected_pid: int | None = None) -> int:
     """Send ``sig`` (default SIGTERM) to the process the kernel names as the holder of the lock
     on ``path``; returns its PID. Audited as ``end_holder`` (holder, PID, process start,
     reason), durable.
 
+    ``expected_pid``: the PID the user confirmed; when the kernel now names another holder
+    (the confirmed one let go and someone else took the lock meanwhile), nothing is signalled.
+
     Raises:
-        NotKernelHeld: no kernel lock decides the verdict, the kernel names no PID, the PID is
-            this process, init, or no longer the process seen (reused or gone).
+        NotKernelHeld: no kernel lock decides the verdict, the kernel names no PID or another
+            PID than ``expected_pid``, the PID is this process, init, or no longer the process
+            seen (reused or gone).
         PermissionError: the process belongs to another user (nothing was signalled).
     """
     import psutil
@@ -47,6 +51,9 @@ def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = No
     if not status.kernel_held or pid is None:
         raise NotKernelHeld(f"{path}: no kernel lock names a holder process; nothing to end",
                             status)
+    if expected_pid is not None and pid != expected_pid:
+        raise NotKernelHeld(f"{path}: the holder is now PID {pid}, not PID {expected_pid} as "
+                            "confirmed; nothing was signalled", status)
     if pid in (1, os.getpid()):
         raise NotKernelHeld(f"{path}: the holder is PID {pid}, which Lockwarden never ends",
                             status)

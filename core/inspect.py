@@ -193,6 +193,16 @@ def _named_by_path(path: str) -> bool:
     return git.lock_target(path) is not None
 
 
+def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus | None:
+    """The ``held`` verdict of a kernel lock (flock, POSIX, OFD) on ``path`` whatever the file
+    holds -- a pidfile with content can be flock'ed too -- or ``None`` when the kernel shows
+    none (or ``/proc/locks`` cannot be read). Used before anything deletes or replaces a file
+    (:func:`core.operations.refuse_not_a_lock`). Never raises."""
+    from core.stale_policy import DEFAULT_POLICY
+
+    return _kernel_held(path, None, policy=policy or DEFAULT_POLICY, now=datetime.now(UTC))
+
+
 def _kernel_held(path: str, file: FileInfo | None, *, policy: StalePolicy, now: datetime
                  ) -> LockStatus | None:
     """``held`` with ``kernel_lock_held`` when ``/proc/locks`` shows a lock on ``path``

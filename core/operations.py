@@ -21,7 +21,7 @@ from core.errors import LockError, LockLost, NotStale, ReadOnlyLock
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
 from core.formats.writing import Holder, Reclaimed
 from core.fsutil import validate_lock_path
-from core.inspect import inspect, inspect_bytes
+from core.inspect import inspect, inspect_bytes, kernel_status
 from core.liveness import hostname, process_identity, process_start_time, same_host
 from core.policy import taskmcp_decision
 from core.publish import Outcome, remove_if
@@ -227,14 +227,15 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
         ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
             ``KERNEL_LOCK``, ``status``.
     """
-    if status.kernel_held:
-        pid = status.kernel_pid
+    kernel = status if status.kernel_held else kernel_status(path, policy=status.policy)
+    if kernel is not None:
+        pid = kernel.kernel_pid
         who = f"PID {pid}" if pid is not None else "a process"
         raise ReadOnlyLock(
             f"{path}: {who} holds a kernel lock on it; deleting the file would not release it "
             f"and would let a second holder in, so Lockwarden never forces a {operation} of it "
             f"(end {who} if it hangs{f': kill {pid}' if pid is not None else ''}); nothing was "
-            "changed", kind=ReadOnlyKind.KERNEL_LOCK, status=status)
+            "changed", kind=ReadOnlyKind.KERNEL_LOCK, status=kernel)
     if status.state is State.FREE or is_a_lock(status):
         return
     why = render_all(status.reasons) or "no lock format reads it"
@@ -286,7 +287,10 @@ def force_release(
     Raises:
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files (never removed).
-        ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`; never removed).
+        ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`), or one a kernel
+            lock holds (never removed).
+        LockLost: the file changed between the check and the guarded removal (nothing was
+            removed; it is still there).
         GuardTimeout: the directory guard stayed held by another process (10 s).
     """
     p = validate_lock_path(path)
@@ -295,6 +299,8 @@ def force_release(
     try:
         status = _removed_status(p, remove_if(p, _removable(p, judge)), judge)
     except LockLost:
+        if os.path.lexists(p):  # it changed under the guard (a kernel lock, another file)
+            raise
         status = LockStatus(p, State.FREE, reasons=(Reason.of(Code.NO_LOCK_FILE),))
         record_audit(p, "force_release", result="free",
                      details={"reason": reason, "displaced": None})
@@ -361,7 +367,9 @@ def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]
     to remove: still a lock (:func:`is_a_lock`)."""
     def check(data: bytes, info: FileInfo) -> bool:
         st = inspect_bytes(p, data, info, policy=policy)
-        return not st.kernel_held and (not data or is_a_lock(st))
+        if st.kernel_held or kernel_status(p, policy=policy) is not None:
+            return False
+        return not data or is_a_lock(st)
 
     return check
 

@@ -32,7 +32,7 @@ _TEMP_RE = re.compile(
     r"\.lw(?P<kind>tmp|swap|rel)\Z",
     re.DOTALL,
 )
-_MAX_PID = 2**32 - 1
+_MAX_PID = 2**31 - 1  # pid_t: os.kill refuses more
 
 
 class TempName(NamedTuple):
@@ -82,7 +82,7 @@ def temp_path(
 
 def parse_temp(name: str) -> TempName | None:
     """The parts of ``name`` (a base name) when it has the full shape of an engine temp file
-    (:func:`temp_path`: leading dot, lock name, PID 1..2**32-1 without leading zero, exactly 32
+    (:func:`temp_path`: leading dot, lock name, PID 1..2**31-1 without leading zero, exactly 32
     lowercase hex digits, ``.lwtmp``/``.lwswap``/``.lwrel``), else ``None``."""
     m = _TEMP_RE.match(name)
     if not m:

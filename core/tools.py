@@ -35,8 +35,9 @@ def safe_action(status: LockStatus) -> str:
     if status.read_only:
         return "nothing: only its tool changes it"
     if status.state is State.STALE:
-        return ("release it (delete the file)" if status.tool not in (
-            "sema", "task-mcp", "af", "pidfile", "") else "reclaim it, or release it")
+        rec = status.record
+        reclaimable = rec is None or rec.format in ("sema", "task-mcp", "af-ledger", "pidfile")
+        return "reclaim it, or release it" if reclaimable else "release it (delete the file)"
     if status.state is State.EXPIRED:
         return "wait, or force it with a reason: its holder still runs"
     if status.state is State.HELD:

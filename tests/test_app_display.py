@@ -73,3 +73,8 @@ def test_a_running_x_server_is_fine(xvfb: str) -> None:
     assert problem({"DISPLAY": xvfb + ".0"}) is None
     assert problem({"QT_QPA_PLATFORM": "offscreen"}) is None
     assert "not of the form" in (problem({"DISPLAY": "garbage"}) or "")
+
+
+def test_a_display_name_the_resolver_cannot_encode_is_one_line() -> None:
+    assert "not a host name" in (problem({"DISPLAY": "a" * 70 + ":0"}) or "")
+    assert "too large" in (problem({"DISPLAY": "host:99999999999999999999"}) or "")

@@ -64,6 +64,10 @@ GRPC_NOT_FOUND = 5
 _GRPC_KINDS = {7: RemoteErrorKind.PERMISSION_DENIED, 16: RemoteErrorKind.AUTH_FAILED}
 
 
+WATCH_RENEW_S = 30.0
+"""Seconds one prefix watch lasts before it is set up again (:meth:`EtcdSource.follow`)."""
+
+
 class EtcdSource(RemoteSource):
     """Concurrency-API locks of one etcd cluster.
 
@@ -108,9 +112,16 @@ class EtcdSource(RemoteSource):
         arrives 20-470 ms after the deadline; the caller keeps its own expiry clock). A watch
         only reads: it is on whenever the source is followed.
 
+        etcd3gw's watch thread swallows a broken connection and its event stream then never
+        ends, so each watch lasts at most :data:`WATCH_RENEW_S` seconds and ``True`` is returned
+        for the caller to follow again; the server is checked (one small request) before each
+        new watch, so a server that went away is reported instead of watched in silence.
+
         Raises:
-            RemoteError: ``no_driver``, ``unreachable`` (the watch could not start or broke).
+            RemoteError: ``no_driver``, ``unreachable`` (the server is gone or the watch could
+                not start).
         """
+        self._post("check", "/maintenance/status", {})  # RemoteError when it is gone
         client = self._connect()
         try:
             if self.prefix:
@@ -121,14 +132,20 @@ class EtcdSource(RemoteSource):
             raise RemoteError(f"watch {self.base_url}: {_detail(exc)}",
                               kind=RemoteErrorKind.UNREACHABLE, url=self.base_url,
                               detail=_detail(exc)) from exc
-        closer = threading.Thread(target=lambda: (stop.wait(), cancel()),
-                                  name=f"lockwarden-etcd-unwatch {self.base_url}", daemon=True)
-        closer.start()
+        renew = threading.Event()
+
+        def closer() -> None:
+            if not stop.wait(WATCH_RENEW_S):
+                renew.set()
+            cancel()
+
+        threading.Thread(target=closer, name=f"lockwarden-etcd-unwatch {self.base_url}",
+                         daemon=True).start()
         for _event in events:
-            if stop.is_set():
+            if stop.is_set() or renew.is_set():
                 break
             on_change()
-        if not stop.is_set():  # the stream ended on its own: the caller sets it up again
+        if not stop.is_set() and not renew.is_set():  # the stream ended on its own
             raise RemoteError(f"watch {self.base_url}: the watch stream ended",
                               kind=RemoteErrorKind.UNREACHABLE, url=self.base_url)
         return True

@@ -149,6 +149,11 @@ class PostgresSource(RemoteSource):
             "host": host, "port": port, "dbname": dbname, "user": user, "password": password,
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "lockwarden", "autocommit": True,
+            # a half-open connection (a VPN drop, a resume on another network) must fail, not
+            # block the poller for ever: server-side statement timeout, TCP keepalives
+            "options": f"-c statement_timeout={max(1000, round(connect_timeout * 2000))}",
+            "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+            "keepalives_count": 2,
         }
         self.liquibase = liquibase
         self._conn: Any = None

@@ -102,3 +102,30 @@ def test_kill_holder_ends_the_holder_and_a_child_keeps_the_inherited_lock(
 
     ops = [(e.operation, e.details.get("pid")) for e in audit.read(str(path.parent))]
     assert ops == [("end_holder", first), ("end_holder", second)]
+
+
+def test_a_flocked_file_with_content_is_never_forced_either(lockdir: Path) -> None:
+    """Not only empty anchors: a daemon's pidfile it keeps flock'ed (content and a kernel lock)
+    is refused too -- deleting it would let a second instance start."""
+    path = lockdir / "daemon.pid"
+    path.write_text("4242\n")
+    proc = subprocess.Popen(["flock", str(path), "sh", "-c", "echo locked; exec cat"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        out = lw("release", str(path), "--force", "--reason", "looks stale")
+        assert out.returncode == 1 and "holds a kernel lock" in one_line(out.stderr)
+        assert path.read_text() == "4242\n"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_end_holder_signals_only_the_confirmed_pid(
+        held: tuple[Path, subprocess.Popen[str]]) -> None:
+    from core.holder_end import NotKernelHeld, end_holder
+
+    path, proc = held
+    with pytest.raises(NotKernelHeld):
+        end_holder(str(path), reason="test", expected_pid=proc.pid + 1_000_000)
+    assert proc.poll() is None  # nothing was signalled
