@@ -322,8 +322,9 @@ class MainWindow(QMainWindow):
         the detail pane; nothing else is selected in its place."""
         self.detail.show_status(None)
         self._update_actions()
-        # the source model may be removing the row right now: decide why once it is done
-        QTimer.singleShot(0, lambda: self._say_gone(path))
+        # the source model may be removing the row right now: decide why once it is done (the
+        # detail pane as context: the call is dropped if the window is destroyed meanwhile)
+        QTimer.singleShot(0, self.detail, lambda: self._say_gone(path))
 
     def _say_gone(self, path: str) -> None:
         if self.detail.status is not None:  # the user selected another lock meanwhile
