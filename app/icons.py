@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QIcon, QPainter,
 
 from core.record import State
 
-#: Aggregate states of the tray icon, best to worst (DESIGN.md "GUI").
+#: Aggregate states of the tray icon, best to worst (docs/DESIGN.md "GUI").
 TRAY_STATES: tuple[str, ...] = ("free", "held", "stale", "problem")
 
 #: Colour of each lock state, readable on light and dark backgrounds.

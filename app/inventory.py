@@ -8,7 +8,7 @@ every :data:`PAINT_MS` (the first change at once, later ones gathered until the 
 qutebrowser's ``misc/throttle.py``). The core's change stream is not throttled (docs/watching.md,
 "Latency"): painting is the GUI's business, so a burst of 1,000 change sets costs a few model
 updates, not 1,000. ``QTimer.singleShot`` is never used from the watcher
-thread: it would silently never fire (DESIGN.md "Watching").
+thread: it would silently never fire (docs/DESIGN.md "Watching").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Private kernel primitives of the engine (:mod:`core.lock`): the atomic exchange of two
 directory entries and the per-directory guard lock. Not a public API.
 
-Exchange (DESIGN.md, "Lock operations", reclaim): ``renameat2(RENAME_EXCHANGE)`` on Linux
+Exchange (docs/DESIGN.md, "Lock operations", reclaim): ``renameat2(RENAME_EXCHANGE)`` on Linux
 (glibc >= 2.28 exports ``renameat2``; otherwise the raw ``syscall`` number), ``renamex_np``
 with ``RENAME_SWAP`` on macOS. Both swap two existing names in one step, so the lock path is
 never empty and whatever was at the lock path can be inspected *after* it was moved out (and

@@ -1,4 +1,4 @@
-"""Private event-driven waiting for :mod:`core.lock` (DESIGN.md, "Lock operations", wait).
+"""Private event-driven waiting for :mod:`core.lock` (docs/DESIGN.md, "Lock operations", wait).
 Not a public API.
 
 A :class:`Waiter` wakes its caller when something may have changed for one lock path:

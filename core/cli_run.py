@@ -3,11 +3,11 @@ runs, like flock(1).
 
 The holder recorded in the lock is this wrapper process (it lives exactly as long as CMD). The
 engine acquires (:class:`core.lock.Lock`) and, with ``--ttl``, refreshes the lease at 75 % of
-the TTL (``auto_refresh``, DESIGN.md "Refresh"). The lock is released on every exit path the
+the TTL (``auto_refresh``, docs/DESIGN.md "Refresh"). The lock is released on every exit path the
 wrapper survives: CMD exits 0 or fails, CMD is killed (even with SIGKILL), the wrapper gets
 SIGINT/SIGTERM/SIGHUP (forwarded to CMD; the release follows CMD's exit). If the wrapper itself
 is SIGKILLed, its lock names a dead PID with Lockwarden's token, which the engine judges stale
-at once (DESIGN.md, "Default stale policy").
+at once (docs/DESIGN.md, "Default stale policy").
 
 SIGINT is not forwarded when the wrapper is in the terminal's foreground process group: the
 terminal already sent it to CMD, which shares that group (a second SIGINT could cut CMD's own

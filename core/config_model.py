@@ -58,7 +58,7 @@ POLLING_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 THEME_CHOICES: tuple[str, ...] = ("auto", "light", "dark")
 
 DEFAULT_RESCAN_INTERVAL = 30.0
-"""Seconds between full rescans that heal missed file-system events (DESIGN.md, "Watching")."""
+"""Seconds between full rescans that heal missed file-system events (docs/DESIGN.md, "Watching")."""
 
 
 def _default_patterns() -> list[str]:
@@ -94,9 +94,9 @@ class WatchSpec:
             ``"~/locks"``.
         recursive: also watch sub-directories.
         patterns: fnmatch patterns matched against each file's base name (never against the
-            absolute path: watchdog 7 would, DESIGN.md "Watching").
+            absolute path: watchdog 7 would, docs/DESIGN.md "Watching").
         stale_after: seconds; a lock of another tool whose holder is not alive is stale when
-            older than this (DESIGN.md, "Default stale policy").
+            older than this (docs/DESIGN.md, "Default stale policy").
         polling: ``"auto"`` (poll only on network file systems or when inotify runs out of
             watches), ``"on"`` (always poll), ``"off"`` (never poll).
         allow_higher_privilege, allow_emergency: Task MCP reclaim policy flags

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DEFAULT_STALE_AFTER = 3600.0
 """Seconds after which a lock whose holder is not alive is stale (the specs' default:
-``specs/000_f378b7650aba3ec0.txt``, "Stale Detection"; copied to ``docs/verdicts.md``)."""
+``docs/specs/000_f378b7650aba3ec0.txt``, "Stale Detection"; copied to ``docs/verdicts.md``)."""
 
 MAX_TTL = 365 * 24 * 3600.0
 """The longest lease Lockwarden writes, in seconds (one year): every expiry it computes stays a

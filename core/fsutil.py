@@ -1,6 +1,6 @@
 """Careful file-system primitives shared by the engine and the scanner.
 
-Rules (DESIGN.md, "Formats" and "Lock operations"): read at most 64 KiB of a lock file; never
+Rules (docs/DESIGN.md, "Formats" and "Lock operations"): read at most 64 KiB of a lock file; never
 open a FIFO, device or socket (``lstat`` first, then open with ``O_NONBLOCK``/``O_NOFOLLOW``
 where the OS has them); never follow a symlink when reading or writing in a lock directory.
 """
@@ -19,14 +19,15 @@ from core.record import FileInfo, LockStatus, State
 from core.tempfiles import parse_temp
 
 MAX_LOCK_BYTES = 64 * 1024
-"""Largest lock file we read, in bytes (DESIGN.md: "Read at most 64 KiB of a file")."""
+"""Largest lock file we read, in bytes (docs/DESIGN.md: "Read at most 64 KiB of a file")."""
 
 AUDIT_LOG_NAME = ".lock_audit.log"
 """Audit log file name, beside the locks (Task MCP's name, spec 004 "Audit logging")."""
 
 GUARD_FILE_NAME = ".lockwarden.guard"
 """Guard file the engine locks where a directory itself cannot be locked (NFS, Windows);
-never a lock (DESIGN.md "Lock operations": serialise breakers with a kernel lock on a guard)."""
+never a lock (docs/DESIGN.md "Lock operations": serialise breakers with a kernel lock on a
+guard)."""
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -263,7 +264,7 @@ def refuse_unreadable(p: str, status: LockStatus) -> None:
     ``p`` is not a lock and will not turn into one by waiting: a symlink, FIFO, directory or
     device slipped in (:func:`check_regular`); or an ``unreadable`` verdict -- a file over
     64 KiB, bytes no format reads, an empty file past the writing grace (younger ones are
-    ``writing``, DESIGN.md "Liveness and verdicts"). Inconclusive kinds
+    ``writing``, docs/DESIGN.md "Liveness and verdicts"). Inconclusive kinds
     (:attr:`~core.reasons.UnreadableKind.inconclusive`: changed while read, permission denied)
     do not raise: a lock of another user can still be waited for until it goes.
 
@@ -355,7 +356,7 @@ def lock_within(
     non-blocking attempts (``attempt``, default :func:`flock_nb`; it raises
     ``BlockingIOError`` while the lock is busy) with sleeps growing from ``pause`` to
     ``max_pause`` seconds. The bound exists because any local user who can open the file can
-    take its lock (docs/engine.md, "Why the guard is a flock on the directory"; DESIGN.md,
+    take its lock (docs/engine.md, "Why the guard is a flock on the directory"; docs/DESIGN.md,
     "Audit log": appends are serialised with a kernel lock). Used by the engine's directory
     guard (:class:`core._exchange.DirGuard`) and the audit log's append lock
     (:mod:`core.audit_write`).

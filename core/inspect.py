@@ -1,5 +1,5 @@
 """One lock path to one verdict: read safely, parse, check the holder, judge
-(DESIGN.md, "Formats" and "Liveness and verdicts").
+(docs/DESIGN.md, "Formats" and "Liveness and verdicts").
 
 :func:`inspect` is ``core.inspect`` of the public API and the CLI's ``status``; the scanner,
 which has already read the bytes, calls :func:`inspect_bytes`. Neither ever raises because of

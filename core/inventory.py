@@ -1,4 +1,4 @@
-"""The watcher's inventory as a pure value: entries in, change set out (DESIGN.md, "Watching";
+"""The watcher's inventory as a pure value: entries in, change set out (docs/DESIGN.md, "Watching";
 docs/watching.md, "Live updates").
 
 :class:`Inventory` maps each lock path to its :class:`Entry` (the last verdict, the bytes it

@@ -1,10 +1,10 @@
-"""Is the holder of a lock still running? (DESIGN.md, "Liveness and verdicts").
+"""Is the holder of a lock still running? (docs/DESIGN.md, "Liveness and verdicts").
 
 Judged with psutil, on this host only:
 
 - ``alive``: the PID exists and its process started no later than the lock was written;
   ``psutil.AccessDenied`` means the process exists, so it counts as alive (``semats`` gets this
-  wrong: it treats ``EPERM`` from ``kill(pid, 0)`` as dead, DESIGN.md "Defects").
+  wrong: it treats ``EPERM`` from ``kill(pid, 0)`` as dead, docs/DESIGN.md "Defects").
 - ``dead``: no such PID, or the PID is a zombie (it exited and waits to be reaped).
 - ``reused``: the PID exists but belongs to a later process, so the holder is dead.
 - ``remote``: the lock names another host; nothing can be checked from here.
@@ -34,14 +34,14 @@ from core.record import Evidence, Liveness, LockRecord
 
 START_SLACK = 2.0
 """Seconds a process may seem to have started after its lock's ``acquired_at`` and still be
-the holder. DESIGN.md gives 1 s because sema timestamps are whole seconds (``timestamp`` is
+the holder. docs/DESIGN.md gives 1 s because sema timestamps are whole seconds (``timestamp`` is
 the floor of the write time); one more second because psutil's ``create_time`` adds the
 whole-second boot time of ``/proc/stat`` (``btime``), which a clock step can move by one second.
 A PID cannot be recycled within 2 s in practice (the kernel would have to wrap its PID space)."""
 
 START_TOLERANCE = 0.1
 """Seconds by which a recorded ``start=`` may differ from the live process's start time
-(DESIGN.md: ``start`` is psutil's ``create_time`` at acquisition, with its fraction)."""
+(docs/DESIGN.md: ``start`` is psutil's ``create_time`` at acquisition, with its fraction)."""
 
 _BTIME_JITTER = 0.02
 """A ``start=`` that differs by exactly one second (within this many seconds: the 10 ms clock
@@ -237,7 +237,7 @@ def check(
             check of records without ``acquired_at`` (pidfiles). ``None``: no check.
 
     Returns:
-        ``(Liveness, reasons)``. Rules (DESIGN.md, "Liveness and verdicts"): no PID ->
+        ``(Liveness, reasons)``. Rules (docs/DESIGN.md, "Liveness and verdicts"): no PID ->
         ``unknown``; ``record.host`` set and not this host (:func:`same_host`) -> ``remote``
         (no host: sema and pidfiles of other tools are assumed local); no such PID, or a zombie
         -> ``dead`` (unless ``kill(pid, 0)`` says ``EPERM``: hidden by ``hidepid``, alive);

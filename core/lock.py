@@ -1,5 +1,5 @@
 """The public lock API: :class:`Lock` (acquire, release, refresh, the context manager and the
-refresher thread) and :func:`reclaim` (DESIGN.md, "Lock operations"; docs/engine.md, whose
+refresher thread) and :func:`reclaim` (docs/DESIGN.md, "Lock operations"; docs/engine.md, whose
 "Guarantees and how they are kept" says how and why). Every lock Lockwarden creates, rewrites
 or removes goes through the engine: this module, then :mod:`core.operations` (operations on a
 path without a Lock; re-exported here), :mod:`core.publish` (the publish protocol, crash
@@ -188,7 +188,7 @@ class Lock:
             blocking: wait while the lock is held by someone else. Waiting is event-driven
                 (directory events, the holder's exit) with a 1 s fallback poll.
 
-        A lock found stale (DESIGN.md stale policy via :func:`core.inspect.inspect`) is
+        A lock found stale (docs/DESIGN.md stale policy via :func:`core.inspect.inspect`) is
         reclaimed race-free on the way (:func:`core.publish.take_over`); ``reclaimed_from``
         then holds its status.
 
@@ -326,7 +326,7 @@ class Lock:
 
         The file is removed only if it is still this acquisition's (same inode and the exact
         bytes written, which include the token), checked under the directory guard; a
-        successor's lock is never deleted (DESIGN.md "Lock operations", release;
+        successor's lock is never deleted (docs/DESIGN.md "Lock operations", release;
         :func:`core.publish.remove_if`).
 
         Args:
@@ -489,7 +489,7 @@ def reclaim(
 ) -> Lock:
     """Break the lock at ``path`` and hold it; returns the held :class:`Lock`.
 
-    Allowed when the verdict is ``stale`` (DESIGN.md stale policy, judged under ``policy`` --
+    Allowed when the verdict is ``stale`` (docs/DESIGN.md stale policy, judged under ``policy`` --
     default :data:`core.stale_policy.DEFAULT_POLICY` -- with ``stale_after`` seconds replacing
     its limit when given), or ``force`` is True (an explicit human or ``--force`` decision),
     or -- for a ``task-mcp`` lock -- when spec 004's decision matrix
@@ -497,7 +497,7 @@ def reclaim(
     HIGHER_PRIVILEGE and EMERGENCY_OVERRIDE only when the policy enables them, since they rest
     on self-declared fields) says so. The decision and its reason go into the audit entry and,
     for task-mcp, into the new lock's ``metadata`` (``reclaimed_from``, ``reclaimed_reason``;
-    ``specs/004_6119ce42cf21683e.txt`` "Reclaim Process").
+    ``docs/specs/004_6119ce42cf21683e.txt`` "Reclaim Process").
 
     The new lock keeps the old one's format when Lockwarden writes it (sema, task-mcp,
     af-ledger), else sema. A free path is simply acquired. Race-free when many processes

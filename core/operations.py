@@ -1,6 +1,6 @@
 """Lock operations on a path that need no :class:`~core.lock.Lock` object -- force release,
 release on behalf of a PID -- and what the engine's operations share: the audit call, the stale
-policy they judge with, the reclaim decision, what force may remove (docs/engine.md; DESIGN.md,
+policy they judge with, the reclaim decision, what force may remove (docs/engine.md; docs/DESIGN.md,
 "Lock operations"). Waiting is :mod:`core.waiting`. Importable from :mod:`core.lock` and
 :mod:`core` as well.
 
@@ -99,7 +99,7 @@ def _removed_status(
 
 class HolderCache:
     """Who a lock names as its holder (:class:`core.formats.Holder`): the PID, this host's
-    name, and the process's start time and identity from psutil (DESIGN.md, "Liveness and
+    name, and the process's start time and identity from psutil (docs/DESIGN.md, "Liveness and
     verdicts": they let readers detect a reused PID). This process's are looked up once;
     :meth:`keep` pins a held lock's own for its refreshes."""
 
@@ -138,7 +138,7 @@ class ReclaimJudge:
     """Whether a reclaim may break the lock it sees, as a callable ``judge(status) -> bool``
     (docs/engine.md, "Task MCP reclaim"): a free path, a stale lock, any lock with ``force``;
     for a ``task-mcp`` lock the decision of the reclaim matrix of
-    ``specs/004_6119ce42cf21683e.txt`` (:func:`core.policy.taskmcp_decision`, Lockwarden
+    ``docs/specs/004_6119ce42cf21683e.txt`` (:func:`core.policy.taskmcp_decision`, Lockwarden
     requesting as :data:`~core.formats.taskmcp.LOCKWARDEN_ENVIRONMENT` /
     :data:`~core.formats.taskmcp.LOCKWARDEN_PURPOSE`). Called again under the directory guard;
     ``decision`` holds the last call's Task MCP ``decision`` and ``priority`` (and ``matrix``
@@ -279,7 +279,7 @@ def force_release(
     policy: StalePolicy | None = None,
 ) -> LockStatus:
     """Remove whatever lock is at ``path`` (an explicit human or ``--force`` decision,
-    DESIGN.md "Lock operations"), under the directory guard; returns the verdict on the file
+    docs/DESIGN.md "Lock operations"), under the directory guard; returns the verdict on the file
     removed (``free`` when there was none), judged under ``policy`` (default
     :data:`core.stale_policy.DEFAULT_POLICY`). Audited as ``force_release`` with the displaced
     holder and ``reason``.
@@ -321,7 +321,7 @@ def release_path(
 ) -> LockStatus:
     """Release the lock at ``path`` on behalf of process ``pid`` (the CLI ``release`` verb,
     run from another process than the holder): the lock is removed only when it records
-    ``pid`` and this host (sema's and semats' release check, ``specs/002_07b9edc2912ee812.txt``
+    ``pid`` and this host (sema's and semats' release check, ``docs/specs/002_07b9edc2912ee812.txt``
     "Lock Release"), checked under the directory guard; with ``force`` it is removed whoever
     holds it (audited as ``force_release``). Returns the verdict on the removed lock, judged
     under ``policy`` (default :data:`core.stale_policy.DEFAULT_POLICY`).

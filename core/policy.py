@@ -1,6 +1,6 @@
 """The stale policy: from what a lock file says and whether its holder lives, to a verdict
-(DESIGN.md, "Liveness and verdicts"; Task MCP's reclaim matrix from
-``specs/004_6119ce42cf21683e.txt``, "Stale Lock Reclaim Algorithm").
+(docs/DESIGN.md, "Liveness and verdicts"; Task MCP's reclaim matrix from
+``docs/specs/004_6119ce42cf21683e.txt``, "Stale Lock Reclaim Algorithm").
 
 Only imports :mod:`core.record`, so the CLI's ``status`` path stays cheap.
 """
@@ -60,7 +60,7 @@ def judge_unparsed(
     Rules: younger than ``writing_grace`` (by mtime) -> ``writing`` (a peer created the file
     with ``O_EXCL`` and is still writing); empty and older than ``stale_after`` -> ``stale``
     (sema creates the file, then writes it: a crash in between leaves an empty file forever,
-    DESIGN.md "Defects"); else ``unreadable`` with the parse reason (garbage is never stale:
+    docs/DESIGN.md "Defects"); else ``unreadable`` with the parse reason (garbage is never stale:
     never deleted)."""
     if mtime is None and file is not None:
         mtime = file.mtime_ns / 1e9
@@ -90,7 +90,8 @@ def judge(
     mtime: float | None = None,
     evidence: Evidence | None = None,
 ) -> LockStatus:
-    """The verdict on one parsed lock (DESIGN.md, "Liveness and verdicts", default stale policy).
+    """The verdict on one parsed lock (docs/DESIGN.md, "Liveness and verdicts", default stale
+    policy).
 
     Args:
         path: the lock path (``"<proof>/ledger#<node>"`` for af claims replayed from a ledger).
@@ -180,13 +181,13 @@ def _judge_lease(
         if dead:
             return status(State.STALE, expired, Reason.of(Code.EXPIRED_HOLDER_DEAD))
         if liveness in (Liveness.REMOTE, Liveness.UNKNOWN):
-            # DESIGN.md "Liveness and verdicts": stale when "age/TTL [is] past the policy
+            # docs/DESIGN.md "Liveness and verdicts": stale when "age/TTL [is] past the policy
             # where liveness cannot be known"; only a holder seen alive keeps it "expired".
             return status(State.STALE, expired, Reason.of(
                 Code.EXPIRED_HOLDER_UNKNOWABLE, remote=liveness is Liveness.REMOTE))
         return status(State.EXPIRED, expired)
     if dead and record.written_by_lockwarden and record.format != "af-claim":
-        # another tool's lease stands until it lapses (DESIGN.md: TTL formats are stale
+        # another tool's lease stands until it lapses (docs/DESIGN.md: TTL formats are stale
         # "when expired and not alive"); ours carries proof (token, start) of its holder
         return status(State.STALE, Reason.of(Code.HOLDER_DEAD_BEFORE_EXPIRY, left_s=left))
     return status(State.HELD, *_held_for(age), Reason.of(Code.EXPIRES_IN, left_s=left))
@@ -240,7 +241,7 @@ def taskmcp_decision(
 ) -> tuple[bool, str, str]:
     """Task MCP's reclaim decision for a ``task-mcp`` lock: ``(can_reclaim, reason, priority)``.
 
-    Follows the decision matrix of ``specs/004_6119ce42cf21683e.txt``, "Stale Lock Reclaim
+    Follows the decision matrix of ``docs/specs/004_6119ce42cf21683e.txt``, "Stale Lock Reclaim
     Algorithm" (``canReclaimLock``), in its order:
 
     1. ``LOCK_EXPIRED`` (priority ``high``): the TTL passed (``status`` is ``expired``, or

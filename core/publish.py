@@ -1,5 +1,5 @@
 """The engine's publish protocol: how a complete lock file gets to, and leaves, a lock path
-(docs/engine.md, "Guarantees and how they are kept"; DESIGN.md, "Lock operations"). What is
+(docs/engine.md, "Guarantees and how they are kept"; docs/DESIGN.md, "Lock operations"). What is
 written comes from the formats (:func:`core.formats.build`); when and why, from
 :mod:`core.lock` and :mod:`core.operations`.
 

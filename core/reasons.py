@@ -123,7 +123,7 @@ class ReadOnlyKind(enum.StrEnum):
 
     LEDGER_CLAIM = "ledger_claim"
     """A claim replayed from an af ledger's events (``"<proof>/ledger#<node>"``): there is no
-    file to remove; only af changes its ledger (DESIGN.md, "Formats": claims in a ledger are
+    file to remove; only af changes its ledger (docs/DESIGN.md, "Formats": claims in a ledger are
     read-only)."""
     KERNEL_LOCK = "kernel_lock"
     """A file the kernel holds a lock on (flock, POSIX, OFD): deleting or replacing it would not

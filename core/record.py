@@ -16,7 +16,7 @@ from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 
 class Liveness(enum.StrEnum):
-    """Whether the holder process of a lock still runs (DESIGN.md, "Liveness and verdicts").
+    """Whether the holder process of a lock still runs (docs/DESIGN.md, "Liveness and verdicts").
 
     - ``alive``: same host, the PID exists and started no later than the lock was written
       (+1 s, sema timestamps are whole seconds); ``psutil.AccessDenied`` counts as alive.
@@ -35,7 +35,7 @@ class Liveness(enum.StrEnum):
 
 
 class State(enum.StrEnum):
-    """A lock's verdict (DESIGN.md, "Liveness and verdicts").
+    """A lock's verdict (docs/DESIGN.md, "Liveness and verdicts").
 
     ``free`` is the state of a path with no lock file. ``writing`` is an empty or partial file
     younger than the 2 s grace. ``expired``: TTL or ``expires_at`` passed while the holder may
@@ -121,7 +121,8 @@ class LockRecord:
 
     @property
     def written_by_lockwarden(self) -> bool:
-        """True when the lock carries our ``token`` and ``host`` keys (DESIGN.md stale policy)."""
+        """True when the lock carries our ``token`` and ``host`` keys (docs/DESIGN.md stale
+        policy)."""
         return self.token is not None and self.host is not None
 
     @property

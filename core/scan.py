@@ -14,7 +14,7 @@ a symlink, never opens a FIFO, reads at most 64 KiB) and judge it with
 - ``af`` proof directories (see :func:`is_proof_dir`) add the ledger lock
   ``<proof>/ledger/ledger.lock``, the claim locks ``<proof>/locks/*.lock`` and the claims
   replayed from the ledger events (:func:`core.formats.af.replay_ledger`) as read-only
-  virtual entries with path ``"<proof>/ledger#<node_id>"`` (DESIGN.md, "Formats": af facts).
+  virtual entries with path ``"<proof>/ledger#<node_id>"`` (docs/DESIGN.md, "Formats": af facts).
   An expired claim is shown ``expired`` (af keeps it until it reaps it).
 - **Deduplication of af claims**: a claim replayed from the ledger is left out when a claim
   lock file ``<proof>/locks/*.lock`` for the same node with the same owner exists (the file is
@@ -74,7 +74,7 @@ def name_matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
     """A predicate on a file's **base name** for fnmatch ``patterns`` (``*.lock``).
 
     Never matches against the whole path (watchdog 7 matches its patterns against absolute
-    paths, so ``*.lock`` there would not match ``/tmp/x.lock``: DESIGN.md, "Watching"). The
+    paths, so ``*.lock`` there would not match ``/tmp/x.lock``: docs/DESIGN.md, "Watching"). The
     engine's own files never match (:func:`core.fsutil.is_engine_file`)."""
     rx = _compile(tuple(patterns))
     return lambda name: rx(name) and not is_engine_file(name)

@@ -16,9 +16,9 @@ from core.defaults import DEFAULT_STALE_AFTER, DEFAULT_WRITING_GRACE, FORMAT_STA
 
 @dataclass(frozen=True, slots=True)
 class StalePolicy:
-    """How verdicts are made, per watched directory (DESIGN.md, "Default stale policy"), carried
-    from the configuration (:mod:`core.config`) and the CLI's ``--stale-after`` to every place
-    that judges.
+    """How verdicts are made, per watched directory (docs/DESIGN.md, "Default stale policy"),
+    carried from the configuration (:mod:`core.config`) and the CLI's ``--stale-after`` to every
+    place that judges.
 
     Attributes:
         stale_after: seconds; a lock of another tool whose holder is not alive becomes stale

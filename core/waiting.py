@@ -90,7 +90,7 @@ def wait_until(
     attempt: Callable[[], LockStatus | None],
 ) -> None:
     """Sleep on the lock's directory events and its local holder's exit (no polling loop;
-    DESIGN.md "Lock operations", wait), calling ``attempt()`` after each wake-up until it
+    docs/DESIGN.md "Lock operations", wait), calling ``attempt()`` after each wake-up until it
     returns ``None`` (done); otherwise it returns the verdict that still stops us.
 
     ``deadline`` is a ``time.monotonic()`` value (``timeout``, seconds, only names it in the

@@ -89,7 +89,7 @@ file closed after writing, deleted or renamed is read in the same round. 10 ms: 
 read is corrected at once by the writer's close."""
 
 LIVENESS_INTERVAL = 2.0
-"""Seconds between liveness passes (DESIGN.md: "liveness is re-checked every 2 s")."""
+"""Seconds between liveness passes (docs/DESIGN.md: "liveness is re-checked every 2 s")."""
 
 MAX_BATCH_DELAY = 0.0
 """Seconds a change set is held back for a burst: none (kept for importers; the GUI coalesces)."""

@@ -1,4 +1,4 @@
-"""The watched directories and what the watcher does to them (DESIGN.md, "Watching";
+"""The watched directories and what the watcher does to them (docs/DESIGN.md, "Watching";
 docs/watching.md, "Live updates").
 
 :class:`Directories` holds one :class:`WatchedDir` per :class:`core.config.WatchSpec` and the

@@ -1,4 +1,4 @@
-"""Where the watcher's hints come from: watchdog observers (DESIGN.md, "Watching";
+"""Where the watcher's hints come from: watchdog observers (docs/DESIGN.md, "Watching";
 docs/watching.md, "Polling" and "Resources").
 
 - :class:`Sources` owns the two observers every watched directory shares: one event observer

@@ -1,6 +1,7 @@
 """Entry point of the frozen Lockwarden executable (PyInstaller, ``packaging/lockwarden.spec``).
 
-One executable serves the desktop app and the command line (DESIGN.md "Layout"; docs/packaging.md):
+One executable serves the desktop app and the command line (docs/DESIGN.md "Layout";
+docs/packaging.md):
 
 - no arguments, ``gui [APP OPTIONS]``, or app options first (``--minimized``, ``--demo``,
   ``--config PATH``, ``--demo-helper ROLE DIR``: what the autostart entry and the demo use

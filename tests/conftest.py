@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 # Widgets and models are tested offscreen; tray tests start their own Xvfb + trayer and run
-# Qt in a subprocess with QT_QPA_PLATFORM=xcb (DESIGN.md, "Testing").
+# Qt in a subprocess with QT_QPA_PLATFORM=xcb (docs/DESIGN.md, "Testing").
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 DATA = Path(__file__).parent / "data"

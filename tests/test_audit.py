@@ -1,4 +1,4 @@
-"""core.audit: entry format, hash chain, tamper detection, reading (DESIGN.md "Audit log",
+"""core.audit: entry format, hash chain, tamper detection, reading (docs/DESIGN.md "Audit log",
 spec 004 "Audit logging" / logLockOperation). Real files in tmp dirs."""
 
 from __future__ import annotations

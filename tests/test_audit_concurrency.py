@@ -1,5 +1,5 @@
 """core.audit under concurrency: several OS processes (and threads) append to one log at once;
-every line must be present exactly once, whole, and the hash chain must hold (DESIGN.md "Audit
+every line must be present exactly once, whole, and the hash chain must hold (docs/DESIGN.md "Audit
 log": appends serialised by a kernel lock, one write() and an fsync per entry)."""
 
 from __future__ import annotations

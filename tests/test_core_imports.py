@@ -1,4 +1,5 @@
-"""`import core` must work with PySide6 unavailable (DESIGN.md, "Layout": one engine, no Qt)."""
+"""`import core` must work with PySide6 unavailable (docs/DESIGN.md, "Layout": one engine, no
+Qt)."""
 
 from __future__ import annotations
 

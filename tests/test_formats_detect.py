@@ -1,4 +1,4 @@
-"""Detection by content (DESIGN.md "Formats"), the pidfile format, and reading real lock files
+"""Detection by content (docs/DESIGN.md "Formats"), the pidfile format, and reading real lock files
 with core.fsutil before parsing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Safe reads of hostile paths (DESIGN.md, "Formats": lstat first, never open a FIFO)."""
+"""Safe reads of hostile paths (docs/DESIGN.md, "Formats": lstat first, never open a FIFO)."""
 
 from __future__ import annotations
 

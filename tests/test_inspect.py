@@ -221,7 +221,7 @@ def test_taskmcp_epoch_ms_fixture(fixtures_dir: Path) -> None:
     assert st.state is State.HELD and st.liveness is Liveness.REMOTE
     assert "devbox" in texts(st.reasons)[0] and texts(st.reasons)[-1] == "expires in 57m 0s"
     late = inspect(path, now=since + timedelta(hours=1, minutes=5))
-    # a lapsed lease whose holder cannot be checked (another host) is stale (DESIGN.md)
+    # a lapsed lease whose holder cannot be checked (another host) is stale (docs/DESIGN.md)
     assert late.state is State.STALE
     assert "expired 5m 0s ago (TTL 1h 0m)" in texts(late.reasons)
     assert taskmcp_decision(late, policy=StalePolicy()) == (True, "LOCK_EXPIRED", "high")

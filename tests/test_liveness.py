@@ -1,4 +1,4 @@
-"""Liveness with real processes: dead, alive, reused, zombie, remote (DESIGN.md, "Liveness and
+"""Liveness with real processes: dead, alive, reused, zombie, remote (docs/DESIGN.md, "Liveness and
 verdicts")."""
 
 from __future__ import annotations

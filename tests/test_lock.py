@@ -547,7 +547,7 @@ def _dead_pid() -> int:
 def test_foreign_sema_lock_policy(lockdir: Path) -> None:
     """Another tool's lock (no token): held while young even if its PID is gone (sema records
     its short-lived CLI's PID); stale -- and reclaimed by acquire -- once older than
-    stale_after (DESIGN.md default stale policy)."""
+    stale_after (docs/DESIGN.md default stale policy)."""
     path = lockdir / "sema.lock"
     dead = _dead_pid()
     path.write_text(f"pid={dead}\ntimestamp={int(time.time())}\ntag=sema-cli\n")

@@ -1,5 +1,5 @@
-"""The default stale policy (DESIGN.md, "Liveness and verdicts") and Task MCP's reclaim matrix
-(specs/004_6119ce42cf21683e.txt, "Stale Lock Reclaim Algorithm"), as tables."""
+"""The default stale policy (docs/DESIGN.md, "Liveness and verdicts") and Task MCP's reclaim matrix
+(docs/specs/004_6119ce42cf21683e.txt, "Stale Lock Reclaim Algorithm"), as tables."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def taskmcp(age: float, ttl: float = H, **meta: Any) -> LockRecord:
         (60, L.ALIVE, State.HELD),
         (60, L.UNKNOWN, State.HELD),
         (60, L.REMOTE, State.HELD),
-        (60, L.DEAD, State.HELD),  # another tool's lease stands until it lapses (DESIGN.md)
+        (60, L.DEAD, State.HELD),  # another tool's lease stands until it lapses (docs/DESIGN.md)
     ],
 )
 def test_ttl_table(age: float, live: Liveness, state: State) -> None:
@@ -314,7 +314,8 @@ def test_taskmcp_holder_dead_before_expiry() -> None:
     st = verdict(ours, L.DEAD)
     assert st.state is State.STALE
     assert taskmcp_decision(st, policy=OFF) == (True, "HOLDER_DEAD", "high")
-    # another tool's lease stands until it lapses (DESIGN.md: stale "when expired and not alive")
+    # another tool's lease stands until it lapses (docs/DESIGN.md: stale "when expired and not
+    # alive")
     foreign = verdict(taskmcp(60), L.DEAD)
     assert foreign.state is State.HELD
     assert taskmcp_decision(foreign, policy=OFF) == (False, "LOCK_HELD", "low")

@@ -1,9 +1,9 @@
-"""Multi-process torture of the engine (DESIGN.md, "Testing"; docs/engine.md, "Performance",
+"""Multi-process torture of the engine (docs/DESIGN.md, "Testing"; docs/engine.md, "Performance",
 correctness under load): at least 6 OS processes hammer one lock for at least 5 s; 30% of
 holders die while holding (SIGKILL or ``os._exit``), the others release. A marker file detects
 two holders at once: each holder creates it with ``O_EXCL`` holding its PID and start time and
 removes it before releasing; a marker left by a dead process is not an overlap. Asserts zero
-overlaps and that stale locks were actually reclaimed (DESIGN.md: the reference protocol gave
+overlaps and that stale locks were actually reclaimed (docs/DESIGN.md: the reference protocol gave
 33 overlaps in 93 acquisitions in this very set-up).
 """
 

@@ -1,4 +1,4 @@
-"""Lock formats: bytes <-> :class:`core.record.LockRecord` (DESIGN.md, "Formats").
+"""Lock formats: bytes <-> :class:`core.record.LockRecord` (docs/DESIGN.md, "Formats").
 
 ::
 
@@ -30,7 +30,7 @@ Developer tools' marker locks (``docs/specs/devtool-locks.md``; read-only, never
   :mod:`.terraform`).
 - ``softfilelock``: lines ``<pid>``, ``<host>``, ``[<token>]`` (§2.7, :mod:`.softfilelock`).
 
-Detection is by content, never by file name alone (DESIGN.md "Formats"); the path only breaks
+Detection is by content, never by file name alone (docs/DESIGN.md "Formats"); the path only breaks
 ties between JSON formats whose keys all fit, except for the developer tools whose file names
 are their protocol: git's lock files (by their place in a git directory, their content being
 anything), ``.#name`` (Emacs), ``.~lock.NAME#`` (LibreOffice), ``gc.pid`` in a git directory;
@@ -209,7 +209,7 @@ def _detect(data: bytes, path: str) -> tuple[str, dict[str, Any] | None]:
 def detect(data: bytes, path: str = "") -> str:
     """Name of the format whose shape ``data`` has (one of :data:`core.record.FORMATS`).
 
-    By content (DESIGN.md "Formats"): a JSON object is ``af-claim`` (``node_id`` + ``owner``
+    By content (docs/DESIGN.md "Formats"): a JSON object is ``af-claim`` (``node_id`` + ``owner``
     + ``expires_at``), ``task-mcp`` (``owner`` + ``since`` + ``ttl``) or ``af-ledger``
     (``agent_id`` + ``acquired_at``); only ASCII whitespace and decimal digits is ``pidfile``;
     ``key=value`` lines are ``sema``. ``path`` only breaks ties between JSON formats
@@ -267,7 +267,7 @@ def serialize(record: LockRecord) -> bytes:
     (:func:`.af.serialize_ledger_lock`), ``pidfile`` (``"<pid>\\n"``).
 
     Raises:
-        ValueError: ``af-claim`` (claims are read-only in Lockwarden, DESIGN.md "Facts about
+        ValueError: ``af-claim`` (claims are read-only in Lockwarden, docs/DESIGN.md "Facts about
             the real af tool"), an unknown format, or a record missing what its format needs.
     """
     if record.format == "af-claim":
@@ -281,7 +281,7 @@ def serialize(record: LockRecord) -> bytes:
 def build(format: str, request: WriteRequest) -> Built:
     """The record and exact bytes of the lock Lockwarden writes in ``format`` for ``request``,
     by that format's builder: :func:`.sema.build`, :func:`.taskmcp.build`,
-    :func:`.af.build_ledger` (DESIGN.md, "Formats": what Lockwarden writes).
+    :func:`.af.build_ledger` (docs/DESIGN.md, "Formats": what Lockwarden writes).
 
     Raises:
         ValueError: a format Lockwarden does not write (not in

@@ -49,7 +49,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def sanitize(text: str) -> str:
     """Replace control characters by spaces.
 
-    Rule: ``specs/002_07b9edc2912ee812.txt``, "Tag Sanitization": all control characters
+    Rule: ``docs/specs/002_07b9edc2912ee812.txt``, "Tag Sanitization": all control characters
     (0x00-0x1F, 0x7F) become spaces, so a value can never inject a line (a fake ``key=value``),
     a terminal escape sequence or a NUL. We also replace the C1 controls U+0080..U+009F (U+009B
     is a one-character CSI in some terminals), because tags are shown in terminals and the GUI.
@@ -69,7 +69,7 @@ def clean_value(text: str) -> str:
 
 def is_token(value: object) -> bool:
     """True when ``value`` is a Lockwarden acquisition token: 32 lowercase hex digits
-    (128 random bits, DESIGN.md "Formats")."""
+    (128 random bits, docs/DESIGN.md "Formats")."""
     return isinstance(value, str) and _TOKEN_RE.match(value) is not None
 
 

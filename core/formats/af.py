@@ -1,4 +1,4 @@
-"""The ``af`` proof tool's locks (``specs/003_9d4bfa2ddb825271.txt``).
+"""The ``af`` proof tool's locks (``docs/specs/003_9d4bfa2ddb825271.txt``).
 
 - ``af-ledger``: ``<proof>/ledger/ledger.lock``, JSON ``{"agent_id", "acquired_at"}``
   (§1 "Lock File Format"). Lockwarden can write it; it then adds ``pid``, ``host``, ``start``
@@ -7,7 +7,7 @@
   "expires_at"}`` with RFC3339Nano times (§2 "Lock File Format (File-Based Locks)"); and claims
   replayed from the ledger's event files (§2 "Claim Lock State Reconstruction"). Read-only.
 
-Facts about the real ``af`` that the spec does not state (DESIGN.md "Facts about the real af
+Facts about the real ``af`` that the spec does not state (docs/DESIGN.md "Facts about the real af
 tool"): event files are named ``NNNNNN.json`` (the spec says ``event-NNNNNN.json``: both are
 read); the CLI records claims as ``nodes_claimed {node_ids, owner, timeout}``,
 ``claim_refreshed {node_id, owner, new_timeout}``, ``nodes_released {node_ids}``; the
@@ -340,7 +340,7 @@ def replay_ledger_detailed(ledger_dir: str) -> tuple[list[LockRecord], list[str]
 
     Reads the event files (``NNNNNN.json`` and ``event-NNNNNN.json``, in sequence order) with
     :func:`core.fsutil.read_lock_file` (no symlink is followed, no FIFO opened) and replays
-    (spec 003 §2 "Claim Lock State Reconstruction", plus the real CLI's events, DESIGN.md):
+    (spec 003 §2 "Claim Lock State Reconstruction", plus the real CLI's events, docs/DESIGN.md):
 
     - ``nodes_claimed {node_ids, owner, timeout}``: claim each node until ``timeout``
       (RFC 3339; a Go duration such as ``"5m"`` is read as relative to the event);
@@ -350,7 +350,7 @@ def replay_ledger_detailed(ledger_dir: str) -> tuple[list[LockRecord], list[str]
     - ``lock_acquired {node_id, owner, expires_at}``: claim the node.
 
     Other event types are not about locks and are passed over. Expired claims are returned
-    too: af keeps them claimed until reaped (DESIGN.md). Unreadable or malformed event files
+    too: af keeps them claimed until reaped (docs/DESIGN.md). Unreadable or malformed event files
     (and malformed lock events) are skipped and described in the problem list.
 
     Returns:

@@ -1,7 +1,7 @@
 """The ``pidfile`` format: a file holding only a process ID, as daemons write ``/run/*.pid``
 and the X server writes ``/tmp/.X0-lock`` (``"%10d\\n"``: right-aligned in 10 columns).
 
-Common practice rather than a spec (DESIGN.md "Formats", last row of the table). Lockwarden
+Common practice rather than a spec (docs/DESIGN.md "Formats", last row of the table). Lockwarden
 reads these but never acquires in this format.
 """
 

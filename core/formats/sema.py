@@ -1,6 +1,6 @@
 """The ``sema`` format: ``key=value`` lines, shared by the Rust ``sema`` and TypeScript
-``semats`` tools (``specs/000_f378b7650aba3ec0.txt`` "Lock File Format",
-``specs/002_07b9edc2912ee812.txt`` "Parsing Rules").
+``semats`` tools (``docs/specs/000_f378b7650aba3ec0.txt`` "Lock File Format",
+``docs/specs/002_07b9edc2912ee812.txt`` "Parsing Rules").
 
 ::
 
@@ -129,7 +129,7 @@ def parse(data: bytes, path: str = "") -> LockRecord:
     we keep them, as text, in ``record.metadata``). Control characters in the tag become spaces
     (spec 002 "Tag Sanitization").
 
-    Lockwarden's keys (DESIGN.md "Formats"): ``host`` -> ``record.host``; ``start`` (finite
+    Lockwarden's keys (docs/DESIGN.md "Formats"): ``host`` -> ``record.host``; ``start`` (finite
     float >= 0, Unix s) -> ``record.start``; ``token`` (32 lowercase hex digits) ->
     ``record.token``; ``proc`` (``<boot id>:<start ticks>``) -> ``record.proc``; ``ttl`` (finite
     float >= 0, seconds) -> ``record.ttl``. A value of one of
@@ -211,7 +211,7 @@ def serialize(record: LockRecord) -> bytes:
 
     Writes ``pid``, ``timestamp`` (``renewed_at``, else ``acquired_at``, as whole Unix
     seconds), ``tag`` (when not ``None``), then Lockwarden's ``host``, ``start``, ``proc``,
-    ``token``, ``ttl`` when set (DESIGN.md "Formats"), and ``acquired`` (``acquired_at``) when
+    ``token``, ``ttl`` when set (docs/DESIGN.md "Formats"), and ``acquired`` (``acquired_at``) when
     it is earlier than ``timestamp`` (a refreshed lock). Every value has control characters
     replaced by spaces and is trimmed (spec 002 "Tag Sanitization", "Parsing Rules" 3), so no
     value can inject a line and ``parse(serialize(r))`` gives back what was written.
@@ -316,7 +316,7 @@ def make_record(
 
 
 def build(request: WriteRequest) -> Built:
-    """The sema lock Lockwarden writes for ``request`` (DESIGN.md, "Formats": ``pid``,
+    """The sema lock Lockwarden writes for ``request`` (docs/DESIGN.md, "Formats": ``pid``,
     ``timestamp``, ``tag`` first, then ``host``, ``start``, ``proc``, ``token``, ``ttl`` and,
     for a renewal, ``acquired`` = ``request.acquired``, which both reference tools ignore), as
     :func:`make_record` makes it. ``timestamp`` is ``request.at``: for a renewal the refresh

@@ -1,5 +1,5 @@
 """The ``task-mcp`` format: Task MCP's ``atomic_lock`` JSON locks
-(``specs/004_6119ce42cf21683e.txt``, "Lock File Format").
+(``docs/specs/004_6119ce42cf21683e.txt``, "Lock File Format").
 
 Two shapes exist and both are read:
 

@@ -7,7 +7,7 @@ builder turns a :class:`WriteRequest` into the :class:`~core.record.LockRecord` 
 bytes the engine publishes (:mod:`core.publish`). Everything a format may need is a field
 here; there is no other channel between the engine and a format.
 
-What Lockwarden writes besides each format's own fields (DESIGN.md, "Formats"; docs/engine.md,
+What Lockwarden writes besides each format's own fields (docs/DESIGN.md, "Formats"; docs/engine.md,
 "Acquire publishes a complete file atomically"): the holder's ``host``, ``start`` (process start
 time, Unix seconds) and ``proc`` (boot id and start ticks, docs/engine.md "Clock steps"), the
 acquisition's random ``token`` and, where asked for, the lease ``ttl``.
@@ -34,7 +34,7 @@ class Holder(NamedTuple):
         pid: the holder's PID (this process, or the CLI's parent shell).
         host: this host's name (:func:`core.liveness.hostname`).
         start: the holder's start time, Unix seconds (psutil's ``create_time``), so that a
-            reused PID is detected (DESIGN.md, "Liveness and verdicts").
+            reused PID is detected (docs/DESIGN.md, "Liveness and verdicts").
         proc: the clock-independent process identity ``"<boot id>:<start ticks>"`` where the
             OS has one (:func:`core.liveness.process_identity`), else ``None``.
     """
@@ -47,7 +47,7 @@ class Holder(NamedTuple):
 
 class Reclaimed(NamedTuple):
     """What a Task MCP reclaim replaced, written into the new lock's ``metadata`` as
-    ``reclaimed_from`` and ``reclaimed_reason`` (``specs/004_6119ce42cf21683e.txt``, "Reclaim
+    ``reclaimed_from`` and ``reclaimed_reason`` (``docs/specs/004_6119ce42cf21683e.txt``, "Reclaim
     Process"). Formats without such fields ignore it.
 
     Attributes:

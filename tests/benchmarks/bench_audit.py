@@ -1,5 +1,5 @@
 """Audit log throughput: appends/s (one process, and N processes on one log), read and verify
-lines/s. Prints figures; asserts nothing about speed (DESIGN.md "Testing").
+lines/s. Prints figures; asserts nothing about speed (docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_audit.py [--appends 2000] [--procs 4]
 

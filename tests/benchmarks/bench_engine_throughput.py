@@ -10,7 +10,7 @@ Contenders (one process, one lock, no contention; rounds interleaved, median of 
 - ``raw floor + dir fsync``: the same plus an fsync of the directory, so that the creation
   itself is durable: the durability Lockwarden's acquire gives (temp + fsync + link + dir
   fsync).
-- ``bare link protocol``: DESIGN.md's publish protocol alone (temp + fsync, link, unlink temp,
+- ``bare link protocol``: docs/DESIGN.md's publish protocol alone (temp + fsync, link, unlink temp,
   directory fsync; release = unlink). The directory fsync after the temp file's fsync makes a
   second journal commit (link and unlink happened after the first); in the specs' protocol the
   directory fsync right after the file's fsync finds nothing left to commit.
@@ -64,7 +64,7 @@ def raw_floor(d: Path, n: int, dir_fsync: bool = False) -> float:
 
 
 def link_floor(d: Path, n: int) -> float:
-    """The bare publish protocol of DESIGN.md with nothing else: temp file + write + fsync,
+    """The bare publish protocol of docs/DESIGN.md with nothing else: temp file + write + fsync,
     link, unlink temp, directory fsync; release = unlink."""
     p = str(d / "link.lock")
     tmp = str(d / ".link.lock.tmp")

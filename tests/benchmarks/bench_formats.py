@@ -1,5 +1,5 @@
 """Parser throughput: detect+parse and serialize calls/s for each format, and af ledger replay
-events/s. Prints figures; asserts nothing about speed (DESIGN.md "Testing").
+events/s. Prints figures; asserts nothing about speed (docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_formats.py [--seconds 0.5] [--events 2000]
 """

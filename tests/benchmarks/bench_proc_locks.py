@@ -1,6 +1,6 @@
 """Parse cost of ``/proc/locks`` (core.kernel_locks): 10 000 synthetic lines (flock, POSIX
 whole-file and byte ranges, OFD with PID -1, some blocked waiters), parsed in full and filtered
-first for 50 watched files. Prints figures; asserts nothing about speed (DESIGN.md "Testing").
+first for 50 watched files. Prints figures; asserts nothing about speed (docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_proc_locks.py [--lines 10000] [--rounds 20]
 

@@ -1,7 +1,7 @@
 """Costs of listing locks on servers (docs/remote.md): Redis discovery (SCAN + pipelined GET and
 PTTL + verdicts) of N lock keys among other keys, and one PostgreSQL poll (the pg_locks query +
 verdicts) with 1,000 advisory locks held. Prints figures; asserts nothing about speed
-(DESIGN.md "Testing").
+(docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_remote.py [--redis-locks 1000] \\
         [--redis-other 100000] [--pg-locks 1000] [--rounds 7]

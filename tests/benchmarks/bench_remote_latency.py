@@ -3,7 +3,7 @@ from a real python-redis-lock acquire (and release) on a private redis-server to
 inventory delivering it to the table, with the change feed (``notifications = true``) and with
 polling alone (every 5 s: the worst case is the interval). Prints figures next to the anchor
 measured in the same run: a bare keyspace notification's arrival at a Python subscriber.
-Asserts nothing about speed (DESIGN.md "Testing").
+Asserts nothing about speed (docs/DESIGN.md "Testing").
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_remote_latency.py \\
         [--samples 30]

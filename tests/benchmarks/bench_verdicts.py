@@ -1,6 +1,6 @@
 """Verdict costs: one psutil snapshot of all processes, a liveness check per lock (direct
 look-up vs. snapshot), and ``inspect`` per lock file (read + parse + check + judge).
-Prints figures; asserts nothing about speed (DESIGN.md "Testing").
+Prints figures; asserts nothing about speed (docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_verdicts.py [--locks 500] [--rounds 5]
 

@@ -1,6 +1,6 @@
 """Watcher burst: N lock files created as fast as possible by another process; time until
 every one was delivered to ``on_change``, and in how many change sets. Prints figures; asserts
-nothing (DESIGN.md "Testing"). Target: all delivered within 1 s.
+nothing (docs/DESIGN.md "Testing"). Target: all delivered within 1 s.
 
     .venv/bin/python tests/benchmarks/bench_watch_burst.py [--files 1000] [--dir DIR]
 

@@ -1,6 +1,6 @@
 """Watcher latency: time from creating a lock file to the ``on_change`` callback that reports
 it, over N files created one after another (each waits for its callback). Prints p50/p95/max.
-Asserts nothing about speed (DESIGN.md "Testing"). Target: p95 <= 50 ms.
+Asserts nothing about speed (docs/DESIGN.md "Testing"). Target: p95 <= 50 ms.
 
     .venv/bin/python tests/benchmarks/bench_watch_latency.py [--files 500] [--dir DIR]
 

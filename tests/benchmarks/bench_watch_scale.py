@@ -1,6 +1,6 @@
 """Watcher at scale: 10,000 lock files in 100 directories. Prints the initial scan time
 (``core.scan.scan`` and ``Watcher.start``), then the watcher's idle CPU use over a period and
-its RSS. Asserts nothing (DESIGN.md "Testing"). Targets: scan <= 2 s, idle CPU <= 1% of one
+its RSS. Asserts nothing (docs/DESIGN.md "Testing"). Targets: scan <= 2 s, idle CPU <= 1% of one
 core.
 
     .venv/bin/python tests/benchmarks/bench_watch_scale.py [--dirs 100] [--per-dir 100]

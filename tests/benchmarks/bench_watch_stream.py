@@ -1,6 +1,6 @@
 """``watch --json`` latency under a steady stream: time from a file change to the line that
 reports it, read from the watching process's stdout. Prints p50/p95/max in ms per rate, beside
-an anchor measured in the same run; asserts nothing (DESIGN.md "Testing").
+an anchor measured in the same run; asserts nothing (docs/DESIGN.md "Testing").
 Target (docs/performance.md): p95 <= 20 ms at 100 and 1,000 files/s.
 
     .venv/bin/python tests/benchmarks/bench_watch_stream.py [--seconds 3] [--dir DIR]

@@ -20,7 +20,7 @@ Roles:
 - ``taskmcp DIR LOG NAME SECONDS``: Task MCP JSON locks (spec 004) with a 6 s TTL held for
   8 s with ``auto_refresh`` (refreshed at 75 % of the TTL, Task MCP's rule).
 - ``af PROOF LOG SECONDS``: appends ``nodes_claimed`` / ``nodes_released`` events
-  (``NNNNNN.json``, the real ``af`` CLI's names, DESIGN.md "Formats") to ``PROOF/ledger``.
+  (``NNNNNN.json``, the real ``af`` CLI's names, docs/DESIGN.md "Formats") to ``PROOF/ledger``.
 - ``victim DIR LOG``: holds ``DIR/victim.lock`` through the API until it is killed; prints
   ``ready`` when it holds it.
 """
