@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from core.cli_common import EXIT_IO, EXIT_OK, PROG, Out, check_dir, one_line, stale_policy
 
 if TYPE_CHECKING:
-    from core.liveness import ProcessSnapshot
     from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
@@ -163,32 +162,9 @@ def judge(found: Found, policy: StalePolicy) -> list[LockStatus]:
     """The verdict on every file and replayed ``af`` claim of ``found`` under ``policy``,
     sorted by path; one process snapshot for all. A file that vanished since the walk is
     left out. Never raises for what is on disk."""
-    from core.scan import dedupe_claims, judge_claim, judge_read, read_entry, replay_claims
+    from core.scan import judge_paths, process_snapshot
 
-    procs = _snapshot()
-    now = datetime.now(UTC)
-    out: list[LockStatus] = []
-    for path in found.files:
-        read = read_entry(path)
-        if read is not None:
-            out.append(judge_read(read, policy=policy, procs=procs, now=now))
-    for proof in found.proofs:
-        claims = [judge_claim(r, policy=policy, procs=procs, now=now)
-                  for r in replay_claims(proof)]
-        out.extend(dedupe_claims(claims, out, proof))
-    out.sort(key=lambda s: s.path)
-    return out
-
-
-def _snapshot() -> ProcessSnapshot | None:
-    """:func:`core.liveness.snapshot`, or None where psutil cannot list processes (then each
-    PID is looked up by itself)."""
-    from core.liveness import snapshot
-
-    try:
-        return snapshot()
-    except Exception:  # psutil unusable (no /proc): judged PID by PID
-        return None
+    return judge_paths(found.files, found.proofs, policy, process_snapshot(), datetime.now(UTC))
 
 
 def cmd_list(args: argparse.Namespace, out: Out) -> int:

@@ -407,7 +407,9 @@ def dedupe_claims(
 # --------------------------------------------------------------------------------------------
 
 
-def _snapshot() -> ProcessSnapshot | None:
+def process_snapshot() -> ProcessSnapshot | None:
+    """:func:`core.liveness.snapshot`, or None where psutil cannot list processes (then each
+    PID is looked up by itself)."""
     from core.liveness import snapshot
 
     try:
@@ -437,23 +439,28 @@ def scan_dir(
     """
     now = now or datetime.now(UTC)
     if procs is None:
-        procs = _snapshot()
+        procs = process_snapshot()
     try:
         listing = list_dir(spec, with_stat=False)
     except (OSError, ValueError):  # ValueError: a NUL in the path
         return []
-    return _judge_listing(listing, policy_for(spec), procs, now)
+    return judge_paths(listing.files, listing.proofs, policy_for(spec), procs, now)
 
 
-def _judge_listing(
-    listing: Listing, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+def judge_paths(
+    files: Iterable[str], proofs: Iterable[str], policy: StalePolicy,
+    procs: ProcessSnapshot | None, now: datetime,
 ) -> list[LockStatus]:
+    """The verdict on every file of ``files`` and every claim replayed from the ``af`` proof
+    directories ``proofs`` under ``policy`` at ``now``, with one process snapshot ``procs``,
+    sorted by path; a file that vanished since it was listed is left out (as :func:`scan`
+    judges, for the CLI's own walk too). Never raises for what is on disk."""
     out: list[LockStatus] = []
-    for path in listing.files:
+    for path in files:
         read = read_entry(path)
         if read is not None:
             out.append(judge_read(read, policy=policy, procs=procs, now=now))
-    for proof in listing.proofs:
+    for proof in proofs:
         claims = [judge_claim(r, policy=policy, procs=procs, now=now)
                   for r in replay_claims(proof)]
         out.extend(dedupe_claims(claims, out, proof))
@@ -473,7 +480,7 @@ def scan(
     (overlapping directories) appears once, judged by the first spec that covers it."""
     now = now or datetime.now(UTC)
     if procs is None:
-        procs = _snapshot()
+        procs = process_snapshot()
     seen: set[str] = set()
     out: list[LockStatus] = []
     for spec in specs:
