@@ -29,6 +29,7 @@ from core.config_model import (
     default_watch_dirs,
     expand_path,
 )
+from core.config_model import describe_value as _describe
 from core.config_servers import parse_server
 from core.errors import ConfigError
 from core.record import FORMATS
@@ -136,17 +137,6 @@ def _is_seconds(v: object) -> TypeGuard[int | float]:
     """A finite number of seconds > 0 (TOML allows ``inf`` and ``nan``: neither is a limit)."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
-
-def _describe(v: object) -> str:
-    if isinstance(v, str):
-        return repr(v)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, list):
-        return "a list"
-    return repr(v)
 
 
 def _parse_watch(

@@ -35,6 +35,7 @@ __all__ = [
     "default_config",
     "default_config_path",
     "default_watch_dirs",
+    "describe_value",
     "expand_path",
 ]
 
@@ -301,3 +302,15 @@ def default_config() -> Config:
         watches=[WatchSpec(d) for d in default_watch_dirs()],
         watches_are_default=True,
     )
+
+
+def describe_value(v: object) -> str:
+    """A TOML value as a configuration warning names it: ``true``/``false``, "a table",
+    "a list", else its ``repr`` (``'soon'``, ``3.5``)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "a list"
+    return repr(v)

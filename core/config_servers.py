@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from core.config_model import SERVER_KINDS, ServerSpec
+from core.config_model import describe_value as _describe
 
 REDIS_PROFILES: tuple[str, ...] = ("python-redis-lock", "redis-py")
 """Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis`)."""
@@ -33,15 +34,6 @@ class Problems(Protocol):
     def add(self, key: str, message: str, *, section: tuple[str, int] | None, name: str,
             fallback: str | None) -> None: ...
 
-
-def _describe(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, list):
-        return "a list"
-    return repr(v)
 
 
 def _strings(v: object) -> list[str] | None:
