@@ -79,13 +79,21 @@ def not_a_lock_file(st: LockStatus) -> bool:
         for r in st.reasons)
 
 
+def is_remote(path: str) -> bool:
+    """True for the path of a lock on a server: a URL of a known scheme
+    (:func:`core.remote.sources.is_server_url`), never a file path."""
+    from core.remote.sources import is_server_url
+
+    return is_server_url(path)
+
+
 def reclaimable(st: LockStatus) -> bool:
     """True when the engine may replace this lock with one of its own (the Reclaim action):
     a lock file it reads, not being written, not read-only, and not an af claim or a developer
     tool's lock, which their tool would mistake (core.operations.refuse_read_only)."""
     rec = st.record
     return (not st.read_only and not not_a_lock_file(st) and st.state is not State.WRITING
-            and not st.kernel_held and "://" not in st.path.split("#", 1)[0]
+            and not st.kernel_held and not is_remote(st.path)
             and not (rec is not None and rec.format in ("af-claim", *DEVTOOL_FORMATS)))
 
 

@@ -31,9 +31,9 @@ from app.dialogs import (
     reclaim_dialog,
 )
 from app.inventory import Inventory
-from app.lockinfo import not_a_lock_file, status_now, under_any
+from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
-from app.remote_poller import RemotePoller, is_remote
+from app.remote_poller import RemotePoller
 from app.theme import apply_theme
 from core import audit
 from core.config import Config

@@ -35,11 +35,6 @@ MAX_BACKOFF_S = 60.0
 """Longest delay, in seconds, before a failing source is tried again."""
 
 
-def is_remote(path: str) -> bool:
-    """True for the path of a lock on a server (a URL with ``://``)."""
-    return "://" in path.split("#", 1)[0]
-
-
 class RemotePoller(QObject):
     """Polls the configured lock servers and feeds the inventory (module docstring).
 

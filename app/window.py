@@ -47,6 +47,7 @@ from app.inventory import Inventory
 from app.lockinfo import (
     forceable,
     human_duration,
+    is_remote,
     not_a_lock_file,
     reclaimable,
     under_any,
@@ -370,7 +371,7 @@ class MainWindow(QMainWindow):
         self.act_reclaim.setEnabled(st is not None and reclaimable(st))
         self.act_force.setEnabled(writable and st is not None and forceable(st))
         self.act_end_holder.setEnabled(st is not None and st.kernel_pid is not None)
-        self.act_open_folder.setEnabled(st is not None and "://" not in st.path.split("#")[0])
+        self.act_open_folder.setEnabled(st is not None and not is_remote(st.path))
         self.act_copy.setEnabled(has)
         self.act_history.setEnabled(has)
         if st is not None and st.state is State.STALE:
