@@ -313,19 +313,17 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
     time its failure changes; the others go on.
 
     Returns:
-        0 after SIGINT/SIGTERM.
+        0 after SIGINT/SIGTERM; 141 when the reader of stdout went away.
 
     Raises:
         CliError: DIRs and URLs mixed (exit 2).
     """
     import signal
     import threading
-    import time
 
-    from core.cli_common import json_text
-    from core.holder import describe_holder
+    from core.cli_common import silence_stdout
+    from core.cli_watch import Printer
     from core.inventory import same_verdict
-    from core.reasons import printable
 
     urls: list[str] = list(args.dirs)
     if not all(is_remote(u) for u in urls):
@@ -336,12 +334,11 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
+    printer = Printer(out, stop)
+
     def emit(event: str, st: LockStatus) -> None:
-        if out.json:
-            print(json_text({"event": event, **st.to_dict()}), flush=True)
-        elif not out.quiet:
-            print(printable(f"{time.strftime('%H:%M:%S')}  {event:<8} {st.path}  "
-                            f"{describe_holder(st)}"), flush=True)
+        if out.json or not out.quiet:
+            printer.status(event, st)
 
     seen: dict[str, LockStatus] = {}
     failing: dict[str, str] = {}
@@ -357,9 +354,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
                     if failing.get(url) != str(exc):
                         failing[url] = str(exc)
                         if out.json:
-                            print(json_text({"event": "error", "path": url,
-                                             "error_kind": exc.kind.value, "error": str(exc)}),
-                                  flush=True)
+                            printer.obj({"event": "error", "path": url,
+                                         "error_kind": exc.kind.value, "error": str(exc)}, "")
                         else:
                             print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr, flush=True)
                     base = source.base_url + "#"
@@ -376,10 +372,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
             for path in sorted(set(seen) - set(now)):
                 emit("removed", seen[path])
             if first:
-                if out.json:
-                    print(json_text({"event": "ready", "dirs": urls}), flush=True)
-                elif not out.quiet:
-                    print(f"watching {', '.join(urls)} (Ctrl-C to stop)", flush=True)
+                printer.obj({"event": "ready", "dirs": urls},
+                            f"watching {', '.join(urls)} (Ctrl-C to stop)")
             seen, first = now, False
             stop.wait(WATCH_POLL_S)
     finally:
@@ -387,4 +381,7 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
             signal.signal(signum, handler)
         for source in sources:
             source.close()
+    if printer.broken:  # the reader of stdout went away: as ``watch DIR`` does
+        silence_stdout()
+        return 141
     return EXIT_OK

@@ -37,8 +37,10 @@ if TYPE_CHECKING:
     from core.watch import ChangeSet, DirStatus
 
 
-class _Printer:
-    """Serialises output from the watcher's thread and the main thread."""
+class Printer:
+    """Serialises ``watch``'s output from the watcher's thread and the main thread; a reader
+    that went away (``| head -1``) sets :attr:`broken` and ``stop``. Used by ``watch URL``
+    too (:func:`core.cli_remote.cmd_remote_watch`)."""
 
     def __init__(self, out: Out, stop: threading.Event) -> None:
         self.out = out
@@ -102,7 +104,7 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
     from core.watch import Watcher
 
     stop = threading.Event()
-    printer = _Printer(out, stop)
+    printer = Printer(out, stop)
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
