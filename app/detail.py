@@ -141,7 +141,9 @@ class DetailPane(QWidget):
         v = self.values
         v["Path"].setText(printable(st.path))
         state = STATE_WORDS[display_state(st)] + (" — held by this Lockwarden" if mine else "")
-        if st.read_only:
+        if st.anchor_tool:
+            state += f" (read-only: {st.anchor_tool}'s kernel-lock anchor, never deleted)"
+        elif st.read_only:
             state += " (read-only: managed by its ledger)"
         if outside:
             state += " (outside the watched directories)"

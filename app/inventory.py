@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from app.lockinfo import Update
 from core.config import WatchSpec
 from core.inspect import inspect
-from core.record import LockStatus, State
+from core.record import LockStatus
 from core.watch import ChangeSet, DirStatus, Watcher
 
 KEPT_CHECK_MS = 3000
@@ -125,7 +125,7 @@ class Inventory(QObject):
             except Exception as exc:  # never crash a watcher thread
                 print(f"lockwarden: cannot re-inspect {path}: {exc}", flush=True)
                 continue
-            ups.append((path, None if st.state is State.FREE else st))
+            ups.append((path, st if st.present else None))
         if ups:
             self.push(ups)
 
@@ -295,7 +295,7 @@ class Inventory(QObject):
         if w is not None and w.covers(path) and w.refresh([path]):
             return
         st: LockStatus = inspect(path)
-        self.push([(path, None if st.state is State.FREE else st)])
+        self.push([(path, st if st.present else None)])
 
     def reinspect(self, path: str) -> None:
         """Re-read ``path`` in a worker thread (:meth:`refresh_path`), after an operation of

@@ -142,7 +142,8 @@ STATE_EXPLAIN: dict[str, str] = {
                "still writing it.",
     "unreadable": "Unreadable: not a lock Lockwarden can read (or not a regular file); it is "
                   "never judged stale and never deleted by Lockwarden.",
-    "free": "Free: no lock file.",
+    "free": "Free: no lock file, or a kernel lock's anchor file (dpkg, cargo, uv...) that no "
+            "process holds now; it is never deleted.",
 }
 """One sentence per display state (tooltips, docs/gui.md "States")."""
 
@@ -178,6 +179,11 @@ _RULES: tuple[tuple[Code, str], ...] = (
     (Code.AGE_UNKNOWN, "a lock of unknown age cannot be judged stale"),
     (Code.HOLDER_ALIVE, "a lock whose holder is alive is held"),
     (Code.HOLDER_ALIVE_UNVERIFIED, "a lock whose holder is alive is held"),
+    (Code.KERNEL_LOCK_HELD, "a file the kernel holds a lock on is held while its holder runs"),
+    (Code.KERNEL_ANCHOR_FREE, "a kernel lock's anchor no process holds is free, never stale: "
+                              "only the kernel knows, and the file is never deleted"),
+    (Code.KERNEL_ANCHOR_UNCHECKED, "a kernel lock's anchor whose lock cannot be read is held, "
+                                   "never stale"),
     (Code.NO_LOCK_FILE, "no lock file: free"),
 )
 """Reason codes that decide a verdict, most decisive first, with the rule in words

@@ -164,11 +164,13 @@ class LockTableModel(QAbstractTableModel):
     def apply(self, updates: Iterable[Update]) -> None:
         """Apply a batch of updates in order: a status for a new path inserts a row, for a
         known path changes that row in place (``dataChanged`` on the changed cells only); a
-        ``None`` status or a ``free`` one removes the row. Emits :attr:`transitions` and
+        ``None`` status or a ``free`` one removes the row -- except a free kernel-lock anchor
+        (:attr:`core.record.LockStatus.present`: its file is there, nobody holds it), which is
+        a row in state free. Emits :attr:`transitions` and
         :attr:`countsChanged` once per batch."""
         final: dict[str, LockStatus | None] = {}
         for path, st in updates:
-            final[path] = None if st is None or st.state is State.FREE else st
+            final[path] = st if st is not None and st.present else None
         if not final:
             return
         trans: list[Transition] = []

@@ -157,7 +157,7 @@ class Operations(QObject):
             st = inspect(path)
         except Exception:
             return None
-        return None if st.state is State.FREE else st
+        return st if st.present else None
 
     # -- acquire and release ------------------------------------------------------------------
 
@@ -219,6 +219,11 @@ class Operations(QObject):
         st = self.status_for(path)
         if st is None:
             self.show_error(nothing_title, f"{path} is free now.")
+            return None
+        if st.anchor_tool:
+            self.show_error("Kernel lock", f"{path} is {st.anchor_tool}'s kernel-lock anchor: "
+                                           "only the kernel knows whether it is held, and "
+                                           "Lockwarden never deletes or replaces it.")
             return None
         if st.read_only:
             self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "

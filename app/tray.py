@@ -306,8 +306,8 @@ class TrayController(QObject):
                 who = holder_summary(new)
                 messages.append(Note(f"{self.lock_title(new.path)} acquired", who or new.path,
                                      False, new.path))
-            elif new is None and old is not None and old.state is State.HELD and \
-                    n.on_release and not self._model.is_mine(old):
+            elif (new is None or new.state is State.FREE) and old is not None and \
+                    old.state is State.HELD and n.on_release and not self._model.is_mine(old):
                 messages.append(Note(f"{self.lock_title(old.path)} released", old.path, False,
                                      old.path))
         self._show(messages)

@@ -42,7 +42,7 @@ def status_text(status: LockStatus) -> str:
         lines.append(f"tag: {d['tag']}")
     lines.append(f"path: {d['path']}")
     lines.append(f"state: {d['state']}")
-    if status.state is not State.FREE:
+    if status.present:  # a lock file, or a free kernel-lock anchor (tool, kind, reason)
         if d["format"]:
             lines.append(f"format: {d['format']}")
         if d["tool"]:

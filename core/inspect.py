@@ -14,7 +14,9 @@ import os
 import sys
 import types
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
+from core.anchors import anchor_tool
 from core.errors import ParseError, UnreadableError
 from core.fsutil import os_reason, read_lock_file
 from core.liveness import ProcessSnapshot, check, evidence
@@ -36,6 +38,9 @@ from core.record import (
     LockStatus,
     State,
 )
+
+if TYPE_CHECKING:
+    from core.kernel_locks import Holding
 
 
 def inspect(
@@ -104,7 +109,12 @@ def inspect_bytes(
     An empty file on which the kernel holds a lock (flock, fcntl, OFD: cargo, uv, dpkg,
     ``flock(1)``, filelock's ``FileLock``) is ``held`` (``kernel_lock_held``), never stale:
     only the kernel knows, and deleting it would break the lock (``docs/formats.md``, "Kernel
-    locks are not formats"). An empty git lock file (``HEAD.lock``) is a ``git-lock``.
+    locks are not formats"). An empty file at a known tool's kernel-lock anchor path
+    (:func:`core.anchors.anchor_tool`: dpkg, apt, cargo, uv, Gradle) that no process holds is
+    ``free`` (``kernel_anchor_free``), never stale either (docs/specs/devtool-locks.md §0);
+    where the kernel's locks cannot be read it is ``held`` with unknown liveness
+    (``kernel_anchor_unchecked``). Anchors, held or not, are ``read_only``: never deleted,
+    never replaced. An empty git lock file (``HEAD.lock``) is a ``git-lock``.
     Other empty bytes (or only whitespace) and bytes no format accepts go to
     :func:`core.policy.judge` as ``empty_or_partial`` (``writing`` while young; an old empty
     file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check
@@ -116,9 +126,12 @@ def inspect_bytes(
         mtime = file.mtime_ns / 1e9
     empty = not data.strip()
     if empty:
-        kernel = _kernel_held(path, file, policy=policy, now=now)
-        if kernel is not None:
-            return kernel
+        tool = anchor_tool(path)
+        held, error = _kernel_lookup(path)
+        if held:
+            return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
+        if tool is not None:
+            return anchor_status(path, tool, file, policy=policy, now=now, error=error)
         if not _named_by_path(path):
             return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
                                   now=now, file=file, mtime=mtime)
@@ -200,28 +213,53 @@ def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus
     (:func:`core.operations.refuse_not_a_lock`). Never raises."""
     from core.stale_policy import DEFAULT_POLICY
 
-    return _kernel_held(path, None, policy=policy or DEFAULT_POLICY, now=datetime.now(UTC))
+    held, _ = _kernel_lookup(path)
+    if not held:
+        return None
+    return _held_status(path, held[0], None, policy=policy or DEFAULT_POLICY,
+                        now=datetime.now(UTC), tool=anchor_tool(path))
 
 
-def _kernel_held(path: str, file: FileInfo | None, *, policy: StalePolicy, now: datetime
-                 ) -> LockStatus | None:
-    """``held`` with ``kernel_lock_held`` when ``/proc/locks`` shows a lock on ``path``
-    (:func:`core.kernel_locks.kernel_holders`), else ``None`` (also where ``/proc/locks``
-    cannot be read). Never raises."""
+def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StalePolicy,
+                  now: datetime, error: str | None = None) -> LockStatus:
+    """The verdict on an empty kernel-lock anchor of ``tool`` (:func:`core.anchors.anchor_tool`)
+    on which the kernel shows no lock: ``free`` with ``kernel_anchor_free{tool, file}``, or,
+    when the kernel's locks could not be read (``error``: why), ``held`` with unknown liveness
+    and ``kernel_anchor_unchecked{tool, file, detail}``. Both are ``read_only``: the file is
+    the tool's anchor, never stale and never deleted (docs/specs/devtool-locks.md §0, §1 rows
+    dpkg/apt, cargo, uv, Gradle). Never raises."""
+    if error is not None:
+        return LockStatus(path, State.HELD, liveness=Liveness.UNKNOWN,
+                          reasons=(Reason.of(Code.KERNEL_ANCHOR_UNCHECKED, tool=tool, file=path,
+                                             detail=error),),
+                          checked_at=now, file=file, policy=policy, read_only=True)
+    return LockStatus(path, State.FREE,
+                      reasons=(Reason.of(Code.KERNEL_ANCHOR_FREE, tool=tool, file=path),),
+                      checked_at=now, file=file, policy=policy, read_only=True)
+
+
+def _kernel_lookup(path: str) -> tuple[list[Holding], str | None]:
+    """The kernel locks on ``path`` (:func:`core.kernel_locks.kernel_holders`; empty when none)
+    and ``None``, or ``[]`` and why they could not be read (no ``/proc/locks``: not Linux, a
+    restricted container). Never raises."""
     from core.kernel_locks import kernel_holders
 
     try:
-        held = kernel_holders([path]).get(path)
-    except Exception:  # no /proc/locks (not Linux, a restricted container): nothing known
-        return None
-    if not held:
-        return None
-    h = held[0]
+        return kernel_holders([path]).get(path) or [], None
+    except Exception as exc:
+        return [], os_reason(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+
+
+def _held_status(path: str, h: Holding, file: FileInfo | None, *, policy: StalePolicy,
+                 now: datetime, tool: str | None) -> LockStatus:
+    """``held`` with ``kernel_lock_held`` for the kernel lock ``h`` on ``path``; ``tool``
+    names a known anchor's tool (then the verdict is also ``read_only``)."""
     pid = h.pids[0] if h.pids else None
     return LockStatus(path, State.HELD, liveness=Liveness.ALIVE if pid else Liveness.UNKNOWN,
                       reasons=(Reason.of(Code.KERNEL_LOCK_HELD, pid=pid, kind=h.lock.kind.value,
-                                         access=h.lock.access.value, file=path),),
-                      checked_at=now, file=file, policy=policy, evidence=Evidence(pid=pid))
+                                         access=h.lock.access.value, file=path, tool=tool),),
+                      checked_at=now, file=file, policy=policy, evidence=Evidence(pid=pid),
+                      read_only=tool is not None)
 
 
 def _parse(data: bytes, path: str) -> LockRecord:

@@ -295,7 +295,7 @@ class Lock:
         status: LockStatus | None = None
         for _ in range(publish.MAX_RETRIES):
             status = inspect(self.path, policy=self.policy)
-            if status.state is State.FREE:
+            if not status.present:  # a free kernel-lock anchor is refused below, never taken
                 return self.acquire(blocking=False)
             refuse_unreadable(self.path, status)
             operations.refuse_not_a_lock(self.path, status, "reclaim")

@@ -220,8 +220,10 @@ def is_a_lock(status: LockStatus) -> bool:
 
 def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
-    (:func:`is_a_lock`), or on a file a kernel lock holds (:attr:`LockStatus.kernel_held`);
-    nothing is changed and nothing audited.
+    (:func:`is_a_lock`), on a file a kernel lock holds (:attr:`LockStatus.kernel_held`), or on
+    a known tool's kernel-lock anchor held or not (:attr:`LockStatus.anchor_tool`: dpkg, apt,
+    cargo, uv, Gradle; docs/specs/devtool-locks.md §0); nothing is changed and nothing
+    audited.
 
     Raises:
         ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
@@ -236,6 +238,10 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
             f"and would let a second holder in, so Lockwarden never forces a {operation} of it "
             f"(end {who} if it hangs{f': kill {pid}' if pid is not None else ''}); nothing was "
             "changed", kind=ReadOnlyKind.KERNEL_LOCK, status=kernel)
+    if status.anchor_tool:
+        raise ReadOnlyLock(f"{path}: {_anchor_why(status)}, so Lockwarden never forces a "
+                           f"{operation} of it; nothing was changed",
+                           kind=ReadOnlyKind.KERNEL_LOCK, status=status)
     if status.state is State.FREE or is_a_lock(status):
         return
     why = render_all(status.reasons) or "no lock format reads it"
@@ -245,7 +251,8 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
 
 
 def refuse_read_only(path: str, status: LockStatus) -> None:
-    """Refuse to reclaim a lock Lockwarden must not replace: a claim replayed from an af
+    """Refuse to reclaim a lock Lockwarden must not replace: a known tool's kernel-lock anchor
+    (:attr:`LockStatus.anchor_tool`, kind ``kernel_lock``), a claim replayed from an af
     ledger (``read_only``), an af claim file or a developer tool's lock (git, Vim, Emacs,
     LibreOffice, Terraform, SoftFileLock: :data:`core.record.DEVTOOL_FORMATS`) -- a reclaim
     would put a lock of another format where the tool expects its own (docs/engine.md, "af
@@ -253,10 +260,13 @@ def refuse_read_only(path: str, status: LockStatus) -> None:
     ``reclaim_refused``.
 
     Raises:
-        ReadOnlyLock: ``kind`` ``ledger_claim`` or ``not_writable``, ``status``.
+        ReadOnlyLock: ``kind`` ``kernel_lock``, ``ledger_claim`` or ``not_writable``,
+            ``status``.
     """
     rec = status.record
-    if status.read_only:
+    if status.anchor_tool:
+        kind, why = ReadOnlyKind.KERNEL_LOCK, _anchor_why(status)
+    elif status.read_only:
         kind, why = ReadOnlyKind.LEDGER_CLAIM, "it is a claim in an af ledger; only af changes it"
     elif rec is not None and rec.format == "af-claim":
         kind, why = ReadOnlyKind.NOT_WRITABLE, ("it is an af claim; Lockwarden does not write "
@@ -270,6 +280,13 @@ def refuse_read_only(path: str, status: LockStatus) -> None:
     record_audit(path, "reclaim_refused", result="refused", details={
         "holder": holder_summary(status), "reason": why}, format=rec.format if rec else None)
     raise ReadOnlyLock(f"not reclaimed: {path}: {why}", kind=kind, status=status)
+
+
+def _anchor_why(status: LockStatus) -> str:
+    """Why a kernel-lock anchor is never deleted nor replaced, in words."""
+    held = "held now" if status.state is State.HELD else "not held now"
+    return (f"it is {status.anchor_tool}'s kernel-lock anchor ({held}; only the kernel knows): "
+            "deleting or replacing it would let a second holder in")
 
 
 def force_release(
@@ -336,6 +353,8 @@ def release_path(
     p = validate_lock_path(path)
     judge = resolve_policy(policy, None)
     status = inspect(p, policy=judge)
+    if force and status.anchor_tool:
+        refuse_not_a_lock(p, status, "release")  # raises: a tool's kernel-lock anchor
     if status.state is State.FREE:
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise LockLost(f"{p}: there is no lock to release")
@@ -367,7 +386,7 @@ def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]
     to remove: still a lock (:func:`is_a_lock`)."""
     def check(data: bytes, info: FileInfo) -> bool:
         st = inspect_bytes(p, data, info, policy=policy)
-        if st.kernel_held or kernel_status(p, policy=policy) is not None:
+        if st.kernel_held or st.anchor_tool or kernel_status(p, policy=policy) is not None:
             return False
         return not data or is_a_lock(st)
 

@@ -79,7 +79,9 @@ class Code(enum.StrEnum):
     NO_OFFICE_PROCESS = "no_office_process"  # user
     START_TOKEN_MISMATCH = "start_token_mismatch"  # pid
     # kernel locks (core.kernel_locks)
-    KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, kind, access, file
+    KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, kind, access, file, tool (known anchors)
+    KERNEL_ANCHOR_FREE = "kernel_anchor_free"  # tool, file
+    KERNEL_ANCHOR_UNCHECKED = "kernel_anchor_unchecked"  # tool, file, detail
     NO_KERNEL_LOCK = "no_kernel_lock"  # file
     LEASE = "lease"  # lease, left_s, granted_s
 
@@ -126,9 +128,11 @@ class ReadOnlyKind(enum.StrEnum):
     file to remove; only af changes its ledger (docs/DESIGN.md, "Formats": claims in a ledger are
     read-only)."""
     KERNEL_LOCK = "kernel_lock"
-    """A file the kernel holds a lock on (flock, POSIX, OFD): deleting or replacing it would not
-    release that lock and would let a second holder in (docs/engine.md, "What force may
-    remove"); end the holder process instead."""
+    """A file the kernel holds a lock on (flock, POSIX, OFD), or a known tool's kernel-lock
+    anchor (dpkg, apt, cargo, uv, Gradle: :func:`core.anchors.anchor_tool`) whether held now or
+    not: deleting or replacing it would not release that lock and would let a second holder in
+    (docs/engine.md, "What force may remove"; docs/specs/devtool-locks.md §0); end the holder
+    process instead."""
     NOT_A_LOCK = "not_a_lock"
     """A regular file that no lock format reads and that is not empty (a text file, a
     binary, a file over 64 KiB): ``--force`` never removes or replaces it (docs/engine.md,
@@ -449,8 +453,15 @@ _WORDS: dict[Code, object] = {
         "the marker's)"),
     Code.KERNEL_LOCK_HELD: lambda r: (
         f"the kernel holds a {r.get('kind')} {r.get('access')} lock on {r.get('file')}"
+        + (f" ({r.get('tool')}'s lock)" if r.get("tool") else "")
         + (f" for PID {r.get('pid')}" if r.get("pid") is not None else "")
         + ": held while that process lives; deleting the file would not release it"),
+    Code.KERNEL_ANCHOR_FREE: lambda r: (
+        f"no process holds {r.get('tool')}'s lock on {r.get('file')}: the file is only its "
+        "anchor (only the kernel knows whether it is held); it is never deleted"),
+    Code.KERNEL_ANCHOR_UNCHECKED: lambda r: (
+        f"{r.get('file')} is {r.get('tool')}'s lock anchor, but the kernel's locks cannot be "
+        f"read here ({r.get('detail')}): it may be held; it is never deleted"),
     Code.NO_KERNEL_LOCK: lambda r: (
         f"no kernel lock on {r.get('file')}: this is a leftover label, and deleting it is "
         "harmless"),

@@ -72,6 +72,9 @@ TOOLS: dict[str, str] = {
 }
 """The tool of each format (:attr:`LockStatus.tool`)."""
 
+_ANCHOR_CODES = frozenset({Code.KERNEL_LOCK_HELD, Code.KERNEL_ANCHOR_FREE,
+                           Code.KERNEL_ANCHOR_UNCHECKED})
+
 WRITABLE_FORMATS: tuple[str, ...] = ("sema", "task-mcp", "af-ledger")
 """Formats Lockwarden can acquire locks in."""
 
@@ -195,7 +198,8 @@ class LockStatus:
         checked_at: when the verdict was made (aware UTC).
         file: identity of the judged file, or ``None``.
         error: for ``unreadable``: the reason the file could not be read or parsed.
-        read_only: True for locks Lockwarden must not modify (af ledger claims).
+        read_only: True for locks Lockwarden must not modify (af ledger claims, known tools'
+            kernel-lock anchors: :attr:`anchor_tool`).
         policy: the :class:`~core.stale_policy.StalePolicy` the verdict was judged under
             (``stale_after`` is its limit for the lock's format, seconds).
         evidence: the process and boot time the verdict was judged on (:class:`Evidence`).
@@ -247,20 +251,45 @@ class LockStatus:
         return any(r.code is Code.KERNEL_LOCK_HELD for r in self.reasons)
 
     @property
+    def anchor_tool(self) -> str:
+        """The tool whose kernel-lock anchor the path is (``"dpkg"``, ``"apt"``, ``"cargo"``,
+        ``"uv"``, ``"gradle"``: :func:`core.anchors.anchor_tool`), read from the reasons
+        (``tool`` of ``kernel_lock_held``, ``kernel_anchor_free``,
+        ``kernel_anchor_unchecked``), else ``""``. Such a file is never deleted
+        (docs/specs/devtool-locks.md §0)."""
+        for r in self.reasons:
+            if r.code in _ANCHOR_CODES:
+                tool = r.get("tool")
+                if isinstance(tool, str) and tool:
+                    return tool
+        return ""
+
+    @property
+    def present(self) -> bool:
+        """True when a file is at the path: any state but ``free``, and a ``free`` kernel-lock
+        anchor (``kernel_anchor_free``: the file is there, nobody holds it). The GUI keeps a
+        row for each present path; a ``free`` verdict without a file removes it."""
+        return self.state is not State.FREE or any(
+            r.code is Code.KERNEL_ANCHOR_FREE for r in self.reasons)
+
+    @property
     def tool(self) -> str:
         """The tool whose lock this is (:data:`TOOLS`: ``"git"``, ``"vim"``, ``"sema"``...),
-        ``"kernel"`` for a file only the kernel locks (filelock's ``FileLock``, portalocker,
-        dpkg...), ``""`` when nothing reads it (docs/specs/devtool-locks.md)."""
+        the tool of a known kernel-lock anchor (:attr:`anchor_tool`: ``"dpkg"``, ``"cargo"``,
+        ``"uv"``...), ``"kernel"`` for another file only the kernel locks (filelock's
+        ``FileLock``, portalocker, fasteners...), ``""`` when nothing reads it
+        (docs/specs/devtool-locks.md)."""
         if self.record is not None:
             return TOOLS.get(self.record.format, self.record.format)
-        return "kernel" if self.kernel_held else ""
+        return self.anchor_tool or ("kernel" if self.kernel_held else "")
 
     @property
     def kind(self) -> str:
-        """``"kernel"`` when a kernel lock decides the verdict (never stale, its file never
-        deleted), ``"marker"`` for a lock file that is the lock (removed to release a dead
-        holder's), ``""`` for a free path or a file that is not a lock."""
-        if self.kernel_held:
+        """``"kernel"`` when a kernel lock decides the verdict or the path is a known tool's
+        kernel-lock anchor, held or free (never stale, its file never deleted), ``"marker"`` for
+        a lock file that is the lock (removed to release a dead holder's), ``""`` for a free
+        path or a file that is not a lock."""
+        if self.kernel_held or self.anchor_tool:
             return "kernel"
         if self.record is not None or (self.state is not State.FREE and self.file is not None
                                        and self.file.size == 0):

@@ -8,7 +8,8 @@ decided from the record's format and the reason codes, never from text.
   removed to release it.
 - **kernel** locks: only the kernel knows (flock, POSIX ``fcntl``, OFD locks); the file is an
   anchor, and deleting it would let a second holder in. Never stale, never deleted; the holder
-  process can be ended instead.
+  process can be ended instead. A known tool's anchor (dpkg, apt, cargo, uv, Gradle:
+  :func:`core.anchors.anchor_tool`) that nobody holds is ``free``, and its safe action is none.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from core.record import Liveness, LockStatus, State
 _SAFE: tuple[tuple[Code, str], ...] = (
     (Code.KERNEL_LOCK_HELD, "leave it: the kernel holds it while its process lives; if that "
                             "process hangs, end it (deleting the file would not release it)"),
+    (Code.KERNEL_ANCHOR_FREE, "none: only the kernel knows; never delete (the file is the "
+                              "tool's anchor, and no process holds it now)"),
+    (Code.KERNEL_ANCHOR_UNCHECKED, "none: only the kernel knows; never delete (the file is the "
+                                   "tool's anchor)"),
     (Code.SWAP_RECOVER, "recover the unsaved changes with 'vim -r', then delete the swap file"),
     (Code.GIT_REMOVE_LOCK, "remove the file, as git's own message says"),
     (Code.NO_KERNEL_LOCK, "delete the leftover label: no process holds the state lock"),
