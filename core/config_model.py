@@ -32,9 +32,11 @@ __all__ = [
     "UISettings",
     "WatchSpec",
     "build_policy",
+    "default_anchor_watches",
     "default_config",
     "default_config_path",
     "default_watch_dirs",
+    "default_watches",
     "describe_value",
     "expand_path",
 ]
@@ -295,11 +297,76 @@ def default_watch_dirs(
     return out
 
 
+def default_anchor_watches(
+    *, system: str | None = None, environ: dict[str, str] | None = None
+) -> list[WatchSpec]:
+    """The kernel-lock anchors of dpkg/apt, cargo and uv as watches with narrow patterns,
+    watched besides :func:`default_watch_dirs` when no ``[[watch]]`` is configured
+    (docs/watching.md, "Configuration"). Their files are judged ``held`` or ``free``, never
+    stale (:func:`core.anchors.anchor_tool`; docs/specs/devtool-locks.md §0 and §1, rows
+    dpkg/apt, cargo, uv). Linux and other Unix only; nothing on Windows.
+
+    - ``/var/lib/dpkg``: ``lock``, ``lock-frontend``; ``/var/cache/apt/archives`` and
+      ``/var/lib/apt/lists``: ``lock`` (Linux-like systems only, not macOS);
+    - the cargo home (``$CARGO_HOME``, else ``$HOME/.cargo``): ``.package-cache``,
+      ``.package-cache-mutate``;
+    - uv's cache (``$UV_CACHE_DIR``, else ``$XDG_CACHE_HOME/uv``, else ``$HOME/.cache/uv``:
+      uv's own rule, platformdirs' user cache dir for "uv" on Linux): ``.lock`` -- only when
+      the directory is named ``uv``, the only place :func:`core.anchors.anchor_tool` knows a
+      ``.lock`` as uv's (elsewhere an unheld one would be judged an empty file left by a crash).
+
+    Each directory is its own :class:`WatchSpec`, not recursive, so dpkg's ``status`` and the
+    rest of these directories are never listed.
+
+    Args:
+        system: ``sys.platform``-style name; default this machine's. For another platform
+            nothing is checked on disk.
+        environ: environment to read (``HOME``, ``CARGO_HOME``, ``UV_CACHE_DIR``,
+            ``XDG_CACHE_HOME``; default ``os.environ``).
+
+    Returns:
+        The watches, in the order above; on this machine's own platform only those whose
+        directory exists.
+    """
+    env = os.environ if environ is None else environ
+    native = system is None
+    plat = sys.platform if system is None else system
+    if plat.startswith("win"):
+        return []
+    home = env.get("HOME", "").strip() or (os.path.expanduser("~") if environ is None else "")
+    candidates: list[tuple[str, list[str]]] = []
+    if plat != "darwin":
+        candidates += [("/var/lib/dpkg", ["lock", "lock-frontend"]),
+                       ("/var/cache/apt/archives", ["lock"]),
+                       ("/var/lib/apt/lists", ["lock"])]
+    cargo = env.get("CARGO_HOME", "").strip() or (os.path.join(home, ".cargo") if home else "")
+    if os.path.isabs(cargo):
+        candidates.append((cargo, [".package-cache", ".package-cache-mutate"]))
+    xdg = env.get("XDG_CACHE_HOME", "").strip()
+    cache = xdg if os.path.isabs(xdg) else (os.path.join(home, ".cache") if home else "")
+    uv = env.get("UV_CACHE_DIR", "").strip() or (os.path.join(cache, "uv") if cache else "")
+    if os.path.isabs(uv) and os.path.basename(os.path.normpath(uv)) == "uv":
+        candidates.append((os.path.normpath(uv), [".lock"]))
+    return [WatchSpec(d, patterns=patterns) for d, patterns in candidates
+            if not native or os.path.isdir(d)]
+
+
+def default_watches(
+    *, system: str | None = None, environ: dict[str, str] | None = None
+) -> list[WatchSpec]:
+    """Every watch of the default configuration: :func:`default_watch_dirs` with the default
+    patterns, then :func:`default_anchor_watches` (arguments as theirs)."""
+    return ([WatchSpec(d) for d in default_watch_dirs(system=system, environ=environ)]
+            + default_anchor_watches(system=system, environ=environ))
+
+
 def default_config() -> Config:
-    """The configuration used when there is no file: :func:`default_watch_dirs`, not recursive,
-    default patterns; default notifications and UI."""
+    """The configuration used when there is no file: :func:`default_watches` --
+    :func:`default_watch_dirs` not recursive with default patterns, and the kernel-lock anchors
+    of dpkg/apt, cargo and uv (:func:`default_anchor_watches`); default notifications and
+    UI."""
     return Config(
-        watches=[WatchSpec(d) for d in default_watch_dirs()],
+        watches=default_watches(),
         watches_are_default=True,
     )
 

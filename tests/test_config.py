@@ -11,6 +11,7 @@ import pytest
 
 from core import config
 from core.config import Config, NotificationSettings, UISettings, WatchSpec
+from core.config_model import default_watches
 from core.errors import ConfigError
 
 
@@ -62,7 +63,9 @@ def test_no_file_gives_defaults(tmp_path: Path) -> None:
     missing = tmp_path / "nope" / "config.toml"
     cfg = config.load(str(missing))
     assert cfg.watches_are_default
-    assert [w.path for w in cfg.watches] == config.default_watch_dirs()
+    assert cfg.watches == default_watches()  # the lock directories, then the kernel anchors
+    assert [w.path for w in cfg.watches][:len(config.default_watch_dirs())] == \
+        config.default_watch_dirs()
     assert cfg.watches[0].patterns == ["*.lock", "*.pid", "*-lock"]
     assert cfg.notifications == NotificationSettings()
     assert cfg.ui == UISettings()
