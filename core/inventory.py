@@ -219,10 +219,12 @@ class Inventory:
     def is_current(self, path: str, owner: Hashable, sig: Sig | None) -> bool:
         """True when a rescan need not re-read ``path``: ``owner`` holds it, its ``lstat``
         identity ``sig`` is known and unchanged, and its verdict does not depend on a re-read
-        (not ``unreadable``, not ``writing``). docs/watching.md, "Rescans"."""
+        (not ``unreadable``, not ``writing``, not a known tool's kernel-lock anchor: taking a
+        kernel lock changes nothing of the file, so a free anchor turns held only on a
+        re-read). docs/watching.md, "Rescans"."""
         e = self._entries.get(path)
         return (e is not None and e.owner is owner and sig is not None and e.sig == sig
-                and e.status.state not in _REREAD_STATES)
+                and e.status.state not in _REREAD_STATES and not e.status.anchor_tool)
 
     @property
     def has_holders(self) -> bool:

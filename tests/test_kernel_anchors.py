@@ -344,3 +344,47 @@ def test_gui_shows_a_free_anchor_as_free_with_no_destructive_action(
     assert w.detail.values["Safe action"].text().startswith("none: only the kernel knows")
     assert "kernel-lock anchor" in w.detail.values["State"].text()
     assert path.exists()
+
+
+@linux
+def test_watcher_sees_a_free_anchor_taken_at_the_next_rescan(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """Taking a kernel lock changes nothing of the file (no event, same lstat identity): the
+    rescans re-read anchors, so the watcher sees the free anchor turn held, and its liveness
+    pass sees it free again when the holder exits."""
+    import threading
+
+    from core.config_model import WatchSpec
+    from core.watch import ChangeSet, Watcher
+
+    uv = tmp_path / "cache" / "uv"
+    path = _anchor(tmp_path, "cache/uv/.lock")
+    seen: list[LockStatus] = []
+    changed = threading.Condition()
+
+    def on_change(cs: ChangeSet) -> None:
+        with changed:
+            seen.extend([*cs.added, *cs.changed])
+            changed.notify_all()
+
+    def wait_for(state: State) -> LockStatus:
+        with changed:
+            assert changed.wait_for(lambda: any(s.state is state for s in seen), timeout=15)
+            return next(s for s in reversed(seen) if s.state is state)
+
+    w = Watcher([WatchSpec(str(uv))], on_change=on_change, rescan_interval=0.2)
+    w.start()
+    try:
+        (first,) = w.snapshot()
+        _assert_free_anchor(first, "uv")
+        h = Holder("flock", path)
+        holders.append(h)
+        held = wait_for(State.HELD)
+        assert held.kernel_pid == h.pid and held.tool == "uv"
+        seen.clear()
+        h.end()
+        _assert_free_anchor(wait_for(State.FREE), "uv")
+    finally:
+        w.close()
+    assert path.exists()
