@@ -388,3 +388,28 @@ def test_watcher_sees_a_free_anchor_taken_at_the_next_rescan(
     finally:
         w.close()
     assert path.exists()
+
+
+def test_settings_round_trip_the_default_watches(qtbot: Any, tmp_path: Path) -> None:
+    """Settings opened on the default configuration, every directory visited and OK'ed
+    unchanged, gives the same configuration (so nothing is saved); saved, it loads back the
+    same watches with their narrow patterns."""
+    from dataclasses import replace
+
+    from app.dialogs.settings import SettingsDialog
+    from core import config as cfgmod
+    from core.config_model import default_config
+
+    (tmp_path / ".cargo").mkdir()
+    (tmp_path / ".cache" / "uv").mkdir(parents=True)
+    watches = default_watches(environ={"HOME": str(tmp_path)})
+    assert [w.patterns for w in watches[-2:]] == [[".package-cache", ".package-cache-mutate"],
+                                                  [".lock"]]
+    cfg = replace(default_config(), watches=watches, path=str(tmp_path / "config.toml"))
+    dlg = SettingsDialog(cfg, autostart=False)
+    qtbot.addWidget(dlg)
+    for row in range(dlg.list.count()):
+        dlg.list.setCurrentRow(row)
+    assert replace(dlg.result_config(), warnings=[]) == replace(cfg, warnings=[])
+    cfgmod.save(cfg, cfg.path)
+    assert cfgmod.load(cfg.path).watches == cfg.watches
