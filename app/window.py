@@ -294,6 +294,11 @@ class MainWindow(QMainWindow):
         if self._actions.holds(st.path):
             self.releaseRequested.emit(st.path)
             return
+        if st.kind == "kernel":
+            self.statusBar().showMessage(
+                f"{os.path.basename(st.path)} is a kernel lock's file: only the kernel knows "
+                "whether it is held, and Lockwarden never deletes it.", 10000)
+            return
         self.statusBar().showMessage(
             f"{os.path.basename(st.path)} is not held by this Lockwarden, so Del does not "
             "release it; use Force release… (Ctrl+Shift+Del) to delete it anyway.", 10000)

@@ -343,6 +343,8 @@ def test_gui_shows_a_free_anchor_as_free_with_no_destructive_action(
     assert w.detail.values["Kind"].text().startswith("kernel lock")
     assert w.detail.values["Safe action"].text().startswith("none: only the kernel knows")
     assert "kernel-lock anchor" in w.detail.values["State"].text()
+    w.release_key()  # Del: says why not, never offers Force release for a kernel lock's file
+    assert "never deletes it" in w.statusBar().currentMessage()
     assert path.exists()
 
 
