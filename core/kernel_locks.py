@@ -29,11 +29,10 @@ Mapping to files: :func:`file_key` gives ``(major, minor, inode)`` of a path's `
 through fdinfo when the listed PID is dead or ``-1``.
 
 Where ``/proc/locks`` cannot be read (macOS, BSD, a restricted container), :func:`kernel_holders`
-asks ``fcntl(F_GETLK)`` per file instead (:mod:`core.kernel_getlk`, :func:`getlk_holders`). That
-view is weaker on Linux, where ``F_GETLK`` does not see flock locks: a file held by filelock,
-portalocker, cargo or uv looks unlocked there, which matters wherever "no kernel lock" lets
-something proceed (a delete or replace refused for kernel-locked files, Terraform's label
-judged leftover). On macOS it sees flock locks too, but without a PID.
+asks ``fcntl(F_GETLK)`` per file (:mod:`core.kernel_getlk`). On Linux that view misses flock
+locks (filelock, portalocker, cargo, uv look unlocked), which matters wherever "no kernel lock"
+lets something proceed (a delete or replace, Terraform's label judged leftover). On macOS it
+sees flock locks too, but without a PID.
 
 Units: byte offsets are ints; PIDs are ints (``None`` for ``-1``); nothing here measures time.
 """
@@ -403,9 +402,15 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
         text: a ``/proc/locks`` text already read; default read it now.
         proc: the proc mount (tests).
         source: ``"proc"``: ``/proc/locks`` only; ``"getlk"``: ask ``F_GETLK`` per file
-            (:func:`getlk_holders`) even where ``/proc/locks`` exists; ``"auto"`` (default):
-            ``/proc/locks``, or ``F_GETLK`` when it cannot be read (macOS, BSD, a restricted
-            container view). ``text`` given means ``/proc/locks``.
+            (:func:`core.kernel_getlk.getlk`) even where ``/proc/locks`` exists; ``"auto"``
+            (default): ``/proc/locks``, or ``F_GETLK`` when it cannot be read (macOS, BSD, a
+            restricted container view). ``text`` given means ``/proc/locks``.
+
+    Through ``F_GETLK`` each file has at most one :class:`Holding` (the first conflicting
+    lock): a PID -> ``POSIX``, held by it (``confirmed_by="getlk"``); PID ``-1`` on Linux ->
+    ``OFDLCK``, named through fdinfo when ``/proc/<pid>`` is readable; PID ``-1`` elsewhere ->
+    ``UNKNOWN`` (flock or OFD on macOS), ``open_by`` listing who has the file open
+    (``"open_files"``).
 
     Returns:
         ``path -> [Holding, ...]`` for the paths that have a lock; blocked waiters are left
@@ -414,7 +419,9 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
 
     Raises:
         OSError: ``/proc/locks`` cannot be read (only when ``text`` is not given) and
-            ``source`` is ``"proc"`` or ``F_GETLK`` is unavailable too (Windows).
+            ``source`` is ``"proc"`` or ``F_GETLK`` is unavailable too (Windows); or, through
+            ``F_GETLK``, no file could be opened or queried (unreadable, a file system without
+            locks): "nothing known", not "no lock". Files that fail among others are left out.
         ValueError: an unknown ``source``.
     """
     if source not in ("auto", "proc", "getlk"):
@@ -422,32 +429,19 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
     stats = _regular_files(paths)
     if not stats:
         return {}
-    if source == "getlk" and text is None:
-        return _getlk_holders(stats, proc)
-    if text is None:
+    if text is None and source != "getlk":
         try:
             text = read_proc_locks(os.path.join(proc, "locks"))
         except OSError:
             if source == "proc" or not kernel_getlk.available():
                 raise
-            return _getlk_holders(stats, proc)
+    if text is None:
+        return _getlk_holders(stats, proc)
     out: dict[str, list[Holding]] = {}
     for key, locks in locks_on(text, stats).items():
         for path, st in stats[key]:
             out[path] = [_confirm(path, st, lock, proc) for lock in locks]
     return out
-
-
-def getlk_holders(paths: Iterable[str], *, proc: str = "/proc") -> dict[str, list[Holding]]:
-    """:func:`kernel_holders` through ``F_GETLK`` (:func:`core.kernel_getlk.getlk`), one
-    query per file: at most one :class:`Holding` per path (the first conflicting lock).
-
-    Mapping: a PID -> ``POSIX`` lock held by it (``confirmed_by="getlk"``); PID ``-1`` on Linux
-    -> ``OFDLCK``, its holders named through fdinfo when ``/proc/<pid>`` is readable
-    (``"fdinfo"``); PID ``-1`` elsewhere -> ``UNKNOWN`` (flock or OFD on macOS), with the
-    processes that have the file open in ``open_by`` (``"open_files"``). A file that cannot be
-    opened or queried is left out (nothing known). Never raises."""
-    return _getlk_holders(_regular_files(paths), proc) if kernel_getlk.available() else {}
 
 
 def _regular_files(paths: Iterable[str]) -> dict[FileKey, list[tuple[str, os.stat_result]]]:
@@ -467,11 +461,17 @@ def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], pr
     linux = sys.platform.startswith("linux")
     out: dict[str, list[Holding]] = {}
     unnamed: list[str] = []
+    failed: OSError | None = None
+    answered = 0
     for key, entries in stats.items():
         try:
             found = kernel_getlk.getlk(entries[0][0])
-        except OSError:
+        except FileNotFoundError:
+            continue  # gone since the lstat: no lock to report
+        except OSError as exc:
+            failed = exc
             continue
+        answered += 1
         if found is None:
             continue
         kind = (LockKind.POSIX if found.raw_pid != -1
@@ -486,6 +486,8 @@ def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], pr
             else:
                 out[path] = [Holding(path, lock, (), "none")]
                 unnamed.append(path)
+    if failed is not None and not answered:
+        raise failed  # no file could be queried: nothing known (not "no lock")
     if unnamed:
         for path, pids in kernel_getlk.open_by(unnamed).items():
             out[path] = [replace(h, open_by=pids, confirmed_by="open_files") for h in out[path]]

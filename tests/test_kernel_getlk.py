@@ -19,7 +19,7 @@ import pytest
 
 from core import kernel_getlk
 from core.kernel_getlk import FLOCK_FORMAT, getlk, open_by, pack_flock, unpack_flock
-from core.kernel_locks import Access, LockKind, getlk_holders, kernel_holders
+from core.kernel_locks import Access, LockKind, kernel_holders
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux F_GETLK view")
 has_ofd = pytest.mark.skipif(not hasattr(fcntl, "F_OFD_SETLK"), reason="no OFD locks")
@@ -284,7 +284,6 @@ def test_kernel_holders_getlk_mixed_paths(tmp_path: Path,
         expected.add(str(ofd))
     found = kernel_holders(paths, source="getlk")
     assert set(found) == expected
-    assert found == getlk_holders(paths)
     for path, key in ((posix, "posix"), (twin, "posix"), (shared, "shared")):
         (h,) = found[str(path)]
         assert h.lock.kind is LockKind.POSIX and h.confirmed_by == "getlk"
@@ -332,3 +331,56 @@ def test_open_by_names_processes_with_the_file_open(tmp_path: Path,
     assert holder.pid in found[str(path)] and found[str(path)] == found[str(alias / "open.lock")]
     _release(holder)
     assert holder.pid not in open_by([str(path)]).get(str(path), ())
+
+
+AS_USER2 = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from core.kernel_locks import kernel_holders
+secret, held = sys.argv[2], sys.argv[3]
+try:
+    kernel_holders([secret], source="getlk")
+    alone = "answered"
+except PermissionError:
+    alone = "PermissionError"
+both = kernel_holders([secret, held], source="getlk")
+print(json.dumps([alone, {p: [list(h.pids) for h in hs] for p, hs in both.items()}]))
+"""
+
+
+@linux
+def test_a_file_that_cannot_be_queried_is_nothing_known(procs: list[subprocess.Popen[str]]
+                                                        ) -> None:
+    """Run as a second account: root's 0600 file cannot be opened, so asking about it alone
+    raises (nothing known, not "no lock"); among others it is left out."""
+    import json
+    import shutil
+    import tempfile
+
+    from tests.adversarial.second_user import (
+        second_user,
+        second_user_python,
+        site_for_second_user,
+    )
+
+    uid, gid = second_user()
+    python = second_user_python(uid, gid)
+    base = Path(tempfile.mkdtemp(prefix="lockwarden-getlk-"))
+    try:
+        base.chmod(0o755)
+        site = site_for_second_user(base, [])
+        secret = base / "secret.lock"
+        secret.write_text("")
+        secret.chmod(0o600)
+        held = base / "held.lock"
+        holder = _hold(procs, "fasteners", held)
+        held.chmod(0o644)
+        run = subprocess.run([python, "-I", "-c", AS_USER2, str(site), str(secret), str(held)],
+                             user=uid, group=gid, extra_groups=[], capture_output=True,
+                             text=True, timeout=60, cwd="/")
+        assert run.returncode == 0, run.stderr
+        alone, both = json.loads(run.stdout)
+        assert alone == "PermissionError"
+        assert both == {str(held): [[holder.pid]]}
+    finally:
+        shutil.rmtree(base)
