@@ -30,14 +30,17 @@ Closing the descriptor. POSIX locks belong to a *process*, and the kernel drops 
 locks a process holds on a file when it closes **any** descriptor of that file (POSIX
 ``close(2)``). Querying opens and closes a descriptor, so a process that holds POSIX locks on a
 file it queries would lose them. Lockwarden itself holds none: its engine takes ``flock`` on a
-directory (``core/fsutil.py`` ``flock_nb``, the publish guard) and publishes lock files with
-``link()``/``O_EXCL`` (``core/publish.py``), never ``fcntl``/``lockf``. For an embedding program
-that does hold POSIX locks, :func:`getlk` guards on Linux: when plain ``F_GETLK`` (which never
-reports the caller's own locks) sees nothing but ``F_OFD_GETLK`` (whose owner is the new open
-file description, so the caller's POSIX locks do conflict) reports this very process, the
-descriptor is **kept open** (one per file, reused by later queries) instead of being closed.
-On macOS/BSD Python has no ``F_OFD_GETLK``, so there the guard cannot work: do not query files
-your own process locks with ``fcntl``.
+directory (``core/fsutil.py`` ``flock_nb``, the publish guard), publishes lock files with
+``link()``/``O_EXCL`` (``core/publish.py``), and guards the audit log with ``flock``
+(``core/audit_write.py``); nothing in it calls ``fcntl(F_SETLK)`` or ``lockf``. For an
+embedding program that does hold POSIX locks, :func:`getlk` guards on Linux: when plain
+``F_GETLK`` (which never reports the caller's own locks) sees nothing but ``F_OFD_GETLK``
+(whose owner is the new open file description, so the caller's POSIX locks do conflict)
+reports this very process, the descriptor is **kept open** for the life of the process (one
+per file, reused by later queries) instead of being closed. When another process's lock is
+reported first the guard does not apply (the kernel names only one conflict). Where Python's
+``fcntl`` lacks ``F_OFD_GETLK`` (macOS, the BSDs) the guard cannot work: do not query files
+that your own process locks with ``fcntl``.
 
 Opening a file read-only does not conflict with any lock. It does produce ``IN_OPEN`` /
 ``IN_CLOSE_NOWRITE`` inotify events, which the watcher ignores (``core/watch_sources.py``), may
@@ -207,9 +210,10 @@ def getlk(path: str) -> Conflict | None:
             if own is not None:
                 found = own._replace(by_ofd_query=True)
                 if own.pid == os.getpid() and not kept:
-                    # our own POSIX lock: closing this descriptor would drop it
+                    # our own POSIX lock: closing this descriptor would drop it, so it stays
+                    # open (a second one, from a query racing in another thread, too)
+                    keep = True
                     with _KEPT_LOCK:
-                        keep = ident not in _KEPT
                         _KEPT.setdefault(ident, fd)
         return found
     finally:
