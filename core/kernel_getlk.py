@@ -117,6 +117,8 @@ class Conflict(NamedTuple):
         pid: the holder's PID; ``None`` for ``-1`` (an OFD lock on Linux, an flock or OFD lock
             on macOS/BSD) and for ``0`` (a holder outside this PID namespace).
         raw_pid: the ``l_pid`` the kernel returned (``-1``, ``0`` or a PID).
+        kind: ``"POSIX"``, ``"OFDLCK"`` or ``"UNKNOWN"`` (:func:`lock_kind`): the
+            ``/proc/locks`` word for it, as far as ``F_GETLK`` can tell.
         by_ofd_query: True when only ``F_OFD_GETLK`` saw it (Linux): a POSIX lock of this
             very process, which plain ``F_GETLK`` never reports.
     """
@@ -126,6 +128,7 @@ class Conflict(NamedTuple):
     length: int
     pid: int | None
     raw_pid: int
+    kind: str
     by_ofd_query: bool = False
 
     @property
@@ -155,7 +158,17 @@ def _ask(fd: int, cmd: int) -> Conflict | None:
         return None
     raw = reply["pid"]
     return Conflict("READ" if reply["type"] == _fcntl.F_RDLCK else "WRITE", reply["start"],
-                    reply["len"], raw if raw > 0 else None, raw)
+                    reply["len"], raw if raw > 0 else None, raw, lock_kind(raw, sys.platform))
+
+
+def lock_kind(raw_pid: int, platform: str) -> str:
+    """The kind of a lock ``F_GETLK`` reported with ``l_pid`` ``raw_pid`` on ``platform`` (a
+    ``sys.platform`` value), in ``/proc/locks`` words: PID ``-1`` is an OFD lock on Linux
+    (``"OFDLCK"``) and an flock or OFD lock elsewhere (``"UNKNOWN"``, spec §2.6 "macOS"); any
+    other PID, ``0`` (outside this PID namespace) included, a POSIX record lock. Pure."""
+    if raw_pid != -1:
+        return "POSIX"
+    return "OFDLCK" if platform.startswith("linux") else "UNKNOWN"
 
 
 def _open_regular(path: str) -> tuple[int, tuple[int, int], bool]:

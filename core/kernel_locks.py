@@ -42,7 +42,6 @@ from __future__ import annotations
 import enum
 import os
 import stat
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -458,7 +457,6 @@ def _regular_files(paths: Iterable[str]) -> dict[FileKey, list[tuple[str, os.sta
 
 def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], proc: str
                    ) -> dict[str, list[Holding]]:
-    linux = sys.platform.startswith("linux")
     out: dict[str, list[Holding]] = {}
     unnamed: list[str] = []
     failed: OSError | None = None
@@ -474,8 +472,7 @@ def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], pr
         answered += 1
         if found is None:
             continue
-        kind = (LockKind.POSIX if found.raw_pid != -1
-                else LockKind.OFDLCK if linux else LockKind.UNKNOWN)
+        kind = LockKind(found.kind)
         lock = KernelLock(0, kind, "ADVISORY", Access(found.access), found.pid, key,
                           found.start, found.end)
         for path, st in entries:

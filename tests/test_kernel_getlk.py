@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -353,8 +355,6 @@ def test_a_file_that_cannot_be_queried_is_nothing_known(procs: list[subprocess.P
                                                         ) -> None:
     """Run as a second account: root's 0600 file cannot be opened, so asking about it alone
     raises (nothing known, not "no lock"); among others it is left out."""
-    import json
-    import shutil
     import tempfile
 
     from tests.adversarial.second_user import (
@@ -384,3 +384,46 @@ def test_a_file_that_cannot_be_queried_is_nothing_known(procs: list[subprocess.P
         assert both == {str(held): [[holder.pid]]}
     finally:
         shutil.rmtree(base)
+
+
+def test_lock_kind_by_platform() -> None:
+    """PID -1: OFD on Linux, flock-or-OFD (UNKNOWN) on macOS/BSD; any other PID: POSIX."""
+    assert kernel_getlk.lock_kind(-1, "linux") == "OFDLCK"
+    assert kernel_getlk.lock_kind(-1, "darwin") == "UNKNOWN"
+    assert kernel_getlk.lock_kind(-1, "freebsd14") == "UNKNOWN"
+    assert {kernel_getlk.lock_kind(pid, p) for pid in (0, 1, 4242)
+            for p in ("linux", "darwin")} == {"POSIX"}
+    assert {k.value for k in LockKind} >= {"POSIX", "OFDLCK", "UNKNOWN"}
+
+
+IN_CHILD_NS = r"""
+import json, os, sys
+from core import kernel_getlk
+from core.kernel_locks import kernel_holders
+found = kernel_getlk.getlk(sys.argv[1])
+(h,) = kernel_holders([sys.argv[1]], source="getlk")[sys.argv[1]]
+print(json.dumps([os.getpid(), found.raw_pid, found.pid, found.kind, h.lock.kind.value,
+                  list(h.pids), h.confirmed_by, list(h.open_by)]))
+"""
+
+
+@linux
+def test_holder_outside_the_pid_namespace(tmp_path: Path,
+                                          procs: list[subprocess.Popen[str]]) -> None:
+    """Queried from a new PID namespace (unshare(1)), the holder's PID is not visible: F_GETLK
+    gives 0, reported as no PID; a POSIX lock with nobody named, the processes that have the
+    file open (psutil, through the parent's /proc) listed as candidates in ``open_by``."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a new PID namespace")
+    path = tmp_path / "fasteners.lock"
+    holder = _hold(procs, "fasteners", path)
+    run = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", IN_CHILD_NS,
+                          str(path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    if run.returncode != 0 and "unshare failed" in run.stderr:
+        pytest.skip(f"no new PID namespace here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    inner_pid, raw, pid, kind, lock_kind, pids, confirmed, open_by_ = json.loads(run.stdout)
+    assert inner_pid == 1  # really in a new namespace
+    assert (raw, pid, kind, lock_kind, pids) == (0, None, "POSIX", "POSIX", [])
+    assert confirmed == "open_files" and holder.pid in open_by_
