@@ -28,6 +28,12 @@ Mapping to files: :func:`file_key` gives ``(major, minor, inode)`` of a path's `
 :func:`kernel_holders` joins ``/proc/locks`` with a set of paths and confirms flock/OFD holders
 through fdinfo when the listed PID is dead or ``-1``.
 
+Where ``/proc/locks`` cannot be read (macOS, BSD, a restricted container), :func:`kernel_holders`
+asks ``fcntl(F_GETLK)`` per file (:mod:`core.kernel_getlk`). On Linux that view misses flock
+locks (filelock, portalocker, cargo, uv look unlocked), which matters wherever "no kernel lock"
+lets something proceed (a delete or replace, Terraform's label judged leftover). On macOS it
+sees flock locks too, but without a PID.
+
 Units: byte offsets are ints; PIDs are ints (``None`` for ``-1``); nothing here measures time.
 """
 
@@ -37,9 +43,10 @@ import enum
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from core import kernel_getlk
 from core.errors import ParseError
 
 PROC_LOCKS = "/proc/locks"
@@ -61,12 +68,16 @@ class LockKind(enum.StrEnum):
     LEASE = "LEASE"
     DELEG = "DELEG"
     ACCESS = "ACCESS"
+    UNKNOWN = "UNKNOWN"
+    """Never in ``/proc/locks``: a lock ``F_GETLK`` reported with PID ``-1`` on macOS/BSD, where
+    that means an flock or an OFD lock (:mod:`core.kernel_getlk`)."""
 
     @property
     def per_description(self) -> bool:
-        """True for locks owned by an open file description (flock, OFD): the PID shown may be
-        dead while the lock is held by another process that shares the descriptor."""
-        return self in (LockKind.FLOCK, LockKind.OFDLCK)
+        """True for locks owned by an open file description (flock, OFD, and the macOS
+        ``UNKNOWN``, which is one of the two): the PID shown may be dead or absent while the
+        lock is held by another process that shares the descriptor."""
+        return self in (LockKind.FLOCK, LockKind.OFDLCK, LockKind.UNKNOWN)
 
 
 class Access(enum.StrEnum):
@@ -131,7 +142,7 @@ def file_key(st: os.stat_result) -> FileKey:
     return (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
 
 
-_KINDS = {k.value: k for k in LockKind}
+_KINDS = {k.value: k for k in LockKind if k is not LockKind.UNKNOWN}
 _ACCESS = {a.value: a for a in Access}
 
 
@@ -348,14 +359,20 @@ class Holding:
         pids: the processes that hold it: the listed PID when it runs; for flock/OFD locks
             whose listed PID is dead or ``-1``, the processes whose descriptor carries the
             lock (fdinfo). Empty when nobody could be named (another user's processes).
-        confirmed_by: ``"proc_locks"`` (the listed PID runs) or ``"fdinfo"`` (the holders
-            were found through their descriptors) or ``"none"``.
+        confirmed_by: ``"proc_locks"`` (the listed PID runs), ``"fdinfo"`` (the holders
+            were found through their descriptors), ``"getlk"`` (``F_GETLK`` named the PID of
+            a POSIX lock, :mod:`core.kernel_getlk`), ``"open_files"`` (nobody could be named
+            as the holder; ``open_by`` lists who has the file open) or ``"none"``.
+        open_by: processes that have the file **open**, which is not the same as holding its
+            lock: candidates for a lock of unknown holder (``F_GETLK`` PID ``-1`` on macOS,
+            spec §2.6 "macOS"). Empty otherwise; never copied into ``pids``.
     """
 
     path: str
     lock: KernelLock
     pids: tuple[int, ...]
     confirmed_by: str
+    open_by: tuple[int, ...] = ()
 
 
 def _confirm(path: str, st: os.stat_result, lock: KernelLock, proc: str) -> Holding:
@@ -374,8 +391,8 @@ def _same_lock(a: KernelLock, b: KernelLock) -> bool:
     return (a.kind, a.access, a.start, a.end) == (b.kind, b.access, b.start, b.end)
 
 
-def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str = "/proc"
-                   ) -> dict[str, list[Holding]]:
+def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str = "/proc",
+                   source: str = "auto") -> dict[str, list[Holding]]:
     """The kernel locks held on each of ``paths`` and their holders.
 
     Args:
@@ -383,14 +400,50 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
             paths that cannot be ``lstat``-ed or are not regular files are left out).
         text: a ``/proc/locks`` text already read; default read it now.
         proc: the proc mount (tests).
+        source: ``"proc"``: ``/proc/locks`` only; ``"getlk"``: ask ``F_GETLK`` per file
+            (:func:`core.kernel_getlk.getlk`) even where ``/proc/locks`` exists; ``"auto"``
+            (default): ``/proc/locks``, or ``F_GETLK`` when it cannot be read (macOS, BSD, a
+            restricted container view). ``text`` given means ``/proc/locks``.
+
+    Through ``F_GETLK`` each file has at most one :class:`Holding` (the first conflicting
+    lock): a PID -> ``POSIX``, held by it (``confirmed_by="getlk"``); PID ``-1`` on Linux ->
+    ``OFDLCK``, named through fdinfo when ``/proc/<pid>`` is readable; PID ``-1`` elsewhere ->
+    ``UNKNOWN`` (flock or OFD on macOS), ``open_by`` listing who has the file open
+    (``"open_files"``).
 
     Returns:
         ``path -> [Holding, ...]`` for the paths that have a lock; blocked waiters are left
-        out. A path absent from the result has no kernel lock that ``/proc/locks`` shows.
+        out. A path absent from the result has no kernel lock the source shows; through
+        ``F_GETLK`` on Linux that excludes flock locks, which it cannot see (spec §2.6).
 
     Raises:
-        OSError: ``/proc/locks`` cannot be read (only when ``text`` is not given).
+        OSError: ``/proc/locks`` cannot be read (only when ``text`` is not given) and
+            ``source`` is ``"proc"`` or ``F_GETLK`` is unavailable too (Windows); or, through
+            ``F_GETLK``, no file could be opened or queried (unreadable, a file system without
+            locks): "nothing known", not "no lock". Files that fail among others are left out.
+        ValueError: an unknown ``source``.
     """
+    if source not in ("auto", "proc", "getlk"):
+        raise ValueError(f"unknown kernel-lock source {source!r}")
+    stats = _regular_files(paths)
+    if not stats:
+        return {}
+    if text is None and source != "getlk":
+        try:
+            text = read_proc_locks(os.path.join(proc, "locks"))
+        except OSError:
+            if source == "proc" or not kernel_getlk.available():
+                raise
+    if text is None:
+        return _getlk_holders(stats, proc)
+    out: dict[str, list[Holding]] = {}
+    for key, locks in locks_on(text, stats).items():
+        for path, st in stats[key]:
+            out[path] = [_confirm(path, st, lock, proc) for lock in locks]
+    return out
+
+
+def _regular_files(paths: Iterable[str]) -> dict[FileKey, list[tuple[str, os.stat_result]]]:
     stats: dict[FileKey, list[tuple[str, os.stat_result]]] = {}
     for path in paths:
         try:
@@ -399,14 +452,42 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
             continue
         if stat.S_ISREG(st.st_mode):
             stats.setdefault(file_key(st), []).append((path, st))
-    if not stats:
-        return {}
-    if text is None:
-        text = read_proc_locks(os.path.join(proc, "locks"))
+    return stats
+
+
+def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], proc: str
+                   ) -> dict[str, list[Holding]]:
     out: dict[str, list[Holding]] = {}
-    for key, locks in locks_on(text, stats).items():
-        for path, st in stats[key]:
-            out[path] = [_confirm(path, st, lock, proc) for lock in locks]
+    unnamed: list[str] = []
+    failed: OSError | None = None
+    answered = 0
+    for key, entries in stats.items():
+        try:
+            found = kernel_getlk.getlk(entries[0][0])
+        except FileNotFoundError:
+            continue  # gone since the lstat: no lock to report
+        except OSError as exc:
+            failed = exc
+            continue
+        answered += 1
+        if found is None:
+            continue
+        kind = LockKind(found.kind)
+        lock = KernelLock(0, kind, "ADVISORY", Access(found.access), found.pid, key,
+                          found.start, found.end)
+        for path, st in entries:
+            if found.pid is not None:
+                out[path] = [Holding(path, lock, (found.pid,), "getlk")]
+            elif kind is LockKind.OFDLCK:
+                out[path] = [_confirm(path, st, lock, proc)]
+            else:
+                out[path] = [Holding(path, lock, (), "none")]
+                unnamed.append(path)
+    if failed is not None and not answered:
+        raise failed  # no file could be queried: nothing known (not "no lock")
+    if unnamed:
+        for path, pids in kernel_getlk.open_by(unnamed).items():
+            out[path] = [replace(h, open_by=pids, confirmed_by="open_files") for h in out[path]]
     return out
 
 

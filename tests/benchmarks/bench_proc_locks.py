@@ -1,6 +1,10 @@
 """Parse cost of ``/proc/locks`` (core.kernel_locks): 10 000 synthetic lines (flock, POSIX
 whole-file and byte ranges, OFD with PID -1, some blocked waiters), parsed in full and filtered
-first for 50 watched files. Prints figures; asserts nothing about speed (docs/DESIGN.md "Testing").
+first for 50 watched files. Then, on Linux, 100 real files (a child process holds lockf on half
+of them) looked up both ways in the same run: ``kernel_holders(source="proc")`` (read
+``/proc/locks`` + filter) next to ``source="getlk"`` (one ``F_GETLK`` per file, the fallback where
+``/proc/locks`` is absent, core.kernel_getlk). Prints figures; asserts nothing about speed
+(docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_proc_locks.py [--lines 10000] [--rounds 20]
 
@@ -12,16 +16,52 @@ full parse of 10 000 real flock lines with a dict per line, 19 ms filter-first, 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.kernel_locks import locks_on, parse_proc_locks  # noqa: E402
+from core.kernel_locks import kernel_holders, locks_on, parse_proc_locks  # noqa: E402
+
+HOLD_HALF = r"""
+import fcntl, os, sys
+fds = []
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+    fds.append(fd)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def bench_watched(n: int, rounds: int) -> None:
+    """``n`` real files, half lockf-held by a child: /proc/locks pass vs F_GETLK pass."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, f"f{i}.lock") for i in range(n)]
+        for p in paths:
+            Path(p).write_text("")
+        child = subprocess.Popen([sys.executable, "-c", HOLD_HALF, *paths[::2]],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None and child.stdout.readline() == "ready\n"
+            print(f"{n} watched files, {len(paths[::2])} lockf-held by one child; "
+                  f"{rounds} rounds, median (min)")
+            for source in ("proc", "getlk"):
+                med, low = timed(lambda s=source: kernel_holders(paths, source=s), rounds)
+                held = len(kernel_holders(paths, source=source))
+                print(f"  kernel_holders source={source:<6}: {med:7.2f} ms ({low:.2f})  "
+                      f"{held} held")
+        finally:
+            child.kill()
+            child.wait()
 
 
 def synthetic(n: int, seed: int = 7) -> str:
@@ -80,6 +120,8 @@ def main() -> None:
         print(f"  read this host's /proc/locks : {med:7.2f} ms ({low:.2f})")
     except OSError:
         pass
+    if os.path.exists("/proc/locks"):
+        bench_watched(100, args.rounds)
 
 
 if __name__ == "__main__":
