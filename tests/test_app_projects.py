@@ -72,3 +72,17 @@ def test_settings_adds_a_project_and_the_app_lists_its_git_lock(
         str(repo / "node_modules" / "left-pad" / ".git" / "index.lock")) is None
     saved = config.load(lw.store.config.path)
     assert [p.path for p in saved.projects] == [str(src)]
+
+
+def test_detail_pane_rule_names_the_developer_tools_rule(tmp_path: Path) -> None:
+    import core
+    from app.lockinfo import deciding_rule
+
+    swap = tmp_path / ".notes.txt.swp"
+    shutil.copy(Path(__file__).parent / "data" / "devtools" / "vim" / "dead-dirty.notes.txt.swp",
+                swap)
+    repo = _repo(tmp_path / "r")
+    lock = repo / ".git" / "index.lock"
+    lock.write_bytes(b"")
+    rules = {deciding_rule(core.inspect(str(p))) for p in (swap, lock)}
+    assert "" not in rules and len(rules) == 2
