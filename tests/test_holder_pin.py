@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import core
+from core.inspect import inspect
 from core.errors import NotStale
 from core.holder_pin import pinned_by
 from core.lock import Lock
@@ -72,7 +72,7 @@ def test_holder_in_another_pid_namespace_is_alive_by_its_pin(tmp_path: Path) -> 
         if not line.strip():
             pytest.skip("unshare could not make a PID namespace here")
         assert int(line) == 2  # what the lock records
-        st = core.inspect(path)
+        st = inspect(path)
         assert st.record is not None and st.record.pid == 2
         assert st.state is State.HELD and st.liveness is Liveness.ALIVE
         assert st.reasons[0].code is Code.HOLDER_PINNED
@@ -82,10 +82,10 @@ def test_holder_in_another_pid_namespace_is_alive_by_its_pin(tmp_path: Path) -> 
         assert any(r.code in (Code.PID_REUSED, Code.HOLDER_DEAD) for r in st.reasons[1:])
         with pytest.raises(NotStale):
             reclaim(path)
-        assert core.inspect(path).record == st.record  # untouched
+        assert inspect(path).record == st.record  # untouched
         holder.stdin.close()  # the holder exits: its pin goes with it
         holder.wait(timeout=30)
-        after = core.inspect(path)
+        after = inspect(path)
         assert after.state is State.STALE and after.liveness is not Liveness.ALIVE
         reclaim(path).release()
     finally:
