@@ -19,7 +19,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.lockinfo import Update
 from core.errors import LockError, LockHeld, LockLost, NotStale, UnreadableError
-from core.lock import Lock, force_release, reclaim
+from core.lock import Lock, force_release
+from core.reclaiming import reclaim
 from core.record import LockStatus, State
 
 

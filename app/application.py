@@ -178,7 +178,7 @@ class LockwardenApp(QObject):
         and a tray exists (without a tray the window always shows)."""
         config = self.store.config
         self.inventory.rescan_interval = float(config.ui.rescan_interval)
-        self.inventory.start(list(config.watches))
+        self.inventory.start(config.all_watches())
         self.remote.set_config(config)
         if self.tray is not None:
             self.tray.show()

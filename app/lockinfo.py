@@ -163,6 +163,26 @@ _RULES: tuple[tuple[Code, str], ...] = (
     (Code.WRITING, "an empty or incomplete file younger than the writing grace is being "
                    "written"),
     (Code.EMPTY_LEFT_BY_CRASH, "an empty file older than the stale limit was left by a crash"),
+    # developer tools' own rules (docs/specs/devtool-locks.md §1), before the generic ones
+    (Code.KERNEL_LOCK_HELD, "only the kernel knows: a kernel lock is held while its holder "
+                            "keeps the file open, and is never stale"),
+    (Code.NO_KERNEL_LOCK, "Terraform's state is locked by the kernel: without that lock the "
+                          "lock info is left over"),
+    (Code.GIT_WORKER, "a git lock is held while a git process works in its repository"),
+    (Code.GIT_LOCK_YOUNG, "a git lock with no git process in its repository is given its "
+                          "limit before it is stale"),
+    (Code.NO_GIT_WORKER, "a git lock with no git process in its repository is stale"),
+    (Code.GC_PID_OLD, "git ignores a gc.pid older than 12 h"),
+    (Code.GC_PID_REMOTE, "a gc.pid of another host counts as live for 12 h"),
+    (Code.SWAP_RECOVER, "a swap file whose Vim is gone is stale; its unsaved changes can be "
+                        "recovered"),
+    (Code.SWAP_CLEAN, "a swap file whose Vim is gone is stale; it holds no unsaved changes"),
+    (Code.OTHER_BOOT, "an Emacs lock written before this boot is stale"),
+    (Code.OFFICE_RUNNING, "a LibreOffice lock is held while the user's office process runs"),
+    (Code.NO_OFFICE_PROCESS, "a LibreOffice lock with no office process of its user is stale"),
+    (Code.START_TOKEN_MISMATCH, "a SoftFileLock whose PID now names another process is "
+                                "stale"),
+    (Code.NOT_THE_TOOL, "a lock whose PID now names another program is stale"),
     (Code.PREDATES_BOOT, "a lock of this host taken before its last boot is stale"),
     (Code.EXPIRED_HOLDER_DEAD, "a lapsed lease whose holder is dead is stale"),
     (Code.EXPIRED_HOLDER_UNKNOWABLE, "a lapsed lease whose holder cannot be checked is stale"),
@@ -179,11 +199,12 @@ _RULES: tuple[tuple[Code, str], ...] = (
     (Code.AGE_UNKNOWN, "a lock of unknown age cannot be judged stale"),
     (Code.HOLDER_ALIVE, "a lock whose holder is alive is held"),
     (Code.HOLDER_ALIVE_UNVERIFIED, "a lock whose holder is alive is held"),
-    (Code.KERNEL_LOCK_HELD, "a file the kernel holds a lock on is held while its holder runs"),
     (Code.KERNEL_ANCHOR_FREE, "a kernel lock's anchor no process holds is free, never stale: "
                               "only the kernel knows, and the file is never deleted"),
     (Code.KERNEL_ANCHOR_UNCHECKED, "a kernel lock's anchor whose lock cannot be read is held, "
                                    "never stale"),
+    (Code.REMOTE_HOST, "a lock of another host whose holder cannot be checked from here "
+                       "stays held"),
     (Code.NO_LOCK_FILE, "no lock file: free"),
 )
 """Reason codes that decide a verdict, most decisive first, with the rule in words

@@ -355,9 +355,9 @@ class Operations(QObject):
             self._apply_autostart(autostart_on)
             return
         self._store.set(config)
-        if list(config.watches) != list(old.watches):
-            self._inventory.set_specs(list(config.watches))
-            kept = {w.path for w in config.watches}
+        if config.all_watches() != old.all_watches():
+            self._inventory.set_specs(config.all_watches())
+            kept = {w.path for w in config.all_watches()}
             outside = [s.path for s in self._model.statuses() if not under_any(s.path, kept)]
             # the locks this app holds stay listed (and held) wherever they are: leaving the
             # watch list says nothing about them (docs/gui.md "Watched directories and the

@@ -65,7 +65,7 @@ class StatusLine(QObject):
                 f"{d.path} ({d.mode})" for d in dirs)))
             self.dirs_label.setToolTip(tip)
         else:
-            n = len(self._store.config.watches)
+            n = len(self._store.config.all_watches())
             self.dirs_label.setText(
                 "Not watching any directory" if n == 0
                 else f"Starting to watch {plural(n, 'directory', 'directories')}…")

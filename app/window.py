@@ -466,7 +466,7 @@ class MainWindow(QMainWindow):
         if self._proxy.active and self._model.rowCount():
             text = "No lock matches the filter."
         else:
-            dirs = len(self._store.config.watches)
+            dirs = len(self._store.config.all_watches())
             text = (f"No locks in the {dirs} watched "
                     f"{'directory' if dirs == 1 else 'directories'}.\n"
                     "Acquire one with Ctrl+N, or add directories in Settings.")

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Lock": "core.lock",
-    "reclaim": "core.lock",
+    "reclaim": "core.reclaiming",
     "force_release": "core.lock",
     "release_path": "core.lock",
     "wait": "core.lock",

@@ -287,7 +287,8 @@ def stale_policy(args: argparse.Namespace) -> StalePolicy:
 
 
 def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec]:
-    """The directories of ``watch`` (``DIR...``, ``--recursive``, ``--pattern``) as
+    """The directories of ``watch`` (``DIR...``, ``--recursive``, ``--pattern``,
+    ``--project``: :meth:`core.config_model.ProjectSpec.watch_spec`) as
     :class:`core.config.WatchSpec` values judged under ``policy`` (its ``stale_after``;
     per-format limits are the defaults, as in ``policy``).
 
@@ -301,6 +302,7 @@ def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec
             path (exit :data:`EXIT_IO`).
     """
     from core.config import WatchSpec, expand_path
+    from core.config_model import ProjectSpec
 
     dirs: list[str] = list(args.dirs)
     patterns: list[str] | None = list(args.pattern) if args.pattern else None
@@ -313,6 +315,8 @@ def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec
                            f"its name and watch {expand_path(literal)!r} instead")
         spec = WatchSpec(literal, recursive=bool(args.recursive),
                          stale_after=policy.stale_after)
+        if getattr(args, "project", False):  # --project: as a [[projects]] root
+            spec = ProjectSpec(literal, stale_after=policy.stale_after).watch_spec()
         if patterns is not None:
             spec.patterns = list(patterns)
         specs.append(spec)

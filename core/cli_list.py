@@ -84,21 +84,30 @@ class Found(NamedTuple):
     errors: list[ListError]
 
 
-def walk(roots: list[str], *, recursive: bool, match: Callable[[str], bool]) -> Found:
+def walk(roots: list[str], *, recursive: bool, match: Callable[[str], bool],
+         skip: Callable[[str], bool] | None = None, project: bool = False) -> Found:
     """Walk ``roots`` (absolute, literal paths: never expanded), descending into
-    sub-directories when ``recursive``, never through a symbolic link.
+    sub-directories when ``recursive``, never through a symbolic link, nor into the
+    directories the walk skips (:func:`core.scope.skips_dir`: ``skip``, and a git directory's
+    object store, logs and hooks).
 
     Args:
         roots: the directories named on the command line.
         recursive: ``-r``.
         match: the name predicate (:func:`core.scan.name_matcher`).
+        skip: a predicate on directory names never entered (:func:`core.scope.dir_matcher`);
+            default none.
+        project: ``--project``: git's lock names count only inside a git directory
+            (:func:`core.scope.wanted_file`).
 
     Returns:
         :class:`Found`. Never raises for what is on disk: every directory that cannot be
         listed becomes a :class:`ListError` and the walk goes on.
     """
     from core.scan import CLAIMS_DIR, LEDGER_DIR, is_proof_dir
+    from core.scope import dir_matcher, skips_dir, wanted_file
 
+    skip = skip or dir_matcher(())
     found = Found({}, [], [])
     reported: set[str] = set()
 
@@ -117,7 +126,7 @@ def walk(roots: list[str], *, recursive: bool, match: Callable[[str], bool]) -> 
             try:
                 with os.scandir(d) as it:
                     for e in it:
-                        if match(e.name):
+                        if wanted_file(project, match, d, e.name):
                             found.files.setdefault(e.path, None)
                         try:
                             is_dir = e.is_dir(follow_symlinks=False)
@@ -126,7 +135,8 @@ def walk(roots: list[str], *, recursive: bool, match: Callable[[str], bool]) -> 
                         if is_dir:
                             has_ledger = has_ledger or e.name == LEDGER_DIR
                             has_locks = has_locks or e.name == CLAIMS_DIR
-                            subdirs.append(e.path)
+                            if not skips_dir(skip, d, e.name):
+                                subdirs.append(e.path)
             except OSError as exc:  # opening the directory, or reading it part-way
                 if given or exc.errno not in _VANISHED:
                     fail(d, exc, given)
@@ -168,7 +178,8 @@ def judge(found: Found, policy: StalePolicy) -> list[LockStatus]:
 
 
 def cmd_list(args: argparse.Namespace, out: Out) -> int:
-    """``list DIR... [--recursive] [--pattern GLOB] [--json]``: every lock file with its
+    """``list DIR... [--recursive] [--pattern GLOB] [--project] [--json]``: every lock file
+    with its
     verdict (unreadable files listed with their reason), then one stderr line per directory
     that could not be listed (``lockwarden: PATH: cannot be listed: reason``; printed even
     with ``-q``, as every error). ``--json`` prints one array: the locks
@@ -183,14 +194,19 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
         CliError: a ``DIR`` is missing or not a directory (exit 3, before anything is listed).
     """
     from core.config import DEFAULT_PATTERNS
+    from core.config_model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
     from core.scan import name_matcher
+    from core.scope import dir_matcher
 
     dirs: list[str] = list(args.dirs)
     for d in dirs:
         check_dir(d)
     roots = list(dict.fromkeys(os.path.normpath(os.path.abspath(d)) for d in dirs))
-    patterns = list(args.pattern) if args.pattern else list(DEFAULT_PATTERNS)
-    found = walk(roots, recursive=bool(args.recursive), match=name_matcher(patterns))
+    project = bool(getattr(args, "project", False))
+    default = DEVTOOL_PATTERNS if project else DEFAULT_PATTERNS
+    patterns = list(args.pattern) if args.pattern else list(default)
+    found = walk(roots, recursive=bool(args.recursive) or project, match=name_matcher(patterns),
+                 skip=dir_matcher(PROJECT_SKIP_DIRS if project else ()), project=project)
     statuses = judge(found, stale_policy(args))
     if out.json:
         out.data([*(s.to_dict() for s in statuses), *(e.to_dict() for e in found.errors)])

@@ -128,7 +128,7 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     """``reclaim PATH [--force] [--reason T]``: break a stale lock and take it
-    (:func:`core.lock.reclaim`, race-free: docs/DESIGN.md, "Lock operations (the engine)").
+    (:func:`core.reclaiming.reclaim`, race-free: docs/DESIGN.md, "Lock operations (the engine)").
 
     A free path is simply acquired (the engine audits an ``acquire``, not a ``reclaim``); the
     CLI tells the two apart by the engine's result, :attr:`core.lock.Lock.reclaimed_from`
@@ -146,7 +146,7 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     """
     from core.errors import LockHeld, NotStale
     from core.holder import describe_holder
-    from core.lock import reclaim
+    from core.reclaiming import reclaim
 
     path: str = args.path
     check_lock_path(path, must_be_file=True)

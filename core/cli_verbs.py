@@ -73,6 +73,10 @@ def _add_dirs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pattern", action="append", metavar="GLOB",
                    help="file name pattern (repeatable; default *.lock *.pid *-lock); with "
                    "a redis:// URL: SCAN pattern of redis-py's keys")
+    p.add_argument("--project", action="store_true",
+                   help="each DIR is a tree of repositories: list developer tools' locks (git, "
+                   "Vim, Emacs, LibreOffice, Terraform) recursively, git's only inside .git, "
+                   "never entering node_modules, .venv, target, build outputs or caches")
     _add_stale_after(p)
 
 
@@ -298,7 +302,8 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
          _args_wait, _run_wait),
     Verb("list", "list every lock file in directories, with its verdict", """examples:
   lockwarden list /tmp /run/lock
-  lockwarden list ~/proj --recursive --json | jq '.[] | select(.state == "stale")'""",
+  lockwarden list ~/proj --recursive --json | jq '.[] | select(.state == "stale")'
+  lockwarden list ~/src --project              # git index.lock, swap files... in every repo""",
          _args_list, _run_list),
     Verb("reclaim", "break a stale lock and take it (a live one only with --force)", """examples:
   lockwarden reclaim /tmp/deploy.lock           # only if its holder is dead (stale)

@@ -14,6 +14,11 @@ Stored as TOML (docs/DESIGN.md, "GUI": Settings) at
     allow_emergency = false          # (docs/specs/004_6119ce42cf21683e.txt)
     format_stale_after = { "af-ledger" = 30 }   # per-format stale limits (s)
 
+    [[projects]]                     # a tree of repositories: developer tools' locks
+    path = "~/src"                   # (git, Vim, Emacs, LibreOffice, Terraform), recursively,
+    skip = ["node_modules", ".venv", "target", "build"]   # never entering these directories
+    stale_after = 3600
+
     [[postgres]]                     # lock servers (docs/remote.md, "Configuration")
     dsn = "postgres://monitor@db.internal:5432/shop"
     password_env = "LOCKWARDEN_PG_PASSWORD"    # or keyring = true; never a password here
@@ -123,6 +128,11 @@ def to_dict(config: Config) -> dict[str, Any]:
             }
             for w in config.watches
         ],
+        **({"projects": [
+            {"path": p.path, "skip": list(p.skip), "stale_after": float(p.stale_after),
+             "polling": p.polling}
+            for p in config.projects
+        ]} if config.projects else {}),
         **{kind: [server_to_dict(s) for s in config.servers if s.kind == kind]
            for kind in SERVER_KINDS if any(s.kind == kind for s in config.servers)},
         "notifications": {
@@ -145,6 +155,7 @@ _HEADER = (
     "# [[watch]]: path, recursive, patterns, stale_after (s), polling (auto|on|off),\n"
     "#            allow_higher_privilege, allow_emergency,\n"
     "#            format_stale_after = { format = seconds }\n"
+    "# [[projects]]: path, skip (directory names), stale_after (s), polling\n"
     "# [[postgres]] dsn, [[redis]] url/profiles/patterns, [[etcd]] endpoints/prefix/username:\n"
     "#            password_env or keyring (never a password), stale_after (s)\n\n"
 )

@@ -22,6 +22,7 @@ from core.config_model import (
     THEME_CHOICES,
     Config,
     NotificationSettings,
+    ProjectSpec,
     UISettings,
     WatchSpec,
     default_config,
@@ -198,6 +199,52 @@ def _parse_watch(
     return spec
 
 
+def _parse_project(raw: object, idx: int, problems: _Problems) -> ProjectSpec | None:
+    """One ``[[projects]]`` table: ``path`` (required), ``skip`` (directory-name patterns),
+    ``stale_after`` (s), ``polling`` (auto | on | off)."""
+    sect = ("projects", idx)
+    key0 = f"projects[{idx + 1}]"
+    if not isinstance(raw, dict):
+        problems.add(key0, f"must be a table, not {_describe(raw)}", section=None,
+                     name="projects", fallback="ignored")
+        return None
+    path = raw.get("path")
+    if not isinstance(path, str) or not path.strip() or "\0" in path:
+        what = ("is missing" if path is None
+                else f"must be a non-empty string (no NUL), not {_describe(path)}")
+        problems.add(f"{key0}.path", what, section=sect, name="path",
+                     fallback="this [[projects]] entry is ignored")
+        return None
+    spec = ProjectSpec(path=expand_path(path.strip()))
+    for name, value in raw.items():
+        fallback = f"using {_describe(getattr(spec, name, None))}"
+        if name == "path":
+            continue
+        if name == "skip":
+            if isinstance(value, list) and all(isinstance(p, str) and p for p in value):
+                spec.skip = list(value)
+            else:
+                problems.add(f"{key0}.skip", "must be a list of directory-name patterns, not "
+                             f"{_describe(value)}", section=sect, name=name, fallback=fallback)
+        elif name == "stale_after":
+            if _is_seconds(value):
+                spec.stale_after = float(value)
+            else:
+                problems.add(f"{key0}.stale_after", "must be a finite positive number of "
+                             f"seconds, not {_describe(value)}", section=sect, name=name,
+                             fallback=fallback)
+        elif name == "polling":
+            if isinstance(value, str) and value.strip().lower() in POLLING_CHOICES:
+                spec.polling = value.strip().lower()
+            else:
+                problems.add(f"{key0}.polling", f"must be one of auto, on, off, not "
+                             f"{_describe(value)}", section=sect, name=name, fallback=fallback)
+        else:
+            problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
+                         fallback="ignored")
+    return spec
+
+
 def _parse_format_limits(
     value: object, spec: WatchSpec, key0: str, sect: tuple[str, int], problems: _Problems
 ) -> None:
@@ -303,6 +350,14 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
                     f"{label}: no usable [[watch]] entry; watching the default directories")
                 cfg.watches = [WatchSpec(d) for d in default_watch_dirs()]
                 cfg.watches_are_default = True
+        elif name == "projects":
+            if not isinstance(value, list):
+                problems.add("projects", "must be an array of [[projects]] tables, not "
+                             f"{_describe(value)}", section=None, name="projects",
+                             fallback="ignored")
+                continue
+            projects = (_parse_project(raw, i, problems) for i, raw in enumerate(value))
+            cfg.projects = [p for p in projects if p is not None]
         elif name in SERVER_KINDS:
             if not isinstance(value, list):
                 problems.add(name, f"must be an array of [[{name}]] tables, not "

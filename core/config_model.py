@@ -24,10 +24,12 @@ __all__ = [
     "DEFAULT_RESCAN_INTERVAL",
     "DEFAULT_STALE_AFTER",
     "POLLING_CHOICES",
+    "PROJECT_SKIP_DIRS",
     "SERVER_KINDS",
     "THEME_CHOICES",
     "Config",
     "NotificationSettings",
+    "ProjectSpec",
     "ServerSpec",
     "UISettings",
     "WatchSpec",
@@ -56,6 +58,16 @@ DEVTOOL_PATTERNS: tuple[str, ...] = (
 (read-only)"): git's ``*.lock`` and ``gc.pid``, Vim swaps, Emacs ``.#name``, LibreOffice
 ``.~lock.NAME#``, Terraform's ``.lock.info``. Not watched by default: a ``[[watch]]`` table
 opts in with ``patterns``."""
+
+PROJECT_SKIP_DIRS: tuple[str, ...] = (
+    "node_modules", ".venv", "venv", "target", "build", "dist", "out", "__pycache__", ".tox",
+    ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".terraform", ".gradle", ".next",
+    ".cache",
+)
+"""Directory names (fnmatch patterns) a project scan never descends into: dependency trees
+(``node_modules``, virtual environments), build outputs (cargo's ``target``, ``build``,
+``dist``, ``out``) and caches. Inside a git directory the object store, logs and hooks are
+skipped as well (:func:`core.scope.skips_dir`); ``docs/watching.md``, "Projects"."""
 
 POLLING_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 THEME_CHOICES: tuple[str, ...] = ("auto", "light", "dark")
@@ -107,6 +119,11 @@ class WatchSpec:
         format_stale_after: per-format stale limits in seconds (format name -> seconds) that
             replace ``stale_after`` for locks of that format; formats not named keep the
             defaults of :data:`core.defaults.FORMAT_STALE_AFTER` (af's ledger lock: 30 s).
+        skip: directory base names (fnmatch) a recursive walk never descends into.
+        project: a project root (:class:`ProjectSpec`): only developer tools' locks are
+            listed, git's ``*.lock`` and ``gc.pid`` only inside a git directory
+            (:func:`core.scope.wanted_file`), and on Linux each walked directory is watched on
+            its own so skipped trees cost no inotify watch (:mod:`core.watch_tree`).
     """
 
     path: str
@@ -117,6 +134,8 @@ class WatchSpec:
     allow_higher_privilege: bool = False
     allow_emergency: bool = False
     format_stale_after: dict[str, float] = field(default_factory=dict)
+    skip: list[str] = field(default_factory=list)
+    project: bool = False
 
     @property
     def policy(self) -> StalePolicy:
@@ -137,6 +156,45 @@ class WatchSpec:
     def expanded_path(self) -> str:
         """:attr:`path` with ``~`` and environment variables expanded, made absolute and
         normalised (no trailing separator)."""
+        return expand_path(self.path)
+
+
+def _project_skips() -> list[str]:
+    return list(PROJECT_SKIP_DIRS)
+
+
+@dataclass
+class ProjectSpec:
+    """One project root (a ``[[projects]]`` table): a directory tree of the user's
+    repositories scanned recursively for the locks developer tools leave -- git's
+    ``index.lock``, ``HEAD.lock``, ``refs/**/*.lock``, ``gc.pid``; Vim swap files; Emacs
+    ``.#name``; LibreOffice ``.~lock.NAME#``; Terraform's ``.terraform.tfstate.lock.info``
+    (``docs/specs/devtool-locks.md`` §1) -- without descending into :attr:`skip`.
+
+    Attributes:
+        path: the root (``~`` and variables expanded on load).
+        skip: directory base names (fnmatch) never descended into; default
+            :data:`PROJECT_SKIP_DIRS`.
+        stale_after: seconds, as ``[[watch]]`` ``stale_after`` (developer tools' own limits
+            in :data:`core.defaults.FORMAT_STALE_AFTER` still apply: git locks 10 s).
+        polling: as ``[[watch]]`` ``polling``.
+    """
+
+    path: str
+    skip: list[str] = field(default_factory=_project_skips)
+    stale_after: float = DEFAULT_STALE_AFTER
+    polling: str = "auto"
+
+    def watch_spec(self) -> WatchSpec:
+        """The recursive :class:`WatchSpec` the scanner and watcher walk for this project:
+        developer tools' patterns (:data:`DEVTOOL_PATTERNS`), :attr:`skip`, ``project`` set."""
+        return WatchSpec(path=self.path, recursive=True, patterns=list(DEVTOOL_PATTERNS),
+                         stale_after=self.stale_after, polling=self.polling,
+                         skip=list(self.skip), project=True)
+
+    @property
+    def expanded_path(self) -> str:
+        """:attr:`path` expanded, absolute and normalised (:func:`expand_path`)."""
         return expand_path(self.path)
 
 
@@ -217,6 +275,8 @@ class Config:
 
     Attributes:
         watches: watched directories.
+        projects: project roots (``[[projects]]``; default none), watched as
+            :meth:`ProjectSpec.watch_spec` after :attr:`watches` (:meth:`all_watches`).
         servers: lock servers to list (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``).
         notifications, ui: see :class:`NotificationSettings`, :class:`UISettings`.
         path: the file it was loaded from / will be saved to (``None``: the default path).
@@ -228,12 +288,18 @@ class Config:
     """
 
     watches: list[WatchSpec] = field(default_factory=list)
+    projects: list[ProjectSpec] = field(default_factory=list)
     servers: list[ServerSpec] = field(default_factory=list)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     ui: UISettings = field(default_factory=UISettings)
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
     watches_are_default: bool = False
+
+    def all_watches(self) -> list[WatchSpec]:
+        """What the scanner and watcher walk: :attr:`watches`, then one recursive spec per
+        project root (:meth:`ProjectSpec.watch_spec`)."""
+        return [*self.watches, *(p.watch_spec() for p in self.projects)]
 
 
 def expand_path(path: str) -> str:

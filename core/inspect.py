@@ -170,6 +170,16 @@ def judge_record(
     except Exception as exc:  # psutil failure (e.g. /proc not mounted): judge without it
         liveness = Liveness.UNKNOWN
         reasons = [Reason.of(Code.LIVENESS_UNCHECKED, detail=str(exc))]
+    if liveness is not Liveness.ALIVE and record.written_by_lockwarden and file is not None:
+        # the holder's pin (core.holder_pin): a kernel lock on our own lock file proves its
+        # holder alive where its PID proves nothing (another PID namespace)
+        from core.holder_pin import pinned_by
+
+        pinned, pin_pid = pinned_by(path)
+        if pinned:
+            liveness = Liveness.ALIVE
+            reasons = [Reason.of(Code.HOLDER_PINNED, pid=pin_pid, recorded=record.pid),
+                       *reasons]
     return judge(path, record, liveness=liveness, liveness_reasons=reasons, policy=policy,
                  now=now, file=file, mtime=mtime, evidence=evidence(record, reasons))
 

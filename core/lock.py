@@ -1,5 +1,6 @@
 """The public lock API: :class:`Lock` (acquire, release, refresh, the context manager and the
-refresher thread) and :func:`reclaim` (docs/DESIGN.md, "Lock operations"; docs/engine.md, whose
+refresher thread; :func:`core.reclaiming.reclaim` builds on it) (docs/DESIGN.md, "Lock
+operations"; docs/engine.md, whose
 "Guarantees and how they are kept" says how and why). Every lock Lockwarden creates, rewrites
 or removes goes through the engine: this module, then :mod:`core.operations` (operations on a
 path without a Lock; re-exported here), :mod:`core.publish` (the publish protocol, crash
@@ -18,9 +19,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from core import formats, operations, publish, waiting
+from core import formats, holder_pin, operations, publish, waiting
 from core.defaults import MAX_TTL, MIN_REFRESH_INTERVAL
-from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale
+from core.errors import LockError, LockHeld, LockLost, LockTimeout
 from core.formats import Built, Reclaimed, WriteRequest
 from core.formats.writing import check_tag
 from core.fsutil import fsync_dir, refuse_unreadable, validate_lock_path
@@ -40,7 +41,7 @@ from core.waiting import POLL_INTERVAL, POLL_NO_EVENTS, wait
 
 __all__ = [
     "CRASH_ENV", "CRASH_POINTS", "POLL_INTERVAL", "POLL_NO_EVENTS", "Lock", "force_release",
-    "reclaim", "release_path", "wait",
+    "release_path", "wait",
 ]
 
 log = logging.getLogger("lockwarden.lock")
@@ -54,12 +55,14 @@ def _now() -> datetime:
 
 class _Held(NamedTuple):
     """One acquisition, as long as it is ours: its token, the record and bytes written (the
-    last refresh's), and the lock file's ``(inode, device)``."""
+    last refresh's), the lock file's ``(inode, device)``, and the descriptor of the holder's
+    pin on it (:mod:`core.holder_pin`; ``None``: not pinned)."""
 
     token: str
     record: LockRecord
     data: bytes
     ident: tuple[int, int]
+    pin: int | None = None
 
 
 class Lock:
@@ -254,11 +257,11 @@ class Lock:
     ) -> None:
         """Bookkeeping and audit once the path holds our lock: ``acquire`` when it was free
         (``out.kind == "published"``), ``reclaim`` naming the displaced lock when we replaced
-        it (``"won"``; with :func:`reclaim`'s ``judge`` and ``reason``, its decision too)."""
+        it (``"won"``; with :func:`core.reclaiming.reclaim`'s ``judge`` and ``reason``, its decision too)."""
         published = out.kind == "published"
         ident = publish.settle(staged, linked=published)
         with self._mutex:
-            self._held = _Held(token, built.record, built.data, ident)
+            self._held = _Held(token, built.record, built.data, ident, self._pin(ident))
             self._owner_thread = threading.get_ident()
             self.lost.clear()
             self.reclaimed_from = None
@@ -276,6 +279,19 @@ class Lock:
             reason=reason or render_all(out.displaced.reasons) or "stale", **more),
             format=self.format)
 
+    def _pin(self, ident: tuple[int, int]) -> int | None:
+        """The holder's pin on the file just published (:func:`core.holder_pin.pin`) when
+        this process is the recorded holder, else ``None``."""
+        if self.holder_pid not in (None, os.getpid()):
+            return None
+        return holder_pin.pin(self.path, ident)
+
+    def _drop(self) -> None:
+        """Forget the acquisition (released or lost) and close its pin."""
+        held, self._held = self._held, None
+        if held is not None:
+            holder_pin.unpin(held.pin)
+
     def _details(self, **more: Any) -> dict[str, Any]:
         d: dict[str, Any] = {"token": self.token, "holder_pid": self._pid()}
         if self.tag is not None:
@@ -287,7 +303,7 @@ class Lock:
 
     # -- reclaim ------------------------------------------------------------------------------
     def _reclaim(self, *, force: bool, reason: str | None) -> Lock:
-        """Break the lock at the path and hold it (see :func:`reclaim`)."""
+        """Break the lock at the path and hold it (see :func:`core.reclaiming.reclaim`)."""
         with self._mutex:
             if self.is_held:
                 raise LockError(f"{self.path} is already held by this Lock object")
@@ -341,7 +357,7 @@ class Lock:
             self._stop_refresher()
             held = self._held
             if force:
-                self._held = None
+                self._drop()
                 force_release(self.path, reason="release(force=True) by the holder")
                 return
             if held is None:
@@ -354,12 +370,12 @@ class Lock:
                 publish.remove_if(self.path,
                                   lambda d, i: d == held.data and (i.ino, i.dev) == held.ident)
             except LockLost as exc:
-                self._held = None
+                self._drop()
                 self.lost.set()
                 _audit(self.path, "release_refused", result="lost",
                        details={"token": held.token, "reason": str(exc)}, format=self.format)
                 raise
-            self._held = None
+            self._drop()
             _audit(self.path, "release", details={"token": held.token}, format=self.format,
                    durable=self.durable)
 
@@ -400,13 +416,15 @@ class Lock:
             if self.durable:
                 with contextlib.suppress(OSError):
                     fsync_dir(os.path.dirname(self.path))
-            self._held = _Held(held.token, built.record, built.data, staged.ident)
+            self._held = _Held(held.token, built.record, built.data, staged.ident,
+                               self._pin(staged.ident))
+            holder_pin.unpin(held.pin)  # the old file is gone: its pin pins nothing
         _audit(self.path, "refresh", details={"token": held.token, "ttl": self.ttl},
                format=self.format, durable=self.durable)
 
     def _mark_lost(self, during: str, why: str) -> None:
         token = self.token
-        self._held = None
+        self._drop()
         log.warning("lock %s lost during %s: %s", self.path, during, why)
         _audit(self.path, "lost", result="lost",
                details={"token": token, "during": during, "reason": why}, format=self.format)
@@ -472,65 +490,3 @@ class Lock:
             self.release()
         elif self.lost.is_set() and exc_type is None:
             raise LockLost(f"{self.path}: the lock was lost while held")
-
-
-def reclaim(
-    path: str | os.PathLike[str],
-    *,
-    force: bool = False,
-    reason: str | None = None,
-    holder_pid: int | None = None,
-    tag: str | None = None,
-    ttl: float | None = None,
-    stale_after: float | None = None,
-    auto_refresh: bool = False,
-    policy: StalePolicy | None = None,
-    durable: bool = False,
-) -> Lock:
-    """Break the lock at ``path`` and hold it; returns the held :class:`Lock`.
-
-    Allowed when the verdict is ``stale`` (docs/DESIGN.md stale policy, judged under ``policy`` --
-    default :data:`core.stale_policy.DEFAULT_POLICY` -- with ``stale_after`` seconds replacing
-    its limit when given), or ``force`` is True (an explicit human or ``--force`` decision),
-    or -- for a ``task-mcp`` lock -- when spec 004's decision matrix
-    (:func:`core.policy.taskmcp_decision`: LOCK_EXPIRED, HOLDER_DEAD, SAME_USER;
-    HIGHER_PRIVILEGE and EMERGENCY_OVERRIDE only when the policy enables them, since they rest
-    on self-declared fields) says so. The decision and its reason go into the audit entry and,
-    for task-mcp, into the new lock's ``metadata`` (``reclaimed_from``, ``reclaimed_reason``;
-    ``docs/specs/004_6119ce42cf21683e.txt`` "Reclaim Process").
-
-    The new lock keeps the old one's format when Lockwarden writes it (sema, task-mcp,
-    af-ledger), else sema. A free path is simply acquired. Race-free when many processes
-    reclaim at once: exactly one wins, the others get NotStale (or LockHeld); see
-    docs/engine.md, "Reclaim is race-free".
-
-    ``durable``: as :class:`Lock` (the take-over itself is always made durable).
-
-    ``auto_refresh``: renew the new lock at 75% of its lease in a daemon thread, as
-    :class:`Lock` does (spec 004 "Auto-Refresh Mechanism"); it applies when the new lock has a
-    lease (``ttl`` given, or a task-mcp lock with the spec's default TTL) and is ignored
-    otherwise.
-
-    Raises:
-        NotStale: not stale and not ``force`` (``.status``; ``.decision`` for task-mcp).
-        LockHeld: someone else took the lock first.
-        ReadOnlyLock: what is there may not be replaced: a file no format reads (``kind``
-            ``not_a_lock``), an af claim or a claim in an af ledger (``not_writable``,
-            ``ledger_claim``); nothing is changed.
-        UnreadableError: the path is a symlink, FIFO, directory or device.
-        LockError: neither a directory guard nor an exchange primitive is available here.
-        ValueError: a bad ``ttl`` or ``stale_after``.
-    """
-    p = validate_lock_path(path)
-    judge = resolve_policy(policy, stale_after)
-    status = inspect(p, policy=judge)
-    fmt = "sema"
-    if status.record is not None and status.record.format in WRITABLE_FORMATS:
-        fmt = status.record.format
-    leased = ttl is not None or formats.default_ttl(fmt) is not None
-    lk = Lock(p, tag=tag, ttl=ttl, format=fmt, holder_pid=holder_pid,
-              auto_refresh=auto_refresh and leased, policy=judge, durable=durable)
-    try:
-        return lk._reclaim(force=force, reason=reason)
-    except LockHeld as exc:
-        raise NotStale(str(exc), exc.status) from exc

@@ -230,7 +230,7 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
             ``KERNEL_LOCK``, ``status``.
     """
     kernel = status if status.kernel_held else kernel_status(path, policy=status.policy)
-    if kernel is not None:
+    if kernel is not None and not _pinned_by_its_holder(status):
         pid = kernel.kernel_pid
         who = f"PID {pid}" if pid is not None else "a process"
         raise ReadOnlyLock(
@@ -248,6 +248,13 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     raise ReadOnlyLock(f"{path}: not a lock file ({why}); Lockwarden never forces a {operation} "
                        "of a file it cannot read as a lock, nothing was changed",
                        kind=ReadOnlyKind.NOT_A_LOCK, status=status)
+
+
+def _pinned_by_its_holder(status: LockStatus) -> bool:
+    """True for a Lockwarden lock (:attr:`core.record.LockRecord.written_by_lockwarden`): a
+    kernel lock on it is its holder's pin (:mod:`core.holder_pin`), evidence of life only;
+    removing the file breaks no mutual exclusion, so force may remove it."""
+    return status.record is not None and status.record.written_by_lockwarden
 
 
 def refuse_read_only(path: str, status: LockStatus) -> None:
@@ -386,7 +393,8 @@ def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]
     to remove: still a lock (:func:`is_a_lock`)."""
     def check(data: bytes, info: FileInfo) -> bool:
         st = inspect_bytes(p, data, info, policy=policy)
-        if st.kernel_held or st.anchor_tool or kernel_status(p, policy=policy) is not None:
+        if st.kernel_held or st.anchor_tool or (kernel_status(p, policy=policy) is not None
+                                                and not _pinned_by_its_holder(st)):
             return False
         return not data or is_a_lock(st)
 

@@ -42,6 +42,7 @@ from core.errors import UnreadableError
 from core.fsutil import is_engine_file, os_kind, os_reason, read_lock_file
 from core.reasons import UnreadableKind
 from core.record import FileInfo, LockRecord, LockStatus
+from core.scope import dir_matcher, skips_dir, walkable, wanted_file
 
 if TYPE_CHECKING:
     from core.liveness import ProcessSnapshot
@@ -136,11 +137,14 @@ class Listing:
             locks) -> their ``lstat`` result, or ``None`` when ``lstat`` failed.
         proofs: af proof directories found (the root itself, or any directory walked).
         problems: sub-directories that could not be listed, with the reason.
+        dirs: every directory walked (the root first), skipped ones left out
+            (:mod:`core.scope`): a project tree watches each on its own.
     """
 
     files: dict[str, os.stat_result | None] = field(default_factory=dict)
     proofs: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
 
 
 def _lstat(path: str) -> os.stat_result | None:
@@ -162,6 +166,10 @@ def ledger_signature(proof_dir: str) -> tuple[int, int, int] | None:
 def list_dir(spec: WatchSpec, *, with_stat: bool = True) -> Listing:
     """Walk ``spec``'s directory (recursively if ``spec.recursive``) without following symlinks.
 
+    Directories the spec skips (its ``skip`` patterns; a git directory's object store, logs
+    and hooks) are never entered, and a project tree lists only developer tools' locks
+    (:func:`core.scope.wanted_file`).
+
     Args:
         spec: the watched directory.
         with_stat: ``lstat`` each candidate (the watcher compares them between rescans).
@@ -173,6 +181,8 @@ def list_dir(spec: WatchSpec, *, with_stat: bool = True) -> Listing:
     """
     root = expand_path(spec.path)
     match = name_matcher(spec.patterns)
+    skip = dir_matcher(spec.skip)
+    project = spec.project
     out = Listing()
     stack = [root]
     first = True
@@ -187,6 +197,7 @@ def list_dir(spec: WatchSpec, *, with_stat: bool = True) -> Listing:
                 out.problems.append(f"{d}: cannot be listed ({exc.strerror or exc})")
             continue
         first = False
+        out.dirs.append(d)
         has_ledger = has_locks = False
         with it:
             for e in it:
@@ -195,14 +206,14 @@ def list_dir(spec: WatchSpec, *, with_stat: bool = True) -> Listing:
                     is_dir = e.is_dir(follow_symlinks=False)
                 except OSError:
                     is_dir = False
-                if match(name):
+                if wanted_file(project, match, d, name):
                     out.files[e.path] = _lstat(e.path) if with_stat else None
                 if is_dir:
                     if name == LEDGER_DIR:
                         has_ledger = True
                     elif name == CLAIMS_DIR:
                         has_locks = True
-                    if spec.recursive:
+                    if spec.recursive and not skips_dir(skip, d, name):
                         stack.append(e.path)
         if (has_ledger or has_locks) and is_proof_dir(d):
             _add_proof(d, out, with_stat)
@@ -249,7 +260,8 @@ def covers(spec: WatchSpec, path: str, root: str | None = None) -> bool:
     if claim is not None:
         return dir_in_scope(spec, root, claim[0])
     parent, name = os.path.split(path)
-    if dir_in_scope(spec, root, parent) and name_matcher(spec.patterns)(name):
+    if dir_in_scope(spec, root, parent) and wanted_file(
+            spec.project, name_matcher(spec.patterns), parent, name):
         return True
     pp = os.path.dirname(parent)
     base = os.path.basename(parent)
@@ -262,13 +274,13 @@ def covers(spec: WatchSpec, path: str, root: str | None = None) -> bool:
 
 def dir_in_scope(spec: WatchSpec, root: str, d: str) -> bool:
     """True when files directly in directory ``d`` are in the scope of ``spec`` (whose
-    expanded directory is ``root``): ``d`` is the root, or below it for a recursive spec."""
+    expanded directory is ``root``): ``d`` is the root, or below it for a recursive spec and
+    not inside a directory the walk skips (:func:`core.scope.walkable`)."""
     if d == root:
         return True
     if not spec.recursive:
         return False
-    prefix = root if root.endswith(os.sep) else root + os.sep
-    return d.startswith(prefix)
+    return walkable(dir_matcher(spec.skip), root, d)
 
 
 # --------------------------------------------------------------------------------------------

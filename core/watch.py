@@ -471,14 +471,15 @@ class Watcher:
             d.reattach = True
             self._dir_checks.setdefault(d, due)
             return
-        if path in d.watches:  # a proof's ledger/ or locks/ watched on its own
+        if path in d.watches and not d.tree:  # a proof's ledger/ or locks/ watched alone
             unschedule(d.watches.pop(path))  # the rescan watches it again if it is there
             d.next_rescan = min(d.next_rescan, due)
             return
         name = os.path.basename(path)
         parent = os.path.dirname(path)
         if is_dir:
-            if d.spec.recursive or name in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR):
+            if (d.spec.recursive and d.in_scope(path)) or name in (_scan.LEDGER_DIR,
+                                                                    _scan.CLAIMS_DIR):
                 d.next_rescan = min(d.next_rescan, due)
             if d.match(name):
                 self._schedule(path, due, d, done)

@@ -19,19 +19,19 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from core import scan as _scan
-from core.config import WatchSpec, expand_path
+from core.config import WatchSpec
 from core.inventory import Entry, Inventory, file_sig
-from core.stale_policy import StalePolicy
 from core.watch_sources import EventHandler, Sources, Watch, fallback_message, unschedule
+from core.watched_dir import DirStatus, Proof, SpecKey, WatchedDir
+
+__all__ = ["DIRECT_LOOKUPS", "DirStatus", "Directories", "WatchedDir", "take_snapshot"]
 
 if TYPE_CHECKING:
     from core.liveness import ProcessSnapshot
-    from core.record import LockRecord
 
 log = logging.getLogger("core.watch")  # one logger for everything the watcher does
 
@@ -43,19 +43,15 @@ never against a snapshot up to 2 s old (a holder started after that snapshot is 
 
 _APPEARS = "does not exist; it will be watched when it appears"
 
+PROJECT_POLL_INTERVAL = 5.0
+"""Seconds between rescans of a project tree that is polled (a network file system, or no
+inotify left): watchdog's polling observer would snapshot the skipped directories too, so
+the tree's own walk (:func:`core.scan.list_dir`) is repeated instead (docs/watching.md,
+"Projects")."""
 
-@dataclass(frozen=True, slots=True)
-class DirStatus:
-    """How one watched directory is watched.
-
-    ``path``: the directory (``~`` and variables expanded); ``mode``: ``events`` (file-system
-    events), ``polling`` (snapshots every :data:`core.watch_sources.POLL_INTERVAL` s),
-    ``missing`` (does not exist yet; picked up when it appears) or ``error`` (cannot be listed
-    or watched); ``message``: why, in plain words (empty for plain ``events``)."""
-
-    path: str
-    mode: str
-    message: str = ""
+REWALK_DELAY = 0.05
+"""Seconds after which a project tree is walked again when a rescan started watching a new
+sub-directory: files created in it before its watch existed are found then."""
 
 
 def take_snapshot() -> ProcessSnapshot | None:
@@ -68,96 +64,6 @@ def take_snapshot() -> ProcessSnapshot | None:
     except Exception:
         log.debug("liveness snapshot failed", exc_info=True)
         return None
-
-
-class Proof:
-    """An af proof directory's replayed ledger: its ``ledger/`` signature when replayed, the
-    claim records, and the virtual paths of the claims in the inventory."""
-
-    __slots__ = ("paths", "records", "replayed", "sig")
-
-    def __init__(self) -> None:
-        self.replayed = False
-        self.sig: tuple[int, int, int] | None = None
-        self.records: list[LockRecord] = []
-        self.paths: set[str] = set()
-
-
-SpecKey = tuple[str, bool, tuple[str, ...], str, StalePolicy]
-
-
-class WatchedDir:
-    """State of one watched directory (worker thread only; watchdog's threads read ``root``,
-    ``watch_root``, ``recursive``, ``match`` and ``watches``).
-
-    Attributes:
-        spec: a normalised copy of the :class:`core.config.WatchSpec`.
-        root: its path, expanded; ``watch_root``: the real path watchdog reports.
-        mode, message: as in :class:`DirStatus`.
-        attached: scanned and (being) watched; ``root_id``: ``(st_dev, st_ino)`` then.
-        watches: path -> :class:`core.watch_sources.Watch` (the root; for a non-recursive
-            af proof also its ``ledger/`` and ``locks/``).
-        proofs: af proof directory -> :class:`Proof`.
-        next_rescan: ``time.monotonic()`` seconds of the next rescan.
-        overlapped: an earlier spec covers part of this one (owners must be looked up).
-        scan_error, problems: why the directory / sub-directories cannot be listed.
-        reattach: the root's watch died: attach again even if the inode is the same.
-    """
-
-    def __init__(self, spec: WatchSpec) -> None:
-        self.spec = WatchSpec(
-            path=spec.path, recursive=bool(spec.recursive), patterns=list(spec.patterns),
-            stale_after=float(spec.stale_after), polling=str(spec.polling or "auto"),
-            allow_higher_privilege=bool(spec.allow_higher_privilege),
-            allow_emergency=bool(spec.allow_emergency),
-            format_stale_after=dict(spec.format_stale_after),
-        )
-        self.root = expand_path(spec.path)
-        self.watch_root = self.root
-        self.policy: StalePolicy = self.spec.policy
-        self.match = _scan.name_matcher(self.spec.patterns)
-        self.mode = "missing"
-        self.message = ""
-        self.attached = False
-        self.root_id: tuple[int, int] | None = None
-        self.watches: dict[str, Watch] = {}
-        self.proofs: dict[str, Proof] = {}
-        self.next_rescan = math.inf
-        self.overlapped = False
-        self.scan_error: str | None = None
-        self.problems: list[str] = []
-        self.reattach = False
-
-    @property
-    def recursive(self) -> bool:
-        """True when sub-directories are watched too."""
-        return self.spec.recursive
-
-    @property
-    def key(self) -> SpecKey:
-        """What makes two specs the same directory watched the same way."""
-        s = self.spec
-        return (self.root, s.recursive, tuple(s.patterns), s.polling, self.policy)
-
-    def in_scope(self, d: str) -> bool:
-        """True when directory ``d`` is walked by this spec."""
-        return _scan.dir_in_scope(self.spec, self.root, d)
-
-    def overlaps(self, other: WatchedDir) -> bool:
-        """True when the two directories share some sub-tree."""
-        return self.root == other.root or self.in_scope(other.root) or other.in_scope(self.root)
-
-    def status(self) -> DirStatus:
-        """This directory's :class:`DirStatus` (listing problems appended to the message)."""
-        if self.attached and self.scan_error:
-            return DirStatus(self.root, "error", self.scan_error)
-        message = self.message
-        if self.attached and self.problems:
-            n = len(self.problems)
-            more = (f"{n} sub-directories cannot be listed, e.g. {self.problems[0]}" if n > 1
-                    else self.problems[0])
-            message = f"{message}; {more}" if message else more
-        return DirStatus(self.root, self.mode, message)
 
 
 class Directories:
@@ -362,7 +268,19 @@ class Directories:
         mode, message = self.sources.choose_mode(d.root, d.spec.polling)
         d.watches = {}
         d.attached = True
-        if mode == "events":
+        d.tree = False
+        if mode == "events" and d.spec.project:
+            try:
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), d.root)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    self.detach(d, "missing", _APPEARS)
+                    return
+                mode, message = "polling", fallback_message(exc)
+            else:
+                if watch is not None:
+                    d.watches[d.root], d.tree = watch, True
+        if mode == "events" and not d.tree:
             try:
                 d.watches[d.root] = self._schedule(d, d.root, polling=False)
             except OSError as exc:
@@ -376,7 +294,10 @@ class Directories:
                 else:
                     mode = "polling"
                     message = fallback_message(exc)
-        if mode == "polling":
+        if mode == "polling" and d.spec.project:
+            message = (f"{message}; " if message else "") + (
+                f"the tree is rescanned every {PROJECT_POLL_INTERVAL:g} s")
+        elif mode == "polling":
             try:
                 d.watches[d.root] = self._schedule(d, d.root, polling=True)
             except OSError as exc:
@@ -414,7 +335,9 @@ class Directories:
     def rescan_dir(self, d: WatchedDir, *, force: bool = False) -> None:
         """List ``d`` and re-read the files whose ``lstat`` identity changed (every file when
         ``force``), drop those gone, replay its af ledgers; schedule the next rescan."""
-        d.next_rescan = time.monotonic() + self.rescan_interval
+        polled_tree = d.spec.project and d.mode == "polling"
+        d.next_rescan = time.monotonic() + (min(self.rescan_interval, PROJECT_POLL_INTERVAL)
+                                            if polled_tree else self.rescan_interval)
         if not d.attached:
             return
         try:
@@ -428,6 +351,8 @@ class Directories:
             self.inventory.drop_all(d)
             d.proofs.clear()
             return
+        if d.tree:
+            self._sync_tree(d, listing.dirs)
         if d.scan_error is not None or d.problems != listing.problems:
             d.scan_error = None
             d.problems = listing.problems
@@ -457,6 +382,32 @@ class Directories:
         if not d.spec.recursive and d.root in listing.proofs:
             self._watch_proof_parts(d)
 
+    def _sync_tree(self, d: WatchedDir, dirs: list[str]) -> None:
+        """Watch each directory of project tree ``d`` the walk reached, stop watching those it
+        no longer reaches; a directory watched only now is listed again soon, so a file made in
+        it before its watch existed is not missed until the next rescan."""
+        wanted = set(dirs)
+        for path in [p for p in d.watches if p not in wanted]:
+            unschedule(d.watches.pop(path))
+        added = False
+        for path in dirs:
+            if path in d.watches:
+                continue
+            try:
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), path)
+            except OSError as exc:
+                if not isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    d.message = f"{fallback_message(exc)} (for sub-directories not watched)"
+                    self.dirty = True
+                    d.next_rescan = time.monotonic() + PROJECT_POLL_INTERVAL
+                    return
+                continue
+            if watch is not None:
+                d.watches[path] = watch
+                added = added or path != d.root
+        if added:
+            d.next_rescan = min(d.next_rescan, time.monotonic() + REWALK_DELAY)
+
     def _watch_proof_parts(self, d: WatchedDir) -> None:
         """A non-recursive watch of a proof directory also watches its ``ledger/`` and
         ``locks/`` sub-directories (ledger events and claim locks live there)."""
@@ -479,6 +430,8 @@ class Directories:
         (:meth:`core.inventory.Inventory.holders_changed`). No file is read."""
         for d in self.dirs:
             self.check_dir(d)
+            if d.tree:
+                continue  # its rescans keep the watches in step with the walk
             # a watch on a proof's ledger/ or locks/ may have gone with its directory
             for path in [p for p in d.watches if p != d.root]:
                 if not os.path.isdir(path):

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Container, Sequence
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from watchdog.events import (
     DirAttribEvent,
@@ -44,6 +44,7 @@ from watchdog.events import (
 )
 
 from core import scan as _scan
+from core import watch_tree as _tree
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver, ObservedWatch
@@ -226,6 +227,11 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
         if dest:
             self._hint(os.fsdecode(dest), is_dir, done)
 
+    def hint(self, path: str, is_dir: bool, done: bool) -> None:
+        """Emit a hint for ``path`` if it may matter (also called by
+        :class:`core.watch_tree.TreeWatcher` for its inotify events)."""
+        self._hint(path, is_dir, done)
+
     def _hint(self, path: str, is_dir: bool, done: bool) -> None:
         if not path:
             return
@@ -248,11 +254,20 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
 # --------------------------------------------------------------------------------------------
 
 
-class Watch(NamedTuple):
-    """One scheduled watch: the observer and watchdog's handle for it."""
+class Unscheduler(Protocol):
+    """What :func:`unschedule` calls: a watchdog observer, or a
+    :class:`core.watch_tree.TreeWatcher`."""
 
-    observer: BaseObserver
-    handle: ObservedWatch
+    def unschedule(self, handle: Any) -> None:
+        """Stop the watch ``handle``."""
+
+
+class Watch(NamedTuple):
+    """One scheduled watch: the observer (or tree watcher) and its handle for it
+    (watchdog's ``ObservedWatch``, or an inotify watch descriptor)."""
+
+    observer: Unscheduler
+    handle: ObservedWatch | int
 
 
 def unschedule(watch: Watch) -> None:
@@ -272,6 +287,7 @@ class Sources:
         self.events_obs: BaseObserver | None = None
         self.poll_obs: BaseObserver | None = None
         self.events_error: str | None = None  # why the event observer cannot be had
+        self.tree_obs: _tree.TreeWatcher | None = None
         self._partitions: list[Partition] | None = None
 
     def forget_mounts(self) -> None:
@@ -346,10 +362,44 @@ class Sources:
         return Watch(obs, obs.schedule(handler, real, recursive=recursive,
                                        event_filter=EVENT_FILTER))
 
+    def tree(self) -> _tree.TreeWatcher | None:
+        """The shared per-directory inotify watcher of project trees, started on first use;
+        ``None`` where there is none (not Linux: the caller watches the root recursively).
+
+        Raises:
+            OSError: no inotify instance can be had (a limit reached is remembered in
+                :attr:`events_error`, so later directories poll at once).
+        """
+        if not _tree.available():
+            return None
+        if self.tree_obs is None:
+            try:
+                self.tree_obs = _tree.TreeWatcher()
+            except OSError as exc:
+                if exc.errno in INOTIFY_LIMIT_ERRNOS:
+                    self.events_error = fallback_message(exc)
+                raise
+        return self.tree_obs
+
+    def schedule_dir(self, handler: EventHandler[Any], path: str) -> Watch | None:
+        """Watch the single directory ``path`` of a project tree with ``handler`` on the tree
+        watcher; ``None`` where there is no tree watcher (:meth:`tree`).
+
+        Raises:
+            OSError: as :meth:`tree`, or ``path`` cannot be watched (gone, the inotify watch
+                limit reached).
+        """
+        tree = self.tree()
+        if tree is None:
+            return None
+        return Watch(tree, tree.schedule(handler, path))
+
     def stop(self, deadline: float) -> None:
         """Stop both observers and wait for them until ``deadline`` (``time.monotonic()``
         seconds) at most, from a helper daemon thread (a stuck observer cannot hold the
         caller longer)."""
+        if self.tree_obs is not None:
+            self.tree_obs.stop()
         observers = [o for o in (self.events_obs, self.poll_obs) if o is not None]
         if not observers:
             return

@@ -22,7 +22,8 @@ from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale, Un
 from core.formats import parse
 from core.formats.taskmcp import ALLOWED_METADATA, FILE_MODE
 from core.inspect import inspect
-from core.lock import Lock, force_release, reclaim, release_path, wait
+from core.lock import Lock, force_release, release_path, wait
+from core.reclaiming import reclaim
 from core.record import Liveness, State
 from core.tempfiles import parse_temp_name
 

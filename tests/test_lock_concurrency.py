@@ -18,7 +18,8 @@ from core import audit
 from core.errors import LockHeld, NotStale
 from core.formats import parse
 from core.inspect import inspect
-from core.lock import Lock, reclaim
+from core.lock import Lock
+from core.reclaiming import reclaim
 from core.record import State
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses fork (Linux)")

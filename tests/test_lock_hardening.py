@@ -24,8 +24,9 @@ from core.formats import parse
 from core.fsutil import GUARD_FILE_NAME, is_engine_file
 from core.inspect import inspect
 from core.liveness import _hidden_but_running, check, process_identity, process_start_time
-from core.lock import Lock, reclaim
+from core.lock import Lock
 from core.reasons import texts
+from core.reclaiming import reclaim
 from core.record import Liveness, State
 
 LINUX = sys.platform.startswith("linux")

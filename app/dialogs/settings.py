@@ -1,4 +1,5 @@
-"""The Settings dialog (docs/gui.md "Dialogs"): watched directories, lock servers (shown and
+"""The Settings dialog (docs/gui.md "Dialogs"): watched directories, project folders
+(:mod:`app.dialogs.projects`), lock servers (shown and
 tested: :mod:`app.dialogs.servers`), notifications, appearance, start at login. It edits a
 copy; the app saves and applies the result."""
 
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.dialogs.duration import DurationSpinBox
+from app.dialogs.projects import ProjectsGroup
 from app.dialogs.servers import ServersGroup
 from core.config import Config, WatchSpec
 
@@ -58,8 +60,10 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         self.servers = ServersGroup(list(config.servers))
+        self.projects = ProjectsGroup(list(config.projects))
         lay = QVBoxLayout(self)
         lay.addWidget(watched, 1)
+        lay.addWidget(self.projects)
         lay.addWidget(self.servers)
         row = QHBoxLayout()
         row.addWidget(notes)
@@ -242,6 +246,7 @@ class SettingsDialog(QDialog):
         return replace(
             c,
             watches=self.watches,
+            projects=list(self.projects.projects),
             notifications=replace(
                 c.notifications,
                 on_stale=self.on_stale.isChecked(),

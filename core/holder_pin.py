@@ -1,0 +1,94 @@
+"""The holder's pin: a shared ``flock`` a Lockwarden holder keeps on its own lock file while
+it holds the lock, so that any reader on this kernel has a liveness proof that does not
+depend on PIDs (``docs/specs/devtool-locks.md`` §2.6 "Kernel-held locks": a kernel lock
+disappears when its holder's last descriptor closes; ``docs/engine.md``, "The holder's pin").
+
+Why: a holder in another PID namespace (a container sharing the lock directory) records a PID
+that means another process -- or none -- out here, and a PID check alone would judge its live
+lock stale (``pid_reused``/``holder_dead``) and let a reclaim break it. The kernel shows the
+pin in ``/proc/locks`` whatever namespace took it, and drops it when the holder dies.
+
+Rules:
+
+- The pin is **evidence of life only**. Its absence proves nothing: a lock taken from the
+  shell (``lockwarden try``) records the shell's PID and the CLI process that pinned it exits
+  at once; a refresh replaces the file and pins the new one a moment later; other systems have
+  no ``/proc/locks`` to show it.
+- It is a *shared* lock taken with ``LOCK_NB`` and never waited for, on a descriptor opened
+  ``O_RDONLY | O_NOFOLLOW | O_CLOEXEC`` (so commands the holder starts never inherit it) and
+  checked to be the very inode the engine published.
+- Mutual exclusion never depends on it: the lock is still the file (link/``O_EXCL``,
+  docs/engine.md). Removing a pinned file (a force release) breaks nothing, so unlike other
+  kernel-locked files a pinned Lockwarden lock may be force-released
+  (:func:`core.operations.refuse_not_a_lock`).
+- Only a lock whose recorded holder is this process is pinned (a lock taken for another PID
+  is not: the pin would outlive or predecease that holder).
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock, no pin
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["pin", "pinned_by", "unpin"]
+
+
+def pin(path: str, ident: tuple[int, int]) -> int | None:
+    """Take the pin on the lock file at ``path`` whose ``(inode, device)`` is ``ident``.
+
+    Returns:
+        The descriptor holding the pin (close it with :func:`unpin` after the lock file is
+        removed or replaced), or ``None`` when no pin could be taken: the file is gone or is
+        another inode now, ``flock`` is refused (NFS without locking, a file system without
+        flock), or the platform has no ``flock``. Never raises.
+    """
+    if fcntl is None:
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (st.st_ino, st.st_dev) != tuple(ident):
+            os.close(fd)
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def unpin(fd: int | None) -> None:
+    """Close a pin's descriptor (the kernel drops the flock); ``None`` is ignored. Never
+    raises."""
+    if fd is None:
+        return
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def pinned_by(path: str) -> tuple[bool, int | None]:
+    """Whether a kernel lock is held on the file at ``path`` right now, and the PID the kernel
+    names for it in this PID namespace (``None`` when it names none: another namespace, or a
+    holder this user may not see) -- ``(False, None)`` when none is, or nothing can be known
+    (no ``/proc/locks``: :func:`core.kernel_locks.kernel_holders`). Never raises."""
+    from core.kernel_locks import kernel_holders
+
+    try:
+        held = kernel_holders([path]).get(path)
+    except Exception:  # no /proc/locks here: nothing known, so no proof
+        return False, None
+    if not held:
+        return False, None
+    pids = [p for h in held for p in h.pids]
+    return True, (pids[0] if pids else None)

@@ -1,0 +1,113 @@
+"""The holder's pin (core/holder_pin.py, docs/engine.md "The holder's pin"): a Lockwarden
+holder keeps a shared flock on its own lock file, so a holder whose PID means nothing here -- a
+real process in its own PID namespace (``unshare``), recording PID 2 -- is still judged alive,
+its lock is not reclaimed, and it turns stale the moment that process dies. The pin follows
+refreshes, is closed on release (no descriptor leaks) and never stops a force release."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.inspect import inspect
+from core.errors import NotStale
+from core.holder_pin import pinned_by
+from core.lock import Lock
+from core.reasons import Code
+from core.reclaiming import reclaim
+from core.record import Liveness, State
+
+ROOT = Path(__file__).resolve().parent.parent
+linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs /proc/locks")
+
+HOLD = r"""
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from core.lock import Lock
+lk = Lock(sys.argv[1], tag="in a container")
+lk.acquire(timeout=5)
+print(os.getpid(), flush=True)
+sys.stdin.read()
+"""
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@linux
+def test_pin_follows_the_lock_and_closes_with_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.lock")
+    before = _fds()
+    lk = Lock(path, ttl=60).acquire()
+    assert pinned_by(path) == (True, os.getpid())
+    lk.refresh()  # a new file: pinned again, the old pin closed
+    assert pinned_by(path) == (True, os.getpid())
+    assert _fds() == before + 1
+    lk.release()
+    assert _fds() == before and not os.path.exists(path)
+    other = Lock(path, holder_pid=1).acquire()  # recorded for another process: no pin
+    assert pinned_by(path) == (False, None)
+    other.release()
+
+
+@linux
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="needs unshare(1) as root (a PID namespace)")
+def test_holder_in_another_pid_namespace_is_alive_by_its_pin(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.lock")
+    # sh is PID 1 of the new namespace, python PID 2 ("; :" keeps sh from exec'ing it)
+    holder = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+         f'"{sys.executable}" -c "$0" "$1" "$2"; :', HOLD, path, str(ROOT)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        line = holder.stdout.readline()
+        if not line.strip():
+            pytest.skip("unshare could not make a PID namespace here")
+        assert int(line) == 2  # what the lock records
+        st = inspect(path)
+        assert st.record is not None and st.record.pid == 2
+        assert st.state is State.HELD and st.liveness is Liveness.ALIVE
+        assert st.reasons[0].code is Code.HOLDER_PINNED
+        real = st.reasons[0].get("pid")
+        assert isinstance(real, int) and real not in (2, os.getpid())
+        # the PID check alone says the recorded PID 2 is another process (kthreadd) here
+        assert any(r.code in (Code.PID_REUSED, Code.HOLDER_DEAD) for r in st.reasons[1:])
+        with pytest.raises(NotStale):
+            reclaim(path)
+        assert inspect(path).record == st.record  # untouched
+        holder.stdin.close()  # the holder exits: its pin goes with it
+        holder.wait(timeout=30)
+        after = inspect(path)
+        assert after.state is State.STALE and after.liveness is not Liveness.ALIVE
+        reclaim(path).release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+@linux
+def test_a_pinned_lock_may_still_be_force_released(tmp_path: Path) -> None:
+    path = str(tmp_path / "hung.lock")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, path, str(ROOT)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        pid = int(holder.stdout.readline())
+        assert pinned_by(path) == (True, pid)
+        out = subprocess.run([sys.executable, "-m", "core", "release", path, "--force",
+                              "--reason", "hung"], capture_output=True, text=True, cwd=ROOT,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert not os.path.exists(path)
+    finally:
+        holder.kill()
+        holder.wait()
