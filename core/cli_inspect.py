@@ -10,6 +10,9 @@ verb (docs/cli.md, "Start-up time": ``status`` never imports Qt or watchdog).
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from typing import Any
 
 from core.cli_common import (
     EXIT_NO,
@@ -37,15 +40,37 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     path: str = args.path
     check_lock_path(path, must_be_file=False)
     status = inspect(path, policy=stale_policy(args))
+    users = open_by_windows(path)
     if out.json:
-        out.data(status.to_dict())
+        out.data({**status.to_dict(), **({"open_by": users} if users else {})})
     elif not out.quiet:
         from core.cli_format import status_text
+        from core.reasons import printable
 
         print(status_text(status), flush=True)
+        for u in users:
+            print(printable(f"open by:   PID {u['pid']} {u['app_name']}"), flush=True)
     if status.state is State.UNREADABLE:
         raise CliError(f"{path}: cannot be read as a lock: {status.error or 'unreadable'}")
     return EXIT_OK if status.state is State.FREE else EXIT_NO
+
+
+def open_by_windows(path: str) -> list[dict[str, Any]]:
+    """On Windows, the processes that have the file at ``path`` open, asked of the Restart
+    Manager on this explicit request (:func:`core.kernel_windows.processes_using`; Windows
+    cannot say who holds a ``LockFileEx`` range: docs/specs/devtool-locks.md §2.6 "Windows"),
+    as ``{"pid", "start_time" (Unix s, UTC), "app_name"}``; ``[]`` elsewhere, for a path that
+    is not a file, or when the Restart Manager cannot be asked. Not run on Windows yet. Never
+    raises."""
+    if sys.platform != "win32" or not os.path.isfile(path):
+        return []
+    from core.kernel_windows import processes_using
+
+    try:
+        users = processes_using(path)
+    except (OSError, NotImplementedError):
+        return []
+    return [{"pid": u.pid, "start_time": u.start_time, "app_name": u.app_name} for u in users]
 
 
 def cmd_wait(args: argparse.Namespace, out: Out) -> int:

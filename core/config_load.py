@@ -27,7 +27,7 @@ from core.config_model import (
     WatchSpec,
     default_config,
     default_config_path,
-    default_watch_dirs,
+    default_watches,
     expand_path,
 )
 from core.config_model import describe_value as _describe
@@ -348,7 +348,7 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
             if value and not cfg.watches:
                 problems.warnings.append(
                     f"{label}: no usable [[watch]] entry; watching the default directories")
-                cfg.watches = [WatchSpec(d) for d in default_watch_dirs()]
+                cfg.watches = default_watches()
                 cfg.watches_are_default = True
         elif name == "projects":
             if not isinstance(value, list):
@@ -372,7 +372,7 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
         else:
             problems.add(name, "unknown key", section=None, name=name, fallback="ignored")
     if "watch" not in data or not isinstance(data.get("watch"), list):
-        cfg.watches = [WatchSpec(d) for d in default_watch_dirs()]
+        cfg.watches = default_watches()
         cfg.watches_are_default = True
     cfg.warnings = problems.warnings
     return cfg

@@ -409,7 +409,8 @@ def judge_terraform(path: str, record: LockRecord, *, now: datetime, mtime: floa
         return status(State.HELD, Liveness.UNKNOWN,
                       Reason.of(Code.LIVENESS_UNCHECKED, detail=f"/proc/locks: {exc}"))
     for h in held:
-        if h.lock.kind in (LockKind.POSIX, LockKind.OFDLCK) and h.lock.access is Access.WRITE:
+        if h.lock.kind in (LockKind.POSIX, LockKind.OFDLCK, LockKind.UNKNOWN) \
+                and h.lock.access is Access.WRITE:
             pid = h.pids[0] if h.pids else None
             proc = _Proc(pid) if pid is not None else None
             return status(State.HELD, Liveness.ALIVE, Reason.of(

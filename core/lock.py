@@ -257,7 +257,8 @@ class Lock:
     ) -> None:
         """Bookkeeping and audit once the path holds our lock: ``acquire`` when it was free
         (``out.kind == "published"``), ``reclaim`` naming the displaced lock when we replaced
-        it (``"won"``; with :func:`core.reclaiming.reclaim`'s ``judge`` and ``reason``, its decision too)."""
+        it (``"won"``; with :func:`core.reclaiming.reclaim`'s ``judge`` and ``reason``, its
+        decision too)."""
         published = out.kind == "published"
         ident = publish.settle(staged, linked=published)
         with self._mutex:

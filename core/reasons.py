@@ -344,6 +344,15 @@ def _writing(r: Reason) -> str:
     return f"{what}, written {human_duration(age)} ago: its writer is probably still writing"
 
 
+def _kernel_kind(r: Reason) -> str:
+    """``a flock``, ``a POSIX``, ``an OFD``; ``a flock or OFD`` for the ``UNKNOWN`` kind
+    ``F_GETLK`` reports on macOS/BSD (:class:`core.kernel_locks.LockKind`)."""
+    kind = str(r.get("kind"))
+    words = {"FLOCK": "a flock", "POSIX": "a POSIX", "OFDLCK": "an OFD",
+             "UNKNOWN": "a flock or OFD"}
+    return words.get(kind, f"a {kind}")
+
+
 def _remote(r: Reason) -> str:
     return (f"the lock was taken on host {r.get('host')!r}, not on this host "
             f"({r.get('this_host')!r}): PID {r.get('pid')} cannot be checked from here")
@@ -457,7 +466,8 @@ _WORDS: dict[Code, object] = {
         f"PID {r.get('pid')} now belongs to another process (its start token differs from "
         "the marker's)"),
     Code.KERNEL_LOCK_HELD: lambda r: (
-        f"the kernel holds a {r.get('kind')} {r.get('access')} lock on {r.get('file')}"
+        f"the kernel holds {_kernel_kind(r)} {str(r.get('access')).lower()} lock on "
+        f"{r.get('file')}"
         + (f" ({r.get('tool')}'s lock)" if r.get("tool") else "")
         + (f" for PID {r.get('pid')}" if r.get("pid") is not None else "")
         + ": held while that process lives; deleting the file would not release it"),

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core.inspect import inspect
 from core.errors import NotStale
 from core.holder_pin import pinned_by
+from core.inspect import inspect
 from core.lock import Lock
 from core.reasons import Code
 from core.reclaiming import reclaim

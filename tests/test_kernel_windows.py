@@ -9,6 +9,7 @@ import ctypes
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +132,12 @@ def test_errors_end_the_session() -> None:
 def test_elsewhere_a_clear_refusal() -> None:
     with pytest.raises(NotImplementedError, match="only on Windows"):
         kw.processes_using(__file__)
+
+
+def test_status_asks_the_restart_manager_only_on_windows(tmp_path: Path) -> None:
+    from core.cli_inspect import open_by_windows
+
+    f = tmp_path / "x.lock"
+    f.write_text("")
+    assert open_by_windows(str(f)) == []  # not Windows: nothing asked, nothing said
+    assert open_by_windows(str(tmp_path)) == []
