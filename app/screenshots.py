@@ -67,7 +67,7 @@ def _run_in_xvfb(argv: list[str]) -> int:
 
 def inventory(base: str, my_pid: int, my_host: str) -> list[LockStatus]:
     """A realistic set of :class:`LockStatus` under ``base`` (one of each state)."""
-    # ~90 lines, kept whole: one literal picture of an inventory, read top to bottom
+    # ~120 lines, kept whole: one literal picture of an inventory, read top to bottom
     from core.reasons import Code as C
     from core.reasons import Reason
     from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
@@ -155,6 +155,26 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[LockStatus]:
                                   this_host=my_host),
                              Reason.of(C.YOUNGER_THAN_STALE_AFTER, age_s=180.0, limit_s=3600.0,
                                   holder="unknown")]),
+        # developer tools' locks in a project folder, and kernel locks
+        st("src/shop/.git/index.lock", State.STALE,
+           rec("src/shop/.git/index.lock", "git-lock", "DIRC...", acquired_at=ago(2600)),
+           Liveness.DEAD, [Reason.of(C.NO_GIT_WORKER, repo=f"{base}/src/shop"),
+                           Reason.of(C.GIT_REMOVE_LOCK)],
+           file=FileInfo(4, 1, 1032, int((now.timestamp() - 2600) * 1e9))),
+        st("src/shop/app/.views.py.swp", State.HELD,
+           rec("src/shop/app/.views.py.swp", "vim-swap", "b0VIM 9.0", pid=52310,
+               host=my_host, holder="dev", acquired_at=ago(1460),
+               tag=f"{base}/src/shop/app/views.py"),
+           Liveness.ALIVE, [Reason.of(C.HOLDER_ALIVE, pid=52310, name="vim"),
+                            Reason.of(C.HELD_FOR, age_s=1460.0)],
+           file=FileInfo(5, 1, 12288, int((now.timestamp() - 1460) * 1e9))),
+        st("jobs/export.lock", State.HELD, None, Liveness.ALIVE,
+           [Reason.of(C.KERNEL_LOCK_HELD, pid=61877, kind="FLOCK", access="WRITE",
+                      file=f"{base}/jobs/export.lock")],
+           file=FileInfo(6, 1, 0, int((now.timestamp() - 600) * 1e9))),
+        st("cache/uv/.lock", State.FREE, None, Liveness.UNKNOWN,
+           [Reason.of(C.KERNEL_ANCHOR_FREE, tool="uv", file=f"{base}/cache/uv/.lock")],
+           file=FileInfo(7, 1, 0, int((now.timestamp() - 86400) * 1e9)), read_only=True),
     ]
 
 
@@ -277,6 +297,8 @@ def _shoot_dialogs(lw: LockwardenApp, base: str, real: Path, out: Path, theme: s
             dlg.ttl.setValue(600)
         if name == "force-release":
             dlg.reason.setText("job hung since 02:00, checked with the on-call")
+        if name == "settings":
+            dlg.projects.add_project("~/src")
         if name == "audit":
             dlg.sources = [str(real / ".lock_audit.log")]
             dlg.reload()
