@@ -63,8 +63,10 @@ class SettingsDialog(QDialog):
         self.projects = ProjectsGroup(list(config.projects))
         lay = QVBoxLayout(self)
         lay.addWidget(watched, 1)
-        lay.addWidget(self.projects)
-        lay.addWidget(self.servers)
+        middle = QHBoxLayout()  # side by side: the dialog fits a 768-pixel-high screen
+        middle.addWidget(self.projects, 1)
+        middle.addWidget(self.servers, 1)
+        lay.addLayout(middle)
         row = QHBoxLayout()
         row.addWidget(notes)
         row.addWidget(general)
@@ -75,6 +77,11 @@ class SettingsDialog(QDialog):
             self.list.setCurrentRow(0)
         else:
             self.editor.setEnabled(False)
+        # Qt opens a window at most 2/3 of the screen, which squeezes the fields: open at
+        # the size the layout asks for, within the screen's available area
+        screen = self.screen()
+        want = self.sizeHint()
+        self.resize(want.boundedTo(screen.availableGeometry().size()) if screen else want)
 
     # -- layout -------------------------------------------------------------------------------
 
