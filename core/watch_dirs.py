@@ -387,12 +387,20 @@ class Directories:
         no longer reaches; a directory watched only now is listed again soon, so a file made in
         it before its watch existed is not missed until the next rescan."""
         wanted = set(dirs)
+        tree = self.sources.tree_obs
         for path in [p for p in d.watches if p not in wanted]:
-            unschedule(d.watches.pop(path))
+            gone = d.watches.pop(path)
+            if tree is not None:
+                tree.unschedule(gone.handle, path)  # not if the watch moved to a new path
         added = False
         for path in dirs:
-            if path in d.watches:
-                continue
+            old = d.watches.get(path)
+            if old is not None:
+                if tree is None or tree.current(old.handle, path):
+                    continue
+                # deleted or moved away and made again at this path: a new directory
+                del d.watches[path]
+                tree.unschedule(old.handle, path)
             try:
                 watch = self.sources.schedule_dir(EventHandler(d, self._emit), path)
             except OSError as exc:

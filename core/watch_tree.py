@@ -75,6 +75,7 @@ class TreeWatcher:
         self._ino = inotify_simple.INotify(nonblocking=True)
         self._lock = threading.Lock()
         self._dirs: dict[int, tuple[str, Hinted]] = {}
+        self._idents: dict[int, tuple[int, int] | None] = {}  # (st_dev, st_ino) when set
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="lockwarden-tree-watch",
                                         daemon=True)
@@ -89,14 +90,43 @@ class TreeWatcher:
                 (``fs.inotify.max_user_watches``, ``ENOSPC``) is reached.
         """
         wd: int = self._ino.add_watch(path, _MASK)
+        try:
+            st = os.lstat(path)
+            ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = None
         with self._lock:
+            # a directory already watched under another path (moved) keeps its descriptor:
+            # the watch now belongs to this path (:meth:`current` is False for the old one)
             self._dirs[wd] = (path, handler)
+            self._idents[wd] = ident
         return wd
 
-    def unschedule(self, handle: Any) -> None:
-        """Stop watching one directory; one already gone is not an error."""
+    def current(self, handle: Any, path: str) -> bool:
+        """True when ``handle`` still watches the directory now at ``path``: the watch was
+        not dropped (the directory deleted), not handed to another path (the directory moved
+        and watched there), and ``path`` is still the directory it was set on (not one made
+        again at the same path after the old one was deleted or moved away)."""
         with self._lock:
-            known = self._dirs.pop(handle, None)
+            known = self._dirs.get(handle)
+            ident = self._idents.get(handle)
+        if known is None or known[0] != path or ident is None:
+            return False
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == ident
+
+    def unschedule(self, handle: Any, path: str | None = None) -> None:
+        """Stop watching one directory; one already gone is not an error. With ``path``, only
+        while the watch is still that path's (not handed to the directory's new path)."""
+        with self._lock:
+            known = self._dirs.get(handle)
+            if known is not None and path is not None and known[0] != path:
+                return
+            self._dirs.pop(handle, None)
+            self._idents.pop(handle, None)
         if known is not None:
             try:
                 self._ino.rm_watch(handle)
@@ -146,6 +176,7 @@ class TreeWatcher:
                 known = self._dirs.get(ev.wd)
                 if known is not None and ev.mask & _IGNORED:
                     del self._dirs[ev.wd]  # the directory itself went away
+                    self._idents.pop(ev.wd, None)
             if known is None or not ev.name:
                 continue
             path, handler = known
