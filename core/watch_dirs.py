@@ -271,7 +271,8 @@ class Directories:
         d.tree = False
         if mode == "events" and d.spec.project:
             try:
-                watch = self.sources.schedule_dir(EventHandler(d, self._emit), d.root)
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), d.root,
+                                                  follow=True)
             except OSError as exc:
                 if isinstance(exc, FileNotFoundError | NotADirectoryError):
                     self.detach(d, "missing", _APPEARS)
@@ -402,7 +403,8 @@ class Directories:
                 del d.watches[path]
                 tree.unschedule(old.handle, path)
             try:
-                watch = self.sources.schedule_dir(EventHandler(d, self._emit), path)
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), path,
+                                                  follow=path == d.root)
             except OSError as exc:
                 if not isinstance(exc, FileNotFoundError | NotADirectoryError):
                     d.message = f"{fallback_message(exc)} (for sub-directories not watched)"

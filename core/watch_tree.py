@@ -81,15 +81,16 @@ class TreeWatcher:
                                         daemon=True)
         self._thread.start()
 
-    def schedule(self, handler: Hinted, path: str) -> int:
-        """Watch directory ``path`` (never following a symlink) for ``handler``; returns the
-        handle for :meth:`unschedule`.
+    def schedule(self, handler: Hinted, path: str, *, follow: bool = False) -> int:
+        """Watch directory ``path`` (never following a symlink, unless ``follow``: a tree's
+        root may be a link to its directory) for ``handler``; returns the handle for
+        :meth:`unschedule`.
 
         Raises:
             OSError: ``path`` is gone or not a directory, or the inotify watch limit
                 (``fs.inotify.max_user_watches``, ``ENOSPC``) is reached.
         """
-        wd: int = self._ino.add_watch(path, _MASK)
+        wd: int = self._ino.add_watch(path, _MASK & ~_F.DONT_FOLLOW if follow else _MASK)
         try:
             st = os.lstat(path)
             ident: tuple[int, int] | None = (st.st_dev, st.st_ino)

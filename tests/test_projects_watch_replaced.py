@@ -1,7 +1,8 @@
 """A project tree's per-directory watches (core/watch_tree.py, core/watch_dirs.py) follow a
 sub-directory that is deleted or moved away and made again at the same path before the
 watcher's next rescan: the new directory gets a watch of its own, so a lock made in it
-arrives by its event (no periodic rescan in these tests)."""
+arrives by its event (no periodic rescan in these tests). A root that is a symlink to its
+directory is watched too (not reported missing)."""
 
 from __future__ import annotations
 
@@ -48,4 +49,19 @@ def test_a_directory_made_again_at_a_watched_path_is_watched(
     swap = sub / ".b.c.swp"
     shutil.copy(SWAP, swap)
     rec.until(lambda m: str(swap) in m, what="a swap file in the directory made again")
+    w.close()
+
+
+@linux
+def test_a_project_root_that_is_a_symlink_is_watched(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+    real = tmp_path / "data" / "src"
+    (real / "app").mkdir(parents=True)
+    link = tmp_path / "src"
+    link.symlink_to(real)  # ~/src -> a larger disk: the tree is still watched by events
+    w, rec = watch([ProjectSpec(str(link)).watch_spec()], rescan_interval=3600)
+    rec.until_dirs(lambda ds: bool(ds) and ds[0].mode == "events")
+    time.sleep(0.3)
+    swap = link / "app" / ".b.c.swp"
+    shutil.copy(SWAP, swap)
+    rec.until(lambda m: str(swap) in m, what="a swap file below a symlinked root")
     w.close()
