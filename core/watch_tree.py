@@ -36,7 +36,10 @@ log = logging.getLogger("core.watch")
 
 
 class Hinted(Protocol):
-    """What a tree watch delivers events to (:class:`core.watch_sources.EventHandler`)."""
+    """What a tree watch delivers events to (:class:`core.watch_sources.EventHandler`); each
+    watched directory has a handler of its own, ``target`` is the tree they belong to."""
+
+    target: Any
 
     def hint(self, path: str, is_dir: bool, done: bool) -> None:
         """A change at ``path`` (``done``: its content is final for now)."""
@@ -186,11 +189,16 @@ class TreeWatcher:
 
     def _rescan_all(self) -> None:
         """Events were lost: hint one sub-directory of each tree (the watcher rescans the tree
-        on a directory hint), or its root when none is watched."""
+        on a directory hint), or its root when none is watched (a hint of the root itself
+        makes the watcher detach and attach the tree again) -- one hint per tree, not one per
+        directory. The longest path of a tree's watched directories is below its root
+        whenever any sub-directory is watched."""
         with self._lock:
             known = list(self._dirs.values())
-        by_handler: dict[int, tuple[str, Hinted]] = {}
+        by_tree: dict[int, tuple[str, Hinted]] = {}
         for path, handler in known:
-            by_handler.setdefault(id(handler), (path, handler))
-        for path, handler in by_handler.values():
+            had = by_tree.get(id(handler.target))
+            if had is None or len(path) > len(had[0]):
+                by_tree[id(handler.target)] = (path, handler)
+        for path, handler in by_tree.values():
             handler.hint(path, True, True)
