@@ -49,6 +49,9 @@ inotify left): watchdog's polling observer would snapshot the skipped directorie
 the tree's own walk (:func:`core.scan.list_dir`) is repeated instead (docs/watching.md,
 "Projects")."""
 
+_UNWATCHED = " (for sub-directories not watched)"
+"""The end of a project tree's message while some of its directories could not be watched."""
+
 REWALK_DELAY = 0.05
 """Seconds after which a project tree is walked again when a rescan started watching a new
 sub-directory: files created in it before its watch existed are found then."""
@@ -407,7 +410,7 @@ class Directories:
                                                   follow=path == d.root)
             except OSError as exc:
                 if not isinstance(exc, FileNotFoundError | NotADirectoryError):
-                    d.message = f"{fallback_message(exc)} (for sub-directories not watched)"
+                    d.message = f"{fallback_message(exc)}{_UNWATCHED}"
                     self.dirty = True
                     d.next_rescan = time.monotonic() + PROJECT_POLL_INTERVAL
                     return
@@ -417,6 +420,9 @@ class Directories:
                 added = added or path != d.root
         if added:
             d.next_rescan = min(d.next_rescan, time.monotonic() + REWALK_DELAY)
+        if d.message.endswith(_UNWATCHED):  # every directory walked is watched again
+            d.message = ""
+            self.dirty = True
 
     def _watch_proof_parts(self, d: WatchedDir) -> None:
         """A non-recursive watch of a proof directory also watches its ``ledger/`` and
