@@ -23,8 +23,8 @@ from core.anchors import anchor_tool
 from core.config_model import default_anchor_watches, default_watches
 from core.errors import LockError, ReadOnlyLock
 from core.inspect import inspect
-from core.reclaiming import reclaim
 from core.reasons import Code, ReadOnlyKind
+from core.reclaiming import reclaim
 from core.record import LockStatus, State
 from core.tools import safe_action
 from tests.test_cli import lw, one_line
