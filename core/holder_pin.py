@@ -1,12 +1,16 @@
 """The holder's pin: a shared ``flock`` a Lockwarden holder keeps on its own lock file while
-it holds the lock, so that any reader on this kernel has a liveness proof that does not
+it holds the lock, so that a reader on this kernel has a liveness proof that does not
 depend on PIDs (``docs/specs/devtool-locks.md`` §2.6 "Kernel-held locks": a kernel lock
 disappears when its holder's last descriptor closes; ``docs/engine.md``, "The holder's pin").
 
 Why: a holder in another PID namespace (a container sharing the lock directory) records a PID
 that means another process -- or none -- out here, and a PID check alone would judge its live
 lock stale (``pid_reused``/``holder_dead``) and let a reclaim break it. The kernel shows the
-pin in ``/proc/locks`` whatever namespace took it, and drops it when the holder dies.
+pin in ``/proc/locks`` whatever namespace took it, and drops it when the holder dies -- to a
+reader whose PID namespace sees the holder (the same one, or an ancestor: the host). Linux
+hides from ``/proc/locks`` the locks of processes the reader's PID namespace cannot see, so a
+reader *inside* a container does not see the pin of a holder outside it (the host, another
+container) and still judges that lock by its PID alone.
 
 Rules:
 
