@@ -11,7 +11,8 @@ the per-directory watches of a project tree (:mod:`core.watch_tree`) all apply t
   ``.venv``, ``target``, build outputs, caches), or when it lies inside a git directory and is
   one of the parts that never hold a lock: the object store's sub-directories
   (``objects/ab/``, ``objects/pack/``; ``objects/maintenance.lock`` itself is a file directly
-  in ``objects``), ``logs``, ``hooks``, ``lfs``, ``rr-cache``.
+  in ``objects``), ``logs``, ``hooks``, ``lfs``, ``rr-cache``. Names the user chose inside a
+  git directory (branches below ``refs/``, worktree and submodule names) are never skipped.
 - In a project tree, git's lock names (``*.lock``, ``gc.pid``) count only inside a git
   directory (a path component ``.git``, which also covers ``.git/worktrees/*`` and
   ``.git/modules/*``): elsewhere ``Cargo.lock``, ``yarn.lock`` or ``poetry.lock`` are a
