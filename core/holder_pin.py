@@ -1,12 +1,16 @@
 """The holder's pin: a shared ``flock`` a Lockwarden holder keeps on its own lock file while
-it holds the lock, so that any reader on this kernel has a liveness proof that does not
+it holds the lock, so that a reader on this kernel has a liveness proof that does not
 depend on PIDs (``docs/specs/devtool-locks.md`` §2.6 "Kernel-held locks": a kernel lock
 disappears when its holder's last descriptor closes; ``docs/engine.md``, "The holder's pin").
 
 Why: a holder in another PID namespace (a container sharing the lock directory) records a PID
 that means another process -- or none -- out here, and a PID check alone would judge its live
 lock stale (``pid_reused``/``holder_dead``) and let a reclaim break it. The kernel shows the
-pin in ``/proc/locks`` whatever namespace took it, and drops it when the holder dies.
+pin in ``/proc/locks`` whatever namespace took it, and drops it when the holder dies -- to a
+reader whose PID namespace sees the holder (the same one, or an ancestor: the host). Linux
+hides from ``/proc/locks`` the locks of processes the reader's PID namespace cannot see, so a
+reader *inside* a container does not see the pin of a holder outside it (the host, another
+container) and still judges that lock by its PID alone.
 
 Rules:
 
@@ -16,7 +20,10 @@ Rules:
   no ``/proc/locks`` to show it.
 - It is a *shared* lock taken with ``LOCK_NB`` and never waited for, on a descriptor opened
   ``O_RDONLY | O_NOFOLLOW | O_CLOEXEC`` (so commands the holder starts never inherit it) and
-  checked to be the very inode the engine published.
+  checked to be the very inode the engine published. A child made by ``fork`` without
+  ``exec`` (multiprocessing's fork) closes its copies at once (``os.register_at_fork``): the
+  flock belongs to the open file description, so a child keeping a copy would keep the pin --
+  and a dead holder's lock would look alive -- for as long as the child lives.
 - Mutual exclusion never depends on it: the lock is still the file (link/``O_EXCL``,
   docs/engine.md). Removing a pinned file (a force release) breaks nothing, so unlike other
   kernel-locked files a pinned Lockwarden lock may be force-released
@@ -28,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import threading
 
 try:
     import fcntl
@@ -35,6 +43,27 @@ except ImportError:  # pragma: no cover - Windows: no flock, no pin
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["pin", "pinned_by", "unpin"]
+
+_pins: set[int] = set()
+"""The descriptors of this process's pins (a forked child closes them)."""
+_pins_lock = threading.Lock()
+
+
+def _close_after_fork() -> None:
+    """In a forked child: close the pins' copies (the parent keeps its pins) and forget them,
+    so that a later :func:`unpin` in the child closes nothing (the number may be reused)."""
+    global _pins_lock
+    _pins_lock = threading.Lock()  # another thread may have held it at the fork
+    for fd in list(_pins):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _pins.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_after_fork)
 
 
 def pin(path: str, ident: tuple[int, int]) -> int | None:
@@ -63,14 +92,21 @@ def pin(path: str, ident: tuple[int, int]) -> int | None:
     except OSError:
         os.close(fd)
         return None
+    with _pins_lock:
+        _pins.add(fd)
     return fd
 
 
 def unpin(fd: int | None) -> None:
-    """Close a pin's descriptor (the kernel drops the flock); ``None`` is ignored. Never
+    """Close a pin's descriptor (the kernel drops the flock); ``None``, or a descriptor that is
+    not a pin of this process (a pin inherited over ``fork``, closed then), is ignored. Never
     raises."""
     if fd is None:
         return
+    with _pins_lock:
+        if fd not in _pins:
+            return
+        _pins.discard(fd)
     try:
         os.close(fd)
     except OSError:

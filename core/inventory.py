@@ -29,7 +29,7 @@ from collections.abc import Hashable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from core.reasons import same_reasons
+from core.reasons import Code, same_reasons
 from core.record import Liveness, LockStatus, State
 
 if TYPE_CHECKING:
@@ -228,8 +228,9 @@ class Inventory:
 
     @property
     def has_holders(self) -> bool:
-        """True when some entry names a holder PID."""
-        return bool(self._pid_of)
+        """True when some entry names a holder PID, or waits to be re-judged at the next
+        liveness pass (:meth:`holders_changed`)."""
+        return bool(self._pid_of) or bool(self._unsettled)
 
     @property
     def has_changes(self) -> bool:
@@ -268,6 +269,15 @@ class Inventory:
         # kernel_lock_held) is re-judged when the holder named in its evidence exits
         pid = rec.pid if rec is not None else (
             entry.status.evidence.pid if entry.status.state is State.HELD else None)
+        # a holder alive by its pin (core.holder_pin; its recorded PID means another process
+        # here) is re-judged when the process the kernel names for the pin exits, or at every
+        # liveness pass when the kernel names none
+        pin = next((r for r in entry.status.reasons if r.code is Code.HOLDER_PINNED), None)
+        if pin is not None:
+            pin_pid = pin.get("pid")
+            pid = pin_pid if isinstance(pin_pid, int) and pin_pid > 0 else None
+            if pid is None:
+                self._unsettled.add(path)
         if pid is not None:
             self._pid_of[path] = pid
             self._pid_index.setdefault(pid, set()).add(path)

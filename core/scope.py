@@ -11,7 +11,8 @@ the per-directory watches of a project tree (:mod:`core.watch_tree`) all apply t
   ``.venv``, ``target``, build outputs, caches), or when it lies inside a git directory and is
   one of the parts that never hold a lock: the object store's sub-directories
   (``objects/ab/``, ``objects/pack/``; ``objects/maintenance.lock`` itself is a file directly
-  in ``objects``), ``logs``, ``hooks``, ``lfs``, ``rr-cache``.
+  in ``objects``), ``logs``, ``hooks``, ``lfs``, ``rr-cache``. Names the user chose inside a
+  git directory (branches below ``refs/``, worktree and submodule names) are never skipped.
 - In a project tree, git's lock names (``*.lock``, ``gc.pid``) count only inside a git
   directory (a path component ``.git``, which also covers ``.git/worktrees/*`` and
   ``.git/modules/*``): elsewhere ``Cargo.lock``, ``yarn.lock`` or ``poetry.lock`` are a
@@ -69,15 +70,27 @@ def in_git_dir(directory: str) -> bool:
     return f"{_SEP}{GIT_DIR}{_SEP}" in f"{directory}{_SEP}"
 
 
+_USER_NAMED = frozenset({"refs", "worktrees", "modules"})
+"""Directories of a git directory whose sub-directories are named by the user: branch and tag
+names (``refs/heads/build/x``), worktree and submodule names (``worktrees/logs``)."""
+
+
 def skips_dir(skip: Callable[[str], bool], parent: str, name: str) -> bool:
     """True when a walk never descends into ``parent/name``: ``skip(name)`` (the spec's
     patterns, :func:`dir_matcher`), or it is a part of a git directory that holds no lock
-    (:data:`GIT_SKIP_DIRS`, the object store's sub-directories)."""
+    (:data:`GIT_SKIP_DIRS`, the object store's sub-directories). Inside a git directory, a
+    name the user chose -- below ``refs/``, or a worktree's or submodule's name directly in
+    ``worktrees/`` or ``modules/`` -- is never skipped: a branch ``build/x`` or ``logs/y``
+    and a worktree named ``target`` hold git's locks like any other."""
+    if not in_git_dir(parent):
+        return skip(name)
+    inner = parent.split(_SEP)
+    inner = inner[len(inner) - 1 - inner[::-1].index(GIT_DIR) + 1:]  # after the last .git
+    if "refs" in inner or (inner and inner[-1] in _USER_NAMED):
+        return False
     if skip(name):
         return True
-    if in_git_dir(parent):
-        return name in GIT_SKIP_DIRS or os.path.basename(parent) == "objects"
-    return False
+    return name in GIT_SKIP_DIRS or (bool(inner) and inner[-1] == "objects")
 
 
 def walkable(skip: Callable[[str], bool], root: str, directory: str) -> bool:

@@ -49,6 +49,9 @@ inotify left): watchdog's polling observer would snapshot the skipped directorie
 the tree's own walk (:func:`core.scan.list_dir`) is repeated instead (docs/watching.md,
 "Projects")."""
 
+_UNWATCHED = " (for sub-directories not watched)"
+"""The end of a project tree's message while some of its directories could not be watched."""
+
 REWALK_DELAY = 0.05
 """Seconds after which a project tree is walked again when a rescan started watching a new
 sub-directory: files created in it before its watch existed are found then."""
@@ -271,7 +274,8 @@ class Directories:
         d.tree = False
         if mode == "events" and d.spec.project:
             try:
-                watch = self.sources.schedule_dir(EventHandler(d, self._emit), d.root)
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), d.root,
+                                                  follow=True)
             except OSError as exc:
                 if isinstance(exc, FileNotFoundError | NotADirectoryError):
                     self.detach(d, "missing", _APPEARS)
@@ -387,17 +391,26 @@ class Directories:
         no longer reaches; a directory watched only now is listed again soon, so a file made in
         it before its watch existed is not missed until the next rescan."""
         wanted = set(dirs)
+        tree = self.sources.tree_obs
         for path in [p for p in d.watches if p not in wanted]:
-            unschedule(d.watches.pop(path))
+            gone = d.watches.pop(path)
+            if tree is not None:
+                tree.unschedule(gone.handle, path)  # not if the watch moved to a new path
         added = False
         for path in dirs:
-            if path in d.watches:
-                continue
+            old = d.watches.get(path)
+            if old is not None:
+                if tree is None or tree.current(old.handle, path):
+                    continue
+                # deleted or moved away and made again at this path: a new directory
+                del d.watches[path]
+                tree.unschedule(old.handle, path)
             try:
-                watch = self.sources.schedule_dir(EventHandler(d, self._emit), path)
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), path,
+                                                  follow=path == d.root)
             except OSError as exc:
                 if not isinstance(exc, FileNotFoundError | NotADirectoryError):
-                    d.message = f"{fallback_message(exc)} (for sub-directories not watched)"
+                    d.message = f"{fallback_message(exc)}{_UNWATCHED}"
                     self.dirty = True
                     d.next_rescan = time.monotonic() + PROJECT_POLL_INTERVAL
                     return
@@ -407,6 +420,9 @@ class Directories:
                 added = added or path != d.root
         if added:
             d.next_rescan = min(d.next_rescan, time.monotonic() + REWALK_DELAY)
+        if d.message.endswith(_UNWATCHED):  # every directory walked is watched again
+            d.message = ""
+            self.dirty = True
 
     def _watch_proof_parts(self, d: WatchedDir) -> None:
         """A non-recursive watch of a proof directory also watches its ``ledger/`` and

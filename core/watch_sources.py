@@ -381,7 +381,8 @@ class Sources:
                 raise
         return self.tree_obs
 
-    def schedule_dir(self, handler: EventHandler[Any], path: str) -> Watch | None:
+    def schedule_dir(self, handler: EventHandler[Any], path: str, *,
+                     follow: bool = False) -> Watch | None:
         """Watch the single directory ``path`` of a project tree with ``handler`` on the tree
         watcher; ``None`` where there is no tree watcher (:meth:`tree`).
 
@@ -392,7 +393,7 @@ class Sources:
         tree = self.tree()
         if tree is None:
             return None
-        return Watch(tree, tree.schedule(handler, path))
+        return Watch(tree, tree.schedule(handler, path, follow=follow))
 
     def stop(self, deadline: float) -> None:
         """Stop both observers and wait for them until ``deadline`` (``time.monotonic()``

@@ -36,7 +36,10 @@ log = logging.getLogger("core.watch")
 
 
 class Hinted(Protocol):
-    """What a tree watch delivers events to (:class:`core.watch_sources.EventHandler`)."""
+    """What a tree watch delivers events to (:class:`core.watch_sources.EventHandler`); each
+    watched directory has a handler of its own, ``target`` is the tree they belong to."""
+
+    target: Any
 
     def hint(self, path: str, is_dir: bool, done: bool) -> None:
         """A change at ``path`` (``done``: its content is final for now)."""
@@ -75,28 +78,59 @@ class TreeWatcher:
         self._ino = inotify_simple.INotify(nonblocking=True)
         self._lock = threading.Lock()
         self._dirs: dict[int, tuple[str, Hinted]] = {}
+        self._idents: dict[int, tuple[int, int] | None] = {}  # (st_dev, st_ino) when set
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="lockwarden-tree-watch",
                                         daemon=True)
         self._thread.start()
 
-    def schedule(self, handler: Hinted, path: str) -> int:
-        """Watch directory ``path`` (never following a symlink) for ``handler``; returns the
-        handle for :meth:`unschedule`.
+    def schedule(self, handler: Hinted, path: str, *, follow: bool = False) -> int:
+        """Watch directory ``path`` (never following a symlink, unless ``follow``: a tree's
+        root may be a link to its directory) for ``handler``; returns the handle for
+        :meth:`unschedule`.
 
         Raises:
             OSError: ``path`` is gone or not a directory, or the inotify watch limit
                 (``fs.inotify.max_user_watches``, ``ENOSPC``) is reached.
         """
-        wd: int = self._ino.add_watch(path, _MASK)
+        wd: int = self._ino.add_watch(path, _MASK & ~_F.DONT_FOLLOW if follow else _MASK)
+        try:
+            st = os.lstat(path)
+            ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = None
         with self._lock:
+            # a directory already watched under another path (moved) keeps its descriptor:
+            # the watch now belongs to this path (:meth:`current` is False for the old one)
             self._dirs[wd] = (path, handler)
+            self._idents[wd] = ident
         return wd
 
-    def unschedule(self, handle: Any) -> None:
-        """Stop watching one directory; one already gone is not an error."""
+    def current(self, handle: Any, path: str) -> bool:
+        """True when ``handle`` still watches the directory now at ``path``: the watch was
+        not dropped (the directory deleted), not handed to another path (the directory moved
+        and watched there), and ``path`` is still the directory it was set on (not one made
+        again at the same path after the old one was deleted or moved away)."""
         with self._lock:
-            known = self._dirs.pop(handle, None)
+            known = self._dirs.get(handle)
+            ident = self._idents.get(handle)
+        if known is None or known[0] != path or ident is None:
+            return False
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == ident
+
+    def unschedule(self, handle: Any, path: str | None = None) -> None:
+        """Stop watching one directory; one already gone is not an error. With ``path``, only
+        while the watch is still that path's (not handed to the directory's new path)."""
+        with self._lock:
+            known = self._dirs.get(handle)
+            if known is not None and path is not None and known[0] != path:
+                return
+            self._dirs.pop(handle, None)
+            self._idents.pop(handle, None)
         if known is not None:
             try:
                 self._ino.rm_watch(handle)
@@ -146,6 +180,7 @@ class TreeWatcher:
                 known = self._dirs.get(ev.wd)
                 if known is not None and ev.mask & _IGNORED:
                     del self._dirs[ev.wd]  # the directory itself went away
+                    self._idents.pop(ev.wd, None)
             if known is None or not ev.name:
                 continue
             path, handler = known
@@ -154,11 +189,16 @@ class TreeWatcher:
 
     def _rescan_all(self) -> None:
         """Events were lost: hint one sub-directory of each tree (the watcher rescans the tree
-        on a directory hint), or its root when none is watched."""
+        on a directory hint), or its root when none is watched (a hint of the root itself
+        makes the watcher detach and attach the tree again) -- one hint per tree, not one per
+        directory. The longest path of a tree's watched directories is below its root
+        whenever any sub-directory is watched."""
         with self._lock:
             known = list(self._dirs.values())
-        by_handler: dict[int, tuple[str, Hinted]] = {}
+        by_tree: dict[int, tuple[str, Hinted]] = {}
         for path, handler in known:
-            by_handler.setdefault(id(handler), (path, handler))
-        for path, handler in by_handler.values():
+            had = by_tree.get(id(handler.target))
+            if had is None or len(path) > len(had[0]):
+                by_tree[id(handler.target)] = (path, handler)
+        for path, handler in by_tree.values():
             handler.hint(path, True, True)
