@@ -226,6 +226,15 @@ class Inventory:
         return (e is not None and e.owner is owner and sig is not None and e.sig == sig
                 and e.status.state not in _REREAD_STATES and not e.status.anchor_tool)
 
+    def unlocked_empty_files(self) -> list[str]:
+        """Paths of the empty files no kernel lock held when they were judged (free
+        kernel-lock anchors, empty files judged ``writing`` or ``stale``): a kernel lock taken
+        on one changes nothing of the file, so only a look at the kernel's locks sees it
+        (:meth:`core.watch_dirs.Directories.liveness_pass`)."""
+        return [p for p, e in self._entries.items()
+                if e.status.file is not None and e.status.file.size == 0
+                and not e.status.kernel_held]
+
     @property
     def has_holders(self) -> bool:
         """True when some entry names a holder PID, or waits to be re-judged at the next

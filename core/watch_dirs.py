@@ -452,6 +452,7 @@ class Directories:
             for path in [p for p in d.watches if p != d.root]:
                 if not os.path.isdir(path):
                     unschedule(d.watches.pop(path))
+        self._kernel_locks_taken()
         if not self.inventory.has_holders:
             return
         prev, new = self.procs, take_snapshot()
@@ -460,6 +461,28 @@ class Directories:
             e = self.inventory.get(path)
             if e is not None:
                 self.rejudge(path, e, new)
+
+    def _kernel_locks_taken(self) -> None:
+        """Re-read the empty files on which a kernel lock was taken since they were judged
+        (a free dpkg/cargo/uv anchor turns held): one ``/proc/locks`` read per liveness pass,
+        only while there are such files (docs/specs/devtool-locks.md §2.6: read it on file
+        events and on the liveness tick, never in a loop). Nothing happens where the kernel's
+        locks cannot be read."""
+        candidates = self.inventory.unlocked_empty_files()
+        if not candidates:
+            return
+        from core.kernel_locks import kernel_holders
+
+        try:
+            held = kernel_holders(candidates)
+        except Exception:  # no /proc/locks and no F_GETLK answer: nothing known
+            return
+        procs = self.procs_for_reads(len(held))
+        for path in held:
+            e = self.inventory.get(path)
+            if e is not None:
+                self.refresh_path(path, e.owner if isinstance(e.owner, WatchedDir) else None,
+                                  procs=procs)
 
     def run_deadlines(self, now_ts: float) -> None:
         """Re-judge every entry whose deadline (Unix s, UTC) is at or before ``now_ts``."""

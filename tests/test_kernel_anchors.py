@@ -415,3 +415,49 @@ def test_settings_round_trip_the_default_watches(qtbot: Any, tmp_path: Path) -> 
     assert replace(dlg.result_config(), warnings=[]) == replace(cfg, warnings=[])
     cfgmod.save(cfg, cfg.path)
     assert cfgmod.load(cfg.path).watches == cfg.watches
+
+
+def test_liveness_pass_sees_a_kernel_lock_taken_without_any_rescan(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """With rescans an hour apart, the liveness tick's one look at the kernel's locks sees a
+    free anchor, and an old empty file judged stale, turn held when a real process locks
+    them (no event: the files do not change)."""
+    import threading
+
+    from core.config_model import WatchSpec
+    from core.watch import ChangeSet, Watcher
+
+    cargo = tmp_path / ".cargo"
+    anchor = _anchor(tmp_path, ".cargo/.package-cache")
+    plain = _anchor(tmp_path, ".cargo/job.lock")
+    old = time.time() - 2 * 86400
+    os.utime(plain, (old, old))
+    model: dict[str, LockStatus] = {}
+    changed = threading.Condition()
+
+    def on_change(cs: ChangeSet) -> None:
+        with changed:
+            model.update({s.path: s for s in (*cs.added, *cs.changed)})
+            changed.notify_all()
+
+    def until(path: Path, state: State) -> LockStatus:
+        with changed:
+            assert changed.wait_for(lambda: str(path) in model
+                                    and model[str(path)].state is state, timeout=15)
+            return model[str(path)]
+
+    w = Watcher([WatchSpec(str(cargo), patterns=[".package-cache", "*.lock"])],
+                on_change=on_change, rescan_interval=3600, liveness_interval=0.2)
+    w.start()
+    try:
+        model.update({s.path: s for s in w.snapshot()})
+        assert model[str(anchor)].state is State.FREE
+        assert model[str(plain)].state is State.STALE  # an old empty file nobody locks
+        a, b = Holder("portalocker", anchor), Holder("flock", plain)
+        holders.extend([a, b])
+        assert until(anchor, State.HELD).kernel_pid == a.pid
+        assert until(plain, State.HELD).kernel_pid == b.pid
+    finally:
+        w.close()
+    assert anchor.exists() and plain.exists()
