@@ -268,7 +268,9 @@ class Directories:
     def _attach(self, d: WatchedDir, ident: tuple[int, int]) -> None:
         d.root_id = ident
         d.watch_root = os.path.realpath(d.root)
-        mode, message = self.sources.choose_mode(d.root, d.spec.polling)
+        tree_poll = (f"the tree walked every {PROJECT_POLL_INTERVAL:g} s" if d.spec.project
+                     else None)
+        mode, message = self.sources.choose_mode(d.root, d.spec.polling, instead=tree_poll)
         d.watches = {}
         d.attached = True
         d.tree = False
@@ -280,7 +282,7 @@ class Directories:
                 if isinstance(exc, FileNotFoundError | NotADirectoryError):
                     self.detach(d, "missing", _APPEARS)
                     return
-                mode, message = "polling", fallback_message(exc)
+                mode, message = "polling", fallback_message(exc, instead=tree_poll)
             else:
                 if watch is not None:
                     d.watches[d.root], d.tree = watch, True
@@ -297,11 +299,8 @@ class Directories:
                                'polling = "off" in the settings')
                 else:
                     mode = "polling"
-                    message = fallback_message(exc)
-        if mode == "polling" and d.spec.project:
-            message = (f"{message}; " if message else "") + (
-                f"the tree is rescanned every {PROJECT_POLL_INTERVAL:g} s")
-        elif mode == "polling":
+                    message = fallback_message(exc, instead=tree_poll)
+        if mode == "polling" and not d.spec.project:  # a polled tree is only re-walked
             try:
                 d.watches[d.root] = self._schedule(d, d.root, polling=True)
             except OSError as exc:
@@ -410,7 +409,9 @@ class Directories:
                                                   follow=path == d.root)
             except OSError as exc:
                 if not isinstance(exc, FileNotFoundError | NotADirectoryError):
-                    d.message = f"{fallback_message(exc)}{_UNWATCHED}"
+                    d.message = fallback_message(
+                        exc, instead=f"the tree walked every {PROJECT_POLL_INTERVAL:g} s"
+                    ) + _UNWATCHED
                     self.dirty = True
                     d.next_rescan = time.monotonic() + PROJECT_POLL_INTERVAL
                     return

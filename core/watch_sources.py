@@ -145,16 +145,17 @@ def is_network_fs(fs: Filesystem | None) -> bool:
     return t in NETWORK_FS_TYPES or t.endswith("sshfs") or "remote" in fs.opts.split(",")
 
 
-def fallback_message(exc: OSError) -> str:
+def fallback_message(exc: OSError, *, instead: str | None = None) -> str:
     """The :class:`core.watch.DirStatus` message of a directory that polls because watchdog's
-    event observer failed with ``exc`` (inotify limits named with their ``sysctl``)."""
+    event observer failed with ``exc`` (inotify limits named with their ``sysctl``);
+    ``instead``: what is done instead (default "polling every 1 s")."""
     if exc.errno == errno.ENOSPC:
         what = "inotify watch limit reached (fs.inotify.max_user_watches)"
     elif exc.errno in (errno.EMFILE, errno.ENFILE):
         what = "inotify instance or file limit reached (fs.inotify.max_user_instances)"
     else:
         what = f"file-system events unavailable ({exc.strerror or exc})"
-    return f"{what}: polling every {POLL_INTERVAL:g} s instead"
+    return f"{what}: {instead or f'polling every {POLL_INTERVAL:g} s'} instead"
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,13 +301,16 @@ class Sources:
             self._partitions = _partitions() or []
         return filesystem_of(path, self._partitions)
 
-    def choose_mode(self, root: str, polling: str) -> tuple[str, str]:
+    def choose_mode(self, root: str, polling: str, *, instead: str | None = None
+                    ) -> tuple[str, str]:
         """``("events" | "polling", message)`` for directory ``root`` whose settings say
         ``polling`` (``auto`` | ``on`` | ``off``). Rules of docs/watching.md, "Polling":
         ``on`` always polls, ``off`` never does; ``auto`` polls after inotify ran out and on
-        network file systems."""
+        network file systems. ``instead``: how the directory is polled, in words (default
+        "polling every 1 s"; a project tree is re-walked instead)."""
+        how = instead or f"polling every {POLL_INTERVAL:g} s"
         if polling == "on":
-            return "polling", f'polling every {POLL_INTERVAL:g} s (polling = "on" in the settings)'
+            return "polling", f'{how} (polling = "on" in the settings)'
         if self.events_error is not None and polling != "off":
             return "polling", self.events_error
         if polling == "off":
@@ -314,8 +318,7 @@ class Sources:
         fs = self.filesystem(root)
         if fs is not None and is_network_fs(fs):
             return "polling", (f"network file system ({fs.fstype} at {fs.mountpoint}): "
-                               f"polling every {POLL_INTERVAL:g} s, as other hosts' changes "
-                               "give no events")
+                               f"{how}, as other hosts' changes give no events")
         return "events", ""
 
     def observer(self, polling: bool) -> BaseObserver:

@@ -145,7 +145,10 @@ class TreeWatcher:
     def stop(self) -> None:
         """Stop the reader thread and close the inotify instance (idempotent)."""
         if self._stop_w >= 0:
-            os.write(self._stop_w, b"x")
+            try:
+                os.write(self._stop_w, b"x")
+            except OSError:  # the reader already ended (its end of the pipe is closed)
+                pass
             self._thread.join(2.0)
             os.close(self._stop_w)
             self._stop_w = -1

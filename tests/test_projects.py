@@ -183,7 +183,7 @@ def test_polled_project_tree_is_rescanned_not_snapshotted(
     spec = ProjectSpec(str(root), polling="on").watch_spec()
     _w, rec = watch([spec], rescan_interval=0.3)
     rec.until_dirs(lambda ds: bool(ds) and ds[0].mode == "polling")
-    assert "rescanned every" in rec.dirs[0].message
+    assert "the tree walked every 5 s" in rec.dirs[0].message
     rec.until(lambda m: set(m) == wanted, what="the project's locks")
     lock = root / "app" / ".git" / "config.lock"
     lock.write_bytes(b"")
