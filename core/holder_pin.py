@@ -114,17 +114,39 @@ def unpin(fd: int | None) -> None:
 
 
 def pinned_by(path: str) -> tuple[bool, int | None]:
-    """Whether a kernel lock is held on the file at ``path`` right now, and the PID the kernel
-    names for it in this PID namespace (``None`` when it names none: another namespace, or a
-    holder this user may not see) -- ``(False, None)`` when none is, or nothing can be known
-    (no ``/proc/locks``: :func:`core.kernel_locks.kernel_holders`). Never raises."""
+    """Whether a kernel lock is held on the file at ``path`` right now by its owner, and the
+    PID the kernel names for it in this PID namespace (``None`` when it names none: another
+    namespace, or a holder this user may not see) -- ``(False, None)`` when none is, or
+    nothing can be known (no ``/proc/locks``: :func:`core.kernel_locks.kernel_holders`).
+
+    A lock whose named holders all run as another user than the file's owner is not the pin:
+    a reader of a shared directory could otherwise ``flock -s`` a dead holder's lock file and
+    keep it "alive" for ever. Root's processes count (root may hold anyone's lock). Never
+    raises."""
     from core.kernel_locks import kernel_holders
 
     try:
         held = kernel_holders([path]).get(path)
-    except Exception:  # no /proc/locks here: nothing known, so no proof
+        owner = os.lstat(path).st_uid
+    except Exception:  # no /proc/locks here, or the file went: nothing known, so no proof
         return False, None
     if not held:
         return False, None
-    pids = [p for h in held for p in h.pids]
-    return True, (pids[0] if pids else None)
+    named = [p for h in held for p in h.pids]
+    if not named:
+        return True, None  # nobody this namespace can see: the holder's own namespace
+    for pid in named:
+        uid = _uid_of(pid)
+        if uid is None or uid in (owner, 0):
+            return True, pid
+    return False, None
+
+
+def _uid_of(pid: int) -> int | None:
+    """The real user ID of process ``pid``, or ``None`` when it cannot be read."""
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).uids().real)
+    except (psutil.Error, AttributeError):  # gone, denied; no uids() on Windows
+        return None

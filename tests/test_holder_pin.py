@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,39 @@ def test_a_pinned_lock_may_still_be_force_released(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+@linux
+def test_another_users_flock_is_not_a_pin(tmp_path: Path) -> None:
+    """The second account takes a shared flock on a dead holder's lock file in a shared
+    directory: that is not the holder's pin, so the lock stays stale and reclaimable."""
+    from tests.adversarial.second_user import second_user
+
+    uid, gid = second_user()
+    if shutil.which("flock") is None:
+        pytest.skip("flock(1) (util-linux) is needed")
+    base = Path(tempfile.mkdtemp(prefix="lockwarden-pin-"))  # reachable by the 2nd account
+    shared = base / "shared"
+    shared.mkdir()
+    os.chmod(base, 0o755)
+    os.chmod(shared, 0o1777)
+    path = str(shared / "job.lock")
+    dead = subprocess.Popen([sys.executable, "-c", HOLD, path, str(ROOT)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert dead.stdout is not None
+    dead.stdout.readline()
+    dead.kill()  # the holder dies; its lock stays
+    dead.wait()
+    os.chmod(path, 0o644)  # readable by everyone, as a lock file in /tmp usually is
+    spoof = subprocess.Popen(["flock", "-s", path, "sh", "-c", "echo ready; exec cat"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             user=uid, group=gid, extra_groups=[])
+    try:
+        assert spoof.stdout is not None and spoof.stdout.readline() == "ready\n"
+        st = inspect(path)
+        assert st.state is State.STALE and Code.HOLDER_PINNED not in {r.code for r in st.reasons}
+        reclaim(path).release()
+    finally:
+        spoof.kill()
+        spoof.wait()
+        shutil.rmtree(base, ignore_errors=True)
