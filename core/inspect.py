@@ -251,11 +251,20 @@ def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StaleP
 def _kernel_lookup(path: str) -> tuple[list[Holding], str | None]:
     """The kernel locks on ``path`` (:func:`core.kernel_locks.kernel_holders`; empty when none)
     and ``None``, or ``[]`` and why they could not be read (no ``/proc/locks``: not Linux, a
-    restricted container). Never raises."""
+    restricted container). On Linux without ``/proc/locks`` the ``F_GETLK`` fallback cannot
+    see flock locks (docs/formats.md, "Where there is no /proc/locks"), so finding none there
+    is not "none" but "cannot tell". Never raises."""
     from core.kernel_locks import kernel_holders
 
     try:
-        return kernel_holders([path]).get(path) or [], None
+        if not sys.platform.startswith("linux"):
+            return kernel_holders([path]).get(path) or [], None
+        try:
+            return kernel_holders([path], source="proc").get(path) or [], None
+        except OSError:
+            held = kernel_holders([path], source="getlk").get(path) or []
+            return held, (None if held else "no /proc/locks here, and F_GETLK cannot see "
+                          "flock locks")
     except Exception as exc:
         return [], os_reason(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
 

@@ -461,3 +461,38 @@ def test_liveness_pass_sees_a_kernel_lock_taken_without_any_rescan(
     finally:
         w.close()
     assert anchor.exists() and plain.exists()
+
+
+NO_PROC = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from core.inspect import inspect
+print(json.dumps([inspect(p).to_dict() for p in sys.argv[2:]]))
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="needs unshare(1) as root (a mount namespace without /proc)")
+def test_without_proc_locks_a_flock_anchor_is_unchecked_never_free(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """In a mount namespace whose /proc is an empty tmpfs, F_GETLK is all there is: it sees
+    fasteners' POSIX lock (held, with its PID), but cannot see cargo's flock, so that anchor is
+    'unchecked' (held, liveness unknown), never 'free'."""
+    flocked = _anchor(tmp_path, ".cargo/.package-cache")
+    posix = _anchor(tmp_path, "var/lib/dpkg/lock-frontend")
+    a, b = Holder("flock", flocked), Holder("fasteners", posix)
+    holders.extend([a, b])
+    out = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$0" "$@"',
+         sys.executable, "-c", NO_PROC, str(Path(__file__).resolve().parent.parent),
+         str(flocked), str(posix)],
+        capture_output=True, text=True, timeout=60)
+    if out.returncode != 0 and "mount" in out.stderr:
+        pytest.skip(f"cannot mount here: {out.stderr.strip()}")
+    assert out.returncode == 0, out.stderr
+    cargo, dpkg = json.loads(out.stdout)
+    assert cargo["state"] == "held" and cargo["liveness"] == "unknown"
+    assert [r["code"] for r in cargo["reasons"]] == ["kernel_anchor_unchecked"]
+    assert dpkg["state"] == "held" and dpkg["reasons"][0]["code"] == "kernel_lock_held"
+    assert dpkg["reasons"][0]["pid"] == b.pid and dpkg["tool"] == "dpkg"
