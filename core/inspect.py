@@ -114,7 +114,9 @@ def inspect_bytes(
     ``free`` (``kernel_anchor_free``), never stale either (docs/specs/devtool-locks.md §0);
     where the kernel's locks cannot be read it is ``held`` with unknown liveness
     (``kernel_anchor_unchecked``). Anchors, held or not, are ``read_only``: never deleted,
-    never replaced. An empty git lock file (``HEAD.lock``) is a ``git-lock``.
+    never replaced; so is an anchor whose content no format reads (Gradle writes an
+    information region into its lock files, spec §1 row Gradle). An empty git lock file
+    (``HEAD.lock``) is a ``git-lock``.
     Other empty bytes (or only whitespace) and bytes no format accepts go to
     :func:`core.policy.judge` as ``empty_or_partial`` (``writing`` while young; an old empty
     file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check
@@ -138,6 +140,12 @@ def inspect_bytes(
     try:
         record = _parse(data, path)
     except ParseError as exc:  # partial: "writing" within the grace, else unreadable
+        tool = anchor_tool(path)
+        if tool is not None:  # an anchor with content of its own (Gradle's info region)
+            held, error = _kernel_lookup(path)
+            if held:
+                return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
+            return anchor_status(path, tool, file, policy=policy, now=now, error=error)
         return judge_unparsed(path, empty=False, detail=exc.reason, policy=policy, now=now,
                               file=file, mtime=mtime)
     return judge_record(path, record, policy=policy, procs=procs, now=now, file=file,

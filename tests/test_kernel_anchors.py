@@ -250,6 +250,26 @@ def test_non_empty_file_at_an_anchor_path_is_judged_as_before(tmp_path: Path) ->
     assert st.record is not None and st.record.format == "pidfile"
 
 
+def test_gradle_lock_with_its_information_region_is_an_anchor(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """Gradle writes a binary information region (protocol byte, port, lock id, pid,
+    operation) into its lock files: no format reads it, yet it is Gradle's anchor -- held while
+    a real POSIX holder (fasteners) has it, free after, never 'unreadable', never deleted."""
+    path = _anchor(tmp_path, ".gradle/caches/journal-1/journal-1.lock")
+    path.write_bytes(b"\x03\x00\x00\xa4\x1f" + b"\x00" * 8 + b"\x00\x0512345\x00\x05build")
+    h = Holder("fasteners", path)
+    holders.append(h)
+    st = inspect(str(path))
+    assert st.state is State.HELD and st.kernel_pid == h.pid and st.tool == "gradle"
+    h.end()
+    st = inspect(str(path))
+    assert st.state is State.FREE and _codes(st) == [Code.KERNEL_ANCHOR_FREE] and st.read_only
+    with pytest.raises(ReadOnlyLock):
+        operations.force_release(str(path), reason="looks stale")
+    assert path.exists()
+
+
 # -- default watches ------------------------------------------------------------------------
 
 
