@@ -89,7 +89,10 @@ def _fixed(seconds: float) -> str:
 
 def base_time(st: LockStatus) -> float | None:
     """Unix time (s) the age counts from: the record's acquired_at, else the file's mtime;
-    ``None`` when neither is known."""
+    ``None`` when neither is known, and for a free path (a free kernel-lock anchor's file is
+    there, but no lock is held: its mtime is not a lock's age)."""
+    if st.state is State.FREE:
+        return None
     rec = st.record
     if rec is not None and rec.acquired_at is not None:
         return rec.acquired_at.timestamp()

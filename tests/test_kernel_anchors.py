@@ -352,6 +352,7 @@ def test_gui_shows_a_free_anchor_as_free_with_no_destructive_action(
     assert m.data(m.index(row, Col.STATE)) == "free"
     assert m.data(m.index(row, Col.TOOL)) == "uv"
     assert m.data(m.index(row, Col.KIND)) == "kernel"
+    assert not m.data(m.index(row, Col.AGE))  # no lock is held: the file's mtime is no age
     assert not reclaimable(st) and not forceable(st)
     counts = m.counts()
     assert counts[State.STALE] == counts[State.UNREADABLE] == counts[State.EXPIRED] == 0
