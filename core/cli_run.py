@@ -172,9 +172,9 @@ def die_with_parent(parent: int) -> Callable[[], None] | None:
 
 
 def _refresher(lock: Lock, out: Out, stop: threading.Event) -> threading.Thread:
-    """Renew ``lock`` at 75 % of its TTL until ``stop`` is set (spec 004 "Auto-Refresh
-    Mechanism", as the engine's ``auto_refresh``), in a daemon thread started here -- after
-    CMD is spawned, so that no thread exists at ``fork`` (module docstring).
+    """Renew ``lock`` at 75 % of its TTL until ``stop`` is set (docs/specs/004_6119ce42cf21683e.txt
+    "Auto-Refresh Mechanism", as the engine's ``auto_refresh``), in a daemon thread started here --
+    after CMD is spawned, so that no thread exists at ``fork`` (module docstring).
 
     A lost lock ends the thread: :meth:`core.lock.Lock.refresh` has then set ``lock.lost``
     and audited it, and :func:`run` reports it when CMD exits. Another failure is one note on

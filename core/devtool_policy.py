@@ -48,13 +48,15 @@ from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, St
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 GIT_GRACE = FORMAT_STALE_AFTER["git-lock"]
-"""Seconds a git lock with no git process in its repository stays ``held`` (spec §2.1: stale
-= no such process and age > ~10 s; ``core.packedRefsTimeout`` is 1 s): the default stale
-limit of ``git-lock`` (:data:`core.defaults.FORMAT_STALE_AFTER`; a directory's policy may set
-another, :meth:`core.stale_policy.StalePolicy.limit_for`)."""
+"""Seconds a git lock with no git process in its repository stays ``held``
+(docs/specs/devtool-locks.md §2.1: stale = no such process and age > ~10 s;
+``core.packedRefsTimeout`` is 1 s): the default stale limit of ``git-lock``
+(:data:`core.defaults.FORMAT_STALE_AFTER`; a directory's policy may set another,
+:meth:`core.stale_policy.StalePolicy.limit_for`)."""
 
 GIT_SUSPICIOUS = 3600.0
-"""Seconds after which a held git lock is said to be suspicious (spec §2.1)."""
+"""Seconds after which a held git lock is said to be suspicious (docs/specs/devtool-locks.md
+§2.1)."""
 
 GC_PID_MAX_AGE = FORMAT_STALE_AFTER["git-gc"]
 """Seconds after which git ignores a ``gc.pid`` (``builtin/gc.c``, 12 h): the default stale
@@ -209,9 +211,8 @@ def git_workers(gitdir: str, worktree: str | None) -> list[tuple[int, str]]:
 def judge_git_lock(path: str, record: LockRecord, *, now: datetime, mtime: float | None,
                    policy: StalePolicy = DEFAULT_POLICY, file: FileInfo | None = None
                    ) -> LockStatus:
-    """Verdict on a ``git-lock`` (module docstring, spec §2.1 "Liveness rule for
-    Lockwarden"). A ``~pid.lock`` companion's PID that runs also keeps it held. Never
-    raises."""
+    """Verdict on a ``git-lock`` (module docstring, docs/specs/devtool-locks.md §2.1 "Liveness rule
+    for Lockwarden"). A ``~pid.lock`` companion's PID that runs also keeps it held. Never raises."""
     status = _Judge(path, record, policy, now, file)
     gitdir = git.gitdir_of(path) or os.path.dirname(path)
     age = _age(now, mtime)
@@ -244,8 +245,8 @@ def judge_git_gc(path: str, record: LockRecord, *, now: datetime, mtime: float |
                  policy: StalePolicy = DEFAULT_POLICY, file: FileInfo | None = None
                  ) -> LockStatus:
     """Verdict on ``gc.pid`` by git's own rule (``builtin/gc.c``): live when its mtime is at
-    most 12 h old and (another host, or the PID runs); a zombie is dead (spec §3, 2). Never
-    raises."""
+    most 12 h old and (another host, or the PID runs); a zombie is dead (docs/specs/devtool-locks.md
+    §3, 2). Never raises."""
     status = _Judge(path, record, policy, now, file)
     age = _age(now, mtime)
     limit = policy.limit_for(record.format)
@@ -281,11 +282,12 @@ def edited_file(path: str, record: LockRecord) -> str:
 def judge_vim_swap(path: str, record: LockRecord, *, now: datetime, mtime: float | None,
                    ctime: float | None = None, policy: StalePolicy = DEFAULT_POLICY,
                    file: FileInfo | None = None, boot: float | None = None) -> LockStatus:
-    """Verdict on a ``vim-swap`` (spec §2.2, Vim's ``swapfile_process_running`` plus the PID
-    reuse guard): see the module docstring. ``mtime``/``ctime``: the swap file's (Unix s);
-    ``boot``: this host's boot time (default :func:`core.liveness.boot_time`). A dead swap says
-    whether it holds unsaved changes (``swap_recover``: recover with ``vim -r``) or not
-    (``swap_clean``: Vim itself deletes it silently). Never raises."""
+    """Verdict on a ``vim-swap`` (docs/specs/devtool-locks.md §2.2, Vim's
+    ``swapfile_process_running`` plus the PID reuse guard): see the module docstring.
+    ``mtime``/``ctime``: the swap file's (Unix s); ``boot``: this host's boot time (default
+    :func:`core.liveness.boot_time`). A dead swap says whether it holds unsaved changes
+    (``swap_recover``: recover with ``vim -r``) or not (``swap_clean``: Vim itself deletes it
+    silently). Never raises."""
     status = _Judge(path, record, policy, now, file)
     boot = boot_time() if boot is None else boot
     meta = record.metadata
@@ -322,9 +324,9 @@ def judge_vim_swap(path: str, record: LockRecord, *, now: datetime, mtime: float
 def judge_emacs_lock(path: str, record: LockRecord, *, now: datetime, mtime: float | None,
                      policy: StalePolicy = DEFAULT_POLICY, file: FileInfo | None = None,
                      boot: float | None = None) -> LockStatus:
-    """Verdict on an ``emacs-lock`` by Emacs's own rule (``filelock.c``, spec §2.3): another
-    host: ``held``; a recorded BOOT that is not this boot (±1 s): ``stale``; the PID runs
-    (``EPERM`` counts) and is no zombie: ``held``; else ``stale``. Never raises."""
+    """Verdict on an ``emacs-lock`` by Emacs's own rule (``filelock.c``, docs/specs/devtool-locks.md
+    §2.3): another host: ``held``; a recorded BOOT that is not this boot (±1 s): ``stale``; the PID
+    runs (``EPERM`` counts) and is no zombie: ``held``; else ``stale``. Never raises."""
     status = _Judge(path, record, policy, now, file)
     if record.host and not same_host(record.host):
         return status(State.HELD, Liveness.REMOTE,
@@ -370,9 +372,9 @@ def office_processes(user: str, profile: str | None) -> list[int]:
 def judge_libreoffice_lock(path: str, record: LockRecord, *, now: datetime,
                            mtime: float | None, policy: StalePolicy = DEFAULT_POLICY,
                            file: FileInfo | None = None) -> LockStatus:
-    """Verdict on a ``libreoffice-lock`` (spec §2.4): no PID is recorded, so on this host it is
-    ``held`` while an office process of that user and profile runs, else ``stale``; another
-    host: ``held`` (cannot be judged from here). Never raises."""
+    """Verdict on a ``libreoffice-lock`` (docs/specs/devtool-locks.md §2.4): no PID is recorded, so
+    on this host it is ``held`` while an office process of that user and profile runs, else
+    ``stale``; another host: ``held`` (cannot be judged from here). Never raises."""
     status = _Judge(path, record, policy, now, file)
     if record.host and not same_host(record.host):
         return status(State.HELD, Liveness.REMOTE,
@@ -397,9 +399,9 @@ def judge_libreoffice_lock(path: str, record: LockRecord, *, now: datetime,
 def judge_terraform(path: str, record: LockRecord, *, now: datetime, mtime: float | None,
                     policy: StalePolicy = DEFAULT_POLICY, file: FileInfo | None = None,
                     locks_text: str | None = None) -> LockStatus:
-    """Verdict on a ``terraform-lock-info`` (spec §2.5, "Rule: the .lock.info is only a
-    label"): ``held`` while ``/proc/locks`` shows a POSIX write lock on the state file (its PID
-    is the terraform child process); without one the label is leftover metadata: ``stale``.
+    """Verdict on a ``terraform-lock-info`` (docs/specs/devtool-locks.md §2.5, "Rule: the .lock.info
+    is only a label"): ``held`` while ``/proc/locks`` shows a POSIX write lock on the state file
+    (its PID is the terraform child process); without one the label is leftover metadata: ``stale``.
     ``locks_text``: a ``/proc/locks`` text already read. Never raises."""
     status = _Judge(path, record, policy, now, file)
     state_file = str(record.metadata.get("state_file") or "")
@@ -422,9 +424,10 @@ def judge_terraform(path: str, record: LockRecord, *, now: datetime, mtime: floa
 def judge_softfilelock(path: str, record: LockRecord, *, now: datetime, mtime: float | None,
                        policy: StalePolicy = DEFAULT_POLICY, file: FileInfo | None = None
                        ) -> LockStatus:
-    """Verdict on a ``softfilelock`` marker (filelock's ``owner_is_stale``, spec §2.7):
-    another host: ``held``; the PID runs and its start token matches (or none is recorded):
-    ``held``; a different start token: ``stale`` (the PID was reused); no such PID: ``stale``.
+    """Verdict on a ``softfilelock`` marker (filelock's ``owner_is_stale``,
+    docs/specs/devtool-locks.md §2.7): another host: ``held``; the PID runs and its start token
+    matches (or none is recorded): ``held``; a different start token: ``stale`` (the PID was
+    reused); no such PID: ``stale``.
     Never raises."""
     status = _Judge(path, record, policy, now, file)
     if record.host and not same_host(record.host):

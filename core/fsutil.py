@@ -22,7 +22,8 @@ MAX_LOCK_BYTES = 64 * 1024
 """Largest lock file we read, in bytes (docs/DESIGN.md: "Read at most 64 KiB of a file")."""
 
 AUDIT_LOG_NAME = ".lock_audit.log"
-"""Audit log file name, beside the locks (Task MCP's name, spec 004 "Audit logging")."""
+"""Audit log file name, beside the locks (Task MCP's name, docs/specs/004_6119ce42cf21683e.txt
+"Audit logging")."""
 
 GUARD_FILE_NAME = ".lockwarden.guard"
 """Guard file the engine locks where a directory itself cannot be locked (NFS, Windows);

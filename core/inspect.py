@@ -115,8 +115,8 @@ def inspect_bytes(
     where the kernel's locks cannot be read it is ``held`` with unknown liveness
     (``kernel_anchor_unchecked``). Anchors, held or not, are ``read_only``: never deleted,
     never replaced; so is an anchor whose content no format reads (Gradle writes an
-    information region into its lock files, spec §1 row Gradle). An empty git lock file
-    (``HEAD.lock``) is a ``git-lock``.
+    information region into its lock files, docs/specs/devtool-locks.md §1 row Gradle). An empty git
+    lock file (``HEAD.lock``) is a ``git-lock``.
     Other empty bytes (or only whitespace) and bytes no format accepts go to
     :func:`core.policy.judge` as ``empty_or_partial`` (``writing`` while young; an old empty
     file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check

@@ -9,7 +9,7 @@ anything, so nobody's ``LOCK_NB`` attempt fails because Lockwarden looked, unlik
 ``flock(LOCK_EX|LOCK_NB)`` probe the spec advises against ("The ``flock(LOCK_EX|LOCK_NB)``
 probe: risks"). That probe is never done here.
 
-What ``F_GETLK`` sees, by platform (spec §2.6):
+What ``F_GETLK`` sees, by platform (docs/specs/devtool-locks.md §2.6):
 
 - **Linux**: POSIX record locks (``fcntl(F_SETLK)``, ``lockf``: fasteners, Terraform, the
   JVM's ``FileChannel.lock``) with the holder's PID, and OFD locks (``F_OFD_SETLK``) with PID
@@ -164,8 +164,9 @@ def _ask(fd: int, cmd: int) -> Conflict | None:
 def lock_kind(raw_pid: int, platform: str) -> str:
     """The kind of a lock ``F_GETLK`` reported with ``l_pid`` ``raw_pid`` on ``platform`` (a
     ``sys.platform`` value), in ``/proc/locks`` words: PID ``-1`` is an OFD lock on Linux
-    (``"OFDLCK"``) and an flock or OFD lock elsewhere (``"UNKNOWN"``, spec §2.6 "macOS"); any
-    other PID, ``0`` (outside this PID namespace) included, a POSIX record lock. Pure."""
+    (``"OFDLCK"``) and an flock or OFD lock elsewhere (``"UNKNOWN"``, docs/specs/devtool-locks.md
+    §2.6 "macOS"); any other PID, ``0`` (outside this PID namespace) included, a POSIX record lock.
+    Pure."""
     if raw_pid != -1:
         return "POSIX"
     return "OFDLCK" if platform.startswith("linux") else "UNKNOWN"
@@ -237,8 +238,8 @@ def getlk(path: str) -> Conflict | None:
 def open_by(paths: Iterable[str]) -> dict[str, tuple[int, ...]]:
     """The processes that have each of ``paths`` **open** (psutil ``Process.open_files()``
     over the processes this user may inspect): on macOS the only way to name candidates for an
-    flock or OFD lock whose ``F_GETLK`` PID is ``-1`` (spec §2.6 "macOS"). Having a file open
-    is not holding its lock, so callers label these "has it open".
+    flock or OFD lock whose ``F_GETLK`` PID is ``-1`` (docs/specs/devtool-locks.md §2.6 "macOS").
+    Having a file open is not holding its lock, so callers label these "has it open".
 
     Files are matched by ``(st_dev, st_ino)`` (a reported path is ``stat``-ed only when its
     real path or base name matches). Paths that cannot be ``stat``-ed are left out. Cost: one

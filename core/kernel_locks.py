@@ -226,8 +226,8 @@ def parse_proc_locks(text: str, *, waiters: bool = False) -> list[KernelLock]:
 
 def read_proc_locks(path: str = PROC_LOCKS) -> str:
     """The text of ``/proc/locks`` (or ``path``). Reading it takes the kernel's global
-    ``file_rwsem``, so callers poll gently (every 2-5 s or on file events, spec §2.6 "Cost of
-    polling").
+    ``file_rwsem``, so callers poll gently (every 2-5 s or on file events,
+    docs/specs/devtool-locks.md §2.6 "Cost of polling").
 
     Raises:
         OSError: no ``/proc`` (not Linux, or a restricted container view).
@@ -308,8 +308,9 @@ def fd_holders(st: os.stat_result, *, pids: Iterable[int] | None = None,
     and ``st_ino``), each with the locks held through it (``/proc/<pid>/fdinfo/<fd>``).
 
     This names the holder of an OFD lock (PID ``-1``) and of an flock whose listed PID is dead
-    (spec §2.6, "The PID can be stale"). Only processes this user may inspect are seen (root
-    sees all). Cost: one ``stat`` per open descriptor of ``pids`` (default every process).
+    (docs/specs/devtool-locks.md §2.6, "The PID can be stale"). Only processes this user may inspect
+    are seen (root sees all). Cost: one ``stat`` per open descriptor of ``pids`` (default every
+    process).
     Never raises.
     """
     want = (st.st_dev, st.st_ino)
@@ -365,7 +366,7 @@ class Holding:
             as the holder; ``open_by`` lists who has the file open) or ``"none"``.
         open_by: processes that have the file **open**, which is not the same as holding its
             lock: candidates for a lock of unknown holder (``F_GETLK`` PID ``-1`` on macOS,
-            spec §2.6 "macOS"). Empty otherwise; never copied into ``pids``.
+            docs/specs/devtool-locks.md §2.6 "macOS"). Empty otherwise; never copied into ``pids``.
     """
 
     path: str
@@ -414,7 +415,8 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
     Returns:
         ``path -> [Holding, ...]`` for the paths that have a lock; blocked waiters are left
         out. A path absent from the result has no kernel lock the source shows; through
-        ``F_GETLK`` on Linux that excludes flock locks, which it cannot see (spec §2.6).
+        ``F_GETLK`` on Linux that excludes flock locks, which it cannot see
+        (docs/specs/devtool-locks.md §2.6).
 
     Raises:
         OSError: ``/proc/locks`` cannot be read (only when ``text`` is not given) and

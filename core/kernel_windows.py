@@ -188,7 +188,8 @@ def _library() -> Any:
 def processes_using(path: str) -> list[FileUser]:
     """The processes that have ``path`` open, by the Restart Manager: PID, start time (Unix
     seconds UTC) and application name. On demand only (``RmRegisterResources`` writes to the
-    registry; spec §2.6 "Windows"). Having the file open is not the same as holding its lock.
+    registry; docs/specs/devtool-locks.md §2.6 "Windows"). Having the file open is not the same as
+    holding its lock.
 
     Raises:
         NotImplementedError: not Windows.

@@ -80,7 +80,8 @@ class Lock:
             older than this. Replaces ``policy.stale_after`` when given.
         holder_pid: the PID recorded as holder (default: this process). The CLI passes its
             parent shell's PID so the lock lives as long as the shell.
-        auto_refresh: with a TTL, renew the lock at 75% of the TTL in a daemon thread (spec 004
+        auto_refresh: with a TTL, renew the lock at 75% of the TTL in a daemon thread
+        (docs/specs/004_6119ce42cf21683e.txt
             "Auto-Refresh Mechanism"). A lost lock is reported (``lost`` is set, a ``lost``
             audit entry and a logging warning), never silently re-taken.
         durable: fsync the lock file and its directory when it is published or renewed, and
@@ -382,10 +383,10 @@ class Lock:
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Renew the lock (same token) so that its lease runs ``ttl`` seconds from now (spec 004
-        "Auto-Refresh Mechanism"); its age still counts from the first acquisition (sema:
-        ``timestamp`` = now, ``acquired=`` kept; task-mcp: ``since`` kept, ``ttl`` extended:
-        docs/formats.md, "Refresh: age and expiry").
+        """Renew the lock (same token) so that its lease runs ``ttl`` seconds from now
+        (docs/specs/004_6119ce42cf21683e.txt "Auto-Refresh Mechanism"); its age still counts from
+        the first acquisition (sema: ``timestamp`` = now, ``acquired=`` kept; task-mcp: ``since``
+        kept, ``ttl`` extended: docs/formats.md, "Refresh: age and expiry").
 
         Under the directory guard the renewed file is *exchanged* with ours after checking
         that the path still holds our acquisition, and what came out is checked again; the

@@ -107,7 +107,8 @@ def judge(
         - A lock of this host (not ``remote``) taken before this host's last boot
           (``evidence.boot_time``) -> ``stale`` (``predates_boot``): PIDs restart at boot.
         - Past the TTL/``expires_at``: holder dead/reused -> ``stale``; otherwise ``expired``
-          (af claims are never stale: af reaps them itself, specs/003 "Stale Lock Cleanup").
+          (af claims are never stale: af reaps them itself, docs/specs/003_9d4bfa2ddb825271.txt
+          "Stale Lock Cleanup").
         - A lock written by Lockwarden (``token`` and ``host``) whose holder is dead/reused ->
           ``stale`` at once; so is a ``task-mcp`` lock (its owner is a long-running server).
         - A lock with a TTL not yet passed -> ``held`` (the lease stands).
@@ -144,7 +145,8 @@ def judge(
     if expiry is not None:
         return _judge_lease(record, expiry, now, age, liveness, status)
 
-    if record.format == "af-claim":  # specs/003 "Stale Lock Cleanup": only af reaps claims
+    # only af reaps claims (docs/specs/003_9d4bfa2ddb825271.txt, "Stale Lock Cleanup")
+    if record.format == "af-claim":
         return status(State.HELD, *_held_for(age), Reason.of(Code.AF_REAPS_CLAIMS))
     if dead and record.written_by_lockwarden:
         return status(State.STALE, Reason.of(Code.OURS_HOLDER_DEAD))
@@ -228,7 +230,8 @@ def _held_for(age: float | None) -> tuple[Reason, ...]:
 
 
 PRIVILEGE_ORDER: tuple[str, ...] = ("ci", "cloud", "local")
-"""Task MCP's environment privilege order, highest first (spec 004, ``hasHigherPrivilege``)."""
+"""Task MCP's environment privilege order, highest first (docs/specs/004_6119ce42cf21683e.txt,
+``hasHigherPrivilege``)."""
 
 
 def taskmcp_decision(

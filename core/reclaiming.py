@@ -36,7 +36,7 @@ def reclaim(
     Allowed when the verdict is ``stale`` (docs/DESIGN.md stale policy, judged under ``policy`` --
     default :data:`core.stale_policy.DEFAULT_POLICY` -- with ``stale_after`` seconds replacing
     its limit when given), or ``force`` is True (an explicit human or ``--force`` decision),
-    or -- for a ``task-mcp`` lock -- when spec 004's decision matrix
+    or -- for a ``task-mcp`` lock -- when docs/specs/004_6119ce42cf21683e.txt's decision matrix
     (:func:`core.policy.taskmcp_decision`: LOCK_EXPIRED, HOLDER_DEAD, SAME_USER;
     HIGHER_PRIVILEGE and EMERGENCY_OVERRIDE only when the policy enables them, since they rest
     on self-declared fields) says so. The decision and its reason go into the audit entry and,
@@ -51,9 +51,9 @@ def reclaim(
     ``durable``: as :class:`Lock` (the take-over itself is always made durable).
 
     ``auto_refresh``: renew the new lock at 75% of its lease in a daemon thread, as
-    :class:`Lock` does (spec 004 "Auto-Refresh Mechanism"); it applies when the new lock has a
-    lease (``ttl`` given, or a task-mcp lock with the spec's default TTL) and is ignored
-    otherwise.
+    :class:`Lock` does (docs/specs/004_6119ce42cf21683e.txt "Auto-Refresh Mechanism"); it applies
+    when the new lock has a lease (``ttl`` given, or a task-mcp lock with the spec's default TTL)
+    and is ignored otherwise.
 
     Raises:
         NotStale: not stale and not ``force`` (``.status``; ``.decision`` for task-mcp).

@@ -89,7 +89,8 @@ def is_event_file(name: str) -> bool:
 def is_proof_dir(path: str) -> bool:
     """True when ``path`` is an ``af`` proof directory: it has a ``ledger/`` directory holding
     ``ledger.lock`` or event files (``NNNNNN.json``, ``event-NNNNNN.json``), or it has a
-    ``locks/`` directory next to a ``meta.json`` (spec 003 §5 "File Paths"). Never raises."""
+    ``locks/`` directory next to a ``meta.json`` (docs/specs/003_9d4bfa2ddb825271.txt §5 "File
+    Paths"). Never raises."""
     ledger = os.path.join(path, LEDGER_DIR)
     try:
         with os.scandir(ledger) as it:

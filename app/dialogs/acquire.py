@@ -119,8 +119,8 @@ class AcquireDialog(QDialog):
             self.ttl.setSpecialValueText(f"spec default ({default:g} s)")
             lease = human_duration(max(0.0, default))
             self.ttl_note.setText(
-                f"Task MCP locks always carry a lease: with no TTL given, the spec's default "
-                f"of {lease} applies (spec 004), renewed while Lockwarden runs.")
+                f"Task MCP locks always carry a lease: with no TTL given, its specification's "
+                f"default of {lease} applies, renewed while Lockwarden runs.")
             self.ttl_note.show()
         else:
             self.ttl.setSpecialValueText("no TTL")

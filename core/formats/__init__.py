@@ -11,12 +11,15 @@
 Formats (names as in :data:`core.record.FORMATS`):
 
 =============  ==========================================  ===================================
-``sema``       ``key=value`` lines: pid, timestamp, tag     specs 000 and 002 (:mod:`.sema`)
-``af-ledger``  JSON ``agent_id``, ``acquired_at``           spec 003 §1 (:mod:`.af`)
-``af-claim``   JSON ``node_id``, ``owner``, ``expires_at``  spec 003 §2 (:mod:`.af`)
-``task-mcp``   JSON ``owner``, ``since``, ``ttl``           spec 004 (:mod:`.taskmcp`)
+``sema``       ``key=value`` lines: pid, timestamp, tag     000 and 002 (:mod:`.sema`)
+``af-ledger``  JSON ``agent_id``, ``acquired_at``           003 §1 (:mod:`.af`)
+``af-claim``   JSON ``node_id``, ``owner``, ``expires_at``  003 §2 (:mod:`.af`)
+``task-mcp``   JSON ``owner``, ``since``, ``ttl``           004 (:mod:`.taskmcp`)
 ``pidfile``    only a decimal PID and whitespace            common practice (:mod:`.pidfile`)
 =============  ==========================================  ===================================
+
+The numbers name the specifications in ``docs/specs/``: ``000_f378b7650aba3ec0.txt``,
+``002_07b9edc2912ee812.txt``, ``003_9d4bfa2ddb825271.txt``, ``004_6119ce42cf21683e.txt``.
 
 Developer tools' marker locks (``docs/specs/devtool-locks.md``; read-only, never written):
 
@@ -116,7 +119,7 @@ _BUILDERS: dict[str, Builder] = {
 
 def _path_hint(path: str) -> str | None:
     """The JSON format a path suggests: ``.../ledger/ledger.lock`` -> af-ledger,
-    ``.../locks/*.lock`` -> af-claim (spec 003 §5 "File Paths")."""
+    ``.../locks/*.lock`` -> af-claim (docs/specs/003_9d4bfa2ddb825271.txt §5 "File Paths")."""
     if not path:
         return None
     head, name = os.path.split(path)
@@ -232,8 +235,9 @@ def parse(data: bytes, path: str = "", *, format: str | None = None) -> LockReco
     """Parse the bytes of a lock file into a :class:`LockRecord` (``record.path`` = ``path``).
 
     With ``format`` (one of :data:`core.record.FORMATS`) only that format is tried; without
-    it the format is :func:`detect`-ed. Each format's rules are in its module: :mod:`.sema`
-    (specs 000/002), :mod:`.af` (spec 003), :mod:`.taskmcp` (spec 004), :mod:`.pidfile`.
+    it the format is :func:`detect`-ed. Each format's rules are in its module (the
+    specifications named in the table above): :mod:`.sema`, :mod:`.af`, :mod:`.taskmcp`,
+    :mod:`.pidfile`.
 
     Raises:
         ParseError: the only exception that escapes, whatever the bytes; ``reason`` says why
@@ -297,10 +301,10 @@ def build(format: str, request: WriteRequest) -> Built:
 
 
 def default_ttl(format: str) -> float | None:
-    """The lease in seconds a lock Lockwarden writes in ``format`` gets when none is asked
-    for: for ``task-mcp`` the spec's default for Lockwarden's environment and purpose
-    (:func:`.taskmcp.default_ttl`, local/interactive: 3600 s; spec 004 "Default TTL Values by
-    Environment"); None for the formats without a mandatory lease."""
+    """The lease in seconds a lock Lockwarden writes in ``format`` gets when none is asked for: for
+    ``task-mcp`` the spec's default for Lockwarden's environment and purpose
+    (:func:`.taskmcp.default_ttl`, local/interactive: 3600 s; docs/specs/004_6119ce42cf21683e.txt
+    "Default TTL Values by Environment"); None for the formats without a mandatory lease."""
     if format == taskmcp.FORMAT:
         return taskmcp.default_ttl(taskmcp.LOCKWARDEN_ENVIRONMENT, taskmcp.LOCKWARDEN_PURPOSE)
     return None

@@ -63,7 +63,8 @@ def sanitize(text: str) -> str:
 
 def clean_value(text: str) -> str:
     """:func:`sanitize` then trim :data:`WHITESPACE`: the exact text a sema reader gets back
-    from a ``key=value`` line we write (spec 002 "Parsing Rules" 3: trim key and value)."""
+    from a ``key=value`` line we write (docs/specs/002_07b9edc2912ee812.txt "Parsing Rules" 3: trim
+    key and value)."""
     return sanitize(text).strip(WHITESPACE)
 
 
@@ -109,8 +110,8 @@ def decode_text(data: bytes) -> str:
 
     Raises:
         ParseError: the file is empty, only whitespace, holds a NUL byte or is not valid UTF-8
-            (spec 002 "Error Cases": "File is empty or contains only whitespace", "File contains
-            binary garbage").
+            (docs/specs/002_07b9edc2912ee812.txt "Error Cases": "File is empty or contains only
+            whitespace", "File contains binary garbage").
     """
     if len(data) > MAX_PARSE_BYTES:
         raise ParseError(f"is {len(data)} bytes, far too large for a lock file")
@@ -217,10 +218,10 @@ def parse_time(value: str, field: str) -> datetime:
     """Parse an RFC 3339 / ISO 8601 date-time into an aware UTC ``datetime``.
 
     Accepts ``YYYY-MM-DDTHH:MM:SS[.fraction][Z|±HH:MM]`` (``t``/space separator, ``z``,
-    ``±HHMM`` too). Go's ``time.RFC3339Nano`` writes up to 9 fractional digits (spec 003 §2
-    "Lock File Format"); Python keeps microseconds, so extra digits are truncated, never
-    rounded (a claim never looks longer than it is). A time without an offset is taken as UTC
-    (JavaScript's ``toISOString`` and Go's RFC 3339 always write one).
+    ``±HHMM`` too). Go's ``time.RFC3339Nano`` writes up to 9 fractional digits
+    (docs/specs/003_9d4bfa2ddb825271.txt §2 "Lock File Format"); Python keeps microseconds, so extra
+    digits are truncated, never rounded (a claim never looks longer than it is). A time without an
+    offset is taken as UTC (JavaScript's ``toISOString`` and Go's RFC 3339 always write one).
 
     Raises:
         ParseError: not such a time, or not a valid date, or outside years 1..9999.

@@ -50,14 +50,16 @@ LEDGER_FORMAT = "af-ledger"
 CLAIM_FORMAT = "af-claim"
 
 LEDGER_KEYS = ("agent_id", "acquired_at")
-"""Keys that make a JSON object an af ledger lock (spec 003 §1 "Lock File Format")."""
+"""Keys that make a JSON object an af ledger lock (docs/specs/003_9d4bfa2ddb825271.txt §1 "Lock File
+Format")."""
 
 CLAIM_KEYS = ("node_id", "owner", "expires_at")
-"""Keys that make a JSON object an af claim lock (spec 003 §2 "Lock File Format")."""
+"""Keys that make a JSON object an af claim lock (docs/specs/003_9d4bfa2ddb825271.txt §2 "Lock File
+Format")."""
 
 EVENT_FILE_RE = re.compile(r"^(?:event-)?([0-9]{1,18})\.json\Z")
-"""Ledger event file names: ``event-NNNNNN.json`` (spec 003 §3 "Sequence Number Tracking") and
-``NNNNNN.json`` (what the real af writes)."""
+"""Ledger event file names: ``event-NNNNNN.json`` (docs/specs/003_9d4bfa2ddb825271.txt §3 "Sequence
+Number Tracking") and ``NNNNNN.json`` (what the real af writes)."""
 
 MAX_EVENT_BYTES = 1024 * 1024
 """Largest ledger event file read by :func:`replay_ledger` (events may carry node text)."""
@@ -69,9 +71,9 @@ _LOCKWARDEN_KEYS = ("pid", "host", "start", "proc", "token")
 
 
 def parse_ledger_lock(data: bytes, path: str = "") -> LockRecord:
-    """Parse ``ledger/ledger.lock`` (spec 003 §1 "Lock File Format"): ``agent_id`` (string)
-    -> ``holder``; ``acquired_at`` (RFC 3339) -> ``acquired_at``. No expiry (§1 "Timeout
-    Behavior": "No automatic lock expiration").
+    """Parse ``ledger/ledger.lock`` (docs/specs/003_9d4bfa2ddb825271.txt §1 "Lock File Format"):
+    ``agent_id`` (string) -> ``holder``; ``acquired_at`` (RFC 3339) -> ``acquired_at``. No expiry
+    (§1 "Timeout Behavior": "No automatic lock expiration").
 
     Lockwarden's keys, when present and valid, are read back: ``pid`` (integer) -> ``pid``,
     ``host`` -> ``host``, ``start`` (number, Unix s) -> ``start``, ``token`` (32 lowercase hex)
@@ -184,9 +186,9 @@ def build_ledger(request: WriteRequest) -> Built:
 
 
 def parse_claim_lock(data: bytes, path: str = "") -> LockRecord:
-    """Parse a claim lock file ``<proof>/locks/*.lock`` (spec 003 §2 "Lock File Format
-    (File-Based Locks)"): ``node_id`` -> ``tag`` and ``metadata["node_id"]``; ``owner`` ->
-    ``holder``; ``acquired_at``/``expires_at`` in RFC3339Nano (nanoseconds truncated to
+    """Parse a claim lock file ``<proof>/locks/*.lock`` (docs/specs/003_9d4bfa2ddb825271.txt §2
+    "Lock File Format (File-Based Locks)"): ``node_id`` -> ``tag`` and ``metadata["node_id"]``;
+    ``owner`` -> ``holder``; ``acquired_at``/``expires_at`` in RFC3339Nano (nanoseconds truncated to
     microseconds). ``ttl`` = ``expires_at - acquired_at`` in seconds when both are known and
     the difference is not negative. ``acquired_at`` may be missing (then ``None``).
 
@@ -340,7 +342,8 @@ def replay_ledger_detailed(ledger_dir: str) -> tuple[list[LockRecord], list[str]
 
     Reads the event files (``NNNNNN.json`` and ``event-NNNNNN.json``, in sequence order) with
     :func:`core.fsutil.read_lock_file` (no symlink is followed, no FIFO opened) and replays
-    (spec 003 §2 "Claim Lock State Reconstruction", plus the real CLI's events, docs/DESIGN.md):
+    (docs/specs/003_9d4bfa2ddb825271.txt §2 "Claim Lock State Reconstruction", plus the real CLI's
+    events, docs/DESIGN.md):
 
     - ``nodes_claimed {node_ids, owner, timeout}``: claim each node until ``timeout``
       (RFC 3339; a Go duration such as ``"5m"`` is read as relative to the event);
@@ -445,9 +448,9 @@ def parse_go_duration(text: str) -> float | None:
 
 def read_lock_timeout(proof_dir: str) -> float | None:
     """The claim lock timeout of an af proof, in seconds, from ``<proof_dir>/meta.json``'s
-    ``lock_timeout`` (spec 003 §2 "Lock Timeout Configuration": a Go duration such as
-    ``"5m"``; default 5 minutes, valid range 1 s to 1 h). An integer is read as Go's JSON form
-    of a ``time.Duration``: nanoseconds.
+    ``lock_timeout`` (docs/specs/003_9d4bfa2ddb825271.txt §2 "Lock Timeout Configuration": a Go
+    duration such as ``"5m"``; default 5 minutes, valid range 1 s to 1 h). An integer is read as
+    Go's JSON form of a ``time.Duration``: nanoseconds.
 
     Returns ``None`` when the file is missing, unreadable or malformed, or the key is absent
     or not a non-negative duration (the caller then uses af's default of 300 s). Never raises.

@@ -123,8 +123,8 @@ def profile_time(text: str) -> datetime | None:
 
 
 def parse_profile(data: bytes, path: str = "") -> LockRecord:
-    """The user-profile lock ``~/.config/libreoffice/4/.lock`` (spec §2.4; CRLF INI
-    ``[Lockdata] User= Host= Stamp= Time= IPCServer=``): ``holder`` = ``User``, ``host``,
+    """The user-profile lock ``~/.config/libreoffice/4/.lock`` (docs/specs/devtool-locks.md §2.4;
+    CRLF INI ``[Lockdata] User= Host= Stamp= Time= IPCServer=``): ``holder`` = ``User``, ``host``,
     ``acquired_at`` from ``Time`` (local time; ``None`` if unreadable); ``metadata``: ``user``,
     ``stamp``, ``time``, ``ipc_server``, ``profile`` (``file://`` URL of the lock's directory).
 

@@ -56,7 +56,8 @@ from core.record import LockRecord
 FORMAT = "task-mcp"
 
 KEYS = ("owner", "since", "ttl")
-"""Keys that make a JSON object a Task MCP lock (spec 004 "Current Implementation")."""
+"""Keys that make a JSON object a Task MCP lock (docs/specs/004_6119ce42cf21683e.txt "Current
+Implementation")."""
 
 TTL_STRATEGIES: dict[str, dict[str, float]] = {
     "local": {"interactive": 3600.0, "automated": 1800.0, "emergency": 300.0},
@@ -64,25 +65,26 @@ TTL_STRATEGIES: dict[str, dict[str, float]] = {
     "cloud": {"interactive": 7200.0, "automated": 14400.0},
     "container": {"interactive": 1800.0, "automated": 3600.0},
 }
-"""Default TTLs in seconds (spec 004 "TTL Strategy", "Default TTL Values by Environment")."""
+"""Default TTLs in seconds (docs/specs/004_6119ce42cf21683e.txt "TTL Strategy", "Default TTL Values
+by Environment")."""
 
 ENVIRONMENTS = ("local", "ci", "cloud", "container")
 PURPOSES = ("interactive", "automated", "emergency")
 
 LOCKWARDEN_ENVIRONMENT = "local"
 """The environment Lockwarden declares in the locks it writes and as a requester in the reclaim
-matrix (spec 004 "Local Development")."""
+matrix (docs/specs/004_6119ce42cf21683e.txt "Local Development")."""
 
 LOCKWARDEN_PURPOSE = "interactive"
 """The purpose Lockwarden declares in the locks it writes and as a requester in the reclaim
-matrix (spec 004 "Enhanced Lock File Format")."""
+matrix (docs/specs/004_6119ce42cf21683e.txt "Enhanced Lock File Format")."""
 
 ALLOWED_METADATA: tuple[str, ...] = (
     "hostname", "process_id", "user_identity", "session_id", "environment", "purpose",
 )
-"""The only ``metadata`` fields Task MCP accepts (spec 004 "Security Controls",
-``validateLockOwner``: ``allowedFields``; any other field is an ``Unexpected metadata field``
-error). Lockwarden's ``metadata`` holds no other key."""
+"""The only ``metadata`` fields Task MCP accepts (docs/specs/004_6119ce42cf21683e.txt "Security
+Controls", ``validateLockOwner``: ``allowedFields``; any other field is an ``Unexpected metadata
+field`` error). Lockwarden's ``metadata`` holds no other key."""
 
 FILE_MODE = 0o600
 """Permission bits of the task-mcp lock files Lockwarden creates (as Task MCP's own)."""
@@ -91,8 +93,8 @@ _OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)\Z", re.DOTALL)
 
 
 def default_ttl(environment: str, purpose: str) -> float:
-    """Default TTL in seconds for an environment and purpose (spec 004 "Default TTL Values by
-    Environment").
+    """Default TTL in seconds for an environment and purpose (docs/specs/004_6119ce42cf21683e.txt
+    "Default TTL Values by Environment").
 
     The spec's table lacks some pairs; we fill them so that every pair has a value:
 
@@ -120,17 +122,18 @@ def current_user() -> str:
 
 
 def default_owner(pid: int, host: str | None = None) -> str:
-    """Task MCP's default owner text ``pid-<pid>@<host>`` (spec 004 "Local Development")."""
+    """Task MCP's default owner text ``pid-<pid>@<host>`` (docs/specs/004_6119ce42cf21683e.txt
+    "Local Development")."""
     return f"pid-{pid}@{host if host is not None else socket.gethostname()}"
 
 
 def default_metadata(
     pid: int, *, environment: str = "local", purpose: str = "interactive"
 ) -> dict[str, Any]:
-    """Metadata Lockwarden writes in a Task MCP lock (spec 004 "Enhanced Lock File Format",
-    "Local Development"): ``hostname``, ``process_id`` (``pid``), ``user_identity`` (the real
-    OS user from :func:`current_user`, never a value a requester claims), ``environment``,
-    ``purpose``."""
+    """Metadata Lockwarden writes in a Task MCP lock (docs/specs/004_6119ce42cf21683e.txt "Enhanced
+    Lock File Format", "Local Development"): ``hostname``, ``process_id`` (``pid``),
+    ``user_identity`` (the real OS user from :func:`current_user`, never a value a requester
+    claims), ``environment``, ``purpose``."""
     return {
         "hostname": socket.gethostname(),
         "process_id": pid,
@@ -162,7 +165,7 @@ def _since(obj: dict[str, Any]) -> datetime:
 
 
 def parse(data: bytes, path: str = "") -> LockRecord:
-    """Parse a Task MCP lock (spec 004 "Lock File Format").
+    """Parse a Task MCP lock (docs/specs/004_6119ce42cf21683e.txt "Lock File Format").
 
     - ``owner`` (string) -> ``holder``;
     - ``since`` -> ``acquired_at``: a number is epoch **milliseconds** ("Current
@@ -170,8 +173,8 @@ def parse(data: bytes, path: str = "") -> LockRecord:
     - ``ttl`` (number, seconds, >= 0) -> ``ttl``; ``expires_at`` = ``since + ttl``;
     - ``metadata`` (object, optional; ``null`` = none) -> ``metadata`` (a copy);
     - ``pid``: ``metadata.process_id``, else from an owner ``pid-<N>@<host>`` (Task MCP's
-      default owner, spec 004 "Local Development"); ``host``: ``metadata.hostname``, else a
-      top-level ``host``, else that owner's host part;
+      default owner, docs/specs/004_6119ce42cf21683e.txt "Local Development"); ``host``:
+      ``metadata.hostname``, else a top-level ``host``, else that owner's host part;
     - ``tag``: the top-level ``tag`` when it is a string (where Lockwarden writes it), else
       ``metadata.tag`` (where older Lockwarden versions wrote it), control characters
       replaced by spaces;
@@ -263,8 +266,9 @@ def _ttl_json(ttl: float) -> int | float:
 def serialize(record: LockRecord) -> bytes:
     """Bytes of a Task MCP lock, indented by 2 as Task MCP's ``JSON.stringify(info, null, 2)``,
     ASCII-only: ``owner``, ``since`` (integer epoch milliseconds, as ``atomic_lock`` writes and
-    reads it: spec 004 "Current Implementation"), ``ttl`` (seconds; an integer when whole),
-    ``metadata`` (as in the record), then ``tag``, ``token``, ``start`` and ``proc`` when set.
+    reads it: docs/specs/004_6119ce42cf21683e.txt "Current Implementation"), ``ttl`` (seconds; an
+    integer when whole), ``metadata`` (as in the record), then ``tag``, ``token``, ``start`` and
+    ``proc`` when set.
 
     Raises:
         ValueError: no ``holder``/``acquired_at``/``ttl``, a negative or non-finite ``ttl``, an
@@ -332,12 +336,12 @@ def make_record(
     """A Task MCP :class:`LockRecord` ready to be written, ``raw`` holding its text
     (:func:`serialize`).
 
-    ``since`` (aware; naive is taken as UTC) is cut to whole milliseconds as written; ``ttl``
-    is seconds; ``metadata`` is copied (use :func:`default_metadata`: only
-    :data:`ALLOWED_METADATA` fields); ``tag`` is written at the top level; ``extra`` are more
-    top-level keys (a reclaim's ``reclaimed_from`` and ``reclaimed_reason``, spec 004 "Reclaim
-    Process"), kept in ``raw`` only. ``pid`` and ``host`` are derived as :func:`parse` derives
-    them, so the result equals ``parse(record.raw, path)``.
+    ``since`` (aware; naive is taken as UTC) is cut to whole milliseconds as written; ``ttl`` is
+    seconds; ``metadata`` is copied (use :func:`default_metadata`: only :data:`ALLOWED_METADATA`
+    fields); ``tag`` is written at the top level; ``extra`` are more top-level keys (a reclaim's
+    ``reclaimed_from`` and ``reclaimed_reason``, docs/specs/004_6119ce42cf21683e.txt "Reclaim
+    Process"), kept in ``raw`` only. ``pid`` and ``host`` are derived as :func:`parse` derives them,
+    so the result equals ``parse(record.raw, path)``.
 
     Raises:
         ValueError: as :func:`serialize`, or an ``extra`` key that is already a field.
@@ -365,18 +369,19 @@ def make_record(
 
 def build(request: WriteRequest) -> Built:
     """The Task MCP lock Lockwarden writes for ``request`` (docs/formats.md, "task-mcp: what
-    Lockwarden writes"): owner ``pid-<pid>@<host>`` (spec 004 "Local Development"), ``since`` =
-    ``request.at`` in epoch milliseconds, ``ttl`` = ``request.ttl``, metadata from
-    :func:`default_metadata` (environment :data:`LOCKWARDEN_ENVIRONMENT`, purpose
+    Lockwarden writes"): owner ``pid-<pid>@<host>`` (docs/specs/004_6119ce42cf21683e.txt "Local
+    Development"), ``since`` = ``request.at`` in epoch milliseconds, ``ttl`` = ``request.ttl``,
+    metadata from :func:`default_metadata` (environment :data:`LOCKWARDEN_ENVIRONMENT`, purpose
     :data:`LOCKWARDEN_PURPOSE`; only :data:`ALLOWED_METADATA` fields), then at the top level
     ``tag``, ``token``, ``start``, ``proc`` and -- for a reclaim -- ``reclaimed_from`` and
-    ``reclaimed_reason`` (spec 004 "Reclaim Process"). File mode :data:`FILE_MODE`.
+    ``reclaimed_reason`` (docs/specs/004_6119ce42cf21683e.txt "Reclaim Process"). File mode
+    :data:`FILE_MODE`.
 
     A renewal (``request.acquired`` set) keeps ``since`` at the first acquisition and extends
     ``ttl`` so that the lease ends ``request.ttl`` seconds after ``request.at``: Task MCP
-    judges expiry by ``since + ttl`` and the lock's age stays its age (spec 004's own
-    ``refreshLock`` moves ``since`` instead, which would make a lock held for hours look
-    minutes old).
+    judges expiry by ``since + ttl`` and the lock's age stays its age (the ``refreshLock`` of
+    docs/specs/004_6119ce42cf21683e.txt moves ``since`` instead, which would make a lock held for
+    hours look minutes old).
 
     Raises:
         ValueError: ``request.ttl`` is None (a task-mcp lock is a lease), or as
@@ -418,9 +423,9 @@ def since_millis(record: LockRecord) -> int | None:
 
 def with_since(record: LockRecord, since: datetime) -> LockRecord:
     """A copy of a task-mcp ``record`` with ``since`` moved (Task MCP's own ``refreshLock``,
-    spec 004 "Auto-Refresh Mechanism"): same owner, ttl, metadata, tag, token and start;
-    ``raw`` rewritten. The engine's refresh keeps ``since`` and extends ``ttl`` instead
-    (:func:`build`)."""
+    docs/specs/004_6119ce42cf21683e.txt "Auto-Refresh Mechanism"): same owner, ttl, metadata, tag,
+    token and start; ``raw`` rewritten. The engine's refresh keeps ``since`` and extends ``ttl``
+    instead (:func:`build`)."""
     return make_record(
         record.path,
         owner=record.holder or "",
