@@ -14,7 +14,6 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,51 +21,10 @@ import pytest
 from core import kernel_getlk
 from core.kernel_getlk import FLOCK_FORMAT, getlk, open_by, pack_flock, unpack_flock
 from core.kernel_locks import Access, LockKind, kernel_holders
+from tests.kernel_holders import hold as _hold
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux F_GETLK view")
 has_ofd = pytest.mark.skipif(not hasattr(fcntl, "F_OFD_SETLK"), reason="no OFD locks")
-
-HOLDER = r"""
-import fcntl, os, struct, sys
-kind, path = sys.argv[1], sys.argv[2]
-if kind == "fasteners":
-    import fasteners
-    lock = fasteners.InterProcessLock(path)
-    assert lock.acquire(blocking=False)
-elif kind == "portalocker":
-    import portalocker
-    lock = portalocker.Lock(path, "a", flags=portalocker.LOCK_EX | portalocker.LOCK_NB)
-    lock.acquire()
-else:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if kind == "lockf-sh":
-        fcntl.lockf(fd, fcntl.LOCK_SH, 100, 0)
-    elif kind == "ofd":
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("@hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0))
-    elif kind != "open":
-        raise SystemExit("unknown kind " + kind)
-print("ready", flush=True)
-sys.stdin.read()
-"""
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-
-
-def _hold(procs: list[subprocess.Popen[str]], kind: str, path: Path) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", HOLDER, kind, str(path)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    procs.append(p)
-    assert p.stdout is not None and p.stdout.readline() == "ready\n"
-    return p
-
 
 def _release(p: subprocess.Popen[str]) -> None:
     """End a holder by closing its stdin and wait for its exit (an event, no sleep)."""
@@ -108,7 +66,7 @@ def test_fasteners_holder_named_then_gone(tmp_path: Path,
 @linux
 def test_shared_lockf_range(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     path = tmp_path / "range.lock"
-    holder = _hold(procs, "lockf-sh", path)
+    holder = _hold(procs, "posix-range", path)
     found = getlk(str(path))
     assert found is not None
     assert (found.access, found.start, found.length, found.end, found.pid) == (
@@ -266,7 +224,7 @@ def test_kernel_holders_getlk_mixed_paths(tmp_path: Path,
     shared = tmp_path / "range.lock"
     portal = tmp_path / "portalocker.lock"
     pids = {"posix": _hold(procs, "fasteners", posix).pid,
-            "shared": _hold(procs, "lockf-sh", shared).pid}
+            "shared": _hold(procs, "posix-range", shared).pid}
     _hold(procs, "portalocker", portal)
     twin = tmp_path / "twin.lock"
     os.link(posix, twin)

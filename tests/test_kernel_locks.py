@@ -8,8 +8,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from core.kernel_locks import (
     parse_line,
     parse_proc_locks,
 )
+from tests.kernel_holders import hold as _hold
 
 DATA = Path(__file__).parent / "data" / "devtools"
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
@@ -109,43 +108,6 @@ def test_filter_first_matches_full_parse() -> None:
 
 
 # -- real locks, real processes ----------------------------------------------------------------
-
-HOLDER = r"""
-import fcntl, os, struct, sys
-kind, path = sys.argv[1], sys.argv[2]
-fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-if kind == "flock":
-    fcntl.flock(fd, fcntl.LOCK_EX)
-elif kind == "flock-sh":
-    fcntl.flock(fd, fcntl.LOCK_SH)
-elif kind == "posix":
-    fcntl.lockf(fd, fcntl.LOCK_EX)
-elif kind == "posix-range":
-    fcntl.lockf(fd, fcntl.LOCK_SH, 100, 0)
-elif kind == "ofd":
-    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("@hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0))
-print("ready", flush=True)
-sys.stdin.read()
-"""
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-
-
-def _hold(procs: list[subprocess.Popen[str]], kind: str, path: Path) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", HOLDER, kind, str(path)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    procs.append(p)
-    assert p.stdout is not None and p.stdout.readline() == "ready\n"
-    return p
-
 
 @linux
 def test_real_python_locks_found(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
