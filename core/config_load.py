@@ -140,23 +140,43 @@ def _is_seconds(v: object) -> TypeGuard[int | float]:
 
 
 
-def _parse_watch(
-    raw: object, idx: int, problems: _Problems
-) -> WatchSpec | None:
-    sect = ("watch", idx)
-    key0 = f"watch[{idx + 1}]"
+def _table_path(raw: object, table: str, idx: int, problems: _Problems
+                ) -> tuple[dict[str, object], str] | None:
+    """The table ``raw`` (entry ``idx`` of ``[[table]]``) and its ``path``, expanded; ``None``
+    (with the problem reported) when it is not a table or has no usable ``path``."""
+    key0 = f"{table}[{idx + 1}]"
     if not isinstance(raw, dict):
-        problems.add(key0, f"must be a table, not {_describe(raw)}", section=None, name="watch",
+        problems.add(key0, f"must be a table, not {_describe(raw)}", section=None, name=table,
                      fallback="ignored")
         return None
     path = raw.get("path")
     if not isinstance(path, str) or not path.strip() or "\0" in path:
         what = ("is missing" if path is None
                 else f"must be a non-empty string (no NUL), not {_describe(path)}")
-        problems.add(f"{key0}.path", what, section=sect, name="path",
-                     fallback="this [[watch]] entry is ignored")
+        problems.add(f"{key0}.path", what, section=(table, idx), name="path",
+                     fallback=f"this [[{table}]] entry is ignored")
         return None
-    spec = WatchSpec(path=expand_path(path.strip()))
+    return raw, expand_path(path.strip())
+
+
+def _polling(value: object) -> str | None:
+    """A ``polling`` string (one of :data:`POLLING_CHOICES`, any case and spacing), else
+    ``None``."""
+    if isinstance(value, str) and value.strip().lower() in POLLING_CHOICES:
+        return value.strip().lower()
+    return None
+
+
+def _parse_watch(
+    raw: object, idx: int, problems: _Problems
+) -> WatchSpec | None:
+    sect = ("watch", idx)
+    key0 = f"watch[{idx + 1}]"
+    table = _table_path(raw, "watch", idx, problems)
+    if table is None:
+        return None
+    raw, path = table
+    spec = WatchSpec(path=path)
 
     def bad(name: str, message: str, default: object) -> None:
         problems.add(f"{key0}.{name}", message, section=sect, name=name,
@@ -189,8 +209,8 @@ def _parse_watch(
         elif name == "polling":
             if isinstance(value, bool):
                 spec.polling = "on" if value else "off"
-            elif isinstance(value, str) and value.strip().lower() in POLLING_CHOICES:
-                spec.polling = value.strip().lower()
+            elif (polling := _polling(value)) is not None:
+                spec.polling = polling
             else:
                 bad(name, f"must be one of auto, on, off, not {_describe(value)}", spec.polling)
         else:
@@ -204,18 +224,11 @@ def _parse_project(raw: object, idx: int, problems: _Problems) -> ProjectSpec | 
     ``stale_after`` (s), ``polling`` (auto | on | off)."""
     sect = ("projects", idx)
     key0 = f"projects[{idx + 1}]"
-    if not isinstance(raw, dict):
-        problems.add(key0, f"must be a table, not {_describe(raw)}", section=None,
-                     name="projects", fallback="ignored")
+    table = _table_path(raw, "projects", idx, problems)
+    if table is None:
         return None
-    path = raw.get("path")
-    if not isinstance(path, str) or not path.strip() or "\0" in path:
-        what = ("is missing" if path is None
-                else f"must be a non-empty string (no NUL), not {_describe(path)}")
-        problems.add(f"{key0}.path", what, section=sect, name="path",
-                     fallback="this [[projects]] entry is ignored")
-        return None
-    spec = ProjectSpec(path=expand_path(path.strip()))
+    raw, path = table
+    spec = ProjectSpec(path=path)
     for name, value in raw.items():
         fallback = f"using {_describe(getattr(spec, name, None))}"
         if name == "path":
@@ -234,8 +247,8 @@ def _parse_project(raw: object, idx: int, problems: _Problems) -> ProjectSpec | 
                              f"seconds, not {_describe(value)}", section=sect, name=name,
                              fallback=fallback)
         elif name == "polling":
-            if isinstance(value, str) and value.strip().lower() in POLLING_CHOICES:
-                spec.polling = value.strip().lower()
+            if (polling := _polling(value)) is not None:
+                spec.polling = polling
             else:
                 problems.add(f"{key0}.polling", f"must be one of auto, on, off, not "
                              f"{_describe(value)}", section=sect, name=name, fallback=fallback)
