@@ -128,24 +128,19 @@ def inspect_bytes(
         mtime = file.mtime_ns / 1e9
     empty = not data.strip()
     if empty:
-        tool = anchor_tool(path)
-        held, error = _kernel_lookup(path)
-        if held:
-            return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
-        if tool is not None:
-            return anchor_status(path, tool, file, policy=policy, now=now, error=error)
+        kernel = _kernel_verdict(path, file, policy=policy, now=now, any_file=True)
+        if kernel is not None:
+            return kernel
         if not _named_by_path(path):
             return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
                                   now=now, file=file, mtime=mtime)
     try:
         record = _parse(data, path)
     except ParseError as exc:  # partial: "writing" within the grace, else unreadable
-        tool = anchor_tool(path)
-        if tool is not None:  # an anchor with content of its own (Gradle's info region)
-            held, error = _kernel_lookup(path)
-            if held:
-                return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
-            return anchor_status(path, tool, file, policy=policy, now=now, error=error)
+        # an anchor with content of its own (Gradle's info region) is still an anchor
+        kernel = _kernel_verdict(path, file, policy=policy, now=now, any_file=False)
+        if kernel is not None:
+            return kernel
         return judge_unparsed(path, empty=False, detail=exc.reason, policy=policy, now=now,
                               file=file, mtime=mtime)
     return judge_record(path, record, policy=policy, procs=procs, now=now, file=file,
@@ -254,6 +249,23 @@ def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StaleP
     return LockStatus(path, State.FREE,
                       reasons=(Reason.of(Code.KERNEL_ANCHOR_FREE, tool=tool, file=path),),
                       checked_at=now, file=file, policy=policy, read_only=True)
+
+
+def _kernel_verdict(path: str, file: FileInfo | None, *, policy: StalePolicy, now: datetime,
+                    any_file: bool) -> LockStatus | None:
+    """The verdict the kernel's locks decide for ``path``: ``held`` (``kernel_lock_held``) when
+    one is held on it -- on any file with ``any_file``, else only on a known tool's anchor --
+    else, for an anchor (:func:`core.anchors.anchor_tool`), ``free`` or ``unchecked``
+    (:func:`anchor_status`); ``None`` when the kernel decides nothing."""
+    tool = anchor_tool(path)
+    if tool is None and not any_file:
+        return None
+    held, error = _kernel_lookup(path)
+    if held:
+        return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
+    if tool is not None:
+        return anchor_status(path, tool, file, policy=policy, now=now, error=error)
+    return None
 
 
 def _kernel_lookup(path: str) -> tuple[list[Holding], str | None]:
