@@ -17,18 +17,18 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
 
-from app.actions import LockActions
 from app.collector import GarbageCollector
+from app.commands import Commands
 from app.config_store import ConfigStore
 from app.demo import Demo
-from app.inventory import Inventory
+from app.engine_calls import LockActions
 from app.lockinfo import plural
 from app.model import LockTableModel
-from app.operations import Operations
 from app.proxy import LockFilterProxy
 from app.remote_poller import RemotePoller
 from app.theme import apply_theme
 from app.tray import TrayController
+from app.watch_bridge import Inventory
 from app.window import MainWindow
 from core import audit
 from core import config as cfgmod
@@ -109,7 +109,7 @@ class LockwardenApp(QObject):
         if demo is not None:
             self.window.show_demo(demo.dir)
         self.remote = RemotePoller(self.inventory, self)
-        self.ops = Operations(qapp=qapp, model=self.model, inventory=self.inventory,
+        self.ops = Commands(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
                               dialog_parent=self.window, remote=self.remote, parent=self)
         self._connect_window()

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import FrameType
 
 from core.config import WatchSpec
+from core.engine.lock import Lock
 from core.errors import LockError
-from core.lock import Lock
 
 #: role -> what the helper does (see :func:`helper_main`)
 ROLES: dict[str, str] = {

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from core.policy import human_duration as _core_human_duration
 from core.reasons import Code, UnreadableKind, advance, texts
+from core.reasons import human_duration as _core_human_duration
 from core.record import DEVTOOL_FORMATS, Liveness, LockStatus, State
 
 Update = tuple[str, LockStatus | None]
@@ -22,7 +22,7 @@ Update = tuple[str, LockStatus | None]
 
 def human_duration(seconds: float) -> str:
     """``seconds`` (float, s; negative counts as 0) in words, whole seconds only, via
-    :func:`core.policy.human_duration` ("3m 12s", "2h 0m")."""
+    :func:`core.reasons.human_duration` ("3m 12s", "2h 0m")."""
     return _core_human_duration(float(int(max(0.0, seconds))))
 
 
@@ -90,7 +90,7 @@ def is_remote(path: str) -> bool:
 def reclaimable(st: LockStatus) -> bool:
     """True when the engine may replace this lock with one of its own (the Reclaim action):
     a lock file it reads, not being written, not read-only, and not an af claim or a developer
-    tool's lock, which their tool would mistake (core.operations.refuse_read_only)."""
+    tool's lock, which their tool would mistake (core.engine.operations.refuse_read_only)."""
     rec = st.record
     return (not st.read_only and not not_a_lock_file(st) and st.state is not State.WRITING
             and not st.kernel_held and not is_remote(st.path)
@@ -100,7 +100,7 @@ def reclaimable(st: LockStatus) -> bool:
 def forceable(st: LockStatus) -> bool:
     """True when a forced release may remove the file (the Force release action): a lock file,
     not read-only, and not held by a kernel lock -- deleting that file would not release it
-    and would let a second holder in (core.operations.refuse_not_a_lock)."""
+    and would let a second holder in (core.engine.operations.refuse_not_a_lock)."""
     return not st.read_only and not not_a_lock_file(st) and not st.kernel_held
 
 

@@ -33,9 +33,9 @@ from app import columns
 from app.columns import HEADERS, NCOLS, SORT_ROLE, STATUS_ROLE, Col
 from app.icons import state_icon
 from app.lockinfo import STATE_EXPLAIN, Update, display_state, holder_changed
-from core.liveness import hostname
 from core.reasons import printable, texts
 from core.record import LockStatus, State
+from core.verdicts.liveness import hostname
 
 ModelIndex = QModelIndex | QPersistentModelIndex
 
@@ -49,7 +49,7 @@ class LockTableModel(QAbstractTableModel):
     Args:
         parent: Qt parent.
         my_pid: PID whose locks are "held by me" (default: this process, os.getpid()).
-        my_host: host name for "held by me" (default: :func:`core.liveness.hostname`).
+        my_host: host name for "held by me" (default: :func:`core.verdicts.liveness.hostname`).
         clock: returns "now" as an aware UTC datetime (tests pass a fixed clock).
         tick_ms: age refresh period in milliseconds (1000; 0 disables the timer).
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.inventory import Inventory
+from app.watch_bridge import Inventory
 from core.config import Config
 from core.record import LockStatus
 

@@ -5,7 +5,7 @@ and the dialogs (acquire, force release, reclaim, settings, audit log).
 
 Usage: ``python -m app.screenshots [--out DIR]``. Without ``DISPLAY`` it starts its own Xvfb
 and trayer (Debian packages ``xvfb``, ``trayer``) and runs itself inside them. The inventory is
-fed through the same signal path the watcher uses (:meth:`app.inventory.Inventory.push`); the
+fed through the same signal path the watcher uses (:meth:`app.watch_bridge.Inventory.push`); the
 audit log shown is a real one, written by real engine operations in a temporary directory.
 """
 
@@ -229,7 +229,7 @@ def _app_with_inventory(qapp: QApplication, tmp: Path, base: str) -> LockwardenA
     directories (events, polling, missing); nothing is really watched."""
     from app.application import LockwardenApp
     from core import config as cfgmod
-    from core.watch import DirStatus
+    from core.watch.watcher import DirStatus
 
     cfg_path = tmp / "cfg" / "config.toml"
     watches = [cfgmod.WatchSpec(path=base, recursive=True),

@@ -15,11 +15,13 @@ Checks, one printed line each (``"ok   icons: 6 SVG loaded, 9 generated"`` or
    generated files must be present; from source they are optional (``packaging/make_icons.py``
    makes them).
 4. ``app``: the GUI modules import (catches modules PyInstaller missed).
-5. ``lock``: in a fresh temp directory, ``core.Lock`` acquires a lock, ``core.inspect`` judges
+5. ``lock``: in a fresh temp directory, ``core.Lock`` acquires a lock, ``core.inspect``
+judges
    it ``held``/``alive``, the release removes it, and ``inspect`` then says ``free``.
 6. ``audit``: ``core.audit.read`` finds the ``acquire`` and ``release`` entries of that lock
    and ``core.audit.verify`` accepts the chain.
-7. ``watch``: a watchdog observer (the one ``core.watch`` uses for the platform) starts on the
+7. ``watch``: a watchdog observer (the one ``core.watch.watcher`` uses for the platform) starts on
+the
    temp directory and stops.
 
 The exit status is 0 when every check passed, 1 otherwise. Nothing outside the temp directory
@@ -164,17 +166,18 @@ def _check_app_modules() -> str:
     import importlib
 
     names = ("app.main", "app.application", "app.tray", "app.window", "app.model",
-             "app.icons", "app.single", "core.cli", "core.watch", "core.scan", "core.config")
+             "app.icons", "app.single", "core.cli.main", "core.watch.watcher", "core.watch.scan",
+             "core.config")
     for name in names:
         importlib.import_module(name)
     return f"{len(names)} modules import"
 
 
 def _check_lock(tmp: Path) -> str:
-    from core.inspect import inspect as inspect_lock
-    from core.lock import Lock
+    from core.engine.lock import Lock
     from core.reasons import render_all
     from core.record import Liveness, State
+    from core.verdicts.inspect import inspect as inspect_lock
 
     path = str(tmp / "selftest.lock")
     lock = Lock(path, tag="lockwarden self-test")

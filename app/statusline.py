@@ -7,16 +7,16 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
 
 from app.config_store import ConfigStore
-from app.inventory import Inventory
 from app.lockinfo import plural
 from app.model import LockTableModel
+from app.watch_bridge import Inventory
 from core.reasons import printable
 from core.record import State
 
 
 class StatusLine(QObject):
     """Widgets added to ``bar``: :attr:`dirs_label`, :attr:`scan_progress` (shown until the
-    inventory is :attr:`~app.inventory.Inventory.ready`), :attr:`counts_label`; :meth:`update`
+    inventory is :attr:`~app.watch_bridge.Inventory.ready`), :attr:`counts_label`; :meth:`update`
     fills them from the inventory, the model and the configuration."""
 
     def __init__(self, bar: QStatusBar, *, inventory: Inventory, model: LockTableModel,

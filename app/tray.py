@@ -19,10 +19,9 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from app.actions import LockActions, lost_message
 from app.config_store import ConfigStore
+from app.engine_calls import LockActions, lost_message
 from app.icons import app_icon, state_icon, tray_icon
-from app.inventory import Inventory
 from app.lockinfo import (
     STATE_WORDS,
     display_state,
@@ -33,15 +32,16 @@ from app.lockinfo import (
     reclaimable,
 )
 from app.model import LockTableModel, Transition
+from app.watch_bridge import Inventory
 from core.reasons import printable, render_all
 from core.record import LockStatus, State
-from core.watch import DirStatus
+from core.watch.watcher import DirStatus
 
 MENU_LIMIT = 15
 """Locks listed in the tray menu before "N more…"."""
 
 PROBLEM_MODES = ("missing", "error")
-"""Directory modes (:attr:`core.watch.DirStatus.mode`) that make the tray red."""
+"""Directory modes (:attr:`core.watch.watcher.DirStatus.mode`) that make the tray red."""
 
 
 def aggregate(counts: dict[State, int], dirs: Sequence[DirStatus]) -> str:
@@ -87,7 +87,7 @@ class TrayController(QObject):
 
     Notifications: for the inventory's transitions (:meth:`_transitions`), except the
     disappearance of a lock held by this process (:meth:`LockTableModel.is_mine`), which only
-    :class:`app.actions.LockActions` can tell apart -- released by us (:attr:`released`) or
+    :class:`app.engine_calls.LockActions` can tell apart -- released by us (:attr:`released`) or
     lost (:attr:`lost`); it announces it and the tray shows what it says.
 
     Signals:
@@ -281,7 +281,7 @@ class TrayController(QObject):
         (once per lock, not per tick); a lock was acquired (a new lock or a new holder, not a
         stale lock turning held again) or released, if asked. Nothing for what the first scan
         found (it was there before the app started), and nothing for the disappearance of a
-        lock of this process: :class:`app.actions.LockActions` announces that (released or
+        lock of this process: :class:`app.engine_calls.LockActions` announces that (released or
         lost)."""
         n = self._store.config.notifications
         self._dup_names = None  # this batch may have added a lock of the same name

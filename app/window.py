@@ -4,7 +4,7 @@ context menu, shortcuts and status bar (docs/gui.md "Window").
 The window only presents and asks: what it needs comes in through its constructor, and the
 operations it offers (acquire, release, reclaim, force release, open folder, copy path,
 settings, audit log, quit) leave it as ``...Requested`` signals that
-:class:`app.application.LockwardenApp` connects to :class:`app.operations.Operations`.
+:class:`app.application.LockwardenApp` connects to :class:`app.commands.Commands`.
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ from PySide6.QtWidgets import (
 )
 
 from app import window_state
-from app.actions import LockActions, lost_message
 from app.columns import Col
 from app.config_store import ConfigStore
 from app.detail import DetailPane
+from app.engine_calls import LockActions, lost_message
 from app.icons import app_icon
-from app.inventory import Inventory
 from app.lockinfo import (
     forceable,
     human_duration,
@@ -56,6 +55,7 @@ from app.model import LockTableModel
 from app.proxy import LockFilterProxy
 from app.statusline import StatusLine
 from app.table import LockTable
+from app.watch_bridge import Inventory
 from core.reasons import printable
 from core.record import LockStatus, State
 
@@ -495,7 +495,7 @@ class MainWindow(QMainWindow):
         self._update_empty()
 
     def _lock_lost(self, path: str, replaced: bool) -> None:
-        """A lock this app held was taken away (:attr:`app.actions.LockActions.lost`): say so
+        """A lock this app held was taken away (:attr:`app.engine_calls.LockActions.lost`): say so
         in the status bar for 15 s."""
         title, body = lost_message(path, replaced)
         self.statusBar().showMessage(printable(f"{title}: {body}"), 15000)

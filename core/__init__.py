@@ -21,13 +21,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Lock": "core.lock",
-    "reclaim": "core.reclaiming",
-    "force_release": "core.lock",
-    "release_path": "core.lock",
-    "wait": "core.lock",
-    "inspect": "core.inspect",
-    "StalePolicy": "core.policy",
+    "Lock": "core.engine.lock",
+    "reclaim": "core.engine.reclaiming",
+    "force_release": "core.engine.operations",
+    "release_path": "core.engine.operations",
+    "wait": "core.engine.waiting",
+    "inspect": "core.verdicts.inspect",
+    "StalePolicy": "core.stale_policy",
     "LockError": "core.errors",
     "LockHeld": "core.errors",
     "LockTimeout": "core.errors",

@@ -1,6 +1,7 @@
 """The named defaults of the stale policy, in one place (seconds).
 
-Imported by :mod:`core.policy` (which carries them in :class:`~core.policy.StalePolicy`), by
+Imported by :mod:`core.verdicts.policy` (which carries them in
+:class:`~core.stale_policy.StalePolicy`), by
 :mod:`core.record` and by the configuration; nowhere else is a stale limit written as a number.
 """
 
@@ -8,11 +9,11 @@ from __future__ import annotations
 
 DEFAULT_STALE_AFTER = 3600.0
 """Seconds after which a lock whose holder is not alive is stale (the specs' default:
-``docs/specs/000_f378b7650aba3ec0.txt``, "Stale Detection"; copied to ``docs/verdicts.md``)."""
+``docs/specs/sema.txt``, "Stale Detection"; copied to ``docs/verdicts.md``)."""
 
 MAX_TTL = 365 * 24 * 3600.0
 """The longest lease Lockwarden writes, in seconds (one year): every expiry it computes stays a
-valid date, and the CLI's ``--ttl`` has the same bound (:data:`core.cli_args.TTL`)."""
+valid date, and the CLI's ``--ttl`` has the same bound (:data:`core.cli.args.TTL`)."""
 
 MIN_REFRESH_INTERVAL = 0.25
 """Seconds: a lease is renewed at 75 % of its TTL, but never more often than this (a TTL of

@@ -22,7 +22,7 @@ MAX_LOCK_BYTES = 64 * 1024
 """Largest lock file we read, in bytes (docs/DESIGN.md: "Read at most 64 KiB of a file")."""
 
 AUDIT_LOG_NAME = ".lock_audit.log"
-"""Audit log file name, beside the locks (Task MCP's name, docs/specs/004_6119ce42cf21683e.txt
+"""Audit log file name, beside the locks (Task MCP's name, docs/specs/task-mcp.txt
 "Audit logging")."""
 
 GUARD_FILE_NAME = ".lockwarden.guard"
@@ -359,8 +359,8 @@ def lock_within(
     ``max_pause`` seconds. The bound exists because any local user who can open the file can
     take its lock (docs/engine.md, "Why the guard is a flock on the directory"; docs/DESIGN.md,
     "Audit log": appends are serialised with a kernel lock). Used by the engine's directory
-    guard (:class:`core._exchange.DirGuard`) and the audit log's append lock
-    (:mod:`core.audit_write`).
+    guard (:class:`core.engine.exchange.DirGuard`) and the audit log's append lock
+    (:mod:`core.audit.write`).
 
     Raises:
         OSError: whatever ``attempt`` raises other than ``BlockingIOError`` (the caller decides

@@ -30,7 +30,7 @@ class Code(enum.StrEnum):
     UNREADABLE = "unreadable"  # kind, detail
     WRITING = "writing"  # empty, age_s
     EMPTY_LEFT_BY_CRASH = "empty_left_by_crash"  # age_s
-    # the holder's liveness (core.liveness)
+    # the holder's liveness (core.verdicts.liveness)
     NO_PID = "no_pid"
     INVALID_PID = "invalid_pid"  # pid
     INIT_HOLDER = "init_holder"  # pid
@@ -42,7 +42,7 @@ class Code(enum.StrEnum):
     PID_REUSED = "pid_reused"  # pid, how, delta_s
     PREDATES_BOOT = "predates_boot"  # pid (optional), boot_at
     LIVENESS_UNCHECKED = "liveness_unchecked"  # detail
-    # the policy (core.policy)
+    # the policy (core.verdicts.policy)
     EXPIRED = "expired"  # ago_s, ttl_s | expires_at
     AF_KEEPS_EXPIRED = "af_keeps_expired"
     EXPIRED_HOLDER_DEAD = "expired_holder_dead"
@@ -64,7 +64,7 @@ class Code(enum.StrEnum):
     AGE_FROM_FIRST_SEEN = "age_from_first_seen"  # age_s
     CLIENT_CONNECTED = "client_connected"  # ip, sessions
     NO_SESSION_FROM_CLIENT = "no_session_from_client"  # ip
-    # developer tools' marker locks (core.devtool_policy)
+    # developer tools' marker locks (core.verdicts.devtools)
     GIT_WORKER = "git_worker"  # pid, name, count
     NO_GIT_WORKER = "no_git_worker"  # repo
     GIT_LOCK_YOUNG = "git_lock_young"  # age_s, limit_s
@@ -79,7 +79,7 @@ class Code(enum.StrEnum):
     OFFICE_RUNNING = "office_running"  # pid, user
     NO_OFFICE_PROCESS = "no_office_process"  # user
     START_TOKEN_MISMATCH = "start_token_mismatch"  # pid
-    # kernel locks (core.kernel_locks)
+    # kernel locks (core.kernel.locks)
     KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, kind, access, file, tool (known anchors)
     KERNEL_ANCHOR_FREE = "kernel_anchor_free"  # tool, file
     KERNEL_ANCHOR_UNCHECKED = "kernel_anchor_unchecked"  # tool, file, detail
@@ -130,8 +130,8 @@ class ReadOnlyKind(enum.StrEnum):
     read-only)."""
     KERNEL_LOCK = "kernel_lock"
     """A file the kernel holds a lock on (flock, POSIX, OFD), or a known tool's kernel-lock
-    anchor (dpkg, apt, cargo, uv, Gradle: :func:`core.anchors.anchor_tool`) whether held now or
-    not: deleting or replacing it would not release that lock and would let a second holder in
+    anchor (dpkg, apt, cargo, uv, Gradle: :func:`core.kernel.anchors.anchor_tool`) whether held now
+    or not: deleting or replacing it would not release that lock and would let a second holder in
     (docs/engine.md, "What force may remove"; docs/specs/devtool-locks.md §0); end the holder
     process instead."""
     NOT_A_LOCK = "not_a_lock"
@@ -346,7 +346,7 @@ def _writing(r: Reason) -> str:
 
 def _kernel_kind(r: Reason) -> str:
     """``a flock``, ``a POSIX``, ``an OFD``; ``a flock or OFD`` for the ``UNKNOWN`` kind
-    ``F_GETLK`` reports on macOS/BSD (:class:`core.kernel_locks.LockKind`)."""
+    ``F_GETLK`` reports on macOS/BSD (:class:`core.kernel.locks.LockKind`)."""
     kind = str(r.get("kind"))
     words = {"FLOCK": "a flock", "POSIX": "a POSIX", "OFDLCK": "an OFD",
              "UNKNOWN": "a flock or OFD"}

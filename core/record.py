@@ -61,7 +61,7 @@ developer tools' marker locks, read-only in Lockwarden (``docs/specs/devtool-loc
 
 DEVTOOL_FORMATS: tuple[str, ...] = FORMATS[5:]
 """Developer tools' marker locks (git, Vim, Emacs, LibreOffice, Terraform, filelock): read and
-judged by :mod:`core.devtool_policy`, never written."""
+judged by :mod:`core.verdicts.devtools`, never written."""
 
 TOOLS: dict[str, str] = {
     "sema": "sema", "task-mcp": "task-mcp", "af-ledger": "af", "af-claim": "af",
@@ -253,7 +253,7 @@ class LockStatus:
     @property
     def anchor_tool(self) -> str:
         """The tool whose kernel-lock anchor the path is (``"dpkg"``, ``"apt"``, ``"cargo"``,
-        ``"uv"``, ``"gradle"``: :func:`core.anchors.anchor_tool`), read from the reasons
+        ``"uv"``, ``"gradle"``: :func:`core.kernel.anchors.anchor_tool`), read from the reasons
         (``tool`` of ``kernel_lock_held``, ``kernel_anchor_free``,
         ``kernel_anchor_unchecked``), else ``""``. Such a file is never deleted
         (docs/specs/devtool-locks.md §0)."""

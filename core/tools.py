@@ -9,7 +9,8 @@ decided from the record's format and the reason codes, never from text.
 - **kernel** locks: only the kernel knows (flock, POSIX ``fcntl``, OFD locks); the file is an
   anchor, and deleting it would let a second holder in. Never stale, never deleted; the holder
   process can be ended instead. A known tool's anchor (dpkg, apt, cargo, uv, Gradle:
-  :func:`core.anchors.anchor_tool`) that nobody holds is ``free``, and its safe action is none.
+  :func:`core.kernel.anchors.anchor_tool`) that nobody holds is ``free``, and its safe action is
+  none.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ docs/packaging.md):
   to re-launch the frozen executable) -> the app, :func:`app.main.main`;
 - ``--self-test`` -> :func:`app.selftest.main` (Qt offscreen, icons, a lock through the engine,
   the audit log);
-- anything else (``--version``, ``--help``, CLI verbs) -> :func:`app.cli.main`.
+- anything else (``--version``, ``--help``, CLI verbs) -> :func:`app.console.main`.
 
 On Windows the spec builds this script twice: ``lockwarden.exe`` (windowed: no console, so
 ``sys.stdout`` may be ``None``) and ``lockwarden-cli.exe`` (console, for scripts).
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.main import main as app_main
 
         return int(app_main(args[1:] if args and args[0] == "gui" else args) or 0)
-    from app.cli import main as cli_main
+    from app.console import main as cli_main
 
     return int(cli_main(args) or 0)
 

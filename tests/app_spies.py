@@ -1,6 +1,6 @@
 """Test helper: record a Qt signal's emissions in the test, so the app keeps no lists for tests
 (its notifications, errors and lost locks are signals: ``TrayController.notified``,
-``Operations.errorShown``, ``LockActions.lost``)."""
+``Commands.errorShown``, ``LockActions.lost``)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QMessageBox
 
-from app.inventory import Inventory
+from app.watch_bridge import Inventory
 from core.record import State
 from tests.app_spies import SignalSpy
 
@@ -78,8 +78,8 @@ def test_quit_asks_release_all_or_keep(make_app: Callable[..., Any], lockdir: Pa
 def test_removed_report_of_a_kept_path_is_checked_by_the_engine(
         qtbot: Any, lockdir: Path) -> None:
     """The watcher's "removed" for a path the app holds is re-inspected, not believed."""
-    from core.lock import Lock
-    from core.watch import ChangeSet
+    from core.engine.lock import Lock
+    from core.watch.watcher import ChangeSet
 
     inv = Inventory()
     path = str(lockdir / "kept.lock")
@@ -88,7 +88,7 @@ def test_removed_report_of_a_kept_path_is_checked_by_the_engine(
     try:
         inv.kept = lambda: [path]
         spy = SignalSpy(inv.updated)
-        from core.inspect import inspect
+        from core.verdicts.inspect import inspect
 
         st = inspect(path)
         inv.push_changeset(ChangeSet(added=[], changed=[], removed=[st]))

@@ -1,4 +1,4 @@
-"""A lock this app holds is reported lost by one place only (app.actions.LockActions), so what
+"""A lock this app holds is reported lost by one place only (app.engine_calls.LockActions), so what
 the user is told does not depend on the order in which the parts' slots were connected.
 
 The parts are wired here by hand, in every order, and fed the same inventory updates (real
@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 
 import core
-from app.actions import LockActions, lost_verdict
 from app.config_store import ConfigStore
-from app.inventory import Inventory
+from app.engine_calls import LockActions, lost_verdict
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
 from app.tray import TrayController
+from app.watch_bridge import Inventory
 from app.window import MainWindow
 from core import config as cfgmod
-from core.inspect import inspect as inspect_lock
 from core.record import State
+from core.verdicts.inspect import inspect as inspect_lock
 from tests.app_spies import SignalSpy
 
 pytestmark = pytest.mark.usefixtures("qapp")

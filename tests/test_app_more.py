@@ -69,7 +69,7 @@ def test_engine_errors_are_messages_and_table_stays(make_app, tmp_path, qtbot):
 
 def test_tray_aggregate_menu_and_notifications(make_app, lockdir):
     from app.tray import MENU_LIMIT, aggregate
-    from core.watch import DirStatus
+    from core.watch.watcher import DirStatus
 
     lw = make_app([lockdir], tray=True, on_acquire=True)
     tray = lw.tray

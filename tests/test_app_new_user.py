@@ -185,7 +185,7 @@ def test_gui_help_shows_its_options() -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "app.cli", "gui", "--help"],
+    out = subprocess.run([sys.executable, "-m", "app.console", "gui", "--help"],
                          capture_output=True, text=True, timeout=60, check=True)
     for opt in ("--demo", "--minimized", "--config"):
         assert opt in out.stdout

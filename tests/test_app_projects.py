@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from core import config
-from core.project_roots import suggest_roots
+from core.config.project_roots import suggest_roots
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

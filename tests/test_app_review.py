@@ -44,7 +44,7 @@ def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
 
 
 def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any) -> None:
-    from core.inspect import inspect as inspect_lock
+    from core.verdicts.inspect import inspect as inspect_lock
 
     path = lockdir / "lease.lock"
     write_sema(path, pid=dead_pid(), age=30, ttl=2)
@@ -444,7 +444,7 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
 
 def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, lockdir: Path,
                                                                 qtbot: Any) -> None:
-    from app.actions import ActionError
+    from app.engine_calls import ActionError
 
     garbage = lockdir / "garbage.lock"
     garbage.write_bytes(b"\xff\xfe\x01pid=abc\n")

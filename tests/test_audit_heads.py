@@ -1,4 +1,4 @@
-"""core.audit_heads: this user's chain head of each log (record, load, checksum, pruning)."""
+"""core.audit.heads: this user's chain head of each log (record, load, checksum, pruning)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core import audit, audit_heads
-from core.audit_heads import ChainHead
+from core import audit
+from core.audit import heads as audit_heads
+from core.audit.heads import ChainHead
 from core.fsutil import AUDIT_LOG_NAME
 
 

@@ -1,4 +1,4 @@
-"""core.audit_write.cached_tail: an append chains onto the line it wrote last without reading
+"""core.audit.write.cached_tail: an append chains onto the line it wrote last without reading
 the log's tail, and only when that line is still byte for byte the log's last one."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core import audit, audit_write
+from core import audit
+from core.audit import write as audit_write
 
 
 @pytest.fixture(autouse=True)

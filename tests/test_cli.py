@@ -3,7 +3,7 @@
 docs/cli.md: every verb and exit code, holder PID = caller, interop with the specs' shell
 example and the reference tools' fixture files, bad input (one clear line, documented exit
 code, nothing changed on disk), bounded numbers, the audit log's ``--verify``, ``clean``, the
-``gui`` verb added from the app side (``app/cli.py``), reasons as data in ``--json``.
+``gui`` verb added from the app side (``app/console.py``), reasons as data in ``--json``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
-from app.cli import main  # the `lockwarden` console script: core.cli.main plus the `gui` verb
-from core.cli import Verb
-from core.cli import main as core_main
+from app.console import (
+    main,  # the `lockwarden` console script: core.cli.main.main plus the `gui` verb
+)
+from core.cli.main import Verb
+from core.cli.main import main as core_main
 
 LW = [sys.executable, "-m", "core"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,13 +158,13 @@ def test_numbers_are_bounded_at_the_boundary(lockdir: Path, args: list[str], say
 
 def test_gui_verb_comes_from_the_app_side(capsys: pytest.CaptureFixture[str]) -> None:
     """`core` never imports `app` (docs/DESIGN.md "Layout"): `python -m core` has no `gui`;
-    the console script (app.cli) adds it with exactly the options app.main accepts."""
+    the console script (app.console) adds it with exactly the options app.main accepts."""
     out = lw("gui")
     assert out.returncode == 2 and "invalid choice: 'gui'" in one_line(out.stderr)
 
     import argparse
 
-    from app.cli import GUI_VERB
+    from app.console import GUI_VERB
     from app.main import build_parser as app_parser
 
     def options(p: argparse.ArgumentParser) -> set[str]:
@@ -696,9 +698,9 @@ def test_clean_removes_only_our_old_temp_files(lockdir: Path) -> None:
 
 BLOCK_QT = """
 import sys
-ENTRY = sys.argv.pop(1)  # core.cli (the engine's CLI) or app.cli (the console script)
+ENTRY = sys.argv.pop(1)  # core.cli.main (the engine's CLI) or app.console (the console script)
 BLOCKED = ("PySide6", "shiboken6", "watchdog", "app")
-ALLOWED = {"app", "app.cli"} if ENTRY == "app.cli" else set()
+ALLOWED = {"app", "app.console"} if ENTRY == "app.console" else set()
 class Block:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED and name not in ALLOWED:
@@ -713,10 +715,10 @@ sys.exit(code)
 """
 
 
-@pytest.mark.parametrize("entry", ["core.cli", "app.cli"])
+@pytest.mark.parametrize("entry", ["core.cli.main", "app.console"])
 def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path, entry: str) -> None:
     """docs/cli.md "Start-up time": the CLI never imports Qt or watchdog on these paths (nor
-    the app beyond app.cli); with them unavailable the verbs still work, and ``gui`` says in
+    the app beyond app.console); with them unavailable the verbs still work, and ``gui`` says in
     one line that the app cannot start."""
     lock = str(lockdir / "x.lock")
     for args, code in ((["try", lock], 0), (["status", lock], 1), (["release", lock], 0)):
@@ -724,7 +726,7 @@ def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path, entry: st
                              text=True, env=ENV, timeout=60, check=False)
         assert out.returncode == code, out.stderr
         assert "LOADED []" in out.stderr
-    if entry == "core.cli":
+    if entry == "core.cli.main":
         return
     out = subprocess.run([sys.executable, "-c", BLOCK_QT, entry, "gui"], capture_output=True,
                          text=True, env=ENV, timeout=60, check=False)

@@ -12,7 +12,7 @@ from tests.test_cli import ENV
 
 PROBE = """
 import sys
-from core.cli import main
+from core.cli.main import main
 code = main(sys.argv[1:])
 print("LOADED", sorted({"shutil", "bz2", "lzma", "tomli_w"} & set(sys.modules)), file=sys.stderr)
 sys.exit(code)

@@ -13,25 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from core.engine.lock import Lock
+from core.engine.publish import CRASH_ENV, CRASH_POINTS
 from core.formats import parse
-from core.inspect import inspect
-from core.lock import CRASH_ENV, CRASH_POINTS, Lock
 from core.record import State
 from core.tempfiles import parse_temp_name
+from core.verdicts.inspect import inspect
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ACQUIRE = "from core.lock import Lock; Lock({p!r}).acquire(timeout=10)"
-RELEASE = "from core.lock import Lock; Lock({p!r}).acquire(timeout=10).release()"
-REFRESH = "from core.lock import Lock; Lock({p!r}, ttl=60).acquire(timeout=10).refresh()"
+ACQUIRE = "from core.engine.lock import Lock; Lock({p!r}).acquire(timeout=10)"
+RELEASE = "from core.engine.lock import Lock; Lock({p!r}).acquire(timeout=10).release()"
+REFRESH = "from core.engine.lock import Lock; Lock({p!r}, ttl=60).acquire(timeout=10).refresh()"
 RECLAIM = "import core; core.reclaim({p!r})"
 NO_EXCHANGE = (
-    "import core._exchange as ex\n"
+    "import core.engine.exchange as ex\n"
     "def refuse(a, b): raise ex.ExchangeUnsupported(95, 'no exchange (test)')\n"
     "ex.exchange = refuse\n"
 )
 RECLAIM_FALLBACK = NO_EXCHANGE + RECLAIM
-STALE = "import os; from core.lock import Lock; Lock({p!r}).acquire(); os._exit(0)"
+STALE = "import os; from core.engine.lock import Lock; Lock({p!r}).acquire(); os._exit(0)"
 
 _LABELS = {ACQUIRE: "acquire", RELEASE: "release", REFRESH: "refresh", RECLAIM: "reclaim",
            RECLAIM_FALLBACK: "reclaim-without-exchange"}

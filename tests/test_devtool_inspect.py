@@ -1,7 +1,7 @@
-"""The developer tools' locks through core.inspect and core.scan: an empty file under a real
-kernel lock is held (never stale), an empty git HEAD.lock is a git lock, an Emacs symlink and a
-Vim swap over 64 KiB are read by the scanner, and a leftover git lock is judged by
-core.devtool_policy (docs/verdicts.md, "Developer tools' locks")."""
+"""The developer tools' locks through core.verdicts.inspect and core.watch.scan: an empty file under
+a real kernel lock is held (never stale), an empty git HEAD.lock is a git lock, an Emacs symlink and
+a Vim swap over 64 KiB are read by the scanner, and a leftover git lock is judged by
+core.verdicts.devtools (docs/verdicts.md, "Developer tools' locks")."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from core.config import WatchSpec
-from core.inspect import inspect
-from core.liveness import hostname
 from core.reasons import Code
 from core.record import LockStatus, State
-from core.scan import scan_dir
+from core.verdicts.inspect import inspect
+from core.verdicts.liveness import hostname
+from core.watch.scan import scan_dir
 
 DATA = Path(__file__).parent / "data" / "devtools"
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")

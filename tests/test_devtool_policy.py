@@ -1,4 +1,4 @@
-"""core.devtool_policy with real tools and real processes: git (a leftover index.lock; a real
+"""core.verdicts.devtools with real tools and real processes: git (a leftover index.lock; a real
 git process working in the repository; a real `git commit -a` killed while its editor was
 open), Vim in a pseudo-terminal (its swap while it runs, after :preserve with unsaved changes,
 after SIGKILL), Terraform's label judged by a real POSIX lock on the state file, filelock's
@@ -20,7 +20,10 @@ import psutil
 import pytest
 
 from core import formats
-from core.devtool_policy import (
+from core.formats import emacs
+from core.reasons import Code, render
+from core.record import Liveness, LockStatus, State
+from core.verdicts.devtools import (
     GIT_GRACE,
     judge_devtool,
     judge_emacs_lock,
@@ -31,10 +34,7 @@ from core.devtool_policy import (
     judge_vim_swap,
     worktree_of,
 )
-from core.formats import emacs
-from core.liveness import hostname
-from core.reasons import Code, render
-from core.record import Liveness, LockStatus, State
+from core.verdicts.liveness import hostname
 
 DATA = Path(__file__).parent / "data" / "devtools"
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc")

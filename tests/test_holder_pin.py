@@ -1,4 +1,4 @@
-"""The holder's pin (core/holder_pin.py, docs/engine.md "The holder's pin"): a Lockwarden
+"""The holder's pin (core/kernel/pin.py, docs/engine.md "The holder's pin"): a Lockwarden
 holder keeps a shared flock on its own lock file, so a holder whose PID means nothing here -- a
 real process in its own PID namespace (``unshare``), recording PID 2 -- is still judged alive,
 its lock is not reclaimed, and it turns stale the moment that process dies. The pin follows
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from core.engine.lock import Lock
+from core.engine.reclaiming import reclaim
 from core.errors import NotStale
-from core.holder_pin import pinned_by
-from core.inspect import inspect
-from core.lock import Lock
+from core.kernel.pin import pinned_by
 from core.reasons import Code
-from core.reclaiming import reclaim
 from core.record import Liveness, State
+from core.verdicts.inspect import inspect
 
 ROOT = Path(__file__).resolve().parent.parent
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs /proc/locks")
@@ -29,7 +29,7 @@ linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs /pro
 HOLD = r"""
 import os, sys
 sys.path.insert(0, sys.argv[2])
-from core.lock import Lock
+from core.engine.lock import Lock
 lk = Lock(sys.argv[1], tag="in a container")
 lk.acquire(timeout=5)
 print(os.getpid(), flush=True)

@@ -1,4 +1,4 @@
-"""A forked child must not keep its parent's holder's pin (core/holder_pin.py): the pin is
+"""A forked child must not keep its parent's holder's pin (core/kernel/pin.py): the pin is
 evidence that the *holder* is alive, so once the holder dies its lock is stale even while a
 child it forked (multiprocessing's fork, os.fork without exec) lives on."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.holder_pin import pinned_by
-from core.inspect import inspect
+from core.kernel.pin import pinned_by
 from core.reasons import Code
 from core.record import State
+from core.verdicts.inspect import inspect
 
 ROOT = Path(__file__).resolve().parent.parent
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs /proc/locks")
@@ -24,7 +24,7 @@ linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs /pro
 FORKER = r"""
 import os, sys, time
 sys.path.insert(0, sys.argv[2])
-from core.lock import Lock
+from core.engine.lock import Lock
 Lock(sys.argv[1]).acquire(timeout=5)
 child = os.fork()
 if child == 0:

@@ -1,7 +1,7 @@
-"""A watcher follows the holder's pin (core/holder_pin.py): the lock of a holder in another
+"""A watcher follows the holder's pin (core/kernel/pin.py): the lock of a holder in another
 PID namespace is shown held while its pin is, and turns stale when that holder exits -- its
 recorded PID (2 here, another process out here) never changes, so the watcher's liveness pass
-must also watch the process the kernel names for the pin (core/inventory.py)."""
+must also watch the process the kernel names for the pin (core/watch/inventory.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HOLD = r"""
 import os, sys
 sys.path.insert(0, sys.argv[2])
-from core.lock import Lock
+from core.engine.lock import Lock
 Lock(sys.argv[1]).acquire(timeout=5)
 print(os.getpid(), flush=True)
 sys.stdin.read()

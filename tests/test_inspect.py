@@ -1,4 +1,5 @@
-"""``core.inspect`` on real files: whatever is at the path, a verdict and never an exception."""
+"""``core.verdicts.inspect`` on real files: whatever is at the path, a verdict and never an
+exception."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ import pytest
 
 import core
 from core.fsutil import read_lock_file
-from core.inspect import inspect, inspect_bytes
-from core.liveness import same_host
-from core.policy import StalePolicy, taskmcp_decision
 from core.reasons import Code, texts
 from core.record import Liveness, State
+from core.stale_policy import StalePolicy
+from core.verdicts.inspect import inspect, inspect_bytes
+from core.verdicts.liveness import same_host
+from core.verdicts.policy import taskmcp_decision
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -142,7 +144,7 @@ def test_permission_denied_is_unreadable(lockdir: Path) -> None:
 ROOT = Path(__file__).resolve().parents[1]
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 _INSPECT_AS_NOBODY = (
-    "from core.inspect import inspect; from core.reasons import Code, texts; "
+    "from core.verdicts.inspect import inspect; from core.reasons import Code, texts; "
     "s = inspect({!r}); print(s.state.value, texts(s.reasons))"
 )
 
@@ -157,12 +159,13 @@ def test_inspect_bytes_uses_given_mtime(lockdir: Path) -> None:
     assert inspect_bytes(str(f), data, None).state is State.UNREADABLE  # no age: no guess
 
 
-def test_core_inspect_is_callable_whatever_was_imported(lockdir: Path) -> None:
-    """``import core.inspect`` binds the module to ``core.inspect``: it must still be callable."""
-    import core.inspect as module
+def test_core_inspect_is_the_function_whatever_was_imported(lockdir: Path) -> None:
+    """The public ``core.inspect`` is the function; its module lives in the verdicts room
+    (``core.verdicts.inspect``), so importing that module cannot hide the function."""
+    import core.verdicts.inspect as module
 
-    assert module is not None
-    assert core.inspect(str(lockdir / "x.lock")).state is State.FREE  # type: ignore[operator]
+    assert module is not core.inspect
+    assert core.inspect(str(lockdir / "x.lock")).state is State.FREE
 
 
 # --- the reference tools' lock files (tests/data/fixtures) -----------------------------------

@@ -1,8 +1,8 @@
-"""core.inventory: the watcher's pure inventory, without threads, sleeps or observers.
+"""core.watch.inventory: the watcher's pure inventory, without threads, sleeps or observers.
 
 Statuses are real verdicts on real lock files written to ``tmp_path`` (read with
-:func:`core.scan.read_entry`, judged with :func:`core.scan.judge_read` at a chosen ``now``
-against a process snapshot built here), so time and processes are whatever the test says.
+:func:`core.watch.scan.read_entry`, judged with :func:`core.watch.scan.judge_read` at a chosen
+``now`` against a process snapshot built here), so time and processes are whatever the test says.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import scan
-from core.inventory import (
+from core.record import Liveness, LockRecord, LockStatus, State
+from core.stale_policy import StalePolicy
+from core.verdicts.liveness import ProcessSnapshot, ProcInfo
+from core.watch import scan
+from core.watch.inventory import (
     ChangeSet,
     Entry,
     Inventory,
@@ -26,9 +29,6 @@ from core.inventory import (
     proc_key,
     same_verdict,
 )
-from core.liveness import ProcessSnapshot, ProcInfo
-from core.record import Liveness, LockRecord, LockStatus, State
-from core.stale_policy import StalePolicy
 
 POLICY = StalePolicy(stale_after=3600.0)
 DEAD_PID = 4_194_304 + 4321  # above Linux's largest pid_max: never a running process

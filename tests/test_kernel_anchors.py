@@ -1,8 +1,8 @@
-"""Kernel-lock anchors (core.anchors; docs/specs/devtool-locks.md §0, §1 rows dpkg/apt, cargo,
-uv, Gradle): an empty anchor file is ``held`` while a real process holds a kernel lock on it
-and ``free`` (``kernel_anchor_free``), read-only, never stale, once it has gone; no release,
-reclaim or clean ever removes it. Real holders: portalocker (flock), fasteners (POSIX
-``lockf``) and util-linux ``flock(1)``, each in its own process."""
+"""Kernel-lock anchors (core.kernel.anchors; docs/specs/devtool-locks.md §0, §1 rows dpkg/apt,
+cargo, uv, Gradle): an empty anchor file is ``held`` while a real process holds a kernel lock on it
+and ``free`` (``kernel_anchor_free``), read-only, never stale, once it has gone; no release, reclaim
+or clean ever removes it. Real holders: portalocker (flock), fasteners (POSIX ``lockf``) and
+util-linux ``flock(1)``, each in its own process."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from core import operations
-from core.anchors import anchor_tool
-from core.config_model import default_anchor_watches, default_watches
+from core.config.model import default_anchor_watches, default_watches
+from core.engine import operations
+from core.engine.reclaiming import reclaim
 from core.errors import LockError, ReadOnlyLock
-from core.inspect import inspect
+from core.kernel.anchors import anchor_tool
 from core.reasons import Code, ReadOnlyKind
-from core.reclaiming import reclaim
 from core.record import LockStatus, State
 from core.tools import safe_action
+from core.verdicts.inspect import inspect
 from tests.test_cli import lw, one_line
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
@@ -378,8 +378,8 @@ def test_watcher_sees_a_free_anchor_taken_at_the_next_rescan(
     pass sees it free again when the holder exits."""
     import threading
 
-    from core.config_model import WatchSpec
-    from core.watch import ChangeSet, Watcher
+    from core.config.model import WatchSpec
+    from core.watch.watcher import ChangeSet, Watcher
 
     uv = tmp_path / "cache" / "uv"
     path = _anchor(tmp_path, "cache/uv/.lock")
@@ -421,7 +421,7 @@ def test_settings_round_trip_the_default_watches(qtbot: Any, tmp_path: Path) -> 
 
     from app.dialogs.settings import SettingsDialog
     from core import config as cfgmod
-    from core.config_model import default_config
+    from core.config.model import default_config
 
     (tmp_path / ".cargo").mkdir()
     (tmp_path / ".cache" / "uv").mkdir(parents=True)
@@ -446,8 +446,8 @@ def test_liveness_pass_sees_a_kernel_lock_taken_without_any_rescan(
     them (no event: the files do not change)."""
     import threading
 
-    from core.config_model import WatchSpec
-    from core.watch import ChangeSet, Watcher
+    from core.config.model import WatchSpec
+    from core.watch.watcher import ChangeSet, Watcher
 
     cargo = tmp_path / ".cargo"
     anchor = _anchor(tmp_path, ".cargo/.package-cache")
@@ -487,7 +487,7 @@ def test_liveness_pass_sees_a_kernel_lock_taken_without_any_rescan(
 NO_PROC = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from core.inspect import inspect
+from core.verdicts.inspect import inspect
 print(json.dumps([inspect(p).to_dict() for p in sys.argv[2:]]))
 """
 

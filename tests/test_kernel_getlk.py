@@ -1,4 +1,4 @@
-"""core.kernel_getlk and kernel_holders(source="getlk"): kernel locks through fcntl F_GETLK,
+"""core.kernel.getlk and kernel_holders(source="getlk"): kernel locks through fcntl F_GETLK,
 the view Lockwarden has where /proc/locks is absent (docs/specs/devtool-locks.md §2.6, "fcntl
 F_GETLK"). Real holders in real processes: fasteners (lockf), a shared lockf range, an OFD lock,
 portalocker and flock(1) (flock, which F_GETLK cannot see on Linux)."""
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from core import kernel_getlk
-from core.kernel_getlk import FLOCK_FORMAT, getlk, open_by, pack_flock, unpack_flock
-from core.kernel_locks import Access, LockKind, kernel_holders
+from core.kernel import getlk as kernel_getlk
+from core.kernel.getlk import FLOCK_FORMAT, getlk, open_by, pack_flock, unpack_flock
+from core.kernel.locks import Access, LockKind, kernel_holders
 from tests.kernel_holders import hold as _hold
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux F_GETLK view")
@@ -296,7 +296,7 @@ def test_open_by_names_processes_with_the_file_open(tmp_path: Path,
 AS_USER2 = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from core.kernel_locks import kernel_holders
+from core.kernel.locks import kernel_holders
 secret, held = sys.argv[2], sys.argv[3]
 try:
     kernel_holders([secret], source="getlk")
@@ -356,8 +356,8 @@ def test_lock_kind_by_platform() -> None:
 
 IN_CHILD_NS = r"""
 import json, os, sys
-from core import kernel_getlk
-from core.kernel_locks import kernel_holders
+from core.kernel import getlk as kernel_getlk
+from core.kernel.locks import kernel_holders
 found = kernel_getlk.getlk(sys.argv[1])
 (h,) = kernel_holders([sys.argv[1]], source="getlk")[sys.argv[1]]
 print(json.dumps([os.getpid(), found.raw_pid, found.pid, found.kind, h.lock.kind.value,

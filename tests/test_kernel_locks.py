@@ -1,4 +1,4 @@
-"""core.kernel_locks: /proc/locks parsed from the captures in tests/data/devtools/kernel/ (copied
+"""core.kernel.locks: /proc/locks parsed from the captures in tests/data/devtools/kernel/ (copied
 from the research of docs/specs/devtool-locks.md), and real locks taken by real processes
 (flock(1), Python fcntl.flock / lockf / OFD) found with their holder, kind and mode."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import ParseError
-from core.kernel_locks import (
+from core.kernel.locks import (
     Access,
     LockKind,
     fd_holders,

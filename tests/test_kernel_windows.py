@@ -1,4 +1,4 @@
-"""core.kernel_windows: the parts of the Restart Manager wrapper that run without Windows (the
+"""core.kernel.windows: the parts of the Restart Manager wrapper that run without Windows (the
 structure layouts of RestartManager.h, FILETIME to Unix seconds, the session and ERROR_MORE_DATA
 retry logic). The wrapper itself has not run on Windows (docs/specs/devtool-locks.md §2.6,
 "Windows")."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from core import kernel_windows as kw
-from core.kernel_windows import (
+from core.kernel import windows as kw
+from core.kernel.windows import (
     ERROR_MORE_DATA,
     FILETIME,
     RM_PROCESS_INFO,
@@ -135,7 +135,7 @@ def test_elsewhere_a_clear_refusal() -> None:
 
 
 def test_status_asks_the_restart_manager_only_on_windows(tmp_path: Path) -> None:
-    from core.cli_inspect import open_by_windows
+    from core.cli.status import open_by_windows
 
     f = tmp_path / "x.lock"
     f.write_text("")

@@ -16,10 +16,10 @@ from datetime import UTC, datetime, timedelta
 import psutil
 import pytest
 
-from core import liveness
-from core.liveness import ProcessSnapshot, ProcInfo, check, same_host
 from core.reasons import Code, Reason, texts
 from core.record import Liveness, LockRecord
+from core.verdicts import liveness
+from core.verdicts.liveness import ProcessSnapshot, ProcInfo, check, same_host
 
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -220,7 +220,7 @@ def test_process_of_another_user_is_alive(child: subprocess.Popen[bytes]) -> Non
     The check runs as ``nobody`` against our root-owned child."""
     script = (
         "import sys; from datetime import datetime, UTC\n"
-        "from core.liveness import check\nfrom core.record import LockRecord\n"
+        "from core.verdicts.liveness import check\nfrom core.record import LockRecord\n"
         f"r = LockRecord(path='x', format='sema', pid={child.pid}, "
         "acquired_at=datetime.now(UTC))\nprint(check(r)[0].value)\n"
     )

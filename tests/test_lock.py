@@ -1,4 +1,4 @@
-"""Unit tests of the engine's lock operations (core.lock) on real files and processes."""
+"""Unit tests of the engine's lock operations (core.engine.lock) on real files and processes."""
 
 from __future__ import annotations
 
@@ -17,15 +17,17 @@ import pytest
 
 import core
 from core import audit
-from core._exchange import DirGuard, GuardTimeout, exchange, exchange_available
+from core.engine.exchange import DirGuard, GuardTimeout, exchange, exchange_available
+from core.engine.lock import Lock
+from core.engine.operations import force_release, release_path
+from core.engine.reclaiming import reclaim
+from core.engine.waiting import wait
 from core.errors import LockError, LockHeld, LockLost, LockTimeout, NotStale, UnreadableError
 from core.formats import parse
 from core.formats.taskmcp import ALLOWED_METADATA, FILE_MODE
-from core.inspect import inspect
-from core.lock import Lock, force_release, release_path, wait
-from core.reclaiming import reclaim
 from core.record import Liveness, State
 from core.tempfiles import parse_temp_name
+from core.verdicts.inspect import inspect
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="uses fork (Linux)")
 CTX = multiprocessing.get_context("fork") if sys.platform == "linux" else None
@@ -588,7 +590,7 @@ def test_reclaim_swaps_back_a_file_replaced_after_the_check(
     """A foreign tool (semats renames over the path) replaces the judged stale lock between
     the reclaimer's check and its exchange: the exchange brings out a file that is not the
     judged one, so it is swapped back and the foreign lock survives intact."""
-    import core._exchange as ex
+    import core.engine.exchange as ex
 
     path = lockdir / "swap.lock"
     make_stale(path)
@@ -628,7 +630,7 @@ def test_blocking_acquire_takes_over_when_stale_after_passes(lockdir: Path) -> N
 def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """While a live holder keeps the lock and nothing happens, a waiter sleeps in the slow
     fallback poll (1 s), not in a 100 ms loop."""
-    import core._waiter as waiter_mod
+    import core.engine.waiter as waiter_mod
 
     calls: list[float | None] = []
     real_wait = waiter_mod.Waiter.wait
@@ -650,8 +652,8 @@ def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.Monkey
 
 @pytest.fixture
 def no_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
-    import core._exchange as ex
-    import core.publish as engine
+    import core.engine.exchange as ex
+    import core.engine.publish as engine
 
     def refuse(a: str, b: str) -> None:
         raise ex.ExchangeUnsupported(95, "no exchange here (test)")
@@ -664,7 +666,7 @@ def no_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
     import errno as errno_mod
 
-    import core.publish as engine
+    import core.engine.publish as engine
 
     def refuse(src: str, dst: str) -> None:
         raise PermissionError(errno_mod.EPERM, "hard links not supported (test)")

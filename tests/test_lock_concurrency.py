@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from core import audit
+from core.engine.lock import Lock
+from core.engine.reclaiming import reclaim
 from core.errors import LockHeld, NotStale
 from core.formats import parse
-from core.inspect import inspect
-from core.lock import Lock
-from core.reclaiming import reclaim
 from core.record import State
+from core.verdicts.inspect import inspect
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses fork (Linux)")
 CTX: Any = multiprocessing.get_context("fork") if sys.platform == "linux" else None
@@ -69,8 +69,8 @@ def test_concurrent_reclaimers_exactly_one_wins(
     """8 processes released together all break the same stale lock; with the exchange
     primitive and with the fallback used where there is none (guarded rename-out)."""
     if mode == "rename-out":
-        import core._exchange as ex
-        import core.publish as engine
+        import core.engine.exchange as ex
+        import core.engine.publish as engine
 
         def refuse(a: str, b: str) -> None:
             raise ex.ExchangeUnsupported(95, "no exchange here (test)")
@@ -170,7 +170,7 @@ def test_waiter_takes_over_from_sigkilled_holder(lockdir: Path) -> None:
 def test_portable_fallbacks_wake_the_waiter(lockdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The code path of platforms without inotify and pidfds (macOS, Windows): watchdog's
     Observer for directory events and a psutil helper thread for the holder's exit."""
-    import core._waiter as waiter_mod
+    import core.engine.waiter as waiter_mod
 
     monkeypatch.setattr(waiter_mod, "_inotify_watch", lambda _d: None)
     monkeypatch.delattr(os, "pidfd_open", raising=False)

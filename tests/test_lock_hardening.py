@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 
 import core.audit as audit
-import core.publish as publish_mod
-from core._exchange import DirGuard, GuardTimeout
-from core._waiter import Waiter
+import core.engine.publish as publish_mod
+from core.engine.exchange import DirGuard, GuardTimeout
+from core.engine.lock import Lock
+from core.engine.reclaiming import reclaim
+from core.engine.waiter import Waiter
 from core.errors import LockError
 from core.formats import parse
 from core.fsutil import GUARD_FILE_NAME, is_engine_file
-from core.inspect import inspect
-from core.liveness import _hidden_but_running, check, process_identity, process_start_time
-from core.lock import Lock
 from core.reasons import texts
-from core.reclaiming import reclaim
 from core.record import Liveness, State
+from core.verdicts.inspect import inspect
+from core.verdicts.liveness import _hidden_but_running, check, process_identity, process_start_time
 
 LINUX = sys.platform.startswith("linux")
 
@@ -207,8 +207,8 @@ def test_operations_take_a_stale_policy(lockdir: Path) -> None:
     """``policy=`` judges like ``stale_after=`` did; ``stale_after`` still replaces the policy's
     limit; the default is DEFAULT_STALE_AFTER (docs/engine.md, the policy paragraph)."""
     from core.defaults import DEFAULT_STALE_AFTER
+    from core.engine.waiting import wait
     from core.errors import LockHeld
-    from core.lock import wait
     from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
     path = lockdir / "aged.lock"

@@ -1,5 +1,5 @@
 """The default stale policy (docs/DESIGN.md, "Liveness and verdicts") and Task MCP's reclaim matrix
-(docs/specs/004_6119ce42cf21683e.txt, "Stale Lock Reclaim Algorithm"), as tables."""
+(docs/specs/task-mcp.txt, "Stale Lock Reclaim Algorithm"), as tables."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from typing import Any
 
 import pytest
 
-from core.policy import (
-    StalePolicy,
+from core.reasons import Code, Reason, UnreadableKind, human_duration, texts
+from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+from core.stale_policy import StalePolicy
+from core.verdicts.policy import (
     free_status,
-    human_duration,
     judge,
     judge_unparsed,
     judge_unreadable,
     taskmcp_decision,
 )
-from core.reasons import Code, Reason, UnreadableKind, texts
-from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 H = 3600.0

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.inspect import inspect_bytes
-from core.policy import StalePolicy, judge, taskmcp_decision
 from core.reasons import Code, Reason, texts
 from core.record import FileInfo, Liveness, LockRecord, State
+from core.stale_policy import StalePolicy
+from core.verdicts.inspect import inspect_bytes
+from core.verdicts.policy import judge, taskmcp_decision
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 EXAMPLES = int(os.environ.get("LOCKWARDEN_POLICY_EXAMPLES", "300"))

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from core import config
-from core.config_model import PROJECT_SKIP_DIRS, Config, ProjectSpec
+from core.config.model import PROJECT_SKIP_DIRS, Config, ProjectSpec
 from core.record import State
-from core.scan import list_dir
-from core.scope import dir_matcher, skips_dir, walkable, wanted_file
+from core.watch.scan import list_dir
+from core.watch.scope import dir_matcher, skips_dir, walkable, wanted_file
 from tests.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""An inotify queue overflow on the project trees' watcher (core/watch_tree.py) makes the
+"""An inotify queue overflow on the project trees' watcher (core/watch/tree.py) makes the
 watcher rescan each tree -- without detaching it (which would drop every watch of the tree and
 set them all again, and drop the known locks to read them again): the watches of the
 directories still there are kept, the locks already known stay in the model, and a lock whose
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from core.config_model import ProjectSpec
+from core.config.model import ProjectSpec
 from tests.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """A project tree that meets the inotify watch limit (ENOSPC) while watching its
 sub-directories says so in its status, and says nothing of it any more once every directory it
-walks is watched again (core/watch_dirs.py ``_sync_tree``). Run in a user namespace of its own
-whose ``user.max_inotify_watches`` is small (the limit of the machine is not touched)."""
+walks is watched again (core/watch/directories.py ``_sync_tree``). Run in a user namespace of its
+own whose ``user.max_inotify_watches`` is small (the limit of the machine is not touched)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = r"""
 import os, shutil, sys, time
 sys.path.insert(0, sys.argv[2])
-from core.config_model import ProjectSpec
-from core.watch import Watcher
+from core.config.model import ProjectSpec
+from core.watch.watcher import Watcher
 root = sys.argv[1]
 seen = []
 w = Watcher([ProjectSpec(root).watch_spec()], lambda cs: None, on_dirs=seen.append,

@@ -1,4 +1,4 @@
-"""A project tree's per-directory watches (core/watch_tree.py, core/watch_dirs.py) follow a
+"""A project tree's per-directory watches (core/watch/tree.py, core/watch/directories.py) follow a
 sub-directory that is deleted or moved away and made again at the same path before the
 watcher's next rescan: the new directory gets a watch of its own, so a lock made in it
 arrives by its event (no periodic rescan in these tests). A root that is a symlink to its
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from core.config_model import ProjectSpec
+from core.config.model import ProjectSpec
 from tests.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent

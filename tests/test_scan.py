@@ -1,4 +1,4 @@
-"""core.scan: inventory of watched directories, af proof directories, hostile entries."""
+"""core.watch.scan: inventory of watched directories, af proof directories, hostile entries."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from core.config import WatchSpec
 from core.fsutil import AUDIT_LOG_NAME
 from core.reasons import texts
 from core.record import State
-from core.scan import (
+from core.tempfiles import temp_path
+from core.watch.scan import (
     covers,
     is_proof_dir,
     name_matcher,
@@ -27,7 +28,6 @@ from core.scan import (
     scan_dir,
     split_claim_path,
 )
-from core.tempfiles import temp_path
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD = time.time() - 600  # an mtime well past the 2 s writing grace
@@ -233,7 +233,7 @@ def test_unreadable_file_as_unprivileged_user(shared_tmp: Path) -> None:
     ok.chmod(0o644)
     code = (
         "import json, sys\n"
-        "from core.scan import scan\n"
+        "from core.watch.scan import scan\n"
         "from core.config import WatchSpec\n"
         f"print(json.dumps([s.to_dict() for s in scan([WatchSpec({str(shared_tmp)!r})])]))\n"
     )
@@ -246,7 +246,7 @@ def test_unreadable_file_as_unprivileged_user(shared_tmp: Path) -> None:
 
 
 def test_scan_uses_one_snapshot_and_given_time(lockdir: Path) -> None:
-    from core.liveness import snapshot
+    from core.verdicts.liveness import snapshot
 
     (lockdir / "a.lock").write_text(_sema(os.getpid()))
     procs = snapshot()

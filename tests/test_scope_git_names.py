@@ -2,7 +2,7 @@
 ``logs/y``, ``objects/z/w``), worktree and submodule names under ``worktrees/`` and
 ``modules/`` -- are never taken for the directories a project walk skips (``build``,
 ``target``, git's ``logs``, ``hooks``, the object store's sub-directories): a lock git makes
-there is listed (core/scope.py)."""
+there is listed (core/watch/scope.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config_model import ProjectSpec
-from core.scan import list_dir
+from core.config.model import ProjectSpec
+from core.watch.scan import list_dir
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

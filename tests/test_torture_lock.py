@@ -45,8 +45,8 @@ def _alive(pid: int, start: float) -> bool:
 
 
 def _worker(lock_path: str, marker: str, log_path: str, stop_at: float, seed: int) -> None:
+    from core.engine.lock import Lock
     from core.errors import LockTimeout
-    from core.lock import Lock
 
     rnd = random.Random(seed)
     me = os.getpid()
@@ -99,8 +99,8 @@ def test_torture_no_overlap_with_crashing_holders(
     """``rename-out``: the same with the exchange primitive refused, as on file systems and
     platforms without one (the forked workers inherit the patch)."""
     if mode == "rename-out":
-        import core._exchange as ex
-        import core.publish as engine
+        import core.engine.exchange as ex
+        import core.engine.publish as engine
 
         def refuse(a: str, b: str) -> None:
             raise ex.ExchangeUnsupported(95, "no exchange here (test)")
@@ -160,7 +160,7 @@ def test_torture_no_overlap_with_crashing_holders(
 
     # afterwards: free, or the lock of a dead holder (stale); never a partial lock
     from core import audit
-    from core.inspect import inspect
+    from core.verdicts.inspect import inspect
 
     status = inspect(lock_path)
     assert status.state in (State.FREE, State.STALE), status

@@ -1,4 +1,4 @@
-"""core.watch: real files, real processes, real watchdog.
+"""core.watch.watcher: real files, real processes, real watchdog.
 
 Waits use queues with generous timeouts (the machine is shared and loaded); nothing asserts on
 wall-clock speed (figures are in tests/benchmarks/bench_watch_*.py)."""
@@ -25,7 +25,14 @@ import pytest
 from core.config import WatchSpec
 from core.reasons import Code, Reason, render_all
 from core.record import Liveness, LockStatus, State
-from core.watch import ChangeSet, DirStatus, Watcher, filesystem_of, is_network_fs, same_verdict
+from core.watch.watcher import (
+    ChangeSet,
+    DirStatus,
+    Watcher,
+    filesystem_of,
+    is_network_fs,
+    same_verdict,
+)
 from tests.test_scan import ROOT, make_hostile, run_unprivileged, shared_tmp  # noqa: F401
 
 WAIT = 20.0  # seconds: generous, the machine is shared
@@ -159,7 +166,7 @@ def test_chmod_as_unprivileged_watcher(shared_tmp: Path) -> None:  # noqa: F811
     lock.chmod(0o644)
     code = (
         "import json, sys\n"
-        "from core.watch import Watcher\n"
+        "from core.watch.watcher import Watcher\n"
         "from core.config import WatchSpec\n"
         "def on_change(cs):\n"
         "    for kind, xs in (('added', cs.added), ('changed', cs.changed),"
@@ -228,7 +235,7 @@ import os, sys, time
 from datetime import UTC, datetime
 import psutil
 from core.formats import sema
-from core.liveness import hostname
+from core.verdicts.liveness import hostname
 path = sys.argv[1]
 rec = sema.make_record(path, pid=os.getpid(), timestamp=datetime.now(UTC), tag="holder",
                        host=hostname(), start=psutil.Process().create_time(), token="ab" * 16)
@@ -474,7 +481,7 @@ def test_network_filesystems_detected() -> None:
 
 INOTIFY_EXHAUSTED = """
 import ctypes, json, os, queue, sys
-from core.watch import Watcher
+from core.watch.watcher import Watcher
 from core.config import WatchSpec
 libc = ctypes.CDLL(None, use_errno=True)
 fds = []
@@ -532,7 +539,7 @@ def test_unreadable_directory_is_an_error(shared_tmp: Path) -> None:  # noqa: F8
     locked.chmod(0o700)  # root's: nobody cannot list it
     code = (
         "import json\n"
-        "from core.watch import Watcher\n"
+        "from core.watch.watcher import Watcher\n"
         "from core.config import WatchSpec\n"
         f"w = Watcher([WatchSpec({str(locked)!r}), WatchSpec({str(shared_tmp)!r}, "
         "recursive=True)], print)\n"

@@ -1,4 +1,4 @@
-"""core.watch: events after which a file is final for now (closed after writing, renamed in,
+"""core.watch.watcher: events after which a file is final for now (closed after writing, renamed in,
 deleted) are read in the same round, without the debounce (docs/watching.md, "Latency").
 
 The debounce is set to an hour here, so a file is only reported if its event skipped it; the
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import core.watch
+import core.watch.watcher
 from core.config import WatchSpec
-from core.watch import Watcher
+from core.watch.watcher import Watcher
 from tests.test_watch import Recorder, sema_text, watch, write  # noqa: F401
 
 Make = Callable[..., tuple[Watcher, Recorder]]
@@ -23,7 +23,7 @@ Make = Callable[..., tuple[Watcher, Recorder]]
 
 @pytest.fixture(autouse=True)
 def _no_debounce_in_sight(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(core.watch, "DEBOUNCE", 3600.0)
+    monkeypatch.setattr(core.watch.watcher, "DEBOUNCE", 3600.0)
 
 
 def test_a_file_closed_after_writing_is_reported_at_once(watch: Make, lockdir: Path) -> None:  # noqa: F811

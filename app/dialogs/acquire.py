@@ -25,8 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.dialogs.duration import DurationSpinBox
 from core.formats.taskmcp import default_ttl
-from core.policy import human_duration
-from core.reasons import printable
+from core.reasons import human_duration, printable
 from core.record import WRITABLE_FORMATS
 
 

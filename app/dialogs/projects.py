@@ -1,7 +1,7 @@
 """The "Projects" group of the Settings dialog (docs/watching.md, "Projects"): the folders of
 repositories searched for developer tools' locks (``[[projects]]``), with **Add project…**
 (a folder picker), **Remove**, and, when none is configured, a one-click offer of the folder
-where this user keeps repositories (:func:`core.project_roots.suggest_roots`)."""
+where this user keeps repositories (:func:`core.config.project_roots.suggest_roots`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.config_model import PROJECT_SKIP_DIRS, ProjectSpec
+from core.config.model import PROJECT_SKIP_DIRS, ProjectSpec
 from core.reasons import printable
 
 EXPLAIN = ("Repositories in these folders are searched for git, Vim, Emacs, LibreOffice and "
@@ -32,7 +32,7 @@ class ProjectsGroup(QGroupBox):
     Args:
         projects: the ``[[projects]]`` of the configuration (copied).
         suggestions: folders to offer when the list is empty (default:
-            :func:`core.project_roots.suggest_roots`); the first is offered as a button.
+            :func:`core.config.project_roots.suggest_roots`); the first is offered as a button.
     """
 
     def __init__(self, projects: list[ProjectSpec], *, suggestions: list[str] | None = None,
@@ -40,7 +40,7 @@ class ProjectsGroup(QGroupBox):
         super().__init__("Projects", parent)
         self.projects = list(projects)
         if suggestions is None:
-            from core.project_roots import suggest_roots
+            from core.config.project_roots import suggest_roots
 
             suggestions = suggest_roots(exclude=[p.expanded_path for p in self.projects])
         self.list = QListWidget()

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.config_model import ServerSpec
+from core.config.model import ServerSpec
 from core.reasons import printable
 
 

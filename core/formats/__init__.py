@@ -18,8 +18,8 @@ Formats (names as in :data:`core.record.FORMATS`):
 ``pidfile``    only a decimal PID and whitespace            common practice (:mod:`.pidfile`)
 =============  ==========================================  ===================================
 
-The numbers name the specifications in ``docs/specs/``: ``000_f378b7650aba3ec0.txt``,
-``002_07b9edc2912ee812.txt``, ``003_9d4bfa2ddb825271.txt``, ``004_6119ce42cf21683e.txt``.
+The numbers name the specifications in ``docs/specs/``: ``sema.txt``,
+``semats.txt``, ``af.txt``, ``task-mcp.txt``.
 
 Developer tools' marker locks (``docs/specs/devtool-locks.md``; read-only, never written):
 
@@ -119,7 +119,7 @@ _BUILDERS: dict[str, Builder] = {
 
 def _path_hint(path: str) -> str | None:
     """The JSON format a path suggests: ``.../ledger/ledger.lock`` -> af-ledger,
-    ``.../locks/*.lock`` -> af-claim (docs/specs/003_9d4bfa2ddb825271.txt §5 "File Paths")."""
+    ``.../locks/*.lock`` -> af-claim (docs/specs/af.txt §5 "File Paths")."""
     if not path:
         return None
     head, name = os.path.split(path)
@@ -303,7 +303,7 @@ def build(format: str, request: WriteRequest) -> Built:
 def default_ttl(format: str) -> float | None:
     """The lease in seconds a lock Lockwarden writes in ``format`` gets when none is asked for: for
     ``task-mcp`` the spec's default for Lockwarden's environment and purpose
-    (:func:`.taskmcp.default_ttl`, local/interactive: 3600 s; docs/specs/004_6119ce42cf21683e.txt
+    (:func:`.taskmcp.default_ttl`, local/interactive: 3600 s; docs/specs/task-mcp.txt
     "Default TTL Values by Environment"); None for the formats without a mandatory lease."""
     if format == taskmcp.FORMAT:
         return taskmcp.default_ttl(taskmcp.LOCKWARDEN_ENVIRONMENT, taskmcp.LOCKWARDEN_PURPOSE)

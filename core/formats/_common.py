@@ -49,7 +49,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def sanitize(text: str) -> str:
     """Replace control characters by spaces.
 
-    Rule: ``docs/specs/002_07b9edc2912ee812.txt``, "Tag Sanitization": all control characters
+    Rule: ``docs/specs/semats.txt``, "Tag Sanitization": all control characters
     (0x00-0x1F, 0x7F) become spaces, so a value can never inject a line (a fake ``key=value``),
     a terminal escape sequence or a NUL. We also replace the C1 controls U+0080..U+009F (U+009B
     is a one-character CSI in some terminals), because tags are shown in terminals and the GUI.
@@ -63,7 +63,7 @@ def sanitize(text: str) -> str:
 
 def clean_value(text: str) -> str:
     """:func:`sanitize` then trim :data:`WHITESPACE`: the exact text a sema reader gets back
-    from a ``key=value`` line we write (docs/specs/002_07b9edc2912ee812.txt "Parsing Rules" 3: trim
+    from a ``key=value`` line we write (docs/specs/semats.txt "Parsing Rules" 3: trim
     key and value)."""
     return sanitize(text).strip(WHITESPACE)
 
@@ -79,7 +79,7 @@ _PROC_RE = re.compile(r"^[0-9A-Za-z._-]{1,64}:[0-9]{1,20}$")
 
 def is_proc_id(value: object) -> bool:
     """True when ``value`` looks like a process identity written by Lockwarden
-    (``"<boot id>:<start ticks>"``, see :func:`core.liveness.process_identity`)."""
+    (``"<boot id>:<start ticks>"``, see :func:`core.verdicts.liveness.process_identity`)."""
     return isinstance(value, str) and _PROC_RE.match(value) is not None
 
 
@@ -110,7 +110,7 @@ def decode_text(data: bytes) -> str:
 
     Raises:
         ParseError: the file is empty, only whitespace, holds a NUL byte or is not valid UTF-8
-            (docs/specs/002_07b9edc2912ee812.txt "Error Cases": "File is empty or contains only
+            (docs/specs/semats.txt "Error Cases": "File is empty or contains only
             whitespace", "File contains binary garbage").
     """
     if len(data) > MAX_PARSE_BYTES:
@@ -199,11 +199,6 @@ def as_finite(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def is_number(value: object) -> bool:
-    """True for a JSON number that is a finite float (``bool`` is not a number here)."""
-    return as_finite(value) is not None
-
-
 def require_str(obj: dict[str, Any], key: str, what: str) -> str:
     """``obj[key]`` as a string; ParseError naming ``what`` and the key otherwise."""
     if key not in obj:
@@ -219,7 +214,7 @@ def parse_time(value: str, field: str) -> datetime:
 
     Accepts ``YYYY-MM-DDTHH:MM:SS[.fraction][Z|±HH:MM]`` (``t``/space separator, ``z``,
     ``±HHMM`` too). Go's ``time.RFC3339Nano`` writes up to 9 fractional digits
-    (docs/specs/003_9d4bfa2ddb825271.txt §2 "Lock File Format"); Python keeps microseconds, so extra
+    (docs/specs/af.txt §2 "Lock File Format"); Python keeps microseconds, so extra
     digits are truncated, never rounded (a claim never looks longer than it is). A time without an
     offset is taken as UTC (JavaScript's ``toISOString`` and Go's RFC 3339 always write one).
 

@@ -1,4 +1,4 @@
-"""The ``af`` proof tool's locks (``docs/specs/003_9d4bfa2ddb825271.txt``).
+"""The ``af`` proof tool's locks (``docs/specs/af.txt``).
 
 - ``af-ledger``: ``<proof>/ledger/ledger.lock``, JSON ``{"agent_id", "acquired_at"}``
   (§1 "Lock File Format"). Lockwarden can write it; it then adds ``pid``, ``host``, ``start``
@@ -29,7 +29,6 @@ from core.errors import ParseError, UnreadableError
 from core.formats._common import (
     a_type,
     as_finite,
-    as_utc,
     clean_value,
     decode_text,
     format_time,
@@ -50,15 +49,15 @@ LEDGER_FORMAT = "af-ledger"
 CLAIM_FORMAT = "af-claim"
 
 LEDGER_KEYS = ("agent_id", "acquired_at")
-"""Keys that make a JSON object an af ledger lock (docs/specs/003_9d4bfa2ddb825271.txt §1 "Lock File
+"""Keys that make a JSON object an af ledger lock (docs/specs/af.txt §1 "Lock File
 Format")."""
 
 CLAIM_KEYS = ("node_id", "owner", "expires_at")
-"""Keys that make a JSON object an af claim lock (docs/specs/003_9d4bfa2ddb825271.txt §2 "Lock File
+"""Keys that make a JSON object an af claim lock (docs/specs/af.txt §2 "Lock File
 Format")."""
 
 EVENT_FILE_RE = re.compile(r"^(?:event-)?([0-9]{1,18})\.json\Z")
-"""Ledger event file names: ``event-NNNNNN.json`` (docs/specs/003_9d4bfa2ddb825271.txt §3 "Sequence
+"""Ledger event file names: ``event-NNNNNN.json`` (docs/specs/af.txt §3 "Sequence
 Number Tracking") and ``NNNNNN.json`` (what the real af writes)."""
 
 MAX_EVENT_BYTES = 1024 * 1024
@@ -71,7 +70,7 @@ _LOCKWARDEN_KEYS = ("pid", "host", "start", "proc", "token")
 
 
 def parse_ledger_lock(data: bytes, path: str = "") -> LockRecord:
-    """Parse ``ledger/ledger.lock`` (docs/specs/003_9d4bfa2ddb825271.txt §1 "Lock File Format"):
+    """Parse ``ledger/ledger.lock`` (docs/specs/af.txt §1 "Lock File Format"):
     ``agent_id`` (string) -> ``holder``; ``acquired_at`` (RFC 3339) -> ``acquired_at``. No expiry
     (§1 "Timeout Behavior": "No automatic lock expiration").
 
@@ -186,7 +185,7 @@ def build_ledger(request: WriteRequest) -> Built:
 
 
 def parse_claim_lock(data: bytes, path: str = "") -> LockRecord:
-    """Parse a claim lock file ``<proof>/locks/*.lock`` (docs/specs/003_9d4bfa2ddb825271.txt §2
+    """Parse a claim lock file ``<proof>/locks/*.lock`` (docs/specs/af.txt §2
     "Lock File Format (File-Based Locks)"): ``node_id`` -> ``tag`` and ``metadata["node_id"]``;
     ``owner`` -> ``holder``; ``acquired_at``/``expires_at`` in RFC3339Nano (nanoseconds truncated to
     microseconds). ``ttl`` = ``expires_at - acquired_at`` in seconds when both are known and
@@ -342,7 +341,7 @@ def replay_ledger_detailed(ledger_dir: str) -> tuple[list[LockRecord], list[str]
 
     Reads the event files (``NNNNNN.json`` and ``event-NNNNNN.json``, in sequence order) with
     :func:`core.fsutil.read_lock_file` (no symlink is followed, no FIFO opened) and replays
-    (docs/specs/003_9d4bfa2ddb825271.txt §2 "Claim Lock State Reconstruction", plus the real CLI's
+    (docs/specs/af.txt §2 "Claim Lock State Reconstruction", plus the real CLI's
     events, docs/DESIGN.md):
 
     - ``nodes_claimed {node_ids, owner, timeout}``: claim each node until ``timeout``
@@ -448,7 +447,7 @@ def parse_go_duration(text: str) -> float | None:
 
 def read_lock_timeout(proof_dir: str) -> float | None:
     """The claim lock timeout of an af proof, in seconds, from ``<proof_dir>/meta.json``'s
-    ``lock_timeout`` (docs/specs/003_9d4bfa2ddb825271.txt §2 "Lock Timeout Configuration": a Go
+    ``lock_timeout`` (docs/specs/af.txt §2 "Lock Timeout Configuration": a Go
     duration such as ``"5m"``; default 5 minutes, valid range 1 s to 1 h). An integer is read as
     Go's JSON form of a ``time.Duration``: nanoseconds.
 
@@ -469,8 +468,3 @@ def read_lock_timeout(proof_dir: str) -> float | None:
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return None
     return seconds
-
-
-def ledger_time_text(dt: datetime) -> str:
-    """RFC 3339 UTC text as af's Go code writes ``acquired_at`` (``time.RFC3339``, seconds)."""
-    return format_time(as_utc(dt), digits=0)

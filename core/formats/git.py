@@ -7,7 +7,7 @@ Rules from ``docs/specs/devtool-locks.md`` (§2.1 "git"): a git lock file is cre
 ``O_CREAT|O_EXCL`` and holds the **new content** git is about to rename over its target (index
 bytes ``DIRC…``, a sha and LF, a ``ref: …`` line, config text, or nothing); it names no holder,
 so its age comes from the file's mtime and its liveness from the git processes working in the
-repository (:mod:`core.devtool_policy`). git 2.54 with ``core.lockfilePid=true`` also writes
+repository (:mod:`core.verdicts.devtools`). git 2.54 with ``core.lockfilePid=true`` also writes
 ``<name>~pid.lock`` = ``pid <N>\\n`` beside ``<name>.lock`` (:func:`companion_pid`).
 ``gc.pid`` holds ``"<pid> <hostname>"`` without a newline (``builtin/gc.c``).
 

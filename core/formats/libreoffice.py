@@ -12,7 +12,7 @@ lockfilecommon.cxx``): one entry of 5 comma-separated fields ended by ``;``, ``\
 5. the profile URL
 
 There is **no PID**: liveness comes from ``soffice.bin`` processes of that user
-(:mod:`core.devtool_policy`).
+(:mod:`core.verdicts.devtools`).
 """
 
 from __future__ import annotations

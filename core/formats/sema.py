@@ -1,6 +1,6 @@
 """The ``sema`` format: ``key=value`` lines, shared by the Rust ``sema`` and TypeScript
-``semats`` tools (``docs/specs/000_f378b7650aba3ec0.txt`` "Lock File Format",
-``docs/specs/002_07b9edc2912ee812.txt`` "Parsing Rules").
+``semats`` tools (``docs/specs/sema.txt`` "Lock File Format",
+``docs/specs/semats.txt`` "Parsing Rules").
 
 ::
 
@@ -9,7 +9,7 @@
     tag=deploy-v1.2.3
 
 Lockwarden writes more keys after those, which both reference tools ignore
-(docs/specs/000_f378b7650aba3ec0.txt "Format Rules" 4: unknown fields are ignored): ``host``
+(docs/specs/sema.txt "Format Rules" 4: unknown fields are ignored): ``host``
 (hostname), ``start`` (holder process start time, Unix seconds with fraction), ``proc`` (boot id and
 start ticks), ``token`` (32 lowercase hex digits naming one acquisition), ``ttl`` (seconds) and,
 once a lock was refreshed, ``acquired`` (Unix seconds of the first acquisition; ``timestamp`` is
@@ -59,10 +59,10 @@ MAX_TIMESTAMP = 253402300799
 
 def split_lines(text: str) -> dict[str, str]:
     """The ``key=value`` pairs of a sema file, later keys winning (as in the spec's Python
-    snippet, docs/specs/000_f378b7650aba3ec0.txt "Example: Parsing in Python").
+    snippet, docs/specs/sema.txt "Example: Parsing in Python").
 
-    Rules (docs/specs/002_07b9edc2912ee812.txt "Parsing Rules" 1-4,
-    docs/specs/000_f378b7650aba3ec0.txt "Format Rules" 2 and 5): split on ``\\n`` (a ``\\r`` before
+    Rules (docs/specs/semats.txt "Parsing Rules" 1-4,
+    docs/specs/sema.txt "Format Rules" 2 and 5): split on ``\\n`` (a ``\\r`` before
     it is part of the CRLF ending); split each line on its first ``=``; trim key and value (Unicode
     whitespace); skip empty lines and lines without ``=``. Lines with an empty key are skipped too.
     """
@@ -122,14 +122,14 @@ def _own_key(
 def parse(data: bytes, path: str = "") -> LockRecord:
     """Parse the bytes of a sema lock.
 
-    Rules: docs/specs/002_07b9edc2912ee812.txt "Parsing Rules" (split lines on LF or CRLF, split on
+    Rules: docs/specs/semats.txt "Parsing Rules" (split lines on LF or CRLF, split on
     the first ``=``, trim, skip empty lines and lines without ``=``; ``pid`` and ``timestamp`` must
     be integers, a missing ``tag`` means none) and "Error Cases" (missing or non-numeric
     pid/timestamp, empty or whitespace-only file, binary garbage fail);
-    docs/specs/000_f378b7650aba3ec0.txt "Field Definitions" (``pid`` is a process ID: we also
+    docs/specs/sema.txt "Field Definitions" (``pid`` is a process ID: we also
     require 1..2**32-1) and "Format Rules" 4 (unknown keys are ignored: we keep them, as text, in
     ``record.metadata``). Control characters in the tag become spaces
-    (docs/specs/002_07b9edc2912ee812.txt "Tag Sanitization").
+    (docs/specs/semats.txt "Tag Sanitization").
 
     Lockwarden's keys (docs/DESIGN.md "Formats"): ``host`` -> ``record.host``; ``start`` (finite
     float >= 0, Unix s) -> ``record.start``; ``token`` (32 lowercase hex digits) ->
@@ -209,14 +209,14 @@ def format_start(start: float) -> str:
 
 
 def serialize(record: LockRecord) -> bytes:
-    """The bytes of a sema lock for ``record`` (LF line endings, docs/specs/002_07b9edc2912ee812.txt
+    """The bytes of a sema lock for ``record`` (LF line endings, docs/specs/semats.txt
     "Line Endings").
 
     Writes ``pid``, ``timestamp`` (``renewed_at``, else ``acquired_at``, as whole Unix
     seconds), ``tag`` (when not ``None``), then Lockwarden's ``host``, ``start``, ``proc``,
     ``token``, ``ttl`` when set (docs/DESIGN.md "Formats"), and ``acquired`` (``acquired_at``) when
     it is earlier than ``timestamp`` (a refreshed lock). Every value has control characters
-    replaced by spaces and is trimmed (docs/specs/002_07b9edc2912ee812.txt "Tag Sanitization",
+    replaced by spaces and is trimmed (docs/specs/semats.txt "Tag Sanitization",
     "Parsing Rules" 3), so no value can inject a line and ``parse(serialize(r))`` gives back what
     was written. ``metadata`` is not written.
 
@@ -324,7 +324,7 @@ def build(request: WriteRequest) -> Built:
     renewal, ``acquired`` = ``request.acquired``, which both reference tools ignore), as
     :func:`make_record` makes it. ``timestamp`` is ``request.at``: for a renewal the refresh time,
     so that sema (stale when ``timestamp`` is older than its timeout,
-    docs/specs/000_f378b7650aba3ec0.txt "Stale Detection") never breaks a lock that is being
+    docs/specs/sema.txt "Stale Detection") never breaks a lock that is being
     refreshed.
 
     Raises:

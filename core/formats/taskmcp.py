@@ -1,5 +1,5 @@
 """The ``task-mcp`` format: Task MCP's ``atomic_lock`` JSON locks
-(``docs/specs/004_6119ce42cf21683e.txt``, "Lock File Format").
+(``docs/specs/task-mcp.txt``, "Lock File Format").
 
 Two shapes exist and both are read:
 
@@ -56,7 +56,7 @@ from core.record import LockRecord
 FORMAT = "task-mcp"
 
 KEYS = ("owner", "since", "ttl")
-"""Keys that make a JSON object a Task MCP lock (docs/specs/004_6119ce42cf21683e.txt "Current
+"""Keys that make a JSON object a Task MCP lock (docs/specs/task-mcp.txt "Current
 Implementation")."""
 
 TTL_STRATEGIES: dict[str, dict[str, float]] = {
@@ -65,7 +65,7 @@ TTL_STRATEGIES: dict[str, dict[str, float]] = {
     "cloud": {"interactive": 7200.0, "automated": 14400.0},
     "container": {"interactive": 1800.0, "automated": 3600.0},
 }
-"""Default TTLs in seconds (docs/specs/004_6119ce42cf21683e.txt "TTL Strategy", "Default TTL Values
+"""Default TTLs in seconds (docs/specs/task-mcp.txt "TTL Strategy", "Default TTL Values
 by Environment")."""
 
 ENVIRONMENTS = ("local", "ci", "cloud", "container")
@@ -73,16 +73,16 @@ PURPOSES = ("interactive", "automated", "emergency")
 
 LOCKWARDEN_ENVIRONMENT = "local"
 """The environment Lockwarden declares in the locks it writes and as a requester in the reclaim
-matrix (docs/specs/004_6119ce42cf21683e.txt "Local Development")."""
+matrix (docs/specs/task-mcp.txt "Local Development")."""
 
 LOCKWARDEN_PURPOSE = "interactive"
 """The purpose Lockwarden declares in the locks it writes and as a requester in the reclaim
-matrix (docs/specs/004_6119ce42cf21683e.txt "Enhanced Lock File Format")."""
+matrix (docs/specs/task-mcp.txt "Enhanced Lock File Format")."""
 
 ALLOWED_METADATA: tuple[str, ...] = (
     "hostname", "process_id", "user_identity", "session_id", "environment", "purpose",
 )
-"""The only ``metadata`` fields Task MCP accepts (docs/specs/004_6119ce42cf21683e.txt "Security
+"""The only ``metadata`` fields Task MCP accepts (docs/specs/task-mcp.txt "Security
 Controls", ``validateLockOwner``: ``allowedFields``; any other field is an ``Unexpected metadata
 field`` error). Lockwarden's ``metadata`` holds no other key."""
 
@@ -93,7 +93,7 @@ _OWNER_PID_RE = re.compile(r"^pid-([0-9]{1,10})@(.+)\Z", re.DOTALL)
 
 
 def default_ttl(environment: str, purpose: str) -> float:
-    """Default TTL in seconds for an environment and purpose (docs/specs/004_6119ce42cf21683e.txt
+    """Default TTL in seconds for an environment and purpose (docs/specs/task-mcp.txt
     "Default TTL Values by Environment").
 
     The spec's table lacks some pairs; we fill them so that every pair has a value:
@@ -122,7 +122,7 @@ def current_user() -> str:
 
 
 def default_owner(pid: int, host: str | None = None) -> str:
-    """Task MCP's default owner text ``pid-<pid>@<host>`` (docs/specs/004_6119ce42cf21683e.txt
+    """Task MCP's default owner text ``pid-<pid>@<host>`` (docs/specs/task-mcp.txt
     "Local Development")."""
     return f"pid-{pid}@{host if host is not None else socket.gethostname()}"
 
@@ -130,7 +130,7 @@ def default_owner(pid: int, host: str | None = None) -> str:
 def default_metadata(
     pid: int, *, environment: str = "local", purpose: str = "interactive"
 ) -> dict[str, Any]:
-    """Metadata Lockwarden writes in a Task MCP lock (docs/specs/004_6119ce42cf21683e.txt "Enhanced
+    """Metadata Lockwarden writes in a Task MCP lock (docs/specs/task-mcp.txt "Enhanced
     Lock File Format", "Local Development"): ``hostname``, ``process_id`` (``pid``),
     ``user_identity`` (the real OS user from :func:`current_user`, never a value a requester
     claims), ``environment``, ``purpose``."""
@@ -165,7 +165,7 @@ def _since(obj: dict[str, Any]) -> datetime:
 
 
 def parse(data: bytes, path: str = "") -> LockRecord:
-    """Parse a Task MCP lock (docs/specs/004_6119ce42cf21683e.txt "Lock File Format").
+    """Parse a Task MCP lock (docs/specs/task-mcp.txt "Lock File Format").
 
     - ``owner`` (string) -> ``holder``;
     - ``since`` -> ``acquired_at``: a number is epoch **milliseconds** ("Current
@@ -173,7 +173,7 @@ def parse(data: bytes, path: str = "") -> LockRecord:
     - ``ttl`` (number, seconds, >= 0) -> ``ttl``; ``expires_at`` = ``since + ttl``;
     - ``metadata`` (object, optional; ``null`` = none) -> ``metadata`` (a copy);
     - ``pid``: ``metadata.process_id``, else from an owner ``pid-<N>@<host>`` (Task MCP's
-      default owner, docs/specs/004_6119ce42cf21683e.txt "Local Development"); ``host``:
+      default owner, docs/specs/task-mcp.txt "Local Development"); ``host``:
       ``metadata.hostname``, else a top-level ``host``, else that owner's host part;
     - ``tag``: the top-level ``tag`` when it is a string (where Lockwarden writes it), else
       ``metadata.tag`` (where older Lockwarden versions wrote it), control characters
@@ -266,7 +266,7 @@ def _ttl_json(ttl: float) -> int | float:
 def serialize(record: LockRecord) -> bytes:
     """Bytes of a Task MCP lock, indented by 2 as Task MCP's ``JSON.stringify(info, null, 2)``,
     ASCII-only: ``owner``, ``since`` (integer epoch milliseconds, as ``atomic_lock`` writes and
-    reads it: docs/specs/004_6119ce42cf21683e.txt "Current Implementation"), ``ttl`` (seconds; an
+    reads it: docs/specs/task-mcp.txt "Current Implementation"), ``ttl`` (seconds; an
     integer when whole), ``metadata`` (as in the record), then ``tag``, ``token``, ``start`` and
     ``proc`` when set.
 
@@ -339,7 +339,7 @@ def make_record(
     ``since`` (aware; naive is taken as UTC) is cut to whole milliseconds as written; ``ttl`` is
     seconds; ``metadata`` is copied (use :func:`default_metadata`: only :data:`ALLOWED_METADATA`
     fields); ``tag`` is written at the top level; ``extra`` are more top-level keys (a reclaim's
-    ``reclaimed_from`` and ``reclaimed_reason``, docs/specs/004_6119ce42cf21683e.txt "Reclaim
+    ``reclaimed_from`` and ``reclaimed_reason``, docs/specs/task-mcp.txt "Reclaim
     Process"), kept in ``raw`` only. ``pid`` and ``host`` are derived as :func:`parse` derives them,
     so the result equals ``parse(record.raw, path)``.
 
@@ -369,18 +369,18 @@ def make_record(
 
 def build(request: WriteRequest) -> Built:
     """The Task MCP lock Lockwarden writes for ``request`` (docs/formats.md, "task-mcp: what
-    Lockwarden writes"): owner ``pid-<pid>@<host>`` (docs/specs/004_6119ce42cf21683e.txt "Local
+    Lockwarden writes"): owner ``pid-<pid>@<host>`` (docs/specs/task-mcp.txt "Local
     Development"), ``since`` = ``request.at`` in epoch milliseconds, ``ttl`` = ``request.ttl``,
     metadata from :func:`default_metadata` (environment :data:`LOCKWARDEN_ENVIRONMENT`, purpose
     :data:`LOCKWARDEN_PURPOSE`; only :data:`ALLOWED_METADATA` fields), then at the top level
     ``tag``, ``token``, ``start``, ``proc`` and -- for a reclaim -- ``reclaimed_from`` and
-    ``reclaimed_reason`` (docs/specs/004_6119ce42cf21683e.txt "Reclaim Process"). File mode
+    ``reclaimed_reason`` (docs/specs/task-mcp.txt "Reclaim Process"). File mode
     :data:`FILE_MODE`.
 
     A renewal (``request.acquired`` set) keeps ``since`` at the first acquisition and extends
     ``ttl`` so that the lease ends ``request.ttl`` seconds after ``request.at``: Task MCP
     judges expiry by ``since + ttl`` and the lock's age stays its age (the ``refreshLock`` of
-    docs/specs/004_6119ce42cf21683e.txt moves ``since`` instead, which would make a lock held for
+    docs/specs/task-mcp.txt moves ``since`` instead, which would make a lock held for
     hours look minutes old).
 
     Raises:
@@ -423,7 +423,7 @@ def since_millis(record: LockRecord) -> int | None:
 
 def with_since(record: LockRecord, since: datetime) -> LockRecord:
     """A copy of a task-mcp ``record`` with ``since`` moved (Task MCP's own ``refreshLock``,
-    docs/specs/004_6119ce42cf21683e.txt "Auto-Refresh Mechanism"): same owner, ttl, metadata, tag,
+    docs/specs/task-mcp.txt "Auto-Refresh Mechanism"): same owner, ttl, metadata, tag,
     token and start; ``raw`` rewritten. The engine's refresh keeps ``since`` and extends ``ttl``
     instead (:func:`build`)."""
     return make_record(

@@ -5,7 +5,7 @@ Rules from ``docs/specs/devtool-locks.md`` (§2.5 "Terraform local backend",
 ``internal/states/statemgr/locker.go``): JSON ``ID``, ``Operation``, ``Info``, ``Who``
 (``user@hostname``), ``Version``, ``Created`` (RFC 3339, UTC, up to 9 fractional digits),
 ``Path``. It is **only a label**: the lock itself is a POSIX write lock (fcntl) on the state
-file, so liveness comes from the kernel (:mod:`core.kernel_locks`), and a label without a kernel
+file, so liveness comes from the kernel (:mod:`core.kernel.locks`), and a label without a kernel
 lock is leftover metadata.
 """
 

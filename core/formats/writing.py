@@ -4,7 +4,7 @@ Each writable format (:data:`core.record.WRITABLE_FORMATS`) has a builder in its
 :func:`core.formats.sema.build`, :func:`core.formats.taskmcp.build`,
 :func:`core.formats.af.build_ledger` -- chosen by name through :func:`core.formats.build`. A
 builder turns a :class:`WriteRequest` into the :class:`~core.record.LockRecord` and the exact
-bytes the engine publishes (:mod:`core.publish`). Everything a format may need is a field
+bytes the engine publishes (:mod:`core.engine.publish`). Everything a format may need is a field
 here; there is no other channel between the engine and a format.
 
 What Lockwarden writes besides each format's own fields (docs/DESIGN.md, "Formats"; docs/engine.md,
@@ -32,11 +32,11 @@ class Holder(NamedTuple):
 
     Attributes:
         pid: the holder's PID (this process, or the CLI's parent shell).
-        host: this host's name (:func:`core.liveness.hostname`).
+        host: this host's name (:func:`core.verdicts.liveness.hostname`).
         start: the holder's start time, Unix seconds (psutil's ``create_time``), so that a
             reused PID is detected (docs/DESIGN.md, "Liveness and verdicts").
         proc: the clock-independent process identity ``"<boot id>:<start ticks>"`` where the
-            OS has one (:func:`core.liveness.process_identity`), else ``None``.
+            OS has one (:func:`core.verdicts.liveness.process_identity`), else ``None``.
     """
 
     pid: int
@@ -47,7 +47,7 @@ class Holder(NamedTuple):
 
 class Reclaimed(NamedTuple):
     """What a Task MCP reclaim replaced, written into the new lock's ``metadata`` as
-    ``reclaimed_from`` and ``reclaimed_reason`` (``docs/specs/004_6119ce42cf21683e.txt``, "Reclaim
+    ``reclaimed_from`` and ``reclaimed_reason`` (``docs/specs/task-mcp.txt``, "Reclaim
     Process"). Formats without such fields ignore it.
 
     Attributes:

@@ -2,7 +2,8 @@
 
 A *remote source* is one server (a PostgreSQL database, a Redis database) whose locks Lockwarden
 lists in the same table as lock files: :meth:`RemoteSource.list_locks` returns the same
-:class:`~core.record.LockStatus` verdicts, judged by the same :func:`core.policy.judge` under a
+:class:`~core.record.LockStatus` verdicts, judged by the same :func:`core.verdicts.policy.judge`
+under a
 :class:`~core.stale_policy.StalePolicy`. A lock's ``path`` is a URL naming the server and the
 lock after ``#`` (docs/remote.md, "Paths"), e.g. ``postgres://db.example:5432/shop#advisory/42``
 or ``redis://127.0.0.1:6379/0#lock:deploy``.
@@ -13,8 +14,8 @@ backend removes the lock only while it still carries that token, so a lock taken
 someone else in the meantime is never removed.
 
 Audit: a lock on a server has no directory, so its entries go to the user's own per-user log
-(:func:`core.audit_model.fallback_log_path`, the log that :mod:`core.audit` falls back to),
-written with the same chained append (:func:`core.audit_write.append_entry`). ``lockPath`` is
+(:func:`core.audit.model.fallback_log_path`, the log that :mod:`core.audit` falls back to),
+written with the same chained append (:func:`core.audit.write.append_entry`). ``lockPath`` is
 the lock's URL.
 
 Imports no driver: each backend module imports its own (psycopg, redis) and says so when it is
@@ -34,9 +35,9 @@ from typing import Any, Self
 from urllib.parse import quote
 
 from core import audit
-from core.audit_entry import make_entry
-from core.audit_model import fallback_log_path
-from core.audit_write import append_entry
+from core.audit.entry import make_entry
+from core.audit.model import fallback_log_path
+from core.audit.write import append_entry
 from core.errors import LockError
 from core.record import LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
@@ -241,13 +242,13 @@ def audit_remote(
     format: str | None = None,
 ) -> str:
     """Append one entry about ``operation`` on the server lock ``url`` to the user's per-user
-    audit log (:func:`core.audit_model.fallback_log_path`; docs/DESIGN.md, "Audit log"), with
-    the same fields and hash chain as every entry (:func:`core.audit_entry.make_entry`,
-    :func:`core.audit_write.append_entry`); ``lockPath`` is the URL.
+    audit log (:func:`core.audit.model.fallback_log_path`; docs/DESIGN.md, "Audit log"), with
+    the same fields and hash chain as every entry (:func:`core.audit.entry.make_entry`,
+    :func:`core.audit.write.append_entry`); ``lockPath`` is the URL.
 
     Returns the log's path, or "" when the entry could not be written (logged as a warning).
     Never raises: auditing must not turn a done operation into a failure (the rule of
-    ``core.operations.record_audit``)."""
+    ``core.engine.operations.record_audit``)."""
     try:
         entry = make_entry(url, operation, result, details, format)
         entry["lockPath"] = url

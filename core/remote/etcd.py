@@ -35,8 +35,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from core import liveness
-from core.policy import judge
 from core.reasons import Code, Reason
 from core.record import Liveness, LockRecord, LockStatus
 from core.remote.base import (
@@ -48,6 +46,8 @@ from core.remote.base import (
     url_host,
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
+from core.verdicts import liveness
+from core.verdicts.policy import judge
 
 try:
     import etcd3gw

@@ -36,7 +36,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from core.policy import judge
 from core.reasons import Code, Reason
 from core.record import Evidence, Liveness, LockRecord, LockStatus, State
 from core.remote.base import (
@@ -58,6 +57,7 @@ from core.remote.pg_keys import (
     parse_holders,
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
+from core.verdicts.policy import judge
 
 try:
     import psycopg

@@ -11,14 +11,14 @@ Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/r
 * Discovery is ``SCAN MATCH <pattern> COUNT 1000 TYPE string`` (never ``KEYS``, which blocks
   the server), then ``GET`` + ``PTTL`` pipelined.
 * ``PTTL`` gives the remaining lease: the lock's ``expires_at`` is now + PTTL, judged by
-  :func:`core.policy.judge` (``held`` with ``expires in``). A key with no TTL (PTTL -1:
+  :func:`core.verdicts.policy.judge` (``held`` with ``expires in``). A key with no TTL (PTTL -1:
   redis-py ``timeout=None``, python-redis-lock without ``expire``) lives until deleted: it is
   judged like another tool's lock, stale once older than the stale limit. Its age comes from the
   token when that is a uuid1 (redis-py's default token: it holds the acquisition time), else
   from when this source first saw the key with that token (a lower bound, said so).
 * Tokens Lockwarden writes (:meth:`RedisSource.acquire`) are ``lockwarden:<host>:<pid>:<uuid1
   hex>``: host, PID and time of the holder, so a lock whose holder died on this host is stale at
-  once (:func:`core.liveness.check`, as for Lockwarden's lock files).
+  once (:func:`core.verdicts.liveness.check`, as for Lockwarden's lock files).
 * Release and force release are a Lua compare-and-delete against the token seen, never a plain
   ``DEL``: a lock taken again by someone else meanwhile keeps its new token and is not
   removed. For python-redis-lock the same script also pushes to the signal list (``DEL`` signal,
@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from core import liveness
-from core.policy import judge
 from core.reasons import Code, Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 from core.remote.base import (
@@ -52,6 +50,8 @@ from core.remote.base import (
     url_host,
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
+from core.verdicts import liveness
+from core.verdicts.policy import judge
 
 try:
     import redis as redis_py

@@ -13,7 +13,7 @@ A ``#fragment`` names one lock and is not part of the server. Backend modules (a
 drivers) are imported only when a source of that kind is built, so a CLI run on lock files
 imports none of them.
 
-Passwords: from the URL (the CLI only: :mod:`core.config_servers` refuses them in the file),
+Passwords: from the URL (the CLI only: :mod:`core.config.servers` refuses them in the file),
 else the environment variable ``password_env``, else the OS keychain through ``keyring``
 (service :data:`KEYRING_SERVICE`, user name the server URL without password) when asked for.
 """
@@ -27,7 +27,7 @@ from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from core.config_model import Config, ServerSpec
+from core.config.model import Config, ServerSpec
 from core.remote.base import RemoteError, RemoteErrorKind, RemoteSource
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 

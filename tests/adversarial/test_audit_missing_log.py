@@ -1,6 +1,6 @@
 """``lockwarden audit --verify`` where there is no log says so and exits 1 instead of calling an
 absent log "intact"; a log its writer appended to and that is now gone is reported as removed
-(core.audit_verify, ``VerifyResult.missing``). Through the real CLI process."""
+(core.audit.verify, ``VerifyResult.missing``). Through the real CLI process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A log in a shared directory that another user controls (core.audit_write, core.audit_heads).
+"""A log in a shared directory that another user controls (core.audit.write, core.audit.heads).
 
 * An append reads at most 64 KiB from the end of a log to find the line it chains onto: a 20 GB
   sparse log costs it one bounded read (counted with the kernel's own ``rchar`` counter of

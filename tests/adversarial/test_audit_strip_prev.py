@@ -1,4 +1,4 @@
-"""Removing ``prev`` from Lockwarden's lines must not hide an edit (core.audit_verify).
+"""Removing ``prev`` from Lockwarden's lines must not hide an edit (core.audit.verify).
 
 Before, a line without ``prev`` was simply *foreign* (another tool's), so editing line 3 and
 stripping ``prev`` from it and every later line left a log that verified. Now a line carrying any
@@ -96,7 +96,7 @@ def test_null_or_malformed_prev_is_still_named_as_such(lockdir: Path) -> None:
 
 
 TASK_MCP_APPEND = r"""
-// Task MCP's logLockOperation (docs/specs/004_6119ce42cf21683e.txt)
+// Task MCP's logLockOperation (docs/specs/task-mcp.txt)
 // (with node -e, argv[1] is the first argument)
 const fs = require('fs'), path = require('path');
 async function logLockOperation(operation, lockPath, details) {

@@ -1,4 +1,4 @@
-"""``lockwarden audit --tail N`` reads from the end (core.audit_read.tail): on a 1 GB log the last
+"""``lockwarden audit --tail N`` reads from the end (core.audit.read.tail): on a 1 GB log the last
 20 entries take well under a second and under 100 MB, measured in separate processes (the
 library call, and the CLI itself through ``wait4`` resource usage); and ``tail`` gives exactly
 the entries ``read`` gives for the same lines, whatever the log holds."""

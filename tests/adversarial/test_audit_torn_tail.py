@@ -1,6 +1,6 @@
 """An append cut short (disk full, file size limit, crash) leaves a torn last line: ``verify``
 reports it as an interrupted write, not as tampering, and the next append terminates it and
-records a ``repair`` entry that chains through it (core.audit_write, core.audit_verify).
+records a ``repair`` entry that chains through it (core.audit.write, core.audit.verify).
 
 The tears here are real: a child process whose file size limit (RLIMIT_FSIZE) stops the kernel
 mid-write, and, as root, a real full file system (a 64 KiB tmpfs).

@@ -10,8 +10,8 @@ import pytest
 
 from core import audit
 from core.defaults import MAX_TAG_BYTES
+from core.engine.lock import Lock
 from core.errors import TagTooLong
-from core.lock import Lock
 from tests.test_cli import lw, one_line, status_json
 
 OLD = 1_700_000_000

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from core import audit
+from core.engine.operations import force_release
 from core.errors import ReadOnlyLock
 from core.fsutil import AUDIT_LOG_NAME, GUARD_FILE_NAME
-from core.lock import force_release
 from core.reasons import ReadOnlyKind
 from tests.test_cli import dead_pid, lw, one_line
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.columns import Col
 from app.dialogs import force_dialog
-from core.inspect import inspect
+from core.verdicts.inspect import inspect
 from tests.app_spies import SignalSpy
 
 EVIL = "deploy\x1b[2J\nrm -rf \u202eevil"

@@ -123,7 +123,7 @@ def test_a_flocked_file_with_content_is_never_forced_either(lockdir: Path) -> No
 
 def test_end_holder_signals_only_the_confirmed_pid(
         held: tuple[Path, subprocess.Popen[str]]) -> None:
-    from core.holder_end import NotKernelHeld, end_holder
+    from core.engine.end_holder import NotKernelHeld, end_holder
 
     path, proc = held
     with pytest.raises(NotKernelHeld):

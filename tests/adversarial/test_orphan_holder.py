@@ -1,5 +1,5 @@
 """A lock whose recorded holder is init (PID 1) is judged by its TTL and age, never as alive
-(core/liveness.py, ``INIT_PID``)."""
+(core/verdicts/liveness.py, ``INIT_PID``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.inspect import inspect
 from core.reasons import Code
 from core.record import Liveness, State
+from core.verdicts.inspect import inspect
 
 
 def _write(path: Path, age_s: float, extra: str = "") -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from core.engine.lock import Lock
 from core.formats import parse
-from core.lock import Lock
 from tests.test_cli import status_json
 
 

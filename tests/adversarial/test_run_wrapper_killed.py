@@ -1,12 +1,12 @@
 """``lockwarden run L -- CMD`` whose wrapper is SIGKILLed: CMD must die with it (Linux
-``PR_SET_PDEATHSIG``; core/cli_run.py, docs/cli.md "``run``"), or it would work on while the
+``PR_SET_PDEATHSIG``; core/cli/run.py, docs/cli.md "``run``"), or it would work on while the
 lock -- naming the dead wrapper, so stale at once -- is taken by the next holder.
 
 Real processes only. The test process makes itself a *child subreaper* for the duration of a
 test, so an orphaned CMD is re-parented to it: ``waitpid`` on CMD then says, without polling,
 that it ended and by which signal.
 
-The race: several racers (real processes using :class:`core.lock.Lock`) take the same lock
+The race: several racers (real processes using :class:`core.engine.lock.Lock`) take the same lock
 in a loop while wrappers are SIGKILLed with their CMD inside the critical section. Every
 holder enters through a marker file created with ``O_EXCL`` holding its PID and start time; a
 holder that finds the marker of a process still running (not a zombie, same start time) counts
@@ -44,7 +44,7 @@ RACERS = 3
 
 # One script for both roles, run as a real process. "cmd": the command under `run` (plain
 # Python, -I -S: fast start): enter the critical section, say "in <pid>", hold it until stdin
-# closes (never, unless killed), leave. "racer": loop taking the lock with core.lock.Lock.
+# closes (never, unless killed), leave. "racer": loop taking the lock with core.engine.lock.Lock.
 # The racers' hold and pause times are the workload of the race (how long a holder works,
 # how long it waits before taking the lock again), not waits for an event.
 PROTOCOL = r'''
@@ -138,7 +138,7 @@ if sys.argv[1] == "cmd":
     leave()
 else:
     from core.errors import LockTimeout
-    from core.lock import Lock
+    from core.engine.lock import Lock
 
     stop = sys.argv[4]
     rnd = random.Random(ME)
@@ -258,10 +258,10 @@ def test_sigkilled_wrapper_takes_its_command_along(
 
 
 def test_child_whose_wrapper_died_before_prctl_does_not_run(tmp_path: Path) -> None:
-    """The race check of core.cli_run.die_with_parent: a child whose parent is no longer the
+    """The race check of core.cli.run.die_with_parent: a child whose parent is no longer the
     PID it was spawned for (here: never was) exits at once, before ``exec``, and CMD never
     runs."""
-    from core.cli_run import ORPHANED_EXIT, die_with_parent
+    from core.cli.run import ORPHANED_EXIT, die_with_parent
 
     preexec = die_with_parent(os.getpid() + 1_000_000)  # a parent PID that is not ours
     assert preexec is not None

@@ -1,7 +1,7 @@
 """Task MCP interop, checked with Task MCP's own code run by Node (docs/formats.md, "task-mcp:
 what Lockwarden writes"): the age check of ``atomic_lock`` ("Current Implementation",
 ``Date.now() - lock.since``), ``canReclaimLock``'s age (``new Date(lock.since)``) and
-``validateLockOwner`` ("Security Controls"), copied from docs/specs/004_6119ce42cf21683e.txt,
+``validateLockOwner`` ("Security Controls"), copied from docs/specs/task-mcp.txt,
 run against a live lock Lockwarden wrote: Task MCP must see it held and valid."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from core.engine.lock import Lock
 from core.formats.taskmcp import ALLOWED_METADATA
-from core.lock import Lock
 
 NODE = shutil.which("node") or shutil.which("nodejs")
 

@@ -89,7 +89,7 @@ def main() -> None:
         probe = subprocess.run(
             [sys.executable, "-c",
              "import sys, runpy; sys.argv = ['lockwarden', 'status', sys.argv[1]]\n"
-             "from core.cli import main\nmain()\n"
+             "from core.cli.main import main\nmain()\n"
              "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
              "{'PySide6', 'watchdog', 'app', 'platformdirs', 'tomllib', 'tomli_w'})\n"
              "print('HEAVY', ','.join(heavy) or 'none')", lock],

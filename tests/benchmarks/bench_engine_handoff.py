@@ -56,7 +56,7 @@ class Contender:
 class Lockwarden(Contender):
     def __init__(self, path: str) -> None:
         super().__init__(path)
-        from core.lock import Lock
+        from core.engine.lock import Lock
 
         self.lk = Lock(path)
 

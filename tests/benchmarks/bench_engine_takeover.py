@@ -34,7 +34,7 @@ SETTLE = 0.03
 
 
 def _holder(path: str, conn: Any) -> None:
-    from core.lock import Lock
+    from core.engine.lock import Lock
 
     Lock(path, tag="victim").acquire()
     conn.send("ready")
@@ -42,7 +42,7 @@ def _holder(path: str, conn: Any) -> None:
 
 
 def _waiter(path: str, conn: Any) -> None:
-    from core.lock import Lock
+    from core.engine.lock import Lock
 
     lk = Lock(path)
     while conn.recv() == "go":

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import core.lock as engine  # noqa: E402
+import core.engine.lock as engine  # noqa: E402
 
 DATA = b"pid=12345\ntimestamp=1703520000\ntag=bench\n"
 

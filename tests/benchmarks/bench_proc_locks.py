@@ -1,9 +1,9 @@
-"""Parse cost of ``/proc/locks`` (core.kernel_locks): 10 000 synthetic lines (flock, POSIX
+"""Parse cost of ``/proc/locks`` (core.kernel.locks): 10 000 synthetic lines (flock, POSIX
 whole-file and byte ranges, OFD with PID -1, some blocked waiters), parsed in full and filtered
 first for 50 watched files. Then, on Linux, 100 real files (a child process holds lockf on half
 of them) looked up both ways in the same run: ``kernel_holders(source="proc")`` (read
 ``/proc/locks`` + filter) next to ``source="getlk"`` (one ``F_GETLK`` per file, the fallback where
-``/proc/locks`` is absent, core.kernel_getlk). Prints figures; asserts nothing about speed
+``/proc/locks`` is absent, core.kernel.getlk). Prints figures; asserts nothing about speed
 (docs/DESIGN.md "Testing").
 
     .venv/bin/python tests/benchmarks/bench_proc_locks.py [--lines 10000] [--rounds 20]
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.kernel_locks import kernel_holders, locks_on, parse_proc_locks  # noqa: E402
+from core.kernel.locks import kernel_holders, locks_on, parse_proc_locks  # noqa: E402
 
 HOLD_HALF = r"""
 import fcntl, os, sys

@@ -1,7 +1,7 @@
 """A folder of repositories as developers have them (``[[projects]]``, docs/watching.md
 "Projects"): N repositories, each with a git directory (an object store of 256 fan-out
 directories), sources, and a ``node_modules`` of M packages. Prints the project walk
-(core.scan.list_dir of a ProjectSpec: skips applied) next to its anchors measured in the same
+(core.watch.scan.list_dir of a ProjectSpec: skips applied) next to its anchors measured in the same
 run -- ``os.walk`` of the whole tree (what a plain recursive walk enters) and the same walk with
 the skipped directories pruned -- and the directories a project watch needs against those a
 recursive inotify watch would take. Asserts nothing about speed (docs/DESIGN.md "Testing").
@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.config_model import PROJECT_SKIP_DIRS, ProjectSpec  # noqa: E402
-from core.scan import list_dir  # noqa: E402
-from core.scope import dir_matcher, skips_dir  # noqa: E402
+from core.config.model import PROJECT_SKIP_DIRS, ProjectSpec  # noqa: E402
+from core.watch.scan import list_dir  # noqa: E402
+from core.watch.scope import dir_matcher, skips_dir  # noqa: E402
 
 
 def build(root: Path, repos: int, packages: int) -> None:

@@ -49,10 +49,10 @@ def main() -> None:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.inventory import Inventory
     from app.remote_poller import RemotePoller
+    from app.watch_bridge import Inventory
     from core.config import Config
-    from core.config_model import ServerSpec
+    from core.config.model import ServerSpec
 
     qapp = QApplication([sys.argv[0]])
     with tempfile.TemporaryDirectory(prefix="lw-bench-remote-") as tmp:

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.inspect import inspect  # noqa: E402
-from core.liveness import check, snapshot  # noqa: E402
 from core.record import LockRecord  # noqa: E402
+from core.verdicts.inspect import inspect  # noqa: E402
+from core.verdicts.liveness import check, snapshot  # noqa: E402
 
 
 def timed(fn: Callable[[], object], rounds: int) -> list[float]:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.config import WatchSpec  # noqa: E402
-from core.watch import ChangeSet, Watcher  # noqa: E402
+from core.watch.watcher import ChangeSet, Watcher  # noqa: E402
 
 CREATOR = r"""
 import os, sys, time

@@ -4,7 +4,7 @@ Asserts nothing about speed (docs/DESIGN.md "Testing"). Target: p95 <= 50 ms.
 
     .venv/bin/python tests/benchmarks/bench_watch_latency.py [--files 500] [--dir DIR]
 
-The debounce (core.watch.DEBOUNCE, 20 ms) is part of the figure: it is what lets a writer
+The debounce (core.watch.watcher.DEBOUNCE, 20 ms) is part of the figure: it is what lets a writer
 finish the file before it is read.
 """
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.config import WatchSpec  # noqa: E402
-from core.watch import DEBOUNCE, ChangeSet, Watcher  # noqa: E402
+from core.watch.watcher import DEBOUNCE, ChangeSet, Watcher  # noqa: E402
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Watcher at scale: 10,000 lock files in 100 directories. Prints the initial scan time
-(``core.scan.scan`` and ``Watcher.start``), then the watcher's idle CPU use over a period and
+(``core.watch.scan.scan`` and ``Watcher.start``), then the watcher's idle CPU use over a period and
 its RSS. Asserts nothing (docs/DESIGN.md "Testing"). Targets: scan <= 2 s, idle CPU <= 1% of one
 core.
 
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.config import WatchSpec  # noqa: E402
-from core.scan import scan  # noqa: E402
-from core.watch import ChangeSet, Watcher  # noqa: E402
+from core.watch.scan import scan  # noqa: E402
+from core.watch.watcher import ChangeSet, Watcher  # noqa: E402
 
 
 def main() -> None:
@@ -74,7 +74,8 @@ def main() -> None:
         modes = {d.mode for d in w.dir_status()}
         how = "one recursive spec" if args.recursive else f"{len(specs)} specs"
         print(f"{total} locks in {args.dirs} directories ({root.parent}, {how}): "
-              f"core.scan.scan {t_scan:.2f} s, Watcher.start (scan + watches) {t_start:.2f} s  "
+              f"core.watch.scan.scan {t_scan:.2f} s, "
+              f"Watcher.start (scan + watches) {t_start:.2f} s "
               "[target <= 2 s]; directory modes: " + ", ".join(sorted(modes)))
 
         time.sleep(3)  # let the first liveness pass settle before measuring

@@ -46,7 +46,7 @@ from PIL import Image, ImageChops, ImageGrab
 
 from core import audit
 from core import config as cfgmod
-from core.scan import scan
+from core.watch.scan import scan
 from tests.test_tray_xvfb import xtray  # noqa: F401  (the session's Xvfb + trayer fixture)
 
 ROOT = Path(__file__).resolve().parent.parent.parent

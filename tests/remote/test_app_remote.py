@@ -15,7 +15,7 @@ redis = pytest.importorskip("redis", reason="redis-py is not installed (pip inst
 redis_lock = pytest.importorskip("redis_lock", reason="python-redis-lock is not installed")
 
 from core import config as cfgmod  # noqa: E402
-from core.config_model import ServerSpec  # noqa: E402
+from core.config.model import ServerSpec  # noqa: E402
 from core.record import State  # noqa: E402
 from tests.remote.servers import RedisServer, free_port  # noqa: E402
 

@@ -177,7 +177,7 @@ def test_the_cli_imports_no_driver_for_lock_files(tmp_path: Path) -> None:
             "try:\n    runpy.run_module('core', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
             "bad = [m for m in ('psycopg', 'redis', 'etcd3gw', 'core.remote.sources',"
-            " 'core.cli_remote') if m in sys.modules]\n"
+            " 'core.cli.remote') if m in sys.modules]\n"
             "print(bad)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.strip().splitlines()

@@ -1,0 +1,412 @@
+"""The user-facing operations the window and the tray both offer: acquire, release, reclaim,
+force release, copy path, open folder, settings, audit log (docs/gui.md "Window", "Dialogs").
+
+Dialogs open with ``open()`` (non-blocking) and act on ``accepted``; lock operations run in
+worker threads through :class:`app.engine_calls.LockActions` (the GUI thread never waits on a
+network directory); their errors become message boxes (:meth:`Commands.show_error`), never
+tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import QApplication, QDialog, QMessageBox, QWidget
+
+from app import autostart
+from app.config_store import ConfigStore
+from app.dialogs import (
+    AcquireDialog,
+    AcquireRequest,
+    AuditDialog,
+    SettingsDialog,
+    end_holder_dialog,
+    force_dialog,
+    reclaim_dialog,
+)
+from app.engine_calls import ActionError, LockActions
+from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
+from app.model import LockTableModel
+from app.remote_poller import RemotePoller
+from app.theme import apply_theme
+from app.watch_bridge import Inventory
+from core import audit
+from core.config import Config
+from core.reasons import printable
+from core.record import LockStatus, State
+from core.verdicts.inspect import inspect
+
+
+class Commands(QObject):
+    """What the user can do to locks and settings, shared by the window and the tray.
+
+    Args:
+        qapp: the application (themes are applied to it).
+        model: the lock table (statuses quoted by confirmations; audit sources).
+        inventory: watching (re-scans, new watched directories).
+        actions: the engine operations and the locks this app holds.
+        store: the configuration (read, saved when Settings change it).
+        dialog_parent: the window dialogs and message boxes open over.
+
+    Signals:
+        dialogOpened(QDialog): a dialog or message box was opened.
+        errorShown(str, str): title and text of an error just shown to the user (a message
+            box, or the Acquire dialog's error line).
+        settingsApplied(): new settings are in effect (the window re-reads the status bar).
+    """
+
+    dialogOpened = Signal(object)
+    errorShown = Signal(str, str)
+    settingsApplied = Signal()
+    _failed = Signal(str, str)  # from worker threads, delivered queued
+    _opDone = Signal()
+    _acquireDone = Signal(object, object, object)
+
+    def __init__(self, *, qapp: QApplication, model: LockTableModel, inventory: Inventory,
+                 actions: LockActions, store: ConfigStore, dialog_parent: QWidget,
+                 remote: RemotePoller | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._qapp = qapp
+        self._remote = remote
+        self._model = model
+        self._inventory = inventory
+        self._actions = actions
+        self._store = store
+        self._parent = dialog_parent
+        self._dialogs: list[QDialog] = []
+        self._busy = 0
+        self.last_acquire_dir: str | None = None
+        """Directory of the last successful acquire (the Acquire dialog's default)."""
+        self._failed.connect(self.show_error)
+        self._opDone.connect(self._op_done)
+        self._acquireDone.connect(self._acquire_done)
+        store.saveFailed.connect(self.show_error)
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> int:
+        """Number of lock operations started from the GUI that are still running."""
+        return self._busy
+
+    @property
+    def dialogs(self) -> list[QDialog]:
+        """The dialogs and message boxes open now, oldest first (a copy)."""
+        return list(self._dialogs)
+
+    def show_dialog(self, dlg: QDialog) -> None:
+        """Open ``dlg`` non-blocking (``open()``), keep it in :attr:`dialogs` until it is
+        finished (then delete it) and emit :attr:`dialogOpened`."""
+        self._dialogs.append(dlg)
+
+        def done(_r: int) -> None:
+            if dlg in self._dialogs:
+                self._dialogs.remove(dlg)
+            dlg.deleteLater()
+
+        dlg.finished.connect(done)
+        dlg.open()
+        self.dialogOpened.emit(dlg)
+
+    def close_dialogs(self) -> None:
+        """Delete every open dialog (the app is being disposed)."""
+        for dlg in self._dialogs:
+            dlg.deleteLater()
+        self._dialogs.clear()
+
+    def show_error(self, title: str, text: str) -> QMessageBox:
+        """Show an error message (non-blocking) and emit :attr:`errorShown`."""
+        box = QMessageBox(QMessageBox.Icon.Warning, title, text, parent=self._parent)
+        self.show_dialog(box)
+        self.errorShown.emit(title, text)
+        return box
+
+    def _run(self, fn: Callable[[], object]) -> None:
+        """Run a lock operation in a worker thread; its :class:`ActionError` (or any other
+        exception) becomes a message box. :attr:`busy` counts it until it ends."""
+        self._busy += 1
+
+        def work() -> None:
+            try:
+                fn()
+            except ActionError as exc:
+                self._failed.emit(exc.title, str(exc))
+            except Exception as exc:  # never a traceback in the user's face
+                self._failed.emit("Unexpected error", f"{type(exc).__name__}: {exc}")
+            finally:
+                self._opDone.emit()
+
+        threading.Thread(target=work, name="lockwarden-action", daemon=True).start()
+
+    def _op_done(self) -> None:
+        self._busy -= 1
+
+    def status_for(self, path: str) -> LockStatus | None:
+        """The table's status of ``path`` (else a fresh inspection; ``None`` when free or
+        unreadable by the engine), with its reasons worded for now (confirmations quote
+        them)."""
+        st = self._model.status_of(path)
+        if st is not None:
+            return status_now(st)
+        try:
+            st = inspect(path)
+        except Exception:
+            return None
+        return st if st.present else None
+
+    # -- acquire and release ------------------------------------------------------------------
+
+    def open_acquire(self, directory: str | None = None) -> AcquireDialog:
+        """Open the Acquire dialog; its directory is ``directory``, else the one last used
+        for a successful acquire, else the first watched one. The lock is acquired in a
+        worker thread, held by this process; on failure the dialog stays open with the error
+        and the typed fields."""
+        dirs = self._store.watched_dirs()
+        start = directory or self.last_acquire_dir or (dirs[0] if dirs else "")
+        dlg = AcquireDialog(dirs, self._parent, directory=start)
+
+        def submit(req: AcquireRequest) -> None:
+            self._busy += 1
+
+            def work() -> None:
+                err: str | None = None
+                try:
+                    self._actions.acquire(req.path, format=req.format, tag=req.tag,
+                                          ttl=req.ttl)
+                except ActionError as exc:
+                    err = str(exc)
+                except Exception as exc:  # never a traceback in the user's face
+                    err = f"{type(exc).__name__}: {exc}"
+                try:
+                    self._acquireDone.emit(dlg, req, err)
+                except RuntimeError:  # the app is gone
+                    pass
+
+            threading.Thread(target=work, name="lockwarden-acquire", daemon=True).start()
+
+        dlg.submit = submit
+        self.show_dialog(dlg)
+        return dlg
+
+    def _acquire_done(self, dlg: AcquireDialog, req: AcquireRequest, err: str | None) -> None:
+        self._busy -= 1
+        if err is None:
+            self.last_acquire_dir = os.path.dirname(req.path)
+        if dlg not in self._dialogs:  # closed meanwhile
+            if err is not None:
+                self.show_error("Could not acquire the lock", err)
+            return
+        if err is None:
+            dlg.succeeded()
+        else:
+            dlg.failed(err)
+            self.errorShown.emit("Could not acquire the lock", err)
+
+    def release(self, path: str) -> None:
+        """Release a lock this app holds, in a worker thread (errors shown)."""
+        self._run(lambda: self._actions.release(path))
+
+    # -- reclaim and force release ------------------------------------------------------------
+
+    def _breakable(self, path: str, nothing_title: str) -> LockStatus | None:
+        """The status of a lock this app may break, or ``None`` after telling the user why
+        not (free now, a read-only ledger claim, or not a lock file at all)."""
+        st = self.status_for(path)
+        if st is None:
+            self.show_error(nothing_title, f"{path} is free now.")
+            return None
+        if st.anchor_tool:
+            self.show_error("Kernel lock", f"{path} is {st.anchor_tool}'s kernel-lock anchor: "
+                                           "only the kernel knows whether it is held, and "
+                                           "Lockwarden never deletes or replaces it.")
+            return None
+        if st.read_only:
+            self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
+                                              "does not change it.")
+            return None
+        if not_a_lock_file(st):
+            self.show_error("Not a lock file", f"{path} {st.error}; Lockwarden does not "
+                                               "touch it.")
+            return None
+        return st
+
+    def open_reclaim(self, path: str) -> QDialog | None:
+        """Reclaim: a light confirmation for a stale lock, a forced-reclaim confirmation with
+        a reason otherwise -- also for an expired lock, whose holder is alive (breaking a live
+        holder's lock is a forced decision, docs/gui.md "Window"). Returns the dialog
+        (``None`` if the lock cannot be reclaimed; the user was told why)."""
+        st = self._breakable(path, "Nothing to reclaim")
+        if st is None:
+            return None
+        light = st.state is State.STALE
+        dlg = reclaim_dialog(st, self._parent) if light else force_dialog(
+            st, reclaim=True, parent=self._parent)
+
+        def go() -> None:
+            reason = dlg.reason.text().strip() or None
+            self._run(lambda: self._actions.reclaim(path, force=not light, reason=reason,
+                                                    status=st))
+
+        dlg.accepted.connect(go)
+        self.show_dialog(dlg)
+        return dlg
+
+    def open_force_release(self, path: str) -> QDialog | None:
+        """Force release with a confirmation naming the holder and asking for a reason.
+        Returns the dialog (``None`` if the lock cannot be released; the user was told why)."""
+        st = self._breakable(path, "Nothing to release")
+        if st is None:
+            return None
+        dlg = force_dialog(st, reclaim=False, parent=self._parent)
+
+        def go() -> None:
+            reason = dlg.reason.text().strip()
+            if is_remote(path):
+                token = st.record.token if st.record is not None else None
+                self._run(lambda: self._release_remote(path, token or "", reason))
+            else:
+                self._run(lambda: self._actions.force_release(path, reason=reason))
+
+        dlg.accepted.connect(go)
+        self.show_dialog(dlg)
+        return dlg
+
+    def open_end_holder(self, path: str) -> QDialog | None:
+        """Ending the process that holds a kernel lock on ``path``: a confirmation naming it
+        and asking for a reason (docs/gui.md, "Window"). ``None`` when no kernel lock names a
+        holder (the user is told)."""
+        st = self.status_for(path)
+        pid = st.kernel_pid if st is not None else None
+        if st is None or pid is None:
+            self.show_error("Nothing to end", f"No kernel lock on {printable(path)} names a "
+                            "holder process.")
+            return None
+        dlg = end_holder_dialog(st, pid, parent=self._parent)
+
+        def go() -> None:
+            reason = dlg.reason.text().strip()
+            self._run(lambda: self._actions.end_holder(path, reason=reason, expected_pid=pid))
+
+        dlg.accepted.connect(go)
+        self.show_dialog(dlg)
+        return dlg
+
+    def _release_remote(self, path: str, token: str, reason: str) -> None:
+        """Force-release a lock on a server, checked against the token shown (worker thread).
+
+        Raises:
+            ActionError: the server refused, the lock changed hands, or it cannot be reached.
+        """
+        from core.errors import LockError
+
+        if self._remote is None:
+            raise ActionError("Could not force-release the lock", "No server is configured.")
+        try:
+            self._remote.release(path, token, force=True, reason=reason or None)
+        except LockError as exc:
+            raise ActionError("Could not force-release the lock", printable(str(exc))) from exc
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def copy_path(self, path: str) -> None:
+        """Put ``path`` on the clipboard."""
+        QGuiApplication.clipboard().setText(path)
+
+    def open_folder(self, path: str) -> None:
+        """Open the lock's directory in the file manager (an error is shown if none can; a lock
+        on a server has no folder)."""
+        if is_remote(path):
+            self.show_error("No folder", f"{printable(path)} is a lock on a server.")
+            return
+        d = path if os.path.isdir(path) else os.path.dirname(path)
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(d)):
+            self.show_error("Cannot open folder", f"No file manager could open {d}.")
+
+    # -- settings -----------------------------------------------------------------------------
+
+    def open_settings(self) -> SettingsDialog:
+        """Open Settings; on accept save and apply them without restart."""
+        try:
+            enabled = autostart.is_enabled()
+        except OSError:
+            enabled = False
+        dlg = SettingsDialog(self._store.config, autostart=enabled, parent=self._parent)
+
+        def go() -> None:
+            self.apply_settings(dlg.result_config(), autostart_on=dlg.autostart.isChecked())
+
+        dlg.accepted.connect(go)
+        self.show_dialog(dlg)
+        return dlg
+
+    def apply_settings(self, config: Config, *, autostart_on: bool | None = None) -> None:
+        """Save ``config`` (``core.config.save``) and apply it now: watched directories
+        (``Watcher.set_specs``, in a worker thread), theme, notifications; set start at login
+        if given; emit :attr:`settingsApplied`. A ``config`` equal to the current one
+        (warnings aside) is neither saved nor applied."""
+        old = self._store.config
+        if replace(config, warnings=[]) == replace(old, warnings=[]):
+            # nothing changed (OK without edits): do not rewrite the user's file
+            self._apply_autostart(autostart_on)
+            return
+        self._store.set(config)
+        if config.all_watches() != old.all_watches():
+            self._inventory.set_specs(config.all_watches())
+            kept = {w.path for w in config.all_watches()}
+            outside = [s.path for s in self._model.statuses() if not under_any(s.path, kept)]
+            # the locks this app holds stay listed (and held) wherever they are: leaving the
+            # watch list says nothing about them (docs/gui.md "Watched directories and the
+            # locks the app holds")
+            gone = [p for p in outside if not self._actions.holds(p)]
+            if gone:
+                self._inventory.push([(p, None) for p in gone])
+        if config.ui.theme != old.ui.theme:
+            apply_theme(self._qapp, config.ui.theme)
+        self._apply_autostart(autostart_on)
+        self.settingsApplied.emit()
+
+    def _apply_autostart(self, autostart_on: bool | None) -> None:
+        if autostart_on is None:
+            return
+        try:
+            if autostart_on != autostart.is_enabled():
+                autostart.set_enabled(autostart_on)
+        except OSError as exc:
+            self.show_error("Start at login", f"Could not change the login item: {exc}")
+
+    # -- audit log ----------------------------------------------------------------------------
+
+    def audit_sources(self) -> list[str]:
+        """Audit logs the viewer reads: ``.lock_audit.log`` of the watched directories and of
+        every directory holding a listed lock, plus the per-user fallback log."""
+        srcs: list[str] = []
+        dirs = self._store.watched_dirs() + [os.path.dirname(s.path)
+                                             for s in self._model.statuses()]
+        for d in dirs:
+            p = os.path.join(d, ".lock_audit.log")
+            if p not in srcs:
+                srcs.append(p)
+        try:
+            srcs.append(audit.fallback_log_path())
+        except Exception:
+            pass
+        return srcs
+
+    def open_audit(self) -> AuditDialog:
+        """Open the audit log viewer."""
+        dlg = AuditDialog(self.audit_sources(), self._parent)
+        self.show_dialog(dlg)
+        return dlg
+
+    def open_history(self, path: str) -> AuditDialog:
+        """Open the audit log viewer on one lock's entries (its history): the log beside it,
+        the watched directories' and the per-user fallback log, filtered by its path."""
+        sources = [os.path.join(os.path.dirname(path), ".lock_audit.log"), *self.audit_sources()]
+        dlg = AuditDialog(list(dict.fromkeys(sources)), self._parent, lock=path)
+        self.show_dialog(dlg)
+        return dlg

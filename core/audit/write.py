@@ -1,0 +1,394 @@
+"""Appending to an audit log: the kernel lock, the bounded tail read that finds the line to chain
+onto, the repair of an interrupted write, the per-user fallback log.
+
+Part of :mod:`core.audit`. One append:
+
+1. open the log with ``O_RDWR|O_APPEND|O_CREAT|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC`` (mode 0o644;
+   read access is needed to hash the last line; ``O_NONBLOCK`` makes a FIFO planted at the
+   log's name fail at once instead of hanging) and refuse anything but a regular file of this
+   user (``st_uid == geteuid()``: another user could rewrite what we add) with one link;
+2. ``flock(LOCK_EX)`` (Windows: ``msvcrt.locking`` of a byte far past the end), waiting at most
+   ``lock_timeout`` seconds; re-open if the log was renamed or replaced meanwhile;
+3. find the line to chain onto: when this process wrote the log's last line itself and the log
+   still has the size it left it at, read back only that line's bytes (plus the LF before it)
+   and compare them with what it wrote (:func:`cached_tail`: the digest is then known without
+   hashing again); otherwise read at most :data:`~core.audit.model.TAIL_WINDOW` (64 KiB) from
+   the end to find and hash the last non-blank line, never the whole file; a log whose last
+   line does not fit is refused;
+4. if that last line lacks its newline and is not a JSON object it is an interrupted write
+   (disk full, crash): terminate it and write a ``repair`` entry (chained onto it, naming it
+   and the line before it) before the entry;
+5. ONE ``os.write`` of everything, ``os.fsync`` for a durable entry (:data:`DURABLE_OPERATIONS`
+   or asked for: docs/architecture.md, "Durability"), and record the new line as this user's
+   chain head (:mod:`core.audit.heads`).
+
+Any failure sends the entry to :func:`~core.audit.model.fallback_log_path` instead (same rules,
+its own chain) and :func:`append` says so; it never raises for I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from core.audit import heads as audit_heads
+from core.audit.entry import encode_line, make_entry, repair_entry
+from core.audit.heads import ChainHead
+from core.audit.model import (
+    TAIL_WINDOW,
+    ZERO_HASH,
+    AuditWrite,
+    LogRefused,
+    explain,
+    fallback_log_path,
+    log_path_for,
+)
+from core.audit.parse import is_entry_object
+from core.audit.read import pread
+from core.fsutil import describe_mode, lock_within
+
+DEFAULT_LOCK_TIMEOUT = 5.0
+"""Seconds an append waits for another writer's lock on the log before it writes to the
+per-user fallback log instead (appends take well under a millisecond each)."""
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_APPEND_FLAGS = (
+    os.O_RDWR
+    | os.O_APPEND
+    | os.O_CREAT
+    | _O_NOFOLLOW
+    | _O_NONBLOCK
+    | _O_CLOEXEC
+    | _O_NOCTTY
+    | _O_BINARY
+)
+_LOG_MODE = 0o644
+_REOPEN_TRIES = 10
+_WIN_LOCK_OFFSET = 0x7FFF_FFF0  # a byte past any real log: locking it never blocks readers
+_BLANK_NL = b" \t\r\n"
+
+
+@dataclass(frozen=True)
+class TornLine:
+    """An interrupted write at the end of a log: byte ``offset`` and ``length`` of the torn
+    line, its SHA-256 hex ``digest``, and ``before``, the digest of the non-blank line before
+    it (64 zeros when there is none)."""
+
+    offset: int
+    length: int
+    digest: str
+    before: str
+
+
+@dataclass(frozen=True)
+class TailState:
+    """What an append needs from the end of a log: ``prev`` (SHA-256 hex of the last non-blank
+    line, 64 zeros when there is none), ``needs_newline`` (the file does not end with LF) and
+    ``torn`` (the last line is an interrupted write, or None)."""
+
+    prev: str
+    needs_newline: bool
+    torn: TornLine | None
+
+
+class _Written(NamedTuple):
+    """The last line this process appended to one log: the log's ``(st_dev, st_ino)``, its
+    size in bytes just after the append, the line (without LF) and its SHA-256 hex."""
+
+    ident: tuple[int, int]
+    size: int
+    line: bytes
+    digest: str
+
+
+_written: dict[str, _Written] = {}
+_MAX_WRITTEN = 64  # logs remembered per process (the cache is dropped whole beyond it)
+
+
+DURABLE_OPERATIONS = frozenset({"reclaim", "force_release", "lost", "repair"})
+"""Operations whose entries are always fsynced: the ones that break or lose someone's lock.
+Routine entries (acquire, release, refresh, refusals) are written without an fsync unless the
+lock is ``durable``: a crash of the process loses nothing (the page cache survives it), and a
+power loss ends every holder anyway."""
+
+
+def append(
+    lock_path: str,
+    operation: str,
+    *,
+    result: str = "ok",
+    details: dict[str, Any] | None = None,
+    format: str | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    durable: bool = False,
+) -> AuditWrite:
+    """Append one entry about ``operation`` on ``lock_path`` to its directory's audit log.
+
+    Args:
+        lock_path: the lock the operation was about (made absolute for ``lockPath``).
+        operation: ``acquire``, ``release``, ``reclaim``, ``force_release``, ``refresh``,
+            ``acquire_refused``, ``release_refused``, ``reclaim_refused``, ``lost``.
+        result: ``ok``, ``refused``, ``lost``, ``error``...
+        details: JSON-like data; values JSON cannot hold are converted (datetimes to ISO text,
+            NaN to text, other objects to ``str``), so a bad value never costs the entry.
+        format: the lock's format name, or None.
+        lock_timeout: seconds to wait for another writer's lock on the log (then fallback).
+        durable: fsync the entry even when ``operation`` is not in :data:`DURABLE_OPERATIONS`.
+
+    Returns:
+        :class:`AuditWrite`: ``fallback`` True when the lock's directory log was not used
+        (``reason`` says why) and the entry went to the per-user log; ``log_path`` "" and
+        ``error`` set when that failed too; ``repaired`` when an interrupted write was repaired.
+
+    Never raises for I/O errors: auditing must not turn a done lock operation into a failure.
+    """
+    entry = make_entry(lock_path, operation, result, details, format)
+    primary = log_path_for(lock_path)
+    durable = durable or operation in DURABLE_OPERATIONS
+    try:
+        repaired = append_entry(primary, entry, lock_timeout, durable)
+        return AuditWrite(log_path=primary, fallback=False, repaired=repaired)
+    except OSError as exc:
+        reason = f"{primary}: {explain(exc)}"
+    fallback = ""
+    try:
+        fallback = fallback_log_path()
+        os.makedirs(os.path.dirname(fallback), mode=0o700, exist_ok=True)
+        repaired = append_entry(fallback, entry, lock_timeout, durable)
+        return AuditWrite(log_path=fallback, fallback=True, reason=reason, repaired=repaired)
+    except Exception as exc:  # platformdirs or the file system: never raise from append
+        where = fallback or "the per-user log directory"
+        return AuditWrite(
+            log_path="", fallback=True, error=f"{reason}; {where}: {explain(exc)}", reason=reason
+        )
+
+
+def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,
+                 durable: bool = True) -> bool:
+    """Append ``entry`` (fields without ``prev``) to the log at ``log_path`` under its kernel
+    lock, chained onto its last line (fsynced when ``durable``); True when an interrupted write
+    was repaired first.
+
+    Raises :class:`~core.audit.model.LogRefused` for a log that is not a regular file, has
+    other hard links, belongs to another user or whose last line is too long to chain onto;
+    ``TimeoutError`` when another process holds the lock past ``lock_timeout`` seconds; other
+    ``OSError`` from the OS (ELOOP for a symlink). A log renamed or replaced between our open
+    and our lock (rotation) is re-opened, so the entry never lands in a file no longer at
+    ``log_path``.
+    """
+    for _attempt in range(_REOPEN_TRIES):
+        fd = os.open(log_path, _APPEND_FLAGS, _LOG_MODE)
+        try:
+            _check_file(os.fstat(fd))
+            with locked(fd, lock_timeout):
+                st = os.fstat(fd)
+                if not _still_at(log_path, st):
+                    continue  # removed or replaced meanwhile: open (create) again
+                if st.st_nlink > 1:
+                    raise LogRefused(
+                        errno.EMLINK, "has other hard links; refusing to write through them"
+                    )
+                state = cached_tail(log_path, fd, st) or tail_state(fd, st.st_size)
+                data, line = compose(log_path, entry, state)
+                _write_all(fd, data)
+                if durable or state.torn is not None:
+                    os.fsync(fd)
+                end = os.lseek(fd, 0, os.SEEK_CUR)
+                digest = hashlib.sha256(line).hexdigest()
+                if len(_written) >= _MAX_WRITTEN:
+                    _written.clear()
+                _written[log_path] = _Written((st.st_dev, st.st_ino), end, line, digest)
+                audit_heads.record(ChainHead(
+                    log=audit_heads.head_key(log_path), dev=st.st_dev, ino=st.st_ino,
+                    offset=end - len(line) - 1, end=end, digest=digest,
+                    written=str(entry["timestamp"]),
+                ))  # fmt: skip
+                return state.torn is not None
+        finally:
+            os.close(fd)
+    raise OSError(errno.EAGAIN, "kept being replaced while we tried to append")
+
+
+def _check_file(st: os.stat_result) -> None:
+    """Refuse (LogRefused) a log that is not a regular file or belongs to another user."""
+    if not stat.S_ISREG(st.st_mode):
+        kind = describe_mode(st.st_mode) or "not a regular file"
+        raise LogRefused(errno.EINVAL, f"is {kind}, not an audit log")
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is not None and st.st_uid != geteuid():
+        raise LogRefused(
+            errno.EPERM,
+            f"belongs to another user ({_user_name(st.st_uid)}), who could rewrite what we add; "
+            "Lockwarden appends only to your own logs",
+        )
+
+
+def _user_name(uid: int) -> str:
+    """``"name, uid N"`` for a uid (``"uid N"`` when it has no name), for messages."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _still_at(log_path: str, st: os.stat_result) -> bool:
+    """True when ``log_path`` still names the file ``st`` describes."""
+    try:
+        now = os.lstat(log_path)
+    except FileNotFoundError:
+        return False
+    return (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` with one ``os.write``; more only after a short write (a nearly full disk),
+    still under our lock. Raises OSError (ENOSPC, EFBIG...) when the rest cannot be written:
+    the bytes already written stay, a torn line the next append repairs."""
+    written = os.write(fd, data)
+    while written < len(data):
+        n = os.write(fd, data[written:])
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        written += n
+
+
+def compose(log_path: str, entry: dict[str, Any], state: TailState) -> tuple[bytes, bytes]:
+    """The bytes to append for ``entry`` given the log's :class:`TailState`, and the entry's
+    own line (without LF): an LF if the log lacks a final one, then a ``repair`` entry if the
+    log ends in an interrupted write, then the entry, each line ending in LF."""
+    prev = state.prev
+    lines: list[bytes] = []
+    if state.torn is not None:
+        t = state.torn
+        rep = repair_entry(
+            entry, log_path, offset=t.offset, length=t.length, digest=t.digest, before=t.before
+        )
+        lines.append(encode_line({**rep, "prev": prev}))
+        prev = hashlib.sha256(lines[-1]).hexdigest()
+    line = encode_line({**entry, "prev": prev})
+    lines.append(line)
+    prefix = b"\n" if state.needs_newline else b""
+    return prefix + b"".join(x + b"\n" for x in lines), line
+
+
+def cached_tail(log_path: str, fd: int, st: os.stat_result) -> TailState | None:
+    """The :class:`TailState` of the open, locked log ``fd`` (``st``: its ``fstat``) when this
+    process wrote its last line, else None (the caller then reads the tail: :func:`tail_state`).
+
+    A hit needs the same file (device and inode), the exact size the log had just after our
+    append, and the bytes at its end equal to ``LF + our line + LF`` (or ``our line + LF`` when
+    it is the whole file), read back with one ``pread`` of the line's length: then the last
+    non-blank line is byte for byte the one we hashed, so the digest is the one
+    :func:`tail_state` would compute, and nothing is to be repaired (the log ends with LF).
+    Another writer's append, a truncation, a rewrite or a replacement makes it a miss. Raises
+    OSError from the OS.
+    """
+    hit = _written.get(log_path)
+    if hit is None or hit.ident != (st.st_dev, st.st_ino) or hit.size != st.st_size:
+        return None
+    want = b"\n" + hit.line + b"\n"
+    start = st.st_size - len(want)
+    if start < 0:  # our line is the whole log
+        want, start = want[1:], 0
+        if st.st_size != len(want):
+            return None
+    if pread(fd, len(want), start) != want:
+        return None
+    return TailState(hit.digest, False, None)
+
+
+def tail_state(fd: int, size: int) -> TailState:
+    """Read the last ``min(size, TAIL_WINDOW)`` bytes of the open log ``fd`` (``size`` bytes
+    long) with one bounded read and find the line to chain onto.
+
+    Raises :class:`~core.audit.model.LogRefused` (EFBIG) when the last non-blank line, or for an
+    interrupted write the line before it, does not fit in those bytes, and OSError from the OS.
+    """
+    start = max(0, size - TAIL_WINDOW)
+    buf = pread(fd, size - start, start)
+    whole = start == 0
+    if not buf:
+        return TailState(ZERO_HASH, False, None)
+    needs_newline = not buf.endswith(b"\n")
+    last = _last_line(buf, len(buf), whole, "its last line")
+    if last is None:
+        return TailState(ZERO_HASH, needs_newline, None)
+    ls, le = last
+    line = buf[ls:le]
+    digest = hashlib.sha256(line).hexdigest()
+    if le < len(buf) or is_entry_object(line):
+        return TailState(digest, needs_newline, None)
+    before = _last_line(buf, ls, whole, "the line before its interrupted last line")
+    before_digest = ZERO_HASH if before is None else hashlib.sha256(buf[slice(*before)]).hexdigest()
+    return TailState(digest, True, TornLine(start + ls, len(line), digest, before_digest))
+
+
+def _last_line(buf: bytes, end: int, whole: bool, what: str) -> tuple[int, int] | None:
+    """Start and end (exclusive, before its LF) in ``buf`` of the last non-blank line that ends
+    before ``end``; None when there is none and ``buf`` starts at the file's start (``whole``).
+    Raises LogRefused when the line may begin before ``buf`` does."""
+    content = buf[:end].rstrip(_BLANK_NL)
+    if not content and whole:
+        return None
+    ls = content.rfind(b"\n") + 1
+    if not content or (ls == 0 and not whole):
+        raise LogRefused(
+            errno.EFBIG,
+            f"{what} is longer than the {TAIL_WINDOW // 1024} KiB read from its end (or blank "
+            "that far): not an audit log Lockwarden can chain onto without reading it whole",
+        )
+    nl = buf.find(b"\n", len(content), end)
+    return ls, (nl if nl >= 0 else end)
+
+
+@contextlib.contextmanager
+def locked(fd: int, timeout: float) -> Iterator[None]:
+    """Hold an exclusive kernel lock on the open log ``fd``; on POSIX wait at most ``timeout``
+    seconds, then raise ``TimeoutError`` (an ``OSError``: the caller falls back)."""
+    if os.name == "nt":  # pragma: no cover - not testable on Linux CI
+        import msvcrt
+
+        os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
+        while True:
+            try:
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
+                break
+            except OSError as exc:  # LK_LOCK gives up after ~10 s; keep waiting
+                if exc.errno not in (errno.EDEADLK, errno.EACCES):
+                    raise
+        try:
+            yield
+        finally:
+            os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+    else:
+        import fcntl
+
+        _flock_within(fd, timeout)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _flock_within(fd: int, timeout: float) -> None:
+    """``flock(LOCK_EX)`` on ``fd``, giving up after ``timeout`` seconds (TimeoutError): a
+    stopped or hostile process holding the log's lock must not hang every lock operation in
+    the directory (:func:`core.fsutil.lock_within`)."""
+    if not lock_within(fd, timeout, pause=0.001, max_pause=0.05):
+        raise TimeoutError(
+            errno.ETIMEDOUT,
+            f"the audit log stayed locked by another process for {timeout:g} s",
+        )

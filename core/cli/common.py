@@ -1,0 +1,323 @@
+"""What every verb of the ``lockwarden`` command line shares: exit codes, the one-line error
+(:class:`CliError`), where output goes (:class:`Out`), what a verb is (:class:`Verb`), the
+checks a path passes before the engine sees it, the holder PID a lock records, and the one
+stale policy built from the flags.
+
+The bottom of the CLI's modules: it imports only the standard library at load time (engine
+modules inside the functions that need them), and no other ``core.cli.main*`` module, so every
+verb module (:mod:`core.cli.locks`, :mod:`core.cli.status`, :mod:`core.cli.run`, ...) and
+:mod:`core.cli.main` itself import it without a circle (docs/DESIGN.md, "Layout": arrows point
+down). Exit codes and the one-line error rule are documented in docs/cli.md, "Exit codes".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import stat
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from core.config import WatchSpec
+    from core.record import LockStatus
+    from core.stale_policy import StalePolicy
+
+from core.reasons import printable
+
+INIT_PID = 1
+"""The init process, which adopts orphans (as :data:`core.verdicts.liveness.INIT_PID`; not imported
+from there: psutil is not loaded at start-up)."""
+
+PROG = "lockwarden"
+"""The program name in every message (``lockwarden: PATH: reason``)."""
+
+EXIT_OK = 0
+"""Success: acquired, released, free, chain intact."""
+EXIT_NO = 1
+"""The answer is "no": held, timed out, not yours, refused, chain broken."""
+EXIT_USAGE = 2
+"""Bad command line: unknown option, a number out of bounds, NUL in a path."""
+EXIT_IO = 3
+"""I/O error or bad input file."""
+EXIT_INTERNAL = 4
+"""A bug in Lockwarden (traceback with ``--debug``)."""
+
+
+class CliError(Exception):
+    """An outcome the CLI reports as one line on stderr (``lockwarden: <message>``) and exits
+    with ``code`` (int, one of the ``EXIT_*`` codes; default :data:`EXIT_IO`)."""
+
+    def __init__(self, message: str, code: int = EXIT_IO) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def one_line(text: object) -> str:
+    """``str(text)`` on one line, escaped with :func:`printable` (docs/cli.md: errors are
+    always one line on stderr, and no path or tag in them can move the cursor)."""
+    return printable(str(text))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(obj: object) -> str:
+    """``obj`` as one line of JSON (UTF-8 text, non-ASCII kept). A lone surrogate (an
+    undecodable byte of a file name) is written as its ``\\udcNN`` escape, so the line
+    always encodes as UTF-8; Python's :func:`json.loads` gives the same string back and
+    :func:`os.fsencode` the original bytes.
+
+    Raises:
+        TypeError: ``obj`` holds something JSON cannot represent (a bug).
+    """
+    import json
+
+    text = json.dumps(obj, ensure_ascii=False)
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class Out:
+    """Where a verb prints: stdout for results and JSON, stderr for one-line diagnostics.
+
+    Attributes:
+        quiet: ``-q``: no result lines and no notes (JSON asked for is still printed).
+        json: ``--json``: results as JSON documents.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.quiet: bool = bool(getattr(args, "quiet", False))
+        self.json: bool = bool(getattr(args, "json", False))
+
+    def result(self, text: str) -> None:
+        """A human result line on stdout, escaped (:func:`printable`); suppressed by ``-q``."""
+        if not self.quiet:
+            print(printable(text), flush=True)
+
+    def data(self, obj: object) -> None:
+        """A JSON document on stdout, one line (:func:`json_text`); not suppressed by ``-q``:
+        it was asked for.
+
+        Raises:
+            TypeError: ``obj`` holds something JSON cannot represent (a bug).
+        """
+        print(json_text(obj), flush=True)
+
+    def note(self, text: str) -> None:
+        """A one-line message on stderr, ``lockwarden: <text>`` (suppressed by ``-q``)."""
+        if not self.quiet:
+            print(f"{PROG}: {one_line(text)}", file=sys.stderr, flush=True)
+
+
+Handler = Callable[[argparse.Namespace, Out], int]
+"""A verb's implementation: the parsed arguments and where to print -> the exit code. Raises
+:class:`CliError` for an outcome reported as one line."""
+
+
+class Verb(NamedTuple):
+    """One verb of the command line: its parser options and its handler (immutable; a
+    NamedTuple rather than a dataclass: importing :mod:`dataclasses` costs milliseconds of
+    start-up).
+
+    The built-in verbs are :data:`core.cli.verbs.BUILTIN_VERBS`; a caller adds more with
+    ``core.cli.main.main(argv, extra_verbs=[...])`` (the app's ``gui`` verb, ``app/console.py``).
+
+    Attributes:
+        name: the word on the command line (``"status"``).
+        help: one line for ``lockwarden --help``, also the verb's description.
+        example: the epilog of ``lockwarden VERB --help`` (every verb shows one).
+        add_arguments: adds the verb's own positionals and options to its parser; ``-q``,
+            ``--debug`` (and ``--json`` unless ``json`` is False) are added for every verb.
+            Must import nothing heavy: it runs at every start-up.
+        run: the handler; it imports what it needs when it runs.
+        aliases: other words for the verb (``try-acquire``).
+        json: the verb accepts ``--json``.
+        via: value of the audit log's ``via`` field set (:func:`core.audit.set_via`) before
+            ``run``; None leaves it alone.
+    """
+
+    name: str
+    help: str
+    example: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Handler
+    aliases: tuple[str, ...] = ()
+    json: bool = True
+    via: str | None = None
+
+
+def nul_argument(argv: list[str]) -> str | None:
+    """The first word of ``argv`` holding a NUL byte, or None. No path, option value or
+    command word can hold one (every system call would refuse it), so such a word is a usage
+    error before anything is parsed (exit :data:`EXIT_USAGE`). A process's real argv never
+    holds one; :func:`core.cli.main.main` can be called with any list."""
+    return next((a for a in argv if "\x00" in a), None)
+
+
+def silence_stdout() -> None:
+    """After EPIPE on stdout (``lockwarden list | head -1``), point stdout at /dev/null so the
+    interpreter's final flush is quiet. Never raises."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def refuse_unreadable(status: LockStatus) -> int:
+    """For a refusal whose verdict is ``unreadable`` (garbage, permission denied...), raise
+    :class:`CliError` (exit 3: bad input file) instead of answering "held" (exit 1); else
+    return :data:`EXIT_NO`.
+
+    Raises:
+        CliError: ``status.state`` is ``unreadable`` (exit :data:`EXIT_IO`).
+    """
+    from core.record import State
+
+    if status.state is State.UNREADABLE:
+        raise CliError(f"{status.path}: cannot be read as a lock: {status.error or 'unreadable'}")
+    return EXIT_NO
+
+
+def holder_pid(args: argparse.Namespace) -> int:
+    """The PID a lock taken by this command records: ``--pid`` or the calling (parent) process.
+
+    The ``sema`` CLI records its own PID, which is dead once the command returns; recording the
+    calling shell keeps the lock alive while the script that took it runs (docs/cli.md, "Who
+    holds a lock taken from the command line")."""
+    pid = getattr(args, "pid", None)
+    return int(pid) if pid is not None else os.getppid()
+
+
+def checked_holder_pid(args: argparse.Namespace) -> int:
+    """:func:`holder_pid`, refusing a ``--pid`` that names no running process (a lock recorded
+    for it would be stale at once), and refusing to record init (PID 1) when the calling shell
+    is gone (docs/cli.md, "Who holds a lock taken from the command line").
+
+    Raises:
+        CliError: ``--pid N`` names no running process, or the parent is init (exit
+            :data:`EXIT_USAGE`).
+    """
+    pid = holder_pid(args)
+    if getattr(args, "pid", None) is not None:
+        from core.verdicts.liveness import process_start_time
+
+        if process_start_time(pid) is None:
+            raise CliError(f"--pid {pid}: no such process", EXIT_USAGE)
+    elif pid == INIT_PID:
+        # the calling shell is gone and init adopted us: a lock naming init proves nothing
+        # (core.verdicts.liveness judges such a lock by its TTL and age only), so none is written
+        raise CliError("the calling process is gone (this command's parent is init, PID 1): "
+                       "no holder to record; pass --pid N, or hold the lock with "
+                       "'lockwarden run'", EXIT_USAGE)
+    return pid
+
+
+def check_lock_path(path: str, *, must_be_file: bool) -> None:
+    """Validate a lock path before the engine sees it.
+
+    Args:
+        path: the lock file's path.
+        must_be_file: also refuse anything but a regular file (or nothing) at ``path``.
+
+    Raises:
+        CliError: (exit :data:`EXIT_IO`) the containing directory is missing, unreachable or
+            not a directory; with ``must_be_file``, a directory, FIFO, socket, device or
+            symbolic link sits at ``path`` (no lock verb may touch those).
+    """
+    from core.fsutil import describe_mode
+
+    parent = os.path.dirname(path) or "."
+    try:
+        pst = os.stat(parent)
+    except FileNotFoundError:
+        raise CliError(f"{path}: directory {parent!r} does not exist") from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot reach directory {parent!r}: {exc.strerror}") from None
+    if not stat.S_ISDIR(pst.st_mode):
+        raise CliError(f"{path}: {parent!r} is not a directory")
+    if not must_be_file:
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None
+    kind = describe_mode(st.st_mode)
+    if kind is not None:
+        raise CliError(f"{path}: is {kind}, not a lock file; nothing was changed")
+
+
+def check_dir(path: str) -> None:
+    """Raise :class:`CliError` (exit :data:`EXIT_IO`) unless ``path`` is an existing
+    directory."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such directory") from None
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise CliError(f"{path}: not a directory")
+
+
+def stale_policy(args: argparse.Namespace) -> StalePolicy:
+    """The one :class:`core.stale_policy.StalePolicy` of this command, built from its flags
+    (``--stale-after S``, seconds; already bounded by :data:`core.cli.args.STALE_AFTER`). A
+    verb builds it once and hands it to every operation that judges (docs/DESIGN.md, "Liveness
+    and verdicts": the stale policy is one object carried to every place that judges).
+
+    Raises:
+        CliError: the policy refuses the limit (exit :data:`EXIT_USAGE`; cannot happen for a
+            value that passed the argument parser).
+    """
+    from core.defaults import DEFAULT_STALE_AFTER
+    from core.stale_policy import StalePolicy
+
+    try:
+        return StalePolicy(stale_after=float(getattr(args, "stale_after", DEFAULT_STALE_AFTER)))
+    except ValueError as exc:
+        raise CliError(f"--stale-after: {exc}", EXIT_USAGE) from None
+
+
+def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec]:
+    """The directories of ``watch`` (``DIR...``, ``--recursive``, ``--pattern``,
+    ``--project``: :meth:`core.config.model.ProjectSpec.watch_spec`) as
+    :class:`core.config.WatchSpec` values judged under ``policy`` (its ``stale_after``;
+    per-format limits are the defaults, as in ``policy``).
+
+    A spec's path is expanded again by the watcher (``~``, ``$VAR``:
+    :func:`core.config.expand_path`), which would watch another directory than the one named
+    (the shell has already expanded what it meant to): a directory whose absolute path that
+    expansion changes is refused.
+
+    Raises:
+        CliError: a directory is missing or not a directory, or expansion would change its
+            path (exit :data:`EXIT_IO`).
+    """
+    from core.config import WatchSpec, expand_path
+    from core.config.model import ProjectSpec
+
+    dirs: list[str] = list(args.dirs)
+    patterns: list[str] | None = list(args.pattern) if args.pattern else None
+    specs: list[WatchSpec] = []
+    for d in dirs:
+        check_dir(d)
+        literal = os.path.normpath(os.path.abspath(d))
+        if expand_path(literal) != literal:
+            raise CliError(f"{d}: cannot be watched: the watcher would expand '~' or '$' in "
+                           f"its name and watch {expand_path(literal)!r} instead")
+        spec = WatchSpec(literal, recursive=bool(args.recursive),
+                         stale_after=policy.stale_after)
+        if getattr(args, "project", False):  # --project: as a [[projects]] root
+            spec = ProjectSpec(literal, stale_after=policy.stale_after).watch_spec()
+        if patterns is not None:
+            spec.patterns = list(patterns)
+        specs.append(spec)
+    return specs

@@ -1,0 +1,178 @@
+"""The verbs that take or give back a lock: ``try``, ``acquire``, ``release``, ``reclaim``
+(docs/cli.md, "Verbs").
+
+Each is a thin layer over the engine (:mod:`core.engine.lock`; docs/DESIGN.md, "Lock operations (the
+engine)"): it checks the path, picks the holder PID, builds the one stale policy of the command
+(:func:`core.cli.common.stale_policy`), calls the engine and maps the outcome to an exit code.
+Engine modules are imported inside each verb (start-up cost: docs/cli.md, "Start-up time").
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import (
+    EXIT_NO,
+    EXIT_OK,
+    Out,
+    check_lock_path,
+    checked_holder_pid,
+    holder_pid,
+    refuse_unreadable,
+    stale_policy,
+)
+
+
+def cmd_try(args: argparse.Namespace, out: Out) -> int:
+    """``try PATH``: acquire without waiting (a stale lock is reclaimed on the way).
+
+    Returns:
+        0 acquired, 1 held (the holder is printed on stderr).
+
+    Raises:
+        CliError: bad path (exit 3), ``--pid`` of no running process (exit 2), the lock file
+            cannot be read as a lock (exit 3).
+    """
+    return _acquire(args, out, blocking=False, timeout=None)
+
+
+def cmd_acquire(args: argparse.Namespace, out: Out) -> int:
+    """``acquire PATH [--timeout S]``: wait (event-driven, in the engine) until acquired.
+
+    Returns:
+        0 acquired, 1 timed out. Raises as :func:`cmd_try`.
+    """
+    timeout: float | None = args.timeout
+    return _acquire(args, out, blocking=True, timeout=timeout)
+
+
+def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: float | None) -> int:
+    from core.engine.lock import Lock
+    from core.errors import LockHeld, LockTimeout
+    from core.holder import describe_holder
+
+    path: str = args.path
+    check_lock_path(path, must_be_file=True)
+    pid = checked_holder_pid(args)
+    policy = stale_policy(args)
+    lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
+                policy=policy, durable=bool(args.durable))
+    try:
+        lock.acquire(timeout=timeout, blocking=blocking)
+    except (LockHeld, LockTimeout) as exc:
+        status = exc.status
+        if status is not None:
+            refuse_unreadable(status)
+        if out.json:
+            out.data(status.to_dict() if status is not None else {"path": path})
+        what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
+        detail = describe_holder(status) if status else "held"
+        out.note(f"{what}{path}: {detail}")
+        return EXIT_NO
+    if out.json:
+        from core.verdicts.inspect import inspect
+
+        out.data(inspect(path, policy=policy).to_dict())
+    else:
+        out.result(f"acquired {path} (pid {pid})")
+    return EXIT_OK
+
+
+def cmd_release(args: argparse.Namespace, out: Out) -> int:
+    """``release PATH [--force] [--reason T]``: owner-checked release through
+    :func:`core.engine.operations.release_path` (holder = the caller's PID or ``--pid``);
+    ``--force`` removes anyone's lock (audited by the engine as ``force_release``).
+
+    The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
+    only "not released", so the lock is looked at again (:func:`core.verdicts.inspect.inspect`) and
+    the line says whether it is free or whose it is.
+
+    Returns:
+        0 released, 1 not yours or not held.
+
+    Raises:
+        CliError: bad path (exit 3).
+    """
+    from core.engine.operations import release_path
+    from core.errors import LockLost
+    from core.holder import describe_holder
+    from core.record import State
+
+    path: str = args.path
+    force = bool(args.force)
+    check_lock_path(path, must_be_file=True)
+    pid = holder_pid(args)
+    policy = stale_policy(args)
+    try:
+        status = release_path(path, pid=pid, force=force, reason=args.reason, policy=policy)
+    except LockLost:
+        from core.verdicts.inspect import inspect
+
+        now = inspect(path, policy=policy)
+        if now.state is State.FREE:
+            out.note(f"not released: {path} is not held")
+        else:
+            out.note(f"not released: {path} is not held by PID {pid} on this host: "
+                     f"{describe_holder(now)}")
+        return EXIT_NO
+    if status.state is State.FREE:
+        out.note(f"not released: {path} is not held")
+        return EXIT_NO
+    if out.json:
+        out.data(status.to_dict())
+    else:
+        extra = f" (was {describe_holder(status)})" if force else ""
+        out.result(f"released {path}{extra}")
+    return EXIT_OK
+
+
+def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
+    """``reclaim PATH [--force] [--reason T]``: break a stale lock and take it
+    (:func:`core.engine.reclaiming.reclaim`, race-free: docs/DESIGN.md, "Lock operations (the
+    engine)").
+
+    A free path is simply acquired (the engine audits an ``acquire``, not a ``reclaim``); the
+    CLI tells the two apart by the engine's result, :attr:`core.engine.lock.Lock.reclaimed_from`
+    (the status of the lock it replaced, None when it replaced nothing), and says
+    ``nothing to reclaim: PATH was free; acquired it``. ``--json`` adds ``reclaimed_from``
+    (that status as ``to_dict()``, or null) to the new lock's status.
+
+    Returns:
+        0 reclaimed, or acquired because the path was free; 1 refused (the holder is alive
+        and no ``--force``).
+
+    Raises:
+        CliError: bad path or unreadable lock (exit 3), ``--pid`` of no running process
+            (exit 2).
+    """
+    from core.engine.reclaiming import reclaim
+    from core.errors import LockHeld, NotStale
+    from core.holder import describe_holder
+
+    path: str = args.path
+    check_lock_path(path, must_be_file=True)
+    pid = checked_holder_pid(args)
+    policy = stale_policy(args)
+    try:
+        lock = reclaim(path, force=bool(args.force), reason=args.reason, holder_pid=pid,
+                       durable=bool(args.durable),
+                       tag=args.tag, ttl=args.ttl, policy=policy)
+    except (NotStale, LockHeld) as exc:
+        status = exc.status
+        if status is not None:
+            refuse_unreadable(status)
+            if out.json:
+                out.data(status.to_dict())
+        out.note(f"refused: {exc}")
+        return EXIT_NO
+    displaced = lock.reclaimed_from
+    if out.json:
+        from core.verdicts.inspect import inspect
+
+        out.data({**inspect(path, policy=policy).to_dict(),
+                  "reclaimed_from": displaced.to_dict() if displaced is not None else None})
+    elif displaced is None:
+        out.result(f"nothing to reclaim: {path} was free; acquired it (pid {pid})")
+    else:
+        out.result(f"reclaimed {path} (pid {pid}); it was {describe_holder(displaced)}")
+    return EXIT_OK

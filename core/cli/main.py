@@ -1,0 +1,299 @@
+"""The ``lockwarden`` command line: the parser, the dispatch, and the extension point through
+which the app adds its ``gui`` verb (also ``python -m core``, which has every verb but
+``gui``).
+
+A thin layer over the engine (docs/DESIGN.md, "one engine"): every lock file is created,
+rewritten or removed by :mod:`core.engine.lock`. The layers of the CLI, arrows pointing down only
+(docs/DESIGN.md, "Layout"):
+
+- this module: the parser, the dispatch, the one-line report of an unexpected error;
+- :mod:`core.cli.verbs`: the built-in verbs (options, examples, the module that runs each);
+- the verb modules, imported only when their verb runs: :mod:`core.cli.locks` (``try``,
+  ``acquire``, ``release``, ``reclaim``), :mod:`core.cli.status` (``status``, ``wait``),
+  :mod:`core.cli.listing`, :mod:`core.cli.run`, :mod:`core.cli.audit`, :mod:`core.cli.clean`,
+  :mod:`core.cli.watch`, with :mod:`core.cli.output` for text output;
+- :mod:`core.cli.common` (exit codes, :class:`CliError`, :class:`Out`, :class:`Verb`, path
+  checks, the stale policy built from the flags) and :mod:`core.cli.args` (argument types:
+  every number is bounded there).
+
+``core`` never imports :mod:`app`: the ``gui`` verb is a :class:`Verb` that ``app.console`` (the
+``lockwarden`` console script) passes to :func:`main` as ``extra_verbs``.
+
+The verbs and exit codes are a superset of the ``sema`` tool's
+(``docs/specs/semats.txt``, "Compatibility"); the codes (docs/cli.md, "Exit
+codes"): 0 success; 1 the answer is "no"; 2 usage error (unknown option, a number out of
+bounds, NUL in a path); 3 I/O error or bad input file; 4 internal error (run again with
+``--debug``); ``run`` exits with its command's code.
+
+Start-up cost matters (``status``/``try``/``release`` run in shell loops): at load time this
+module imports only the standard library, :mod:`core.cli.common`, :mod:`core.cli.verbs`,
+:mod:`core.cli.args` and :mod:`core.defaults` (all standard library only); Qt and watchdog
+never on the ``status``/``try``/``release`` paths (docs/cli.md, "Start-up time").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import core
+from core.cli.common import (
+    EXIT_INTERNAL,
+    EXIT_IO,
+    EXIT_NO,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    CliError,
+    Handler,
+    Out,
+    Verb,
+    nul_argument,
+    one_line,
+    silence_stdout,
+)
+from core.cli.verbs import BUILTIN_VERBS
+
+__all__ = [
+    "BUILTIN_VERBS", "EXIT_INTERNAL", "EXIT_IO", "EXIT_NO", "EXIT_OK", "EXIT_USAGE", "PROG",
+    "CliError", "Handler", "Out", "Verb", "build_parser", "main",
+]
+
+# --------------------------------------------------------------------------------------------
+# parser
+# --------------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line on stderr, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Exit 2 with one escaped line (the message may quote the user's words: an unknown
+        option holding a terminal escape must not reach the terminal as one)."""
+        self.exit(EXIT_USAGE,
+                  f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's raw-description help formatter, sized from the terminal without importing
+    ``shutil``: argparse makes one for every argument it adds, and ``shutil`` pulls in ``bz2``
+    and ``lzma`` (docs/cli.md, "Start-up time")."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: ``$COLUMNS`` when a positive integer, else the
+    width of the terminal on standard output, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+_FORMATTER = _Formatter
+
+
+def _add_common(p: argparse.ArgumentParser, *, json_opt: bool = True) -> None:
+    """Options every verb accepts (-q, --debug, --json), also accepted before the verb."""
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="print nothing on success (errors still go to stderr)")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show a traceback on errors")
+    if json_opt:
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="machine-readable output (JSON)")
+
+
+def _all_verbs(extra_verbs: Sequence[Verb]) -> dict[str, Verb]:
+    """Built-in and extra verbs by name (aliases included).
+
+    Raises:
+        ValueError: two verbs share a name or alias (a programming error).
+    """
+    found: dict[str, Verb] = {}
+    for verb in (*BUILTIN_VERBS, *extra_verbs):
+        for word in (verb.name, *verb.aliases):
+            if word in found:
+                raise ValueError(f"the verb {word!r} is defined twice")
+            found[word] = verb
+    return found
+
+
+def build_parser(extra_verbs: Sequence[Verb] = ()) -> argparse.ArgumentParser:
+    """The complete argparse parser of ``lockwarden``: every built-in verb and
+    ``extra_verbs``, each with ``-q``/``--debug``/``--json`` and an example.
+
+    Raises:
+        ValueError: a verb name or alias is used twice.
+    """
+    _all_verbs(extra_verbs)
+    parser = _Parser(
+        prog=PROG,
+        formatter_class=_FORMATTER,
+        description="Inspect, acquire, release and reclaim lock files "
+        "(sema/semats, af, Task MCP, pidfiles) through Lockwarden's engine.",
+        epilog="exit codes: 0 ok, 1 held/timeout/refused, 2 usage error, 3 I/O error or "
+        "bad lock file, 4 internal error.\nRun 'lockwarden VERB --help' for a verb's "
+        "options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {core.__version__}")
+    _add_common(parser)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    for verb in (*BUILTIN_VERBS, *extra_verbs):
+        p = sub.add_parser(verb.name, aliases=list(verb.aliases), help=verb.help,
+                           description=verb.help, epilog=verb.example,
+                           formatter_class=_FORMATTER)
+        p.set_defaults(verb=verb.name)
+        verb.add_arguments(p)
+        _add_common(p, json_opt=verb.json)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------------
+
+
+def _verb_of(argv: Sequence[str]) -> str | None:
+    """The verb: the first word that is not an option (no global option takes a value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _split_run_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """For ``run``, split argv at the first ``--``: everything after it is the command, even
+    words that look like options. Other verbs keep ``--`` (it lets a path start with ``-``)."""
+    if _verb_of(argv) != "run" or "--" not in argv:
+        return argv, None
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
+def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ()) -> int:
+    """Run ``lockwarden`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Args:
+        argv: the arguments, without the program name.
+        extra_verbs: verbs added to :data:`BUILTIN_VERBS` (the app's ``gui``: ``app/console.py``).
+
+    Never raises for bad input or a failed operation (``SystemExit`` from ``--help``,
+    ``--version`` and usage errors becomes its code); errors are one line on stderr, with a
+    traceback only under ``--debug``. A word holding a NUL byte is refused before parsing
+    (exit 2: :func:`core.cli.common.nul_argument`). Raises ValueError when ``extra_verbs``
+    reuse a name.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    verbs = _all_verbs(extra_verbs)
+    debug = "--debug" in args_list
+    bad = nul_argument(args_list)
+    if bad is not None:
+        print(f"{PROG}: error: argument {one_line(repr(bad))} contains a NUL byte: no path, "
+              f"option or command word can hold one (see '{PROG} --help')",
+              file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    try:
+        head, run_cmd = _split_run_command(args_list)
+        try:
+            args = build_parser(extra_verbs).parse_args(head)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        if run_cmd is not None:
+            args.cmd = [*getattr(args, "cmd", []), *run_cmd]
+        debug = bool(getattr(args, "debug", False))
+        verb = verbs[args.verb]
+        if verb.via is not None:
+            from core import audit
+
+            audit.set_via(verb.via)
+        return verb.run(args, Out(args))
+    except CliError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr, flush=True)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except BrokenPipeError:
+        silence_stdout()
+        return 141
+    except Exception as exc:  # one clear line, never a traceback unless --debug
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        return _report_exception(exc)
+
+
+def _report_exception(exc: BaseException) -> int:
+    """Print one line for an exception no verb handled and return its exit code: the
+    engine's "no" answers 1 (a refused reclaim of an af claim too), unreadable/I-O and "not a
+    lock file" 3, anything else 4 (a bug: NUL bytes, the one bad input the system calls would
+    refuse with ValueError, never get this far)."""
+    from core.errors import (
+        LockError,
+        LockHeld,
+        LockLost,
+        LockTimeout,
+        NotStale,
+        ParseError,
+        ReadOnlyLock,
+        UnreadableError,
+    )
+    from core.reasons import ReadOnlyKind
+
+    if isinstance(exc, UnreadableError | ParseError):
+        msg, code = str(exc), EXIT_IO
+    elif isinstance(exc, ReadOnlyLock):
+        msg, code = str(exc), EXIT_IO if exc.kind is ReadOnlyKind.NOT_A_LOCK else EXIT_NO
+        # (kernel_lock, not_writable, ledger_claim: the answer is "no", exit 1)
+    elif isinstance(exc, LockHeld | LockTimeout | LockLost | NotStale):
+        msg, code = str(exc), EXIT_NO  # a "no" answer the verb did not expect
+    elif isinstance(exc, LockError):  # the engine could not do it: I/O, vanished holder...
+        msg, code = str(exc), EXIT_IO
+    elif isinstance(exc, OSError):
+        msg, code = _os_error_text(exc), EXIT_IO
+    else:
+        msg = (f"internal error: {type(exc).__name__}: {exc} "
+               "(run again with --debug for the traceback and report it)")
+        code = EXIT_INTERNAL
+    try:
+        print(f"{PROG}: {one_line(msg)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    return code
+
+
+def _os_error_text(exc: OSError) -> str:
+    """``"PATH: reason"``; an error on one of the engine's temp files names the lock instead
+    (``/tmp/x.lock: cannot write in /tmp: Permission denied``)."""
+    from core.tempfiles import parse_temp_name
+
+    name = exc.filename
+    reason = exc.strerror or str(exc)
+    if not isinstance(name, str) or not name:
+        return reason
+    head, base = os.path.split(name)
+    parsed = parse_temp_name(base)
+    if parsed is not None:
+        return f"{os.path.join(head, parsed[0])}: cannot write in {head or '.'}: {reason}"
+    return f"{name}: {reason}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

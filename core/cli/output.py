@@ -1,0 +1,131 @@
+"""Text output of the ``lockwarden`` CLI: the ``status`` block and aligned tables (docs/cli.md,
+"``status`` and ``list`` output").
+
+Every value that comes from a file, a path or a process (tags, paths, holders, hosts, reasons,
+audit fields) is escaped with :func:`core.reasons.printable`: control characters,
+separators, bidi overrides and undecodable bytes never reach the terminal as they are
+(docs/cli.md, "Control characters").
+
+Ages are human durations from :func:`core.reasons.human_duration` ("3m 12s"); times are shown
+in UTC (RFC 3339). A holder in one phrase comes from :func:`core.holder.describe_holder` (the one
+describer). JSON output does not come through here: it is ``LockStatus.to_dict()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from core.reasons import human_duration, printable
+from core.record import LockStatus, State
+
+
+def _age(status: LockStatus) -> str:
+    """The lock's age as a human duration, ``"-"`` when unknown."""
+    age = status.age_s
+    if age is None:
+        return "-"
+    return human_duration(max(age, 0.0))
+
+
+def status_text(status: LockStatus) -> str:
+    """Text of ``lockwarden status``: sema's ``key: value`` lines first (``locked``, ``pid``,
+    ``timestamp``, ``tag``: docs/specs/semats.txt, "Compatibility"), then
+    Lockwarden's verdict, one ``reason:`` line per reason (its rendered text). Each line is
+    escaped (:func:`core.reasons.printable`), so a value can never add a line."""
+    d = status.to_dict()
+    lines = [f"locked: {'true' if d['locked'] else 'false'}"]
+    if d["pid"] is not None:
+        lines.append(f"pid: {d['pid']}")
+    if d["timestamp"] is not None:
+        lines.append(f"timestamp: {d['timestamp']}")
+    if d["tag"] is not None:
+        lines.append(f"tag: {d['tag']}")
+    lines.append(f"path: {d['path']}")
+    lines.append(f"state: {d['state']}")
+    if status.present:  # a lock file, or a free kernel-lock anchor (tool, kind, reason)
+        if d["format"]:
+            lines.append(f"format: {d['format']}")
+        if d["tool"]:
+            lines.append(f"tool: {d['tool']}")
+        if d["kind"]:
+            lines.append(f"kind: {d['kind']}")
+        if d["holder"]:
+            lines.append(f"holder: {d['holder']}")
+        if d["host"]:
+            lines.append(f"host: {d['host']}")
+        lines.append(f"liveness: {d['liveness']}")
+        if d["age_s"] is not None:
+            lines.append(f"age: {_age(status)}")
+        if d["expires_at"]:
+            lines.append(f"expires: {d['expires_at']}")
+        if d["error"]:
+            lines.append(f"error: {d['error']}")
+        for reason in d["reasons"]:
+            lines.append(f"reason: {reason['text']}")
+        from core.tools import safe_action
+
+        action = safe_action(status)
+        if action:
+            lines.append(f"safe action: {action}")
+    return "\n".join(printable(line) for line in lines)
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded. Cells are
+    escaped (:func:`core.reasons.printable`): each row stays one line."""
+    cells = [list(header), *[[printable(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    out = []
+    for r in cells:
+        padded = [c.ljust(w) for c, w in zip(r[:-1], widths[:-1], strict=True)]
+        out.append("  ".join([*padded, r[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def table(statuses: Sequence[LockStatus]) -> str:
+    """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT KIND HOLDER/TAG PATH
+    (KIND: ``marker``, ``kernel``, ``-``).
+
+    Unreadable entries show their reason in the HOLDER/TAG column. An empty list prints
+    ``(no lock files)``."""
+    if not statuses:
+        return "(no lock files)"
+    rows = []
+    for s in statuses:
+        rec = s.record
+        if s.state is State.UNREADABLE:
+            who = s.error or "unreadable"
+        else:
+            who = " ".join(x for x in ((rec.holder if rec else None),
+                                       (repr(rec.tag) if rec and rec.tag else None)) if x)
+        rows.append([
+            s.state.value,
+            _age(s),
+            str(rec.pid) if rec and rec.pid is not None else (
+                str(s.kernel_pid) if s.kernel_pid is not None else "-"),
+            s.liveness.value,
+            rec.format if rec else ("kernel" if s.kernel_held else "-"),
+            s.kind or "-",
+            who or "-",
+            s.path,
+        ])
+    return render_table(["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "KIND", "HOLDER/TAG",
+                         "PATH"], rows)
+
+
+def audit_table(entries: Sequence[Mapping[str, object]]) -> str:
+    """Aligned table of ``lockwarden audit``: TIME OPERATION RESULT VIA USER PID LOCK."""
+    if not entries:
+        return "(no audit entries)"
+    rows = []
+    for e in entries:
+        rows.append([
+            str(e.get("timestamp", "")),
+            str(e.get("operation", "")),
+            str(e.get("result", "")),
+            str(e.get("via", "")),
+            str(e.get("user", "")),
+            str(e.get("pid", "")),
+            str(e.get("lockPath", e.get("lock_path", ""))),
+        ])
+    return render_table(["TIME", "OPERATION", "RESULT", "VIA", "USER", "PID", "LOCK"], rows)

@@ -1,0 +1,150 @@
+"""``lockwarden watch DIR... [--recursive] [--json]``: a headless monitor for scripts.
+
+Prints the initial inventory, then one line per change delivered by
+:class:`core.watch.watcher.Watcher`
+(docs/cli.md, "``watch``: a headless monitor"), until SIGINT or SIGTERM (exit 0).
+
+With ``--json`` every line is one JSON object: the fields of ``status --json``
+(``LockStatus.to_dict()``) plus ``event``: ``initial`` (inventory at start), then ``added``,
+``changed`` or ``removed``. One ``{"event": "ready", "dirs": [...]}`` line separates the
+inventory from the changes (a script knows from then on every change is reported), and
+``{"event": "dir", "path": ..., "mode": ..., "message": ...}`` lines report a watched
+directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from core.cli.common import (
+    EXIT_OK,
+    Out,
+    json_text,
+    silence_stdout,
+    stale_policy,
+    watch_specs,
+)
+from core.reasons import printable
+
+if TYPE_CHECKING:
+    import argparse
+
+    from core.config import WatchSpec
+    from core.record import LockStatus
+    from core.watch.watcher import ChangeSet, DirStatus
+
+
+class Printer:
+    """Serialises ``watch``'s output from the watcher's thread and the main thread; a reader
+    that went away (``| head -1``) sets :attr:`broken` and ``stop``. Used by ``watch URL``
+    too (:func:`core.cli.remote.cmd_remote_watch`)."""
+
+    def __init__(self, out: Out, stop: threading.Event) -> None:
+        self.out = out
+        self.stop = stop
+        self.lock = threading.Lock()
+        self.dir_modes: dict[str, tuple[str, str]] = {}
+        self.broken = False
+
+    def _write(self, line: str) -> None:
+        if self.broken:
+            return
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away (`| head -1`)
+            self.broken = True
+            self.stop.set()
+
+    def status(self, event: str, status: LockStatus) -> None:
+        """One lock's line: JSON, or text with the path and holder escaped."""
+        if self.out.json:
+            self._write(json_text({"event": event, **status.to_dict()}))
+        else:
+            from core.holder import describe_holder
+
+            stamp = time.strftime("%H:%M:%S")
+            self._write(printable(
+                f"{stamp}  {event:<8} {status.path}  {describe_holder(status)}"))
+
+    def obj(self, obj: dict[str, object], text: str) -> None:
+        """A line that is not a lock's: ``obj`` as JSON, or ``text`` escaped."""
+        if self.out.json:
+            self._write(json_text(obj))
+        elif not self.out.quiet:
+            self._write(printable(text))
+
+    def on_change(self, changes: ChangeSet) -> None:
+        with self.lock:
+            for s in changes.added:
+                self.status("added", s)
+            for s in changes.changed:
+                self.status("changed", s)
+            for s in changes.removed:
+                self.status("removed", s)
+
+    def on_dirs(self, dirs: list[DirStatus]) -> None:
+        with self.lock:
+            for d in dirs:
+                key = (d.mode, d.message)
+                if self.dir_modes.get(d.path) == key:
+                    continue
+                self.dir_modes[d.path] = key
+                msg = f" ({d.message})" if d.message else ""
+                self.obj({"event": "dir", "path": d.path, "mode": d.mode, "message": d.message},
+                         f"{time.strftime('%H:%M:%S')}  dir      {d.path}  {d.mode}{msg}")
+
+
+def watch(specs: list[WatchSpec], out: Out) -> int:
+    """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
+    SIGPIPE) when the reader of stdout went away."""
+    from core.watch.watcher import Watcher
+
+    stop = threading.Event()
+    printer = Printer(out, stop)
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs)
+    try:
+        with printer.lock:  # changes wait until the inventory is out
+            watcher.start()
+            initial = watcher.snapshot()
+            if out.json:
+                for s in initial:
+                    printer.status("initial", s)
+            elif not out.quiet:
+                from core.cli.output import table
+
+                printer._write(table(initial))
+            printer.obj({"event": "ready", "dirs": [s.path for s in specs]},
+                        f"watching {', '.join(s.path for s in specs)} (Ctrl-C to stop)")
+        while not stop.wait(1.0):
+            pass
+    finally:
+        watcher.close()
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+    if printer.broken:
+        silence_stdout()
+        return 141
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace, out: Out) -> int:
+    """``watch DIR... [--recursive] [--pattern GLOB] [--json]``: see the module; the
+    directories are judged under the one stale policy of the command.
+
+    Returns:
+        0 after SIGINT/SIGTERM; 141 when the reader of stdout went away.
+
+    Raises:
+        CliError: a directory is missing or not a directory (exit 3).
+    """
+    return watch(watch_specs(args, stale_policy(args)), out)

@@ -1,0 +1,190 @@
+"""Loading the server tables of the configuration: ``[[postgres]]``, ``[[redis]]`` and
+``[[etcd]]`` (docs/remote.md, "Configuration"), each to a
+:class:`~core.config.model.ServerSpec`.
+
+Passwords are never in the file: a URL holding one is refused (the table is ignored, with a
+warning naming the line); the password comes from an environment variable (``password_env``)
+or the OS keychain (``keyring = true``), read only when the sources are built
+(:func:`core.remote.sources.sources_from_config`).
+
+Problems are reported through the loader's collector (:class:`Problems`): a warning and the
+default for that key, or :class:`core.errors.ConfigError` in strict mode.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from core.config.model import SERVER_KINDS, ServerSpec
+from core.config.model import describe_value as _describe
+
+REDIS_PROFILES: tuple[str, ...] = ("python-redis-lock", "redis-py")
+"""Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis`)."""
+
+_URL_SCHEMES = {"postgres": ("postgres", "postgresql"), "redis": ("redis",)}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Problems(Protocol):
+    """What :mod:`core.config.load` collects problems with."""
+
+    def add(self, key: str, message: str, *, section: tuple[str, int] | None, name: str,
+            fallback: str | None) -> None: ...
+
+
+
+def _strings(v: object) -> list[str] | None:
+    """A non-empty string or a list of them, as a list; else None."""
+    if isinstance(v, str) and v.strip():
+        return [v.strip()]
+    if isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v):
+        return [x.strip() for x in v]
+    return None
+
+
+def check_url(kind: str, url: str) -> str | None:
+    """Why ``url`` cannot name a ``kind`` server in the file (wrong scheme, a password, no
+    host), or None when it can."""
+    try:
+        parts = urlsplit(url)
+        if parts.port is not None and not 0 < parts.port < 65536:
+            return f"has port {parts.port}, not 1 to 65535"
+    except ValueError as exc:  # urlsplit checks the port only when it is read
+        return f"is not a URL ({exc})"
+    schemes = _URL_SCHEMES.get(kind, ("http", "https"))
+    if parts.scheme not in schemes:
+        return f"must start with {' or '.join(s + '://' for s in schemes)}, not {url!r}"
+    if parts.password is not None:
+        return ("must not hold a password (passwords never go in the file: use "
+                "password_env = \"NAME\" or keyring = true)")
+    if not parts.hostname:
+        return "names no host"
+    return None
+
+
+def parse_server(kind: str, raw: object, idx: int, problems: Problems) -> ServerSpec | None:
+    """One ``[[kind]]`` table as a :class:`ServerSpec`, or None when it is unusable (no
+    server, a password in the URL): every problem goes to ``problems``."""
+    assert kind in SERVER_KINDS
+    sect = (kind, idx)
+    key0 = f"{kind}[{idx + 1}]"
+    if not isinstance(raw, dict):
+        problems.add(key0, f"must be a table, not {_describe(raw)}", section=None, name=kind,
+                     fallback="ignored")
+        return None
+    spec = ServerSpec(kind=kind, profiles=[] if kind != "redis" else ["python-redis-lock"])
+    main = {"postgres": "dsn", "redis": "url", "etcd": "endpoints"}[kind]
+    if not _server(spec, main, raw.get(main), key0, sect, problems):
+        return None
+    for name, value in raw.items():
+        if name == main:
+            continue
+        if not _option(spec, name, value, key0, sect, problems):
+            problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
+                         fallback="ignored")
+    if kind == "redis" and "redis-py" in spec.profiles and not spec.patterns:
+        problems.add(f"{key0}.patterns", "profile redis-py needs patterns (its keys have no "
+                     "prefix)", section=sect, name="profiles", fallback="redis-py not looked for")
+        spec.profiles.remove("redis-py")
+    return spec
+
+
+def _server(spec: ServerSpec, main: str, value: object, key0: str, sect: tuple[str, int],
+            problems: Problems) -> bool:
+    """Set the server (``dsn``, ``url``, ``endpoints``); False when the table is unusable."""
+    urls = _strings(value) if main == "endpoints" else (
+        [value.strip()] if isinstance(value, str) and value.strip() else None)
+    if urls is None:
+        what = "is missing" if value is None else f"must be a URL, not {_describe(value)}"
+        problems.add(f"{key0}.{main}", what, section=sect, name=main,
+                     fallback=f"this [[{spec.kind}]] entry is ignored")
+        return False
+    for url in urls:
+        why = check_url(spec.kind, url if "://" in url or spec.kind != "etcd" else "http://" + url)
+        if why:
+            problems.add(f"{key0}.{main}", why, section=sect, name=main,
+                         fallback=f"this [[{spec.kind}]] entry is ignored")
+            return False
+    spec.url = urls[0]
+    spec.endpoints = urls if spec.kind == "etcd" else []
+    return True
+
+
+def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str, int],
+            problems: Problems) -> bool:
+    """Set one optional key; False for a key this kind does not have."""
+    def bad(message: str, default: object) -> None:
+        problems.add(f"{key0}.{name}", message, section=sect, name=name,
+                     fallback=f"using {_describe(default)}")
+
+    allowed = {"password_env", "keyring", "stale_after"} | {
+        "redis": {"profiles", "patterns", "notifications"},
+        "etcd": {"prefix", "username"}}.get(spec.kind, set())
+    if name not in allowed:
+        return False
+    if name == "stale_after":
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and value > 0:
+            spec.stale_after = float(value)
+        else:
+            bad(f"must be a finite positive number of seconds, not {_describe(value)}",
+                spec.stale_after)
+    elif name == "notifications":
+        if isinstance(value, bool):
+            spec.notifications = value
+        else:
+            bad(f"must be true or false, not {_describe(value)}", False)
+    elif name == "keyring":
+        if isinstance(value, bool):
+            spec.keyring = value
+        else:
+            bad(f"must be true or false, not {_describe(value)}", False)
+    elif name == "password_env":
+        if isinstance(value, str) and _ENV_NAME.match(value):
+            spec.password_env = value
+        else:
+            bad(f"must name an environment variable (letters, digits, _), not "
+                f"{_describe(value)}", None)
+    elif name in ("prefix", "username"):
+        if isinstance(value, str):
+            setattr(spec, name, value or (None if name == "username" else ""))
+        else:
+            bad(f"must be a string, not {_describe(value)}", getattr(spec, name))
+    elif name == "profiles":
+        names = _strings(value)
+        if names is not None and all(n in REDIS_PROFILES for n in names):
+            spec.profiles = list(dict.fromkeys(names))
+        else:
+            bad(f"must be a list of {', '.join(REDIS_PROFILES)}, not {_describe(value)}",
+                spec.profiles)
+    elif name == "patterns":
+        pats = _strings(value)
+        if pats is not None:
+            spec.patterns = pats
+        else:
+            bad(f"must be a list of SCAN patterns, not {_describe(value)}", spec.patterns)
+    return True
+
+
+def server_to_dict(spec: ServerSpec) -> dict[str, Any]:
+    """The TOML table of ``spec`` (what :func:`core.config.save` writes)."""
+    out: dict[str, Any] = {}
+    if spec.kind == "postgres":
+        out["dsn"] = spec.url
+    elif spec.kind == "redis":
+        out.update(url=spec.url, profiles=list(spec.profiles), patterns=list(spec.patterns))
+        if spec.notifications:
+            out["notifications"] = True
+    else:
+        out.update(endpoints=list(spec.endpoints), prefix=spec.prefix)
+        if spec.username:
+            out["username"] = spec.username
+    if spec.password_env:
+        out["password_env"] = spec.password_env
+    if spec.keyring:
+        out["keyring"] = True
+    out["stale_after"] = float(spec.stale_after)
+    return out

@@ -1,0 +1,436 @@
+"""Lock operations on a path that need no :class:`~core.engine.lock.Lock` object -- force release,
+release on behalf of a PID -- and what the engine's operations share: the audit call, the stale
+policy they judge with, the reclaim decision, what force may remove (docs/engine.md; docs/DESIGN.md,
+"Lock operations"). Waiting is :mod:`core.engine.waiting`. Importable from :mod:`core.engine.lock`
+and
+:mod:`core` as well.
+
+The file work itself (verified remove under the directory guard) is :mod:`core.engine.publish`;
+waking on events is :mod:`core.engine.waiter`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from core import audit
+from core.engine.publish import Outcome, remove_if
+from core.errors import LockError, LockLost, NotStale, ReadOnlyLock
+from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
+from core.formats.writing import Holder, Reclaimed
+from core.fsutil import validate_lock_path
+from core.reasons import Code, ReadOnlyKind, Reason, render_all
+from core.record import DEVTOOL_FORMATS, FileInfo, LockRecord, LockStatus, State
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
+from core.verdicts.inspect import inspect, inspect_bytes, kernel_status
+from core.verdicts.liveness import hostname, process_identity, process_start_time, same_host
+from core.verdicts.policy import taskmcp_decision
+
+log = logging.getLogger("lockwarden.lock")
+
+def resolve_policy(policy: StalePolicy | None, stale_after: float | None) -> StalePolicy:
+    """The stale policy an operation judges with: ``policy`` (default
+    :data:`core.stale_policy.DEFAULT_POLICY`), its ``stale_after`` replaced by ``stale_after``
+    (seconds) when that is given -- the keyword the engine took before it took a policy.
+
+    Raises:
+        ValueError: ``stale_after`` is not a finite number of seconds > 0.
+    """
+    base = policy if policy is not None else DEFAULT_POLICY
+    if stale_after is None:
+        return base
+    return dataclasses.replace(base, stale_after=stale_after)
+
+
+def record_audit(
+    path: str,
+    operation: str,
+    *,
+    result: str = "ok",
+    details: dict[str, Any] | None = None,
+    format: str | None = None,
+    durable: bool = False,
+) -> None:
+    """Write one audit entry (:func:`core.audit.append`, fsynced when ``durable`` or when the
+    operation breaks a lock; docs/engine.md, "Every operation is audited once"). Never raises:
+    a failure to audit is logged as a warning, because auditing must never turn an operation
+    that was done into a failure."""
+    try:
+        w = audit.append(path, operation, result=result, details=details, format=format,
+                         durable=durable)
+    except Exception as exc:
+        log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
+        return
+    if w.error:
+        log.warning("audit entry for %s of %s not written: %s", operation, path, w.error)
+
+
+def holder_summary(status: LockStatus) -> dict[str, Any]:
+    """A verdict as audit details (``LockStatus.to_dict()``)."""
+    return status.to_dict()
+
+
+def describe(status: LockStatus) -> str:
+    """One line for an exception message: the path, its state, the holder and the reasons."""
+    rec = status.record
+    who = ""
+    if rec is not None:
+        if rec.pid is not None:
+            who = f" by PID {rec.pid}" + (f" on {rec.host}" if rec.host else "")
+        elif rec.holder:
+            who = f" by {rec.holder}"
+    why = render_all(status.reasons)
+    return f"{status.path} is {status.state.value}{who}" + (f" ({why})" if why else "")
+
+
+def on_this_host(host: str | None) -> bool:
+    """True when ``host`` is this host, or unrecorded (sema's locks carry none)."""
+    return host is None or same_host(host)
+
+
+def _removed_status(
+    path: str, removed: tuple[bytes, FileInfo], policy: StalePolicy
+) -> LockStatus:
+    return inspect_bytes(path, removed[0], removed[1], policy=policy)
+
+
+class HolderCache:
+    """Who a lock names as its holder (:class:`core.formats.Holder`): the PID, this host's
+    name, and the process's start time and identity from psutil (docs/DESIGN.md, "Liveness and
+    verdicts": they let readers detect a reused PID). This process's are looked up once;
+    :meth:`keep` pins a held lock's own for its refreshes."""
+
+    def __init__(self) -> None:
+        self._starts: dict[int, tuple[float, str | None]] = {}
+
+    def holder(self, pid: int, path: str) -> Holder:
+        """The holder record for process ``pid`` taking ``path``.
+
+        Raises:
+            LockError: no process ``pid`` exists (nothing may be written in its name).
+        """
+        cached = self._starts.get(pid)
+        if cached is None:
+            start = process_start_time(pid)
+            proc = process_identity(pid)
+            if start is not None and pid == os.getpid():
+                self._starts[pid] = (start, proc)
+        else:
+            start, proc = cached
+        if start is None:
+            raise LockError(f"holder process {pid} does not exist; cannot take {path}")
+        return Holder(pid=pid, host=hostname(), start=start, proc=proc)
+
+    def keep(self, record: LockRecord) -> None:
+        """Use ``record``'s start time and identity for its PID from now on (a refresh renews
+        the lock of the process it names, never of a later process with the same PID)."""
+        if record.pid is not None and record.start is not None:
+            self._starts[record.pid] = (record.start, record.proc)
+
+
+# -- reclaim decisions -------------------------------------------------------------------------
+
+
+class ReclaimJudge:
+    """Whether a reclaim may break the lock it sees, as a callable ``judge(status) -> bool``
+    (docs/engine.md, "Task MCP reclaim"): a free path, a stale lock, any lock with ``force``;
+    for a ``task-mcp`` lock the decision of the reclaim matrix of
+    ``docs/specs/task-mcp.txt`` (:func:`core.verdicts.policy.taskmcp_decision`, Lockwarden
+    requesting as :data:`~core.formats.taskmcp.LOCKWARDEN_ENVIRONMENT` /
+    :data:`~core.formats.taskmcp.LOCKWARDEN_PURPOSE`). Called again under the directory guard;
+    ``decision`` holds the last call's Task MCP ``decision`` and ``priority`` (and ``matrix``
+    when forced past it), for the audit entry and the new lock's metadata."""
+
+    def __init__(self, policy: StalePolicy, force: bool) -> None:
+        self.policy = policy
+        self.force = force
+        self.decision: dict[str, str] = {}
+
+    def __call__(self, status: LockStatus) -> bool:
+        self.decision.clear()
+        rec = status.record
+        if status.state is State.FREE:
+            return True
+        if rec is not None and rec.format == "task-mcp":
+            ok, why, priority = taskmcp_decision(
+                status,
+                requester_environment=LOCKWARDEN_ENVIRONMENT,
+                requester_purpose=LOCKWARDEN_PURPOSE,
+                policy=self.policy,
+            )
+            self.decision.update(decision=why, priority=priority)
+            if not ok and self.force:
+                self.decision.update(decision="FORCE", matrix=why)
+                return True
+            return ok
+        return self.force or status.state is State.STALE
+
+    def reclaimed(self, status: LockStatus) -> Reclaimed:
+        """What the new lock records about the lock it replaces (task-mcp ``metadata``):
+        ``status``'s holder and the last decision (``STALE`` without one)."""
+        rec = status.record
+        return Reclaimed(holder=rec.holder if rec else None,
+                         reason=self.decision.get("decision", "STALE"))
+
+    def refuse(self, path: str, status: LockStatus, reason: str | None) -> NoReturn:
+        """Audit a refused reclaim of ``path`` (``reclaim_refused``) and raise.
+
+        Raises:
+            NotStale: always (``.status``; ``.decision``: the Task MCP decision, or None).
+        """
+        decision = self.decision.get("decision")
+        record_audit(path, "reclaim_refused", result="refused", details={
+            "holder": holder_summary(status), "decision": decision, "reason": reason,
+        }, format=status.record.format if status.record else None)
+        raise NotStale(f"not reclaimed: {describe(status)}"
+                       + (f"; Task MCP decision {decision}" if decision else ""),
+                       status, decision=decision)
+
+
+def audit_lost_race(path: str, fmt: str, out: Outcome, reason: str | None = None) -> None:
+    """Audit a reclaim that removed the stale lock while another process then linked its own
+    lock into the free path first (``reclaim`` with result ``lost_race``; docs/engine.md,
+    "Reclaim is race-free")."""
+    assert out.displaced is not None and out.status is not None
+    record_audit(path, "reclaim", result="lost_race", details={
+        "displaced": holder_summary(out.displaced),
+        "reason": reason or render_all(out.displaced.reasons) or "stale",
+        "note": "the stale lock was removed, another process then took the free lock",
+        "holder": holder_summary(out.status),
+    }, format=fmt)
+
+
+# -- removing a lock ---------------------------------------------------------------------------
+
+
+def is_a_lock(status: LockStatus) -> bool:
+    """True when ``status`` is a verdict on something a forced operation may remove or
+    replace: a file some lock format reads (any :class:`~core.record.LockRecord`), or an empty
+    regular file (lock files of flock(1), dpkg and many tools are empty; an empty file is also
+    what a writer that crashed before writing leaves). False for anything else: a file no
+    format reads (a text file, a binary, one over 64 KiB). Free paths are not locks either.
+    docs/engine.md, "What force may remove"."""
+    if status.record is not None:
+        return True
+    return status.state is not State.FREE and status.file is not None and status.file.size == 0
+
+
+def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
+    """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
+    (:func:`is_a_lock`), on a file a kernel lock holds (:attr:`LockStatus.kernel_held`), or on
+    a known tool's kernel-lock anchor held or not (:attr:`LockStatus.anchor_tool`: dpkg, apt,
+    cargo, uv, Gradle; docs/specs/devtool-locks.md §0); nothing is changed and nothing
+    audited.
+
+    Raises:
+        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
+            ``KERNEL_LOCK``, ``status``.
+    """
+    kernel = status if status.kernel_held else kernel_status(path, policy=status.policy)
+    if kernel is not None and not _pinned_by_its_holder(status):
+        pid = kernel.kernel_pid
+        who = f"PID {pid}" if pid is not None else "a process"
+        raise ReadOnlyLock(
+            f"{path}: {who} holds a kernel lock on it; deleting the file would not release it "
+            f"and would let a second holder in, so Lockwarden never forces a {operation} of it "
+            f"(end {who} if it hangs{f': kill {pid}' if pid is not None else ''}); nothing was "
+            "changed", kind=ReadOnlyKind.KERNEL_LOCK, status=kernel)
+    if status.anchor_tool:
+        raise ReadOnlyLock(f"{path}: {_anchor_why(status)}, so Lockwarden never forces a "
+                           f"{operation} of it; nothing was changed",
+                           kind=ReadOnlyKind.KERNEL_LOCK, status=status)
+    if status.state is State.FREE or is_a_lock(status):
+        return
+    why = render_all(status.reasons) or "no lock format reads it"
+    raise ReadOnlyLock(f"{path}: not a lock file ({why}); Lockwarden never forces a {operation} "
+                       "of a file it cannot read as a lock, nothing was changed",
+                       kind=ReadOnlyKind.NOT_A_LOCK, status=status)
+
+
+def _pinned_by_its_holder(status: LockStatus) -> bool:
+    """True for a Lockwarden lock (:attr:`core.record.LockRecord.written_by_lockwarden`): a
+    kernel lock on it is its holder's pin (:mod:`core.kernel.pin`), evidence of life only;
+    removing the file breaks no mutual exclusion, so force may remove it."""
+    return status.record is not None and status.record.written_by_lockwarden
+
+
+def refuse_read_only(path: str, status: LockStatus) -> None:
+    """Refuse to reclaim a lock Lockwarden must not replace: a known tool's kernel-lock anchor
+    (:attr:`LockStatus.anchor_tool`, kind ``kernel_lock``), a claim replayed from an af
+    ledger (``read_only``), an af claim file or a developer tool's lock (git, Vim, Emacs,
+    LibreOffice, Terraform, SoftFileLock: :data:`core.record.DEVTOOL_FORMATS`) -- a reclaim
+    would put a lock of another format where the tool expects its own (docs/engine.md, "af
+    claims"; docs/specs/devtool-locks.md); they can still be released. Audited as
+    ``reclaim_refused``.
+
+    Raises:
+        ReadOnlyLock: ``kind`` ``kernel_lock``, ``ledger_claim`` or ``not_writable``,
+            ``status``.
+    """
+    rec = status.record
+    if status.anchor_tool:
+        kind, why = ReadOnlyKind.KERNEL_LOCK, _anchor_why(status)
+    elif status.read_only:
+        kind, why = ReadOnlyKind.LEDGER_CLAIM, "it is a claim in an af ledger; only af changes it"
+    elif rec is not None and rec.format == "af-claim":
+        kind, why = ReadOnlyKind.NOT_WRITABLE, ("it is an af claim; Lockwarden does not write "
+                                                "af claims (force-release it instead)")
+    elif rec is not None and rec.format in DEVTOOL_FORMATS:
+        kind, why = ReadOnlyKind.NOT_WRITABLE, (
+            f"it is a {rec.format} lock; its tool would take a Lockwarden lock in its place for "
+            "its own and wait for ever (release it instead: the tool's own safe action)")
+    else:
+        return
+    record_audit(path, "reclaim_refused", result="refused", details={
+        "holder": holder_summary(status), "reason": why}, format=rec.format if rec else None)
+    raise ReadOnlyLock(f"not reclaimed: {path}: {why}", kind=kind, status=status)
+
+
+def _anchor_why(status: LockStatus) -> str:
+    """Why a kernel-lock anchor is never deleted nor replaced, in words."""
+    held = "held now" if status.state is State.HELD else "not held now"
+    return (f"it is {status.anchor_tool}'s kernel-lock anchor ({held}; only the kernel knows): "
+            "deleting or replacing it would let a second holder in")
+
+
+def force_release(
+    path: str | os.PathLike[str],
+    *,
+    reason: str | None = None,
+    policy: StalePolicy | None = None,
+) -> LockStatus:
+    """Remove whatever lock is at ``path`` (an explicit human or ``--force`` decision,
+    docs/DESIGN.md "Lock operations"), under the directory guard; returns the verdict on the file
+    removed (``free`` when there was none), judged under ``policy`` (default
+    :data:`core.stale_policy.DEFAULT_POLICY`). Audited as ``force_release`` with the displaced
+    holder and ``reason``.
+
+    Raises:
+        UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
+            engine's own files (never removed).
+        ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`), or one a kernel
+            lock holds (never removed).
+        LockLost: the file changed between the check and the guarded removal (nothing was
+            removed; it is still there).
+        GuardTimeout: the directory guard stayed held by another process (10 s).
+    """
+    p = validate_lock_path(path)
+    judge = resolve_policy(policy, None)
+    refuse_not_a_lock(p, inspect(p, policy=judge), "release")
+    try:
+        status = _removed_status(p, remove_if(p, _removable(p, judge)), judge)
+    except LockLost:
+        if os.path.lexists(p):  # it changed under the guard (a kernel lock, another file)
+            raise
+        status = LockStatus(p, State.FREE, reasons=(Reason.of(Code.NO_LOCK_FILE),))
+        record_audit(p, "force_release", result="free",
+                     details={"reason": reason, "displaced": None})
+        return status
+    record_audit(p, "force_release",
+                 details={"displaced": holder_summary(status), "reason": reason},
+                 format=status.record.format if status.record else None)
+    return status
+
+
+def release_path(
+    path: str | os.PathLike[str],
+    *,
+    pid: int,
+    force: bool = False,
+    reason: str | None = None,
+    policy: StalePolicy | None = None,
+) -> LockStatus:
+    """Release the lock at ``path`` on behalf of process ``pid`` (the CLI ``release`` verb,
+    run from another process than the holder): the lock is removed only when it records
+    ``pid`` and this host (sema's and semats' release check, ``docs/specs/semats.txt``
+    "Lock Release"), checked under the directory guard; with ``force`` it is removed whoever
+    holds it (audited as ``force_release``). Returns the verdict on the removed lock, judged
+    under ``policy`` (default :data:`core.stale_policy.DEFAULT_POLICY`).
+
+    Raises:
+        LockLost: no lock, or it is not ``pid``'s on this host (and not ``force``).
+        UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
+            engine's own files.
+        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`).
+        GuardTimeout: the directory guard stayed held by another process (10 s).
+    """
+    p = validate_lock_path(path)
+    judge = resolve_policy(policy, None)
+    status = inspect(p, policy=judge)
+    if force and status.anchor_tool:
+        refuse_not_a_lock(p, status, "release")  # raises: a tool's kernel-lock anchor
+    if status.state is State.FREE:
+        record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
+        raise LockLost(f"{p}: there is no lock to release")
+    fmt = status.record.format if status.record else None
+    if force:
+        refuse_not_a_lock(p, status, "release")
+        return _release_forced(p, pid, reason, fmt, judge)
+
+    def mine(data: bytes, info: FileInfo) -> bool:
+        r = inspect_bytes(p, data, info, policy=judge).record
+        return r is not None and r.pid == pid and on_this_host(r.host)
+
+    try:
+        removed = _removed_status(p, remove_if(p, mine), judge)
+    except LockLost as exc:
+        record_audit(p, "release_refused", result="refused",
+                     details={"pid": pid, "holder": holder_summary(status), "reason": str(exc)},
+                     format=fmt)
+        raise LockLost(f"{p}: not released, the lock is not held by PID {pid} on this "
+                       f"host ({describe(status)})") from None
+    record_audit(p, "release", details={
+        "pid": pid, "holder": holder_summary(removed),
+        "token": removed.record.token if removed.record else None}, format=fmt)
+    return removed
+
+
+def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]:
+    """The check a forced removal makes under the directory guard, on the bytes it is about
+    to remove: still a lock (:func:`is_a_lock`)."""
+    def check(data: bytes, info: FileInfo) -> bool:
+        st = inspect_bytes(p, data, info, policy=policy)
+        if st.kernel_held or st.anchor_tool or (kernel_status(p, policy=policy) is not None
+                                                and not _pinned_by_its_holder(st)):
+            return False
+        return not data or is_a_lock(st)
+
+    return check
+
+
+def _release_forced(
+    p: str, pid: int, reason: str | None, fmt: str | None, policy: StalePolicy
+) -> LockStatus:
+    """``release_path(force=True)``: remove whatever is there; audited as ``release`` when it
+    was ``pid``'s on this host after all, else ``force_release``."""
+    try:
+        removed = _removed_status(p, remove_if(p, _removable(p, policy)), policy)
+    except LockLost:
+        record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
+        raise
+    r = removed.record
+    op = "release" if r is not None and r.pid == pid and on_this_host(r.host) else "force_release"
+    record_audit(p, op, details={"pid": pid, "displaced": holder_summary(removed),
+                                 "reason": reason}, format=fmt)
+    return removed
+
+
+__all__ = [
+    "HolderCache",
+    "ReclaimJudge",
+    "audit_lost_race",
+    "describe",
+    "force_release",
+    "holder_summary",
+    "is_a_lock",
+    "on_this_host",
+    "record_audit",
+    "refuse_not_a_lock",
+    "refuse_read_only",
+    "release_path",
+    "resolve_policy",
+]

@@ -1,0 +1,497 @@
+"""The engine's publish protocol: how a complete lock file gets to, and leaves, a lock path
+(docs/engine.md, "Guarantees and how they are kept"; docs/DESIGN.md, "Lock operations"). What is
+written comes from the formats (:func:`core.formats.build`); when and why, from
+:mod:`core.engine.lock` and :mod:`core.engine.operations`.
+
+- **Publish** (:func:`publish`): the complete, fsynced temp file
+  ``.<name>.<pid>.<token>.lwtmp`` (:func:`stage`, ``O_CREAT|O_EXCL|O_NOFOLLOW``, the format's
+  mode: 0644, task-mcp 0600) is hard-linked to the lock path; ``link()`` fails with
+  ``EEXIST`` when the lock exists. Where hard links are not supported (``EPERM``, ``ENOTSUP``,
+  ``EXDEV``...) the specs' ``O_CREAT|O_EXCL`` + write + fsync is used.
+  ``rename()`` never targets the lock path here: it would replace a held lock.
+- **Take-over** (:func:`take_over`): under the directory guard
+(:class:`core.engine.exchange.DirGuard`)
+  the judged file is re-read and re-judged, then atomically exchanged with our complete lock;
+  what came out must be exactly the judged file (identity and bytes), else it is swapped back.
+  Without an exchange primitive (and only while the guard is held) the judged file is renamed
+  out to ``.<name>.<pid>.<token>.lwswap``, verified, deleted, and ours linked in.
+- **Renew** (:func:`renew`): a refresh exchanges the renewed file in under the guard after
+  checking the path still holds our acquisition, and checks what came out.
+- **Verified remove** (:func:`remove_if`): under the guard, check in place, rename out to
+  ``.<name>.<pid>.<random>.lwrel``, check again, delete; a foreign file is put back.
+
+Crash testing (test-only): when the environment variable :data:`CRASH_ENV` names one of
+:data:`CRASH_POINTS`, the process calls ``os._exit(137)`` at that step (docs/engine.md,
+"Crashes and leftovers").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator
+from typing import Literal, NamedTuple
+
+from core.engine import exchange as _exchange
+from core.engine.exchange import DirGuard, ExchangeUnsupported
+from core.errors import LockError, LockLost, UnreadableError
+from core.fsutil import (
+    WRITE_EXCL_FLAGS,
+    describe_mode,
+    fsync_dir,
+    read_lock_file,
+    refuse_unreadable,
+)
+from core.record import FileInfo, LockStatus, State
+from core.stale_policy import StalePolicy
+from core.tempfiles import temp_path
+from core.verdicts.inspect import inspect, inspect_bytes
+
+log = logging.getLogger("lockwarden.lock")
+
+CRASH_ENV = "LOCKWARDEN_CRASH_AT"
+"""Environment variable naming a crash point (test-only, see :data:`CRASH_POINTS`)."""
+
+CRASH_POINTS: tuple[str, ...] = (
+    "after_temp_create",  # empty temp file exists
+    "after_temp_write",  # temp file complete and fsynced
+    "after_link",  # lock published, temp name still present
+    "after_temp_unlink",  # lock published, before directory fsync and audit
+    "reclaim_after_guard",  # guard held, nothing changed yet
+    "reclaim_after_exchange",  # new lock at the path, judged file at the temp name
+    "reclaim_after_unlink_old",  # judged file removed, before audit
+    "reclaim_after_rename_out",  # no-exchange fallback: judged file moved to .swap
+    "release_after_rename_out",  # our lock moved to .rel, not yet removed
+    "refresh_after_exchange",  # renewed lock at the path, old one at the temp name
+)
+"""Steps at which ``LOCKWARDEN_CRASH_AT`` makes the process exit with ``os._exit(137)``."""
+
+MAX_RETRIES = 50
+"""Attempts before an operation on a path that keeps changing under it gives up."""
+
+_LINK_UNSUPPORTED = {
+    errno.EPERM,
+    errno.ENOTSUP,
+    errno.EOPNOTSUPP,
+    errno.EXDEV,
+    errno.EMLINK,
+    errno.ENOSYS,
+}
+_no_link_devs: set[int] = set()
+"""Devices where ``link()`` was refused: publish with ``O_EXCL`` there."""
+_no_exchange_devs: set[int] = set()
+"""Devices where the exchange primitive was refused: rename out under the guard there."""
+
+
+def crash_point(step: str) -> None:
+    """Test-only crash hook: ``os._exit(137)`` when ``LOCKWARDEN_CRASH_AT == step``."""
+    if os.environ.get(CRASH_ENV) == step:
+        os._exit(137)
+
+
+def new_token() -> str:
+    """128 random bits as 32 lowercase hex digits (``os.urandom``, as ``secrets.token_hex``
+    uses; importing :mod:`secrets` would cost the CLI ~9 ms)."""
+    return os.urandom(16).hex()
+
+
+# -- small file operations ------------------------------------------------------------------
+
+
+def _link(src: str, dst: str) -> None:
+    """``link(src, dst)`` without following a symlink at ``src`` where the OS can say so
+    (``linkat`` without ``AT_SYMLINK_FOLLOW``); ``dst`` is never followed by ``link``."""
+    if os.link in os.supports_follow_symlinks:
+        os.link(src, dst, follow_symlinks=False)
+    else:  # pragma: no cover - Windows: CreateHardLinkW
+        os.link(src, dst)
+
+
+def unlink_quiet(p: str) -> None:
+    """Remove ``p``; nothing there is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(p)
+
+
+def read_regular(p: str) -> tuple[bytes, FileInfo] | None:
+    """Bytes and identity of the regular file at ``p``; None if it is missing or not a
+    readable regular file."""
+    try:
+        return read_lock_file(p)
+    except (FileNotFoundError, UnreadableError):
+        return None
+
+
+def _put_back(moved: str, path: str) -> None:
+    """Return a file that was moved out of ``path`` but is not the one expected (someone
+    else's), without ever replacing what may be at ``path`` now. If ``path`` was taken in the
+    meantime, the file stays under its temp name (recognisable, never deleted)."""
+    try:
+        _link(moved, path)
+    except FileExistsError:
+        log.warning("%s was taken meanwhile; the displaced file stays at %s", path, moved)
+        return
+    except OSError:  # not hard-linkable (a directory; no links on this file system)
+        if not os.path.lexists(path):
+            with contextlib.suppress(OSError):
+                os.rename(moved, path)
+        return
+    unlink_quiet(moved)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+# -- publishing -------------------------------------------------------------------------------
+
+
+class Staged(NamedTuple):
+    """A complete lock file waiting under its temp name beside the lock.
+
+    Attributes:
+        path: the lock path it is meant for. ``tmp``: its temp name. ``data``: its bytes.
+        ident: ``(inode, device)`` of the temp file (the lock's once linked; :func:`settle`
+            gives the lock's where the ``O_EXCL`` fallback wrote a new inode).
+        mode: its permission bits (the ``O_EXCL`` fallback creates the lock with them).
+        durable: fsync the file and its directory (:func:`stage`).
+    """
+
+    path: str
+    tmp: str
+    data: bytes
+    ident: tuple[int, int]
+    mode: int = 0o644
+    durable: bool = False
+
+
+def _write_temp(tmp: str, data: bytes, mode: int = 0o644,
+                durable: bool = False) -> tuple[int, int]:
+    """Create ``tmp`` exclusively (never through a symlink) with permission bits ``mode``
+    (the umask may only remove bits), write ``data``, fsync it when ``durable``. Returns the
+    file's ``(inode, device)``."""
+    try:
+        fd = os.open(tmp, WRITE_EXCL_FLAGS, mode)
+    except OSError as exc:
+        raise LockError(
+            f"cannot create a lock file in {os.path.dirname(tmp)}: "
+            f"{exc.strerror or exc}"
+        ) from exc
+    try:
+        crash_point("after_temp_create")
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    crash_point("after_temp_write")
+    return st.st_ino, st.st_dev
+
+
+@contextlib.contextmanager
+def stage(path: str, token: str, data: bytes, mode: int = 0o644,
+          durable: bool = False) -> Iterator[Staged]:
+    """Write ``data`` to ``.<name>.<pid>.<token>.lwtmp`` beside ``path``
+    (:func:`core.tempfiles.temp_path`; ``O_EXCL|O_NOFOLLOW``, permission bits ``mode`` -- the
+    format's :attr:`core.formats.Built.mode`) for the duration of the block; the temp name is
+    removed on leaving.
+
+    ``durable``: fsync the file here and its directory in :func:`settle`. Off by default
+    (docs/architecture.md, "Durability"): after a power loss every holder is dead, so a lock
+    file that survives it buys nothing; what matters -- that no reader takes a torn or empty
+    file for a live lock -- is the verdict's rule (an empty or torn file past the writing grace,
+    a lock older than the last boot: stale). A process crash loses nothing either way (the page
+    cache survives it).
+
+    Raises:
+        LockError: the temp file cannot be created (permissions, a full disk...).
+    """
+    tmp = temp_path(path, token)
+    staged = Staged(path, tmp, data, _write_temp(tmp, data, mode, durable), mode, durable)
+    try:
+        yield staged
+    finally:
+        unlink_quiet(tmp)
+
+
+def publish(staged: Staged) -> bool:
+    """Make the complete temp file the lock: ``link(tmp, path)``; ``O_EXCL`` create where
+    hard links are not supported. False when something is already at the path."""
+    path, tmp, data = staged.path, staged.tmp, staged.data
+    dev = os.lstat(tmp).st_dev if _no_link_devs else -1
+    if dev not in _no_link_devs:
+        try:
+            _link(tmp, path)
+            crash_point("after_link")
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _LINK_UNSUPPORTED:
+                raise
+            _no_link_devs.add(os.lstat(tmp).st_dev)
+    # specs' protocol: O_CREAT|O_EXCL, write, fsync (a reader may see it partial)
+    try:
+        fd = os.open(path, WRITE_EXCL_FLAGS, staged.mode)
+    except FileExistsError:
+        return False
+    try:
+        _write_all(fd, data)
+        if staged.durable:
+            os.fsync(fd)
+    except BaseException:
+        # our own partial file would stay "unreadable" forever: take it back
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+    return True
+
+
+def settle(staged: Staged, *, linked: bool) -> tuple[int, int]:
+    """Finish a publish once the path holds our lock: drop the temp name when it is still
+    linked to the lock (``linked``), fsync the directory when the staged file is ``durable``.
+    Returns the lock's ``(inode, device)`` (a new inode where the ``O_EXCL`` fallback wrote
+    it)."""
+    if linked:
+        unlink_quiet(staged.tmp)
+        crash_point("after_temp_unlink")
+    ident = staged.ident
+    if _no_link_devs and ident[1] in _no_link_devs:
+        with contextlib.suppress(OSError):
+            st = os.lstat(staged.path)
+            ident = (st.st_ino, st.st_dev)  # the O_EXCL fallback wrote a new inode
+    if staged.durable:
+        with contextlib.suppress(OSError):
+            fsync_dir(os.path.dirname(staged.path))
+    return ident
+
+
+# -- taking over a judged lock ------------------------------------------------------------------
+
+
+OutcomeKind = Literal["won", "published", "refused", "retry", "lost_race"]
+
+
+class Outcome(NamedTuple):
+    """Result of one guarded take-over attempt.
+
+    ``kind``: ``"won"`` (the judged lock was replaced by ours; ``displaced`` is its verdict),
+    ``"published"`` (the path was free: our temp file is linked there), ``"refused"`` (the
+    re-judged lock is not to be broken), ``"retry"`` (another file is there now: judge it
+    afresh), ``"lost_race"`` (we removed the stale lock, someone else took the free path
+    before our link). ``status``: the last verdict seen.
+    """
+
+    kind: OutcomeKind
+    status: LockStatus | None
+    displaced: LockStatus | None = None
+
+
+def accept_stale(status: LockStatus) -> bool:
+    """The take-over rule of a plain acquire: break only a ``stale`` lock."""
+    return status.state is State.STALE
+
+
+def publish_or_take_over(staged: Staged, policy: StalePolicy) -> Outcome:
+    """Publish ``staged``, or replace the stale lock in the way (:func:`take_over`); retried
+    while the path keeps changing. ``kind`` is ``"published"`` (``settle(linked=True)``),
+    ``"won"`` (``settle(linked=False)``), ``"lost_race"``, or ``"refused"`` with the verdict on
+    the lock that stops us."""
+    status: LockStatus | None = None
+    for _ in range(MAX_RETRIES):
+        if publish(staged):
+            return Outcome("published", status)
+        status = inspect(staged.path, policy=policy)
+        if status.state is State.FREE:
+            continue
+        refuse_unreadable(staged.path, status)  # symlink/FIFO/dir slipped in: clear error
+        if status.state is not State.STALE:
+            return Outcome("refused", status)
+        out = take_over(staged, status, accept_stale, policy)
+        if out.kind != "retry":
+            return out
+        status = out.status
+    return Outcome("refused", status)
+
+
+def take_over(
+    staged: Staged,
+    judged: LockStatus,
+    accept: Callable[[LockStatus], bool],
+    policy: StalePolicy,
+) -> Outcome:
+    """Replace the lock at the path by our complete temp file, under the guard, if
+    (re-read and re-judged under the guard) it is still the judged file and ``accept``
+    approves the new verdict (docs/engine.md, "Reclaim is race-free", steps 1-5).
+
+    Raises:
+        GuardTimeout: the directory guard stayed held by another process.
+        LockError: neither a guard nor an exchange primitive is available (see
+            :func:`_fallback_take_over`).
+        UnreadableError: something not a regular file is at the path.
+    """
+    path = staged.path
+    with DirGuard(os.path.dirname(path)) as guard:
+        crash_point("reclaim_after_guard")
+        cur = read_regular(path)
+        if cur is None:
+            status = inspect(path, policy=policy)
+            if status.state is State.FREE and publish(staged):
+                return Outcome("published", status)
+            refuse_unreadable(path, status)
+            return Outcome("retry", status)
+        cur_data, cur_info = cur
+        now_status = inspect_bytes(path, cur_data, cur_info, policy=policy)
+        if judged.file is not None and cur_info != judged.file:
+            return Outcome("retry", now_status)  # another file now: judge it afresh
+        if not accept(now_status):
+            return Outcome("refused", now_status)
+        if cur_info.dev in _no_exchange_devs:
+            return _fallback_take_over(guard, staged, cur, now_status, policy)
+        try:
+            _exchange.exchange(staged.tmp, path)
+        except ExchangeUnsupported:
+            _no_exchange_devs.add(cur_info.dev)
+            return _fallback_take_over(guard, staged, cur, now_status, policy)
+        except FileNotFoundError:
+            return Outcome("retry", now_status)
+        crash_point("reclaim_after_exchange")
+        out = read_regular(staged.tmp)
+        if out is not None and out[1] == cur_info and out[0] == cur_data:
+            with contextlib.suppress(OSError):  # the lock is ours whatever happens here
+                os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
+            crash_point("reclaim_after_unlink_old")
+            return Outcome("won", now_status, displaced=now_status)
+        # not the judged file (a foreign tool replaced it meanwhile): put it back
+        _exchange.exchange(staged.tmp, path)
+        return Outcome("retry", now_status)
+
+
+def _fallback_take_over(
+    guard: DirGuard,
+    staged: Staged,
+    cur: tuple[bytes, FileInfo],
+    judged: LockStatus,
+    policy: StalePolicy,
+) -> Outcome:
+    """Without an exchange primitive the judged file must leave the path before ours can
+    be linked in; that is safe only while every Lockwarden breaker is serialised by the
+    guard. Without the guard: refuse (two breakers could each remove the other's fresh
+    lock), with a clear error."""
+    if not guard.held:
+        raise LockError(
+            f"cannot break {staged.path} safely: this file system offers neither a kernel "
+            "lock on the directory (or on a guard file in it) nor an atomic exchange; "
+            "remove the stale lock by hand once you are sure its holder is gone"
+        )
+    return _rename_out_and_link(staged, cur, judged, policy)
+
+
+def _rename_out_and_link(
+    staged: Staged, cur: tuple[bytes, FileInfo], judged: LockStatus, policy: StalePolicy
+) -> Outcome:
+    """Fallback without an exchange primitive (under the guard): move the judged file
+    out, verify it, delete it, then publish ours with ``link`` (EEXIST: a foreign acquirer
+    got in first, fairly)."""
+    path = staged.path
+    swap = temp_path(path, new_token(), "swap")
+    try:
+        os.rename(path, swap)
+    except FileNotFoundError:
+        return Outcome("retry", judged)
+    crash_point("reclaim_after_rename_out")
+    out = read_regular(swap)
+    if out is None or out[1] != cur[1] or out[0] != cur[0]:
+        _put_back(swap, path)
+        return Outcome("retry", judged)
+    os.unlink(swap)
+    crash_point("reclaim_after_unlink_old")
+    if publish(staged):
+        unlink_quiet(staged.tmp)
+        return Outcome("won", judged, displaced=judged)
+    # we removed the stale lock, but another acquirer linked into the free path first
+    return Outcome("lost_race", inspect(path, policy=policy), displaced=judged)
+
+
+# -- renewing and removing our own lock ---------------------------------------------------------
+
+
+def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None:
+    """Under the guard, put the renewed lock ``staged`` in place of ours (``old_data`` at
+    inode/device ``ident``): exchange it in and check what came out (swap back if it was not
+    ours); without an exchange primitive, ``rename`` it over ours right after the check. The
+    path is never empty and a lock that is no longer ours is never overwritten
+    (docs/engine.md, "Refresh"). Returns None when renewed, else why the lock is lost.
+
+    Raises:
+        GuardTimeout: the directory guard stayed held by another process.
+    """
+    path, tmp = staged.path, staged.tmp
+    with DirGuard(os.path.dirname(path)):
+        cur = read_regular(path)
+        if cur is None or cur[0] != old_data or (cur[1].ino, cur[1].dev) != ident:
+            return "the lock file was removed or replaced"
+        try:
+            if cur[1].dev in _no_exchange_devs:
+                raise ExchangeUnsupported(errno.ENOTSUP, "no exchange")
+            _exchange.exchange(tmp, path)
+            crash_point("refresh_after_exchange")
+            out = read_regular(tmp)
+            if out is None or out[0] != old_data or (out[1].ino, out[1].dev) != ident:
+                _exchange.exchange(tmp, path)
+                return "the lock file was replaced"
+        except ExchangeUnsupported:
+            _no_exchange_devs.add(cur[1].dev)
+            os.replace(tmp, path)
+    return None
+
+
+def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool]) -> tuple[bytes, FileInfo]:
+    """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
+    that is not ours is never touched), then move it out to ``.<name>.<pid>.<random>.lwrel``, check
+    again what was moved (closes the gap between the check and the move against tools that
+    replace files without the guard) and delete it; put it back if it is not ours
+    (docs/engine.md, "Release never deletes a successor's lock"). Returns the removed file's
+    bytes and identity.
+
+    Raises:
+        LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
+        GuardTimeout: the directory guard stayed held by another process.
+    """
+    with DirGuard(os.path.dirname(path)):
+        # a fresh random name: the token is readable in the lock file, so a name derived from
+        # it could be occupied in advance by anyone who can write to the directory
+        rel = temp_path(path, new_token(), "rel")
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise LockLost(f"{path}: the lock file is gone") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise LockLost(f"{path}: now {describe_mode(st.st_mode)}, not our lock")
+        seen = read_regular(path)
+        if seen is None or not ours(seen[0], seen[1]):
+            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
+        try:
+            os.rename(path, rel)
+        except FileNotFoundError:
+            raise LockLost(f"{path}: the lock file is gone") from None
+        crash_point("release_after_rename_out")
+        out = read_regular(rel)
+        if out is None or not ours(out[0], out[1]):
+            _put_back(rel, path)
+            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
+        os.unlink(rel)
+    return out

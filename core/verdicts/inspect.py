@@ -1,0 +1,322 @@
+"""One lock path to one verdict: read safely, parse, check the holder, judge
+(docs/DESIGN.md, "Formats" and "Liveness and verdicts").
+
+:func:`inspect` is ``core.inspect`` of the public API and the CLI's ``status``; the scanner,
+which has already read the bytes, calls :func:`inspect_bytes`. Neither ever raises because of
+what is (or is not) at the path: FIFOs, symlinks, directories, garbage and permission problems
+all become ``unreadable`` verdicts with a reason, a missing file is ``free``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from core.errors import ParseError, UnreadableError
+from core.fsutil import os_reason, read_lock_file
+from core.kernel.anchors import anchor_tool
+from core.reasons import Code, Reason, UnreadableKind
+from core.record import (
+    DEVTOOL_FORMATS,
+    Evidence,
+    FileInfo,
+    Liveness,
+    LockRecord,
+    LockStatus,
+    State,
+)
+from core.stale_policy import DEFAULT_POLICY, StalePolicy
+from core.verdicts.liveness import ProcessSnapshot, check, evidence
+from core.verdicts.policy import free_status, judge, judge_unparsed, judge_unreadable
+
+if TYPE_CHECKING:
+    from core.kernel.locks import Holding
+
+
+def inspect(
+    path: str,
+    *,
+    policy: StalePolicy | None = None,
+    procs: ProcessSnapshot | None = None,
+    now: datetime | None = None,
+) -> LockStatus:
+    """The verdict on the lock at ``path``.
+
+    Args:
+        path: the lock file path.
+        policy: stale policy; default :class:`~core.stale_policy.StalePolicy` ``()`` (3600 s).
+        procs: a :func:`core.verdicts.liveness.snapshot` to judge liveness with; default: look up
+        the
+            holder's PID directly.
+        now: the moment of the verdict (aware UTC); default the current time.
+
+    Returns:
+        A :class:`~core.record.LockStatus`: ``free`` ("no lock file") when nothing is at
+        ``path``; for a virtual path ``"<proof>/ledger#<node_id>"`` (an af claim replayed from
+        the ledger's events, :func:`core.formats.af.replay_ledger`) the claim's read-only
+        verdict, or ``free`` when the node is not claimed; ``unreadable`` with the reason for
+        a FIFO, device, socket, directory, symlink, a file over 64 KiB or a permission problem
+        (:func:`core.fsutil.read_lock_file`); otherwise as :func:`inspect_bytes`.
+
+    Raises nothing for the path's content. (``TypeError`` for a ``path`` that is not a
+    string or path-like, as any file function would.)
+    """
+    policy = policy or DEFAULT_POLICY
+    now = now or datetime.now(UTC)
+    try:
+        data, info = _read_settled(path)
+    except FileNotFoundError:
+        claim = _ledger_claim(path, policy=policy, procs=procs, now=now)
+        if claim is not None:
+            return claim
+        return free_status(path, policy=policy, now=now)
+    except UnreadableError as exc:
+        return judge_unreadable(path, kind=exc.kind, detail=exc.reason, policy=policy, now=now)
+    except OSError as exc:  # anything read_lock_file did not foresee
+        return judge_unreadable(path, kind=UnreadableKind.OS_ERROR, detail=os_reason(exc),
+                                policy=policy, now=now)
+    return inspect_bytes(path, data, info, policy=policy, procs=procs, now=now)
+
+
+def inspect_bytes(
+    path: str,
+    data: bytes,
+    file: FileInfo | None,
+    *,
+    policy: StalePolicy | None = None,
+    procs: ProcessSnapshot | None = None,
+    now: datetime | None = None,
+    mtime: float | None = None,
+) -> LockStatus:
+    """The verdict on a lock whose bytes were already read (by the scanner).
+
+    Args:
+        path: the lock path (used by format detection and in the verdict).
+        data: the file's bytes (at most 64 KiB, as :func:`core.fsutil.read_lock_file` reads).
+        file: the identity of the file the bytes came from, or ``None``.
+        policy, procs, now: as :func:`inspect`.
+        mtime: the file's modification time (Unix s); default ``file.mtime_ns``.
+
+    An empty file on which the kernel holds a lock (flock, fcntl, OFD: cargo, uv, dpkg,
+    ``flock(1)``, filelock's ``FileLock``) is ``held`` (``kernel_lock_held``), never stale:
+    only the kernel knows, and deleting it would break the lock (``docs/formats.md``, "Kernel
+    locks are not formats"). An empty file at a known tool's kernel-lock anchor path
+    (:func:`core.kernel.anchors.anchor_tool`: dpkg, apt, cargo, uv, Gradle) that no process holds is
+    ``free`` (``kernel_anchor_free``), never stale either (docs/specs/devtool-locks.md §0);
+    where the kernel's locks cannot be read it is ``held`` with unknown liveness
+    (``kernel_anchor_unchecked``). Anchors, held or not, are ``read_only``: never deleted,
+    never replaced; so is an anchor whose content no format reads (Gradle writes an
+    information region into its lock files, docs/specs/devtool-locks.md §1 row Gradle). An empty git
+    lock file (``HEAD.lock``) is a ``git-lock``.
+    Other empty bytes (or only whitespace) and bytes no format accepts go to
+    :func:`core.verdicts.policy.judge` as ``empty_or_partial`` (``writing`` while young; an old
+    empty file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check
+    (:func:`core.verdicts.liveness.check`) and a verdict. Never raises for the content of ``data``.
+    """
+    policy = policy or DEFAULT_POLICY
+    now = now or datetime.now(UTC)
+    if mtime is None and file is not None:
+        mtime = file.mtime_ns / 1e9
+    empty = not data.strip()
+    if empty:
+        kernel = _kernel_verdict(path, file, policy=policy, now=now, any_file=True)
+        if kernel is not None:
+            return kernel
+        if not _named_by_path(path):
+            return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
+                                  now=now, file=file, mtime=mtime)
+    try:
+        record = _parse(data, path)
+    except ParseError as exc:  # partial: "writing" within the grace, else unreadable
+        # an anchor with content of its own (Gradle's info region) is still an anchor
+        kernel = _kernel_verdict(path, file, policy=policy, now=now, any_file=False)
+        if kernel is not None:
+            return kernel
+        return judge_unparsed(path, empty=False, detail=exc.reason, policy=policy, now=now,
+                              file=file, mtime=mtime)
+    return judge_record(path, record, policy=policy, procs=procs, now=now, file=file,
+                        mtime=mtime)
+
+
+def judge_record(
+    path: str,
+    record: LockRecord,
+    *,
+    policy: StalePolicy,
+    procs: ProcessSnapshot | None,
+    now: datetime,
+    file: FileInfo | None = None,
+    mtime: float | None = None,
+) -> LockStatus:
+    """Check ``record``'s holder (:func:`core.verdicts.liveness.check`) and judge it
+    (:func:`core.verdicts.policy.judge`); a developer tool's lock
+    (:data:`core.record.DEVTOOL_FORMATS`)
+    is judged by :func:`core.verdicts.devtools.judge_devtool` instead. A failure of the process
+    check (psutil, ``/proc`` not mounted) is judged as ``unknown`` liveness with reason
+    ``liveness_unchecked``. Never raises."""
+    if record.format in DEVTOOL_FORMATS:
+        from core.verdicts.devtools import judge_devtool
+
+        status = judge_devtool(path, record, now=now, mtime=mtime, policy=policy, file=file)
+        if status is not None:
+            return status
+    try:
+        liveness, reasons = check(record, procs=procs, written_at=mtime)
+    except Exception as exc:  # psutil failure (e.g. /proc not mounted): judge without it
+        liveness = Liveness.UNKNOWN
+        reasons = [Reason.of(Code.LIVENESS_UNCHECKED, detail=str(exc))]
+    if liveness is not Liveness.ALIVE and record.written_by_lockwarden and file is not None:
+        # the holder's pin (core.kernel.pin): a kernel lock on our own lock file proves its
+        # holder alive where its PID proves nothing (another PID namespace)
+        from core.kernel.pin import pinned_by
+
+        pinned, pin_pid = pinned_by(path)
+        if pinned:
+            liveness = Liveness.ALIVE
+            reasons = [Reason.of(Code.HOLDER_PINNED, pid=pin_pid, recorded=record.pid),
+                       *reasons]
+    return judge(path, record, liveness=liveness, liveness_reasons=reasons, policy=policy,
+                 now=now, file=file, mtime=mtime, evidence=evidence(record, reasons))
+
+
+def _ledger_claim(
+    path: str, *, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+) -> LockStatus | None:
+    """The verdict on ``"<ledger_dir>#<node_id>"`` when ``path`` has that shape and
+    ``ledger_dir`` is a directory; ``None`` otherwise (then ``path`` is just missing)."""
+    ledger_dir, sep, node = str(path).rpartition("#")
+    if not sep or not node or not ledger_dir or not os.path.isdir(ledger_dir):
+        return None
+    from core.formats import af
+
+    try:
+        claims = af.replay_ledger(ledger_dir)
+    except Exception as exc:  # a bug in the replay must not escape
+        return judge_unreadable(
+            path, kind=UnreadableKind.PARSE, policy=policy, now=now,
+            detail=f"the ledger could not be replayed ({type(exc).__name__}: {exc})")
+    for record in claims:
+        node_id = record.metadata.get("node_id") if isinstance(record.metadata, dict) else None
+        if node_id == node or record.path == path:
+            status = judge_record(path, record, policy=policy, procs=procs, now=now)
+            return dataclasses.replace(status, read_only=True)
+    return free_status(path, policy=policy, now=now, read_only=True,
+                       reason=Reason.of(Code.NOT_CLAIMED, node=node))
+
+
+def _named_by_path(path: str) -> bool:
+    """True for a git lock path, whose empty content is a valid lock (``HEAD.lock``)."""
+    from core.formats import git
+
+    return git.lock_target(path) is not None
+
+
+def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus | None:
+    """The ``held`` verdict of a kernel lock (flock, POSIX, OFD) on ``path`` whatever the file
+    holds -- a pidfile with content can be flock'ed too -- or ``None`` when the kernel shows
+    none (or ``/proc/locks`` cannot be read). Used before anything deletes or replaces a file
+    (:func:`core.engine.operations.refuse_not_a_lock`). Never raises."""
+    from core.stale_policy import DEFAULT_POLICY
+
+    held, _ = _kernel_lookup(path)
+    if not held:
+        return None
+    return _held_status(path, held[0], None, policy=policy or DEFAULT_POLICY,
+                        now=datetime.now(UTC), tool=anchor_tool(path))
+
+
+def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StalePolicy,
+                  now: datetime, error: str | None = None) -> LockStatus:
+    """The verdict on an empty kernel-lock anchor of ``tool``
+    (:func:`core.kernel.anchors.anchor_tool`)
+    on which the kernel shows no lock: ``free`` with ``kernel_anchor_free{tool, file}``, or,
+    when the kernel's locks could not be read (``error``: why), ``held`` with unknown liveness
+    and ``kernel_anchor_unchecked{tool, file, detail}``. Both are ``read_only``: the file is
+    the tool's anchor, never stale and never deleted (docs/specs/devtool-locks.md §0, §1 rows
+    dpkg/apt, cargo, uv, Gradle). Never raises."""
+    if error is not None:
+        return LockStatus(path, State.HELD, liveness=Liveness.UNKNOWN,
+                          reasons=(Reason.of(Code.KERNEL_ANCHOR_UNCHECKED, tool=tool, file=path,
+                                             detail=error),),
+                          checked_at=now, file=file, policy=policy, read_only=True)
+    return LockStatus(path, State.FREE,
+                      reasons=(Reason.of(Code.KERNEL_ANCHOR_FREE, tool=tool, file=path),),
+                      checked_at=now, file=file, policy=policy, read_only=True)
+
+
+def _kernel_verdict(path: str, file: FileInfo | None, *, policy: StalePolicy, now: datetime,
+                    any_file: bool) -> LockStatus | None:
+    """The verdict the kernel's locks decide for ``path``: ``held`` (``kernel_lock_held``) when
+    one is held on it -- on any file with ``any_file``, else only on a known tool's anchor --
+    else, for an anchor (:func:`core.kernel.anchors.anchor_tool`), ``free`` or ``unchecked``
+    (:func:`anchor_status`); ``None`` when the kernel decides nothing."""
+    tool = anchor_tool(path)
+    if tool is None and not any_file:
+        return None
+    held, error = _kernel_lookup(path)
+    if held:
+        return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
+    if tool is not None:
+        return anchor_status(path, tool, file, policy=policy, now=now, error=error)
+    return None
+
+
+def _kernel_lookup(path: str) -> tuple[list[Holding], str | None]:
+    """The kernel locks on ``path`` (:func:`core.kernel.locks.kernel_holders`; empty when none)
+    and ``None``, or ``[]`` and why they could not be read (no ``/proc/locks``: not Linux, a
+    restricted container). On Linux without ``/proc/locks`` the ``F_GETLK`` fallback cannot
+    see flock locks (docs/formats.md, "Where there is no /proc/locks"), so finding none there
+    is not "none" but "cannot tell". Never raises."""
+    from core.kernel.locks import kernel_holders
+
+    try:
+        if not sys.platform.startswith("linux"):
+            return kernel_holders([path]).get(path) or [], None
+        try:
+            return kernel_holders([path], source="proc").get(path) or [], None
+        except OSError:
+            held = kernel_holders([path], source="getlk").get(path) or []
+            return held, (None if held else "no /proc/locks here, and F_GETLK cannot see "
+                          "flock locks")
+    except Exception as exc:
+        return [], os_reason(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+
+
+def _held_status(path: str, h: Holding, file: FileInfo | None, *, policy: StalePolicy,
+                 now: datetime, tool: str | None) -> LockStatus:
+    """``held`` with ``kernel_lock_held`` for the kernel lock ``h`` on ``path``; ``tool``
+    names a known anchor's tool (then the verdict is also ``read_only``)."""
+    pid = h.pids[0] if h.pids else None
+    return LockStatus(path, State.HELD, liveness=Liveness.ALIVE if pid else Liveness.UNKNOWN,
+                      reasons=(Reason.of(Code.KERNEL_LOCK_HELD, pid=pid, kind=h.lock.kind.value,
+                                         access=h.lock.access.value, file=path, tool=tool),),
+                      checked_at=now, file=file, policy=policy, evidence=Evidence(pid=pid),
+                      read_only=tool is not None)
+
+
+def _parse(data: bytes, path: str) -> LockRecord:
+    """``core.formats.parse``, imported lazily; a bug in a parser (anything but ParseError)
+    becomes a ParseError so the verdict is ``unreadable`` instead of a crash."""
+    from core import formats
+
+    try:
+        return formats.parse(data, path)
+    except ParseError:
+        raise
+    except Exception as exc:
+        raise ParseError(f"could not be parsed ({type(exc).__name__}: {exc})", path=path) from exc
+
+
+def _read_settled(path: str) -> tuple[bytes, FileInfo]:
+    """:func:`core.fsutil.read_lock_file`, tried a second time when the file was swapped while
+    being read (an engine refresh or reclaim exchanges names atomically): the second read sees
+    the settled file instead of reporting a passing "changed while being read"."""
+    try:
+        return read_lock_file(path)
+    except UnreadableError as exc:
+        if exc.kind is not UnreadableKind.CHANGED:
+            raise
+    return read_lock_file(path)

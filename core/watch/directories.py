@@ -1,0 +1,493 @@
+"""The watched directories and what the watcher does to them (docs/DESIGN.md, "Watching";
+docs/watching.md, "Live updates").
+
+:class:`Directories` holds one :class:`WatchedDir` per :class:`core.config.WatchSpec` and the
+:class:`core.watch.inventory.Inventory` of their locks. It attaches a directory when it appears
+(watching it through :class:`core.watch.sources.Sources`), detaches it when it vanishes,
+rescans it (re-reading only files whose ``lstat`` identity changed), re-reads single paths,
+replays af ledgers, and re-judges entries when their holder's process changed or a deadline
+passed. It decides nothing about *when*: :class:`core.watch.watcher.Watcher` (its thread, queue,
+debounce and timers) calls it, holding the watcher's lock. Reads files and clocks; starts no
+thread of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import stat
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from core.config import WatchSpec
+from core.watch import scan as _scan
+from core.watch.inventory import Entry, Inventory, file_sig
+from core.watch.sources import EventHandler, Sources, Watch, fallback_message, unschedule
+from core.watch.watched_dir import DirStatus, Proof, SpecKey, WatchedDir
+
+__all__ = ["DIRECT_LOOKUPS", "DirStatus", "Directories", "WatchedDir", "take_snapshot"]
+
+if TYPE_CHECKING:
+    from core.verdicts.liveness import ProcessSnapshot
+
+log = logging.getLogger("core.watch.watcher")  # one logger for everything the watcher does
+
+DIRECT_LOOKUPS = 64
+"""A round of work that judges at most this many files looks their holders up directly
+(psutil, one PID at a time); a larger one takes one fresh :func:`core.verdicts.liveness.snapshot`
+for the round. Either way a file that just changed is judged against the processes running now,
+never against a snapshot up to 2 s old (a holder started after that snapshot is not in it)."""
+
+_APPEARS = "does not exist; it will be watched when it appears"
+
+PROJECT_POLL_INTERVAL = 5.0
+"""Seconds between rescans of a project tree that is polled (a network file system, or no
+inotify left): watchdog's polling observer would snapshot the skipped directories too, so
+the tree's own walk (:func:`core.watch.scan.list_dir`) is repeated instead (docs/watching.md,
+"Projects")."""
+
+_UNWATCHED = " (for sub-directories not watched)"
+"""The end of a project tree's message while some of its directories could not be watched."""
+
+REWALK_DELAY = 0.05
+"""Seconds after which a project tree is walked again when a rescan started watching a new
+sub-directory: files created in it before its watch existed are found then."""
+
+
+def take_snapshot() -> ProcessSnapshot | None:
+    """:func:`core.verdicts.liveness.snapshot`, or ``None`` when psutil cannot list processes (then
+    every holder is looked up directly)."""
+    from core.verdicts.liveness import snapshot
+
+    try:
+        return snapshot()
+    except Exception:
+        log.debug("liveness snapshot failed", exc_info=True)
+        return None
+
+
+class Directories:
+    """The watched directories and their inventory (see the module docstring).
+
+    Args:
+        emit: where :class:`core.watch.sources.EventHandler` sends hints (watchdog threads).
+        on_detach: called with a directory when it is detached (its debounced paths must be
+            forgotten).
+        rescan_interval: seconds between two rescans of a directory (> 0).
+    """
+
+    def __init__(self, emit: Callable[[WatchedDir, str, bool, bool], None],
+                 on_detach: Callable[[WatchedDir], None], *, rescan_interval: float) -> None:
+        self.dirs: list[WatchedDir] = []
+        self.inventory = Inventory()
+        self.sources = Sources()
+        self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
+        self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round
+        self.dirty = True  # a directory's mode, message or error may have changed
+        self.rescan_interval = rescan_interval
+        self._emit = emit
+        self._on_detach = on_detach
+
+    def statuses(self) -> list[DirStatus]:
+        """One :class:`DirStatus` per directory, in spec order."""
+        return [d.status() for d in self.dirs]
+
+    def covers(self, path: str) -> bool:
+        """True when an attached directory's spec covers ``path`` (absolute)."""
+        return any(d.attached and _scan.covers(d.spec, path, d.root) for d in self.dirs)
+
+    # -- entries ----------------------------------------------------------------------------
+
+    def owner(self, path: str, hint: WatchedDir | None) -> WatchedDir | None:
+        """The directory whose entry ``path`` is: ``hint`` when it is the only candidate,
+        else the first attached directory covering it; ``None`` when none does."""
+        if hint is not None and not hint.overlapped and hint in self.dirs:
+            return hint if _scan.covers(hint.spec, path, hint.root) else None
+        for d in self.dirs:
+            if d.attached and _scan.covers(d.spec, path, d.root):
+                return d
+        return None
+
+    def _put(self, path: str, entry: Entry) -> None:
+        self.inventory.put(path, entry, now_ts=time.time(), procs=self.procs)
+
+    def procs_for_reads(self, n: int) -> ProcessSnapshot | None:
+        """Processes to judge ``n`` freshly read files with: ``None`` (direct look-ups) for a
+        few, one fresh snapshot per round for many (see :data:`DIRECT_LOOKUPS`)."""
+        if n <= DIRECT_LOOKUPS:
+            return None
+        if self.round_procs is None:
+            self.round_procs = take_snapshot()
+        return self.round_procs
+
+    def refresh_path(self, path: str, hint: WatchedDir | None,
+                     st: os.stat_result | None = None, have_stat: bool = False, *,
+                     procs: ProcessSnapshot | None) -> None:
+        """Read ``path`` again and judge it (``st``: its ``lstat`` when ``have_stat``); a path
+        that vanished or that no directory covers is dropped."""
+        d = self.owner(path, hint)
+        old = self.inventory.get(path)
+        if d is None:
+            if old is not None:
+                self.inventory.drop(old.owner, path)
+            return
+        if not have_stat:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                st = None
+        read = _scan.read_entry(path)
+        if read is None:
+            if old is not None:
+                self.inventory.drop(old.owner, path)
+            return
+        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC))
+        self._put(path, Entry(status, d, d.policy, read, file_sig(st)))
+        parent = os.path.dirname(path)
+        if os.path.basename(parent) == _scan.CLAIMS_DIR:
+            proof = os.path.dirname(parent)
+            if proof in d.proofs:
+                self.refresh_proof(d, proof, force=False)
+
+    def rejudge(self, path: str, e: Entry, procs: ProcessSnapshot | None) -> None:
+        """Judge an entry again from the bytes already read (no file I/O)."""
+        now = datetime.now(UTC)
+        rec = e.status.record
+        if procs is not None and rec is not None and rec.pid is not None \
+                and rec.pid not in procs:
+            procs = None  # not in the snapshot: look the PID up now
+        if e.read is not None:
+            status = _scan.judge_read(e.read, policy=e.policy, procs=procs, now=now)
+        elif rec is not None:
+            status = _scan.judge_claim(rec, policy=e.policy, procs=procs, now=now)
+        else:
+            return
+        self._put(path, Entry(status, e.owner, e.policy, e.read, e.sig))
+
+    def refresh_proof(self, d: WatchedDir, proof: str, *, force: bool) -> None:
+        """Replay ``proof``'s ledger when it changed (always when ``force``) and update its
+        claims, leaving out those a claim lock file shows
+        (:func:`core.watch.scan.dedupe_claims`)."""
+        ps = d.proofs.get(proof)
+        if ps is None:
+            ps = d.proofs[proof] = Proof()
+        sig = _scan.ledger_signature(proof)
+        if force or not ps.replayed or ps.sig != sig:
+            ps.records = _scan.replay_claims(proof)
+            ps.sig = sig
+            ps.replayed = True
+        now = datetime.now(UTC)
+        claims = [_scan.judge_claim(r, policy=d.policy, procs=self.procs, now=now)
+                  for r in ps.records]
+        files = self.inventory.statuses_in(d, os.path.join(proof, _scan.CLAIMS_DIR))
+        claims = _scan.dedupe_claims(claims, files, proof)
+        ps.paths = self.inventory.put_claims(d, d.policy, ps.paths, claims,
+                                             now_ts=time.time(), procs=self.procs)
+
+    def _drop_proof(self, d: WatchedDir, proof: str) -> None:
+        ps = d.proofs.pop(proof, None)
+        if ps is not None:
+            for p in ps.paths:
+                self.inventory.drop(d, p)
+
+    # -- directories ------------------------------------------------------------------------
+
+    def apply_specs(self, specs: list[WatchSpec]) -> None:
+        """Watch ``specs``: directories whose spec is unchanged keep their entries and
+        watches (and are rescanned), others are detached (entries removed), new ones
+        attached."""
+        self.sources.forget_mounts()
+        pool: dict[SpecKey, list[WatchedDir]] = {}
+        for d in self.dirs:
+            pool.setdefault(d.key, []).append(d)
+        new: list[WatchedDir] = []
+        fresh: list[WatchedDir] = []
+        for spec in specs:
+            cand = WatchedDir(spec)
+            reuse = pool.get(cand.key)
+            if reuse:
+                new.append(reuse.pop(0))
+            else:
+                new.append(cand)
+                fresh.append(cand)
+        for leftovers in pool.values():
+            for d in leftovers:
+                self.detach(d, "missing", "no longer watched")
+        self.dirs = new
+        self.dirty = True
+        for i, d in enumerate(new):
+            d.overlapped = any(d.overlaps(e) for e in new[:i])
+        for d in new:
+            if d in fresh:
+                self.check_dir(d)
+            elif d.attached:
+                self.rescan_dir(d)
+
+    def check_dir(self, d: WatchedDir) -> None:
+        """Attach a directory that appeared, detach one that vanished, re-attach one that was
+        replaced (its device/inode changed)."""
+        try:
+            st = os.stat(d.root)
+        except (OSError, ValueError):  # ValueError: a NUL in the path
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            if d.attached or d.mode != "missing":
+                what = "is not a directory" if st is not None else "does not exist"
+                self.detach(d, "missing", f"{what}; it will be watched when it appears")
+            elif not d.message:
+                d.message = _APPEARS
+                self.dirty = True
+            return
+        ident = (st.st_dev, st.st_ino)
+        if d.attached and d.root_id == ident and not d.reattach:
+            return
+        if d.attached:
+            self.detach(d, "missing", "was replaced")
+        d.reattach = False
+        try:
+            self._attach(d, ident)
+        except Exception as exc:  # one odd directory must not stop the others
+            log.exception("lockwarden watcher: cannot watch %s", d.root)
+            d.attached = True
+            d.mode, d.message = "error", f"cannot be watched: {exc}"
+            d.next_rescan = time.monotonic() + self.rescan_interval
+            self.dirty = True
+
+    def retry(self, d: WatchedDir) -> None:
+        """Try again to watch a directory in ``error`` mode whose watch could not be set."""
+        self.detach(d, "error", d.message)
+        self.check_dir(d)
+
+    def _schedule(self, d: WatchedDir, path: str, *, polling: bool) -> Watch:
+        return self.sources.schedule(EventHandler(d, self._emit), path,
+                                     recursive=d.spec.recursive if path == d.root else False,
+                                     polling=polling)
+
+    def _attach(self, d: WatchedDir, ident: tuple[int, int]) -> None:
+        d.root_id = ident
+        d.watch_root = os.path.realpath(d.root)
+        tree_poll = (f"the tree walked every {PROJECT_POLL_INTERVAL:g} s" if d.spec.project
+                     else None)
+        mode, message = self.sources.choose_mode(d.root, d.spec.polling, instead=tree_poll)
+        d.watches = {}
+        d.attached = True
+        d.tree = False
+        if mode == "events" and d.spec.project:
+            try:
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), d.root,
+                                                  follow=True)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    self.detach(d, "missing", _APPEARS)
+                    return
+                mode, message = "polling", fallback_message(exc, instead=tree_poll)
+            else:
+                if watch is not None:
+                    d.watches[d.root], d.tree = watch, True
+        if mode == "events" and not d.tree:
+            try:
+                d.watches[d.root] = self._schedule(d, d.root, polling=False)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    self.detach(d, "missing", _APPEARS)
+                    return
+                if d.spec.polling == "off":
+                    mode = "error"
+                    message = (f"file-system events unavailable ({exc.strerror or exc}) and "
+                               'polling = "off" in the settings')
+                else:
+                    mode = "polling"
+                    message = fallback_message(exc, instead=tree_poll)
+        if mode == "polling" and not d.spec.project:  # a polled tree is only re-walked
+            try:
+                d.watches[d.root] = self._schedule(d, d.root, polling=True)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    self.detach(d, "missing", _APPEARS)
+                    return
+                mode = "error"
+                message = f"cannot be watched: {exc.strerror or exc}"
+        d.mode, d.message = mode, message
+        self.dirty = True
+        self.rescan_dir(d)
+
+    def detach(self, d: WatchedDir, mode: str, message: str) -> None:
+        """Stop watching ``d``, report its entries removed, set its ``mode``/``message``."""
+        for watch in d.watches.values():
+            unschedule(watch)
+        d.watches = {}
+        d.attached = False
+        d.root_id = None
+        d.mode, d.message = mode, message
+        self.dirty = True
+        d.next_rescan = math.inf
+        self.inventory.drop_all(d)
+        d.proofs.clear()
+        self._on_detach(d)
+
+    def rescan_all(self, *, force: bool) -> None:
+        """Check every directory that is not attached; rescan every one that is."""
+        for d in self.dirs:
+            if not d.attached:
+                self.check_dir(d)
+            else:
+                self.rescan_dir(d, force=force)
+
+    def rescan_dir(self, d: WatchedDir, *, force: bool = False) -> None:
+        """List ``d`` and re-read the files whose ``lstat`` identity changed (every file when
+        ``force``), drop those gone, replay its af ledgers; schedule the next rescan."""
+        polled_tree = d.spec.project and d.mode == "polling"
+        d.next_rescan = time.monotonic() + (min(self.rescan_interval, PROJECT_POLL_INTERVAL)
+                                            if polled_tree else self.rescan_interval)
+        if not d.attached:
+            return
+        try:
+            listing = _scan.list_dir(d.spec, with_stat=True)
+        except (FileNotFoundError, NotADirectoryError):
+            self.detach(d, "missing", _APPEARS)
+            return
+        except OSError as exc:
+            d.scan_error = f"cannot be listed: {exc.strerror or exc}"
+            self.dirty = True
+            self.inventory.drop_all(d)
+            d.proofs.clear()
+            return
+        if d.tree:
+            self._sync_tree(d, listing.dirs)
+        if d.scan_error is not None or d.problems != listing.problems:
+            d.scan_error = None
+            d.problems = listing.problems
+            self.dirty = True
+        seen: set[str] = set()
+        todo: list[tuple[str, os.stat_result | None]] = []
+        inventory = self.inventory
+        for path, st in listing.files.items():
+            if d.overlapped and self.owner(path, None) is not d:
+                continue
+            seen.add(path)
+            if not force and inventory.is_current(path, d, file_sig(st)):
+                continue
+            todo.append((path, st))
+        procs = self.procs_for_reads(len(todo))
+        for path, st in todo:
+            self.refresh_path(path, d, st, have_stat=True, procs=procs)
+        claim_paths: set[str] = set()
+        for ps in d.proofs.values():
+            claim_paths |= ps.paths
+        inventory.drop_unlisted(d, seen, claim_paths)
+        for proof in list(d.proofs):
+            if proof not in listing.proofs:
+                self._drop_proof(d, proof)
+        for proof in listing.proofs:
+            self.refresh_proof(d, proof, force=force)
+        if not d.spec.recursive and d.root in listing.proofs:
+            self._watch_proof_parts(d)
+
+    def _sync_tree(self, d: WatchedDir, dirs: list[str]) -> None:
+        """Watch each directory of project tree ``d`` the walk reached, stop watching those it
+        no longer reaches; a directory watched only now is listed again soon, so a file made in
+        it before its watch existed is not missed until the next rescan."""
+        wanted = set(dirs)
+        tree = self.sources.tree_obs
+        for path in [p for p in d.watches if p not in wanted]:
+            gone = d.watches.pop(path)
+            if tree is not None:
+                tree.unschedule(gone.handle, path)  # not if the watch moved to a new path
+        added = False
+        for path in dirs:
+            old = d.watches.get(path)
+            if old is not None:
+                if tree is None or tree.current(old.handle, path):
+                    continue
+                # deleted or moved away and made again at this path: a new directory
+                del d.watches[path]
+                tree.unschedule(old.handle, path)
+            try:
+                watch = self.sources.schedule_dir(EventHandler(d, self._emit), path,
+                                                  follow=path == d.root)
+            except OSError as exc:
+                if not isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    d.message = fallback_message(
+                        exc, instead=f"the tree walked every {PROJECT_POLL_INTERVAL:g} s"
+                    ) + _UNWATCHED
+                    self.dirty = True
+                    d.next_rescan = time.monotonic() + PROJECT_POLL_INTERVAL
+                    return
+                continue
+            if watch is not None:
+                d.watches[path] = watch
+                added = added or path != d.root
+        if added:
+            d.next_rescan = min(d.next_rescan, time.monotonic() + REWALK_DELAY)
+        if d.message.endswith(_UNWATCHED):  # every directory walked is watched again
+            d.message = ""
+            self.dirty = True
+
+    def _watch_proof_parts(self, d: WatchedDir) -> None:
+        """A non-recursive watch of a proof directory also watches its ``ledger/`` and
+        ``locks/`` sub-directories (ledger events and claim locks live there)."""
+        polling = d.mode == "polling"
+        for sub in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR):
+            path = os.path.join(d.root, sub)
+            if path in d.watches or not os.path.isdir(path):
+                continue
+            try:
+                d.watches[path] = self._schedule(d, path, polling=polling)
+            except OSError:
+                pass  # the periodic rescan still sees it
+
+    # -- time -------------------------------------------------------------------------------
+
+    def liveness_pass(self) -> None:
+        """Check every directory (appeared, vanished, replaced), forget watches of af
+        ``ledger/``/``locks/`` directories that are gone, take one process snapshot and
+        re-judge the entries whose holder's process changed
+        (:meth:`core.watch.inventory.Inventory.holders_changed`). No file is read."""
+        for d in self.dirs:
+            self.check_dir(d)
+            if d.tree:
+                continue  # its rescans keep the watches in step with the walk
+            # a watch on a proof's ledger/ or locks/ may have gone with its directory
+            for path in [p for p in d.watches if p != d.root]:
+                if not os.path.isdir(path):
+                    unschedule(d.watches.pop(path))
+        self._kernel_locks_taken()
+        if not self.inventory.has_holders:
+            return
+        prev, new = self.procs, take_snapshot()
+        self.procs = new
+        for path in self.inventory.holders_changed(prev, new):
+            e = self.inventory.get(path)
+            if e is not None:
+                self.rejudge(path, e, new)
+
+    def _kernel_locks_taken(self) -> None:
+        """Re-read the empty files on which a kernel lock was taken since they were judged
+        (a free dpkg/cargo/uv anchor turns held): one ``/proc/locks`` read per liveness pass,
+        only while there are such files (docs/specs/devtool-locks.md §2.6: read it on file
+        events and on the liveness tick, never in a loop). Nothing happens where the kernel's
+        locks cannot be read."""
+        candidates = self.inventory.unlocked_empty_files()
+        if not candidates:
+            return
+        from core.kernel.locks import kernel_holders
+
+        try:
+            held = kernel_holders(candidates)
+        except Exception:  # no /proc/locks and no F_GETLK answer: nothing known
+            return
+        procs = self.procs_for_reads(len(held))
+        for path in held:
+            e = self.inventory.get(path)
+            if e is not None:
+                self.refresh_path(path, e.owner if isinstance(e.owner, WatchedDir) else None,
+                                  procs=procs)
+
+    def run_deadlines(self, now_ts: float) -> None:
+        """Re-judge every entry whose deadline (Unix s, UTC) is at or before ``now_ts``."""
+        while (due := self.inventory.pop_due(now_ts)) is not None:
+            path, e = due
+            self.rejudge(path, e, self.procs)

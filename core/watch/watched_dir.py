@@ -1,0 +1,132 @@
+"""One watched directory's state, as the watcher keeps it (docs/watching.md, "Live updates"):
+:class:`WatchedDir` (its spec, watches, mode, af proofs), :class:`DirStatus` (how it is watched,
+for the settings and the status line) and :class:`Proof` (an af proof directory's replayed
+ledger). :class:`core.watch.directories.Directories` acts on them; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.config import WatchSpec, expand_path
+from core.stale_policy import StalePolicy
+from core.watch import scan as _scan
+
+if TYPE_CHECKING:
+    from core.record import LockRecord
+    from core.watch.sources import Watch
+
+__all__ = ["DirStatus", "Proof", "SpecKey", "WatchedDir"]
+
+
+@dataclass(frozen=True, slots=True)
+class DirStatus:
+    """How one watched directory is watched.
+
+    ``path``: the directory (``~`` and variables expanded); ``mode``: ``events`` (file-system
+    events), ``polling`` (snapshots every :data:`core.watch.sources.POLL_INTERVAL` s),
+    ``missing`` (does not exist yet; picked up when it appears) or ``error`` (cannot be listed
+    or watched); ``message``: why, in plain words (empty for plain ``events``)."""
+
+    path: str
+    mode: str
+    message: str = ""
+
+
+class Proof:
+    """An af proof directory's replayed ledger: its ``ledger/`` signature when replayed, the
+    claim records, and the virtual paths of the claims in the inventory."""
+
+    __slots__ = ("paths", "records", "replayed", "sig")
+
+    def __init__(self) -> None:
+        self.replayed = False
+        self.sig: tuple[int, int, int] | None = None
+        self.records: list[LockRecord] = []
+        self.paths: set[str] = set()
+
+
+SpecKey = tuple[str, bool, tuple[str, ...], str, StalePolicy, tuple[str, ...], bool]
+
+
+class WatchedDir:
+    """State of one watched directory (worker thread only; watchdog's threads read ``root``,
+    ``watch_root``, ``recursive``, ``match`` and ``watches``).
+
+    Attributes:
+        spec: a normalised copy of the :class:`core.config.WatchSpec`.
+        root: its path, expanded; ``watch_root``: the real path watchdog reports.
+        mode, message: as in :class:`DirStatus`.
+        attached: scanned and (being) watched; ``root_id``: ``(st_dev, st_ino)`` then.
+        watches: path -> :class:`core.watch.sources.Watch` (the root; for a non-recursive
+            af proof also its ``ledger/`` and ``locks/``).
+        proofs: af proof directory -> :class:`Proof`.
+        next_rescan: ``time.monotonic()`` seconds of the next rescan.
+        overlapped: an earlier spec covers part of this one (owners must be looked up).
+        scan_error, problems: why the directory / sub-directories cannot be listed.
+        reattach: the root's watch died: attach again even if the inode is the same.
+        tree: a project tree whose walked directories are watched one by one
+            (:class:`core.watch.tree.TreeWatcher`), never its skipped ones.
+    """
+
+    def __init__(self, spec: WatchSpec) -> None:
+        self.spec = WatchSpec(
+            path=spec.path, recursive=bool(spec.recursive), patterns=list(spec.patterns),
+            stale_after=float(spec.stale_after), polling=str(spec.polling or "auto"),
+            allow_higher_privilege=bool(spec.allow_higher_privilege),
+            allow_emergency=bool(spec.allow_emergency),
+            format_stale_after=dict(spec.format_stale_after),
+            skip=list(spec.skip), project=bool(spec.project),
+        )
+        self.root = expand_path(spec.path)
+        self.watch_root = self.root
+        self.policy: StalePolicy = self.spec.policy
+        self.match = _scan.name_matcher(self.spec.patterns)
+        self.mode = "missing"
+        self.message = ""
+        self.attached = False
+        self.root_id: tuple[int, int] | None = None
+        self.watches: dict[str, Watch] = {}
+        self.proofs: dict[str, Proof] = {}
+        self.next_rescan = math.inf
+        self.overlapped = False
+        self.scan_error: str | None = None
+        self.problems: list[str] = []
+        self.reattach = False
+        self.tree = False  # each walked directory watched on its own (core.watch.tree)
+
+    @property
+    def recursive(self) -> bool:
+        """True when sub-directories are watched too."""
+        return self.spec.recursive
+
+    @property
+    def key(self) -> SpecKey:
+        """What makes two specs the same directory watched the same way."""
+        s = self.spec
+        return (self.root, s.recursive, tuple(s.patterns), s.polling, self.policy,
+                tuple(s.skip), s.project)
+
+    def in_scope(self, d: str) -> bool:
+        """True when directory ``d`` is walked by this spec."""
+        return _scan.dir_in_scope(self.spec, self.root, d)
+
+    def overlaps(self, other: WatchedDir) -> bool:
+        """True when the two directories share some sub-tree."""
+        return self.root == other.root or self.in_scope(other.root) or other.in_scope(self.root)
+
+    def status(self) -> DirStatus:
+        """This directory's :class:`DirStatus` (listing problems appended to the message)."""
+        if self.attached and self.scan_error:
+            return DirStatus(self.root, "error", self.scan_error)
+        message = self.message
+        if self.attached and self.problems:
+            n = len(self.problems)
+            more = (f"{n} sub-directories cannot be listed, e.g. {self.problems[0]}" if n > 1
+                    else self.problems[0])
+            message = f"{message}; {more}" if message else more
+        return DirStatus(self.root, self.mode, message)
+
+

@@ -1,0 +1,499 @@
+"""Live view of the watched lock directories (docs/DESIGN.md, "Watching"; docs/watching.md).
+
+A :class:`Watcher` keeps an inventory of every lock in its :class:`core.config.WatchSpec`
+directories (built by :mod:`core.watch.scan`) up to date and hands each change to a callback as a
+:class:`ChangeSet` (added / changed / removed :class:`~core.record.LockStatus` entries).
+
+How it works:
+
+- **Events are hints.** watchdog reports file-system events (inotify on Linux, FSEvents on
+  macOS, ReadDirectoryChangesW on Windows). Each event only names a path: after a per-path
+  debounce of :data:`DEBOUNCE` seconds the path is re-read (:func:`core.watch.scan.read_entry`) and
+  re-judged, and the verdict is compared with the last one. An event after which the file is
+  final for now (closed after writing, deleted, renamed) skips the debounce: the path is read
+  in the same round. What one round finds is delivered at once, never held back for the rest
+  of a burst (coalescing for painting is the GUI's business; docs/watching.md, "Latency").
+- **Patterns are matched on base names** by our own filter (:func:`core.watch.scan.name_matcher`),
+  never by watchdog's pattern matching, which in watchdog 7 matches absolute paths.
+- **Full rescans** every ``rescan_interval`` seconds (30 s) heal missed events. They list the
+  directories and re-read only the files whose ``lstat`` identity (inode, size, mtime, ctime,
+  mode) changed, so they are cheap for large directories.
+- **Liveness** is re-checked every ``liveness_interval`` seconds (2 s) with one
+  :func:`core.verdicts.liveness.snapshot` for all entries; an entry is re-judged when its holder
+  PID's process info changed (it died, or the PID was reused). Verdicts that change with time alone
+  (TTL expiry, ``stale_after`` reached, the 2 s writing grace) are re-judged at that instant without
+  any file event. A change set is emitted only when a verdict or record changed (state, liveness,
+  reasons, record, file identity): growing ages alone never emit (the GUI ticks ages itself; ticking
+  reason parameters are ignored when comparing).
+- **Polling** (every :data:`POLL_INTERVAL` s) for network file systems (:func:`filesystem_of`,
+  :func:`is_network_fs`), when inotify runs out of watches or instances, and when the spec says
+  ``polling = "on"`` (:mod:`core.watch.sources`; :class:`DirStatus` says which and why).
+- **Missing directories** are reported as ``DirStatus(mode="missing")`` and picked up (scanned
+  and watched) when they appear, checked every liveness tick; a directory deleted and
+  re-created (or replaced) is re-attached the same way.
+- **One inotify instance**: all event-mode directories share one watchdog observer (Linux
+  allows 128 inotify instances per user by default); polled ones share one polling observer.
+
+Threads: the watcher's own worker thread (a daemon) reads files, judges and calls
+``on_change``/``on_dirs``; watchdog's threads only queue hints. All waiting uses queue/Event
+timeouts, never sleeps. :meth:`Watcher.close` stops everything within 1 s.
+
+Layout (imports point down only): this module is the scheduler and the public API — the
+worker thread, its queue, the debounce, the timers of rescans, liveness passes and deadlines,
+and the callbacks. :mod:`core.watch.directories` attaches, rescans and re-judges the directories;
+:mod:`core.watch.sources` owns the watchdog observers and detects network file systems;
+:mod:`core.watch.inventory` is the pure inventory (entries in, :class:`ChangeSet` out). Every name
+this module exported before the split is still importable from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from core.config import DEFAULT_RESCAN_INTERVAL, WatchSpec, expand_path
+from core.record import LockStatus
+from core.watch import scan as _scan
+from core.watch.directories import DIRECT_LOOKUPS, Directories, DirStatus, WatchedDir, take_snapshot
+from core.watch.inventory import ChangeSet, Sig, same_verdict
+from core.watch.sources import (
+    NETWORK_FS_TYPES,
+    POLL_INTERVAL,
+    Filesystem,
+    filesystem_of,
+    is_network_fs,
+    unschedule,
+)
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
+
+__all__ = [  # the public names, as before the split into modules
+    "CLOSE_TIMEOUT", "DEBOUNCE", "DIRECT_LOOKUPS", "LIVENESS_INTERVAL", "MAX_BATCH_DELAY",
+    "NETWORK_FS_TYPES", "POLL_INTERVAL", "ChangeSet", "DirStatus", "Filesystem", "Sig",
+    "Watcher", "filesystem_of", "is_network_fs", "same_verdict",
+]
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE = 0.01
+"""Seconds between the first event for a path and its re-read (events within it coalesce), for
+events after which its writer may still be writing (created, written, attributes changed); a
+file closed after writing, deleted or renamed is read in the same round. 10 ms: a premature
+read is corrected at once by the writer's close."""
+
+LIVENESS_INTERVAL = 2.0
+"""Seconds between liveness passes (docs/DESIGN.md: "liveness is re-checked every 2 s")."""
+
+MAX_BATCH_DELAY = 0.0
+"""Seconds a change set is held back for a burst: none (kept for importers; the GUI coalesces)."""
+
+CLOSE_TIMEOUT = 1.0
+"""Seconds :meth:`Watcher.close` waits for the threads to stop."""
+
+
+class _Hint(NamedTuple):  # from watchdog's threads: something happened at path
+    d: WatchedDir
+    path: str
+    is_dir: bool
+    done: bool  # the file is final for now (closed after writing, deleted, moved): no debounce
+
+
+class _Refresh(NamedTuple):  # Watcher.refresh
+    paths: list[str]
+
+
+class _Specs(NamedTuple):  # Watcher.set_specs
+    specs: list[WatchSpec]
+
+
+class _Rescan(NamedTuple):  # Watcher.rescan; ``done`` is set when it is over
+    done: threading.Event
+
+
+class _Wake(NamedTuple):  # close, or a rescan from a callback: just wake the worker up
+    why: str
+
+
+_Message = _Hint | _Refresh | _Specs | _Rescan | _Wake
+
+
+class Watcher:
+    """Watches lock directories and reports changes (see the module docstring).
+
+    Args:
+        specs: the directories (:class:`core.config.WatchSpec`).
+        on_change: called with each non-empty :class:`ChangeSet`, from the watcher's own thread.
+            Exceptions it raises are logged and ignored.
+        on_dirs: called with the list of :class:`DirStatus` (one per spec, in order) once
+            after :meth:`start` and whenever a directory's mode or message changes, from the
+            watcher's own thread.
+        rescan_interval: seconds between full rescans (> 0; default 30).
+        liveness_interval: seconds between liveness passes (> 0; default 2).
+
+    Raises:
+        ValueError: an interval that is not > 0.
+
+    Usage::
+
+        w = Watcher(specs, on_change=print)
+        w.start()                 # initial scan done when this returns
+        inventory = w.snapshot()  # then changes arrive through on_change
+        ...
+        w.close()                 # <= 1 s
+
+    Callbacks are never called from the thread that calls :meth:`start`, :meth:`set_specs`
+    or :meth:`rescan` (it may hold a lock that the callback takes).
+    """
+
+    def __init__(
+        self,
+        specs: list[WatchSpec],
+        on_change: Callable[[ChangeSet], None],
+        *,
+        on_dirs: Callable[[list[DirStatus]], None] | None = None,
+        rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
+        liveness_interval: float = LIVENESS_INTERVAL,
+    ) -> None:
+        if rescan_interval <= 0 or liveness_interval <= 0:
+            raise ValueError("rescan_interval and liveness_interval must be positive seconds")
+        self._specs = list(specs)
+        self._on_change = on_change
+        self._on_dirs = on_dirs
+        self.liveness_interval = float(liveness_interval)
+        self._q: queue.SimpleQueue[_Message] = queue.SimpleQueue()
+        self._lock = threading.RLock()  # the inventory (held by the worker while it works)
+        self._life = threading.Lock()  # started/closed flags
+        self._rooms = Directories(self._post_hint, self._forget_pending,
+                                  rescan_interval=float(rescan_interval))
+        # timers, in time.monotonic() seconds
+        self._pending: dict[str, tuple[float, WatchedDir]] = {}  # debounced paths, due order
+        self._urgent: dict[str, WatchedDir] = {}  # paths to read in this round (no debounce)
+        self._dir_checks: dict[WatchedDir, float] = {}
+        self._proof_due: dict[tuple[WatchedDir, str], float] = {}
+        self._next_tick = math.inf
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._started = False
+        self._closed = False
+        self._last_dirs: list[DirStatus] | None = None
+
+    @property
+    def rescan_interval(self) -> float:
+        """Seconds between full rescans of a directory."""
+        return self._rooms.rescan_interval
+
+    @rescan_interval.setter
+    def rescan_interval(self, seconds: float) -> None:
+        self._rooms.rescan_interval = float(seconds)
+
+    def start(self) -> None:
+        """Scan the directories, start watching them and start the worker thread.
+
+        When this returns, :meth:`snapshot` holds the initial inventory and
+        :meth:`dir_status` each directory's mode; later changes arrive through ``on_change``.
+        Missing directories are not an error (``mode="missing"``). Calling it twice is a
+        no-op.
+
+        Raises:
+            RuntimeError: after :meth:`close`.
+        """
+        with self._life:
+            if self._closed:
+                raise RuntimeError("this Watcher was closed")
+            if self._started:
+                return
+            self._started = True
+        with self._lock:
+            rooms = self._rooms
+            rooms.procs = rooms.round_procs = take_snapshot()
+            rooms.apply_specs(self._specs)
+            rooms.inventory.forget_changes()  # the initial inventory is not a change
+            self._next_tick = time.monotonic() + self.liveness_interval
+        self._thread = threading.Thread(target=self._run, name="lockwarden-watcher",
+                                        daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the worker and watchdog threads; returns within about
+        :data:`CLOSE_TIMEOUT` (1 s) (threads are daemons: a stuck one cannot keep the
+        process alive). No callback is called after it returns (unless called from a
+        callback). Idempotent."""
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        with self._life:  # never the inventory lock: the worker may hold it for a long scan
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._q.put(_Wake("stop"))
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(max(0.0, deadline - time.monotonic()) * 0.5)
+        self._rooms.sources.stop(deadline)
+
+    def snapshot(self) -> list[LockStatus]:
+        """The current inventory, sorted by path (thread-safe; a copy)."""
+        with self._lock:
+            return self._rooms.inventory.snapshot()
+
+    def dir_status(self) -> list[DirStatus]:
+        """One :class:`DirStatus` per spec, in order (thread-safe)."""
+        with self._lock:
+            if not self._started:
+                return [DirStatus(expand_path(s.path), "missing", "not started")
+                        for s in self._specs]
+            return self._rooms.statuses()
+
+    def rescan(self) -> None:
+        """Rescan every directory now, re-reading every file and re-replaying af ledgers,
+        and wait for it (up to 120 s). Changes found are delivered through ``on_change``
+        (from the worker thread). Before :meth:`start` or after :meth:`close`: no-op."""
+        if not self._started or self._closed:
+            return
+        if threading.current_thread() is self._thread:  # from a callback
+            with self._lock:
+                self._rooms.round_procs = None
+                self._rooms.rescan_all(force=True)
+            self._q.put(_Wake("rescan"))
+            return
+        done = threading.Event()
+        self._q.put(_Rescan(done))
+        done.wait(120.0)
+
+    def covers(self, path: str) -> bool:
+        """True when ``path`` lies in a watched directory that is being watched now (matching
+        its spec's patterns and recursion). Thread-safe."""
+        path = os.path.abspath(path)
+        with self._lock:
+            return self._rooms.covers(path)
+
+    def refresh(self, paths: list[str]) -> bool:
+        """Re-read ``paths`` now, without the debounce, in the watcher's thread; what changed is
+        delivered through ``on_change`` like any file event.
+
+        For callers that have just changed a lock themselves (the GUI after an action): the
+        watcher stays the one source of truth, so a lock that lived shorter than the debounce
+        still gets its ``added`` and ``removed`` (or neither), never half of it. Paths outside
+        every watched directory are ignored. Returns False (and does nothing) before
+        :meth:`start` or after :meth:`close`. Asynchronous."""
+        if not self._started or self._closed:
+            return False
+        self._q.put(_Refresh([os.path.abspath(p) for p in paths]))
+        return True
+
+    def set_specs(self, specs: list[WatchSpec]) -> None:
+        """Watch ``specs`` instead, without restarting: unchanged directories keep their
+        entries and watches; removed ones report their entries as ``removed``; new or changed
+        ones are scanned (changes through ``on_change``). Asynchronous once started."""
+        specs = list(specs)
+        with self._lock:
+            self._specs = specs
+            if not self._started or self._closed:
+                return
+        self._q.put(_Specs(specs))
+
+    @property
+    def specs(self) -> list[WatchSpec]:
+        """The specs last given (constructor or :meth:`set_specs`)."""
+        return list(self._specs)
+
+    @property
+    def _dirs(self) -> list[WatchedDir]:
+        return self._rooms.dirs
+
+    @property
+    def _events_obs(self) -> BaseObserver | None:
+        return self._rooms.sources.events_obs
+
+    @property
+    def _poll_obs(self) -> BaseObserver | None:
+        return self._rooms.sources.poll_obs
+
+    def _post_hint(self, d: WatchedDir, path: str, is_dir: bool, done: bool) -> None:
+        """Queue a hint (called by watchdog's threads)."""
+        self._q.put(_Hint(d, path, is_dir, done))
+
+    def _forget_pending(self, d: WatchedDir) -> None:
+        """A directory was detached: its debounced paths must not be read for it."""
+        for p in [p for p, (_, hd) in self._pending.items() if hd is d]:
+            del self._pending[p]
+        for p in [p for p, hd in self._urgent.items() if hd is d]:
+            del self._urgent[p]
+
+    def _run(self) -> None:
+        first = True
+        while not self._stop.is_set():
+            items = self._take(self._next_wake() if not first else 0.0)
+            if self._stop.is_set():
+                break
+            dones: list[threading.Event] = []
+            dirs: list[DirStatus] | None = None
+            try:
+                with self._lock:
+                    self._work(items, dones)
+                    changes = self._rooms.inventory.flush()
+                    if first or self._rooms.dirty:
+                        self._rooms.dirty = False
+                        dirs = self._rooms.statuses()
+            except Exception:  # never let one bad round kill the watcher
+                log.exception("lockwarden watcher: error while processing changes")
+                changes = ChangeSet()
+            for ev in dones:
+                ev.set()
+            if self._stop.is_set():
+                break
+            self._deliver(changes, dirs, first)
+            first = False
+
+    def _take(self, timeout: float) -> list[_Message]:
+        """Wait up to ``timeout`` seconds for a message, then take every queued one."""
+        items: list[_Message] = []
+        try:
+            items.append(self._q.get(timeout=timeout) if timeout > 0 else self._q.get_nowait())
+        except queue.Empty:
+            pass
+        while True:
+            try:
+                items.append(self._q.get_nowait())
+            except queue.Empty:
+                return items
+
+    def _deliver(self, changes: ChangeSet, dirs: list[DirStatus] | None, first: bool) -> None:
+        """Call the callbacks (outside the lock); their exceptions are logged."""
+        if changes:
+            try:
+                self._on_change(changes)
+            except Exception:
+                log.exception("lockwarden watcher: on_change callback failed")
+        if dirs is not None and (first or dirs != self._last_dirs):
+            self._last_dirs = dirs
+            if self._on_dirs is not None:
+                try:
+                    self._on_dirs(list(dirs))
+                except Exception:
+                    log.exception("lockwarden watcher: on_dirs callback failed")
+
+    def _next_wake(self) -> float:
+        """Seconds until the earliest timer (at least 1 ms, at most 60 s)."""
+        now_m = time.monotonic()
+        wake = self._next_tick
+        if self._pending:  # in order of arrival, so of due time: the first is the earliest
+            wake = min(wake, next(iter(self._pending.values()))[0])
+        if self._dir_checks:
+            wake = min(wake, min(self._dir_checks.values()))
+        if self._proof_due:
+            wake = min(wake, min(self._proof_due.values()))
+        for d in self._rooms.dirs:
+            wake = min(wake, d.next_rescan)
+        timeout = wake - now_m
+        deadline = self._rooms.inventory.next_deadline
+        if deadline < math.inf:
+            timeout = min(timeout, deadline - time.time())
+        return max(0.001, min(timeout, 60.0))
+
+    def _work(self, items: list[_Message], dones: list[threading.Event]) -> None:
+        """One round: handle the messages, then whatever timer is due."""
+        rooms = self._rooms
+        rooms.round_procs = None
+        now_m = time.monotonic()
+        for item in items:
+            if isinstance(item, _Hint):
+                self._hint(item.d, item.path, item.is_dir, now_m, item.done)
+            elif isinstance(item, _Refresh):
+                for p in item.paths:
+                    self._pending.pop(p, None)
+                    self._urgent.pop(p, None)
+                    rooms.refresh_path(p, None, procs=None)
+            elif isinstance(item, _Specs):
+                rooms.apply_specs(item.specs)
+            elif isinstance(item, _Rescan):
+                rooms.rescan_all(force=True)
+                dones.append(item.done)
+        now_m = time.monotonic()
+        if now_m >= self._next_tick:
+            rooms.liveness_pass()
+            self._next_tick = time.monotonic() + self.liveness_interval
+        if self._dir_checks:
+            for d, due in list(self._dir_checks.items()):
+                if due <= now_m:
+                    del self._dir_checks[d]
+                    if d in rooms.dirs:
+                        rooms.check_dir(d)
+        if self._pending or self._urgent:
+            self._read_due(now_m)
+        if self._proof_due:
+            for key, due in list(self._proof_due.items()):
+                if due <= now_m:
+                    del self._proof_due[key]
+                    d, proof = key
+                    if d in rooms.dirs and d.attached:
+                        rooms.refresh_proof(d, proof, force=True)
+        for d in rooms.dirs:
+            if d.next_rescan <= now_m:
+                if d.mode == "error" and d.root not in d.watches:
+                    rooms.retry(d)
+                else:
+                    rooms.rescan_dir(d)
+        rooms.run_deadlines(time.time())
+
+    def _read_due(self, now_m: float) -> None:
+        """Re-read the paths of this round and the debounced ones due at ``now_m``
+        (monotonic s)."""
+        due_paths: list[tuple[str, WatchedDir]] = []
+        for p, (due, d) in self._pending.items():  # arrival order = due order
+            if due > now_m:
+                break
+            due_paths.append((p, d))
+        for p, _d in due_paths:
+            del self._pending[p]
+        due_paths += self._urgent.items()
+        self._urgent.clear()
+        procs = self._rooms.procs_for_reads(len(due_paths))
+        for p, d in due_paths:
+            self._rooms.refresh_path(p, d, procs=procs)
+
+    def _hint(self, d: WatchedDir, path: str, is_dir: bool, now_m: float, done: bool) -> None:
+        """Debounce a hint: schedule a re-read of ``path``, a check of ``d`` itself, a rescan
+        of a new sub-directory, or a replay of an af ledger, :data:`DEBOUNCE` s from ``now_m``
+        (monotonic s), or in this round when the event says the file is ``done``."""
+        if d not in self._rooms.dirs:
+            return
+        due = now_m if done else now_m + DEBOUNCE
+        if path == d.root:
+            # the watched directory itself was deleted or moved: its watch is dead even if a
+            # new directory appears at once (possibly with the same inode number)
+            d.reattach = True
+            self._dir_checks.setdefault(d, due)
+            return
+        if path in d.watches and not d.tree:  # a proof's ledger/ or locks/ watched alone
+            unschedule(d.watches.pop(path))  # the rescan watches it again if it is there
+            d.next_rescan = min(d.next_rescan, due)
+            return
+        name = os.path.basename(path)
+        parent = os.path.dirname(path)
+        if is_dir:
+            if (d.spec.recursive and d.in_scope(path)) or name in (_scan.LEDGER_DIR,
+                                                                    _scan.CLAIMS_DIR):
+                d.next_rescan = min(d.next_rescan, due)
+            if d.match(name):
+                self._schedule(path, due, d, done)
+            return
+        if _scan.is_event_file(name) and os.path.basename(parent) == _scan.LEDGER_DIR:
+            self._proof_due.setdefault((d, os.path.dirname(parent)), due)
+            return
+        self._schedule(path, due, d, done)
+
+    def _schedule(self, path: str, due: float, d: WatchedDir, at_once: bool) -> None:
+        """Read ``path`` at ``due`` (monotonic s), or in this round when ``at_once`` (then it
+        leaves the debounce queue, which stays in due order for :meth:`_read_due`)."""
+        if at_once:
+            self._pending.pop(path, None)
+            self._urgent[path] = d
+        elif path not in self._urgent:
+            self._pending.setdefault(path, (due, d))
