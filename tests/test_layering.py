@@ -46,7 +46,7 @@ def _imported_names(name: str, path: Path) -> Iterator[tuple[str, int]]:
             else:
                 module = node.module or ""
             yield module, node.lineno
-            for alias in node.names:  # ``from core import lock`` imports the module core.lock
+            for alias in node.names:  # ``from core.engine import lock`` imports core.engine.lock
                 yield f"{module}.{alias.name}", node.lineno
         elif isinstance(node, ast.Call):
             func = node.func
@@ -145,3 +145,79 @@ def test_the_checker_sees_lazy_imports_and_circles(tmp_path: Path) -> None:
     assert names == ["app.main", "app.tray"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+# --- rooms (docs/architecture.md "Rooms") -----------------------------------------------------
+
+#: core's rooms from the bottom up: a module imports only its own room or rooms below it.
+#: ``""`` is core's root, the shared vocabulary every room speaks.
+CORE_ROOMS = ("", "kernel", "formats", "config", "audit", "verdicts", "engine", "watch",
+              "remote", "cli")
+#: The only modules at core's root: the vocabulary (and the package's own entry points).
+VOCABULARY = {"core", "core.__main__", "core.record", "core.reasons", "core.errors",
+              "core.defaults", "core.stale_policy", "core.fsutil", "core.tempfiles",
+              "core.holder", "core.tools"}
+#: Calls that link, unlink or rename a file.
+FILE_MOVES = {"link", "unlink", "remove", "rename", "replace", "renames", "rmdir", "symlink"}
+#: Modules outside core/engine/ that may move files, and the file they move: none of them is
+#: in a lock directory.
+MOVES_ALLOWED = {
+    "core/config/__init__.py": "the configuration file, replaced atomically when saved",
+    "core/audit/heads.py": "this user's audit chain heads in the per-user data directory",
+}
+
+
+def _room(module: str) -> str:
+    """``core.engine.lock`` -> ``engine``; ``core.record`` and ``core`` -> ``""`` (the root).
+    ``core.__main__`` (``python -m core``) is the command line's entry point: room ``cli``."""
+    parts = module.split(".")
+    if parts[0] != "core":
+        return "app"
+    if module == "core.__main__":
+        return "cli"
+    if len(parts) == 1 or module in VOCABULARY:
+        return ""
+    return parts[1]
+
+
+def test_every_core_room_is_known_and_the_root_holds_only_the_vocabulary() -> None:
+    modules = [m for m in _modules() if m.startswith("core")]
+    rooms = {_room(m) for m in modules}
+    assert rooms <= set(CORE_ROOMS), f"rooms not in CORE_ROOMS: {rooms - set(CORE_ROOMS)}"
+    root = {m for m in modules if m.count(".") == 1 and not (ROOT / "core" /
+            m.split(".")[1]).is_dir()} | {"core"}
+    assert root == VOCABULARY, f"core's root must hold only the vocabulary: {root ^ VOCABULARY}"
+
+
+def test_a_module_imports_only_its_own_room_or_rooms_below() -> None:
+    edges, _ = _graph()
+    order = {room: i for i, room in enumerate(CORE_ROOMS)}
+    upward = [f"{a} ({_room(a) or 'root'}) imports {b} ({_room(b) or 'root'})"
+              for a, targets in edges.items() if a.startswith("core")
+              for b in targets if b.startswith("core") and order[_room(b)] > order[_room(a)]]
+    assert upward == [], "upward arrows between rooms:\n" + "\n".join(sorted(upward))
+
+
+def _file_moves(path: Path) -> list[int]:
+    """Lines of ``path`` that call ``os.link/unlink/rename/...`` or a pathlib ``.unlink()``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner = node.func.value
+        name = node.func.attr
+        if (isinstance(owner, ast.Name) and owner.id == "os" and name in FILE_MOVES) or (
+                name == "unlink" and not node.args):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_engine_links_unlinks_or_renames_files() -> None:
+    found = [f"{path.relative_to(ROOT)}:{line}"
+             for name, path in _modules().items() if name.startswith("core")
+             and not name.startswith("core.engine")
+             and str(path.relative_to(ROOT)) not in MOVES_ALLOWED
+             for line in _file_moves(path)]
+    assert found == [], "file moves outside core/engine/:\n" + "\n".join(found)
+    assert _file_moves(ROOT / "core" / "engine" / "cleanup.py"), "the checker sees os.unlink"

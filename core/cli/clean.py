@@ -1,41 +1,14 @@
-"""``lockwarden clean DIR``: remove temp files that Lockwarden's engine left behind.
-
-Only names with the full shape of the engine's temp files (:func:`core.tempfiles.parse_temp`:
-``.<lock>.<pid>.<32 hex>.lw(tmp|swap|rel)``) are candidates -- a shape no lock name has, and
-one the engine refuses as a lock path -- so another tool's files, and locks, are never touched.
-A candidate is removed only when :func:`core.tempfiles.leftover_removable` says so: a regular
-file (not a symlink) with a single link (a temp still hard-linked as the lock itself is a held
-lock's file), not the inode of the lock it names, older than ``--min-age`` seconds and never
-younger than the writing grace, and whose writer (the PID in its name) is gone. It is
-re-checked (still a single-link regular file) just before the unlink (docs/engine.md,
-"Crashes and leftovers").
+"""``lockwarden clean DIR``: remove temp files that Lockwarden's engine left behind, through
+:mod:`core.engine.cleanup` (which says which files qualify and re-checks each before the
+unlink).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import stat
-import time
 
 from core.cli.common import EXIT_OK, CliError, Out, check_dir
-
-
-def leftovers(directory: str, *, min_age: float, now: float | None = None) -> list[str]:
-    """Paths of the engine's leftover temp files in ``directory`` that may be removed (not
-    recursive; :func:`core.tempfiles.leftover_removable`).
-
-    ``min_age`` in seconds; ``now`` Unix seconds (default: the current time).
-
-    Raises:
-        OSError: the directory cannot be listed.
-    """
-    from core.tempfiles import leftover_removable, parse_temp
-
-    now = time.time() if now is None else now
-    with os.scandir(directory) as it:
-        names = [e.path for e in it if parse_temp(e.name) is not None]
-    return sorted(p for p in names if leftover_removable(p, min_age=min_age, now=now))
+from core.engine.cleanup import leftovers, remove_leftover
 
 
 def cmd_clean(args: argparse.Namespace, out: Out) -> int:
@@ -61,12 +34,8 @@ def cmd_clean(args: argparse.Namespace, out: Out) -> int:
             removed.append(path)
             continue
         try:
-            before = os.lstat(path)
-            if before.st_nlink != 1 or not stat.S_ISREG(before.st_mode):
+            if not remove_leftover(path):
                 continue
-            os.unlink(path)
-        except FileNotFoundError:
-            continue
         except OSError as exc:
             out.note(f"{path}: not removed: {exc.strerror}")
             continue
