@@ -255,6 +255,11 @@ def test_spec_keeps_only_the_qt_plugins_the_app_uses(monkeypatch, tmp_path):
     assert "PySide6.QtQml" in a["excludes"] and "PySide6.QtWidgets" not in a["excludes"]
     assert {"PyQt5", "PyQt6", "tkinter"} <= set(a["excludes"])
     assert "app.selftest" in a["hiddenimports"]
+    # every verb module (imported by name when its verb runs) is in the bundle; drivers are not
+    verbs = {f"core.cli.{p.stem}" for p in (ROOT / "core" / "cli").glob("*.py")
+             if p.stem != "__init__"}
+    assert verbs <= set(a["hiddenimports"])
+    assert "core.remote.redis" not in a["hiddenimports"]
     # one-dir: EXE with exclude_binaries, then COLLECT
     _exe_args, exe_kw = made["EXE"][0]
     assert exe_kw["exclude_binaries"] is True and exe_kw["name"] == "lockwarden"
