@@ -32,11 +32,12 @@ from core.cli.common import (
     stale_policy,
 )
 from core.remote.base import RemoteError, RemoteErrorKind
+from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.sources import is_server_url, parse_url, source_from_url
 
 if TYPE_CHECKING:
     from core.record import LockStatus
-    from core.remote.base import RemoteSource
+    from core.remote.base import ReleaseOutcome, RemoteSource
 
 EXIT_FOR_KIND: dict[RemoteErrorKind, int] = {
     RemoteErrorKind.UNREACHABLE: EXIT_IO,
@@ -48,6 +49,7 @@ EXIT_FOR_KIND: dict[RemoteErrorKind, int] = {
     RemoteErrorKind.REFUSED: EXIT_NO,
     RemoteErrorKind.CHANGED: EXIT_NO,
     RemoteErrorKind.HELD: EXIT_NO,
+    RemoteErrorKind.TIMED_OUT: EXIT_IO,
 }
 """The exit code of each :class:`RemoteErrorKind` (docs/cli.md, "Exit codes")."""
 
@@ -80,9 +82,11 @@ def _source(url: str, args: argparse.Namespace, key: str | None = None) -> Remot
     if key is not None and not profiles and not patterns:
         profiles, patterns = (["python-redis-lock"], []) if key.startswith("lock:") \
             else (["redis-py"], [key])
+    deadline: float | None = getattr(args, "deadline", None)
     try:
         return source_from_url(url, password=password, profiles=profiles, patterns=patterns,
-                               policy=stale_policy(args))
+                               policy=stale_policy(args),
+                               deadline=DEFAULT_DEADLINE_S if deadline is None else deadline)
     except RemoteError as exc:
         raise _error(exc) from None
 
@@ -144,7 +148,14 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
     elif not out.quiet:
         from core.cli.output import table
 
-        print(table(statuses) if statuses else "(no locks)", flush=True)
+        if statuses:
+            print(table(statuses), flush=True)
+        elif not errors:
+            print("(no locks)", flush=True)
+        elif len(errors) < len(urls):  # an empty answer is not a failed server's silence
+            answered = len(urls) - len(errors)
+            print(f"(no locks on the {answered} server{'s' if answered > 1 else ''} that "
+                  "answered)", flush=True)
     for _, err in errors:
         print(f"{PROG}: {one_line(str(err))}", file=sys.stderr, flush=True)
     return EXIT_FOR_KIND.get(errors[0][1].kind, EXIT_IO) if errors else EXIT_OK
@@ -205,17 +216,15 @@ def cmd_remote_release(args: argparse.Namespace, out: Out) -> int:
     key = _key(url, "release")
     try:
         with _source(url, args, key) as source:
-            before = _status(source, key)
-            if before is None or before.record is None or before.record.token is None:
-                out.note(f"not released: {source.path_of(key)} is not held")
-                return EXIT_NO
-            try:
-                done = source.release(key, before.record.token, force=bool(args.force),
-                                      reason=args.reason)
-            except RemoteError as exc:
-                return _refused(exc, out)
+            before, done = source.within_deadline(
+                "release", lambda: _read_and_release(source, key, args))
     except RemoteError as exc:
+        if exc.kind in (RemoteErrorKind.REFUSED, RemoteErrorKind.CHANGED):
+            return _refused(exc, out)
         raise _error(exc) from None
+    if before is None or done is None:
+        out.note(f"not released: {source.path_of(key)} is not held")
+        return EXIT_NO
     if not done.released:
         out.note(f"not released: {done.path} is not held")
         return EXIT_NO
@@ -226,6 +235,20 @@ def cmd_remote_release(args: argparse.Namespace, out: Out) -> int:
         verb = "force-released" if args.force else "released"
         out.result(f"{verb} {done.path} ({done.action}; was {describe_holder(before)})")
     return EXIT_OK
+
+
+def _read_and_release(source: RemoteSource, key: str, args: argparse.Namespace
+                      ) -> tuple[LockStatus | None, ReleaseOutcome | None]:
+    """The lock's verdict now and, when it is held, its release against the token just
+    read; ``(None, None)`` when nobody holds it. Run under one deadline by the caller.
+
+    Raises:
+        RemoteError: what :meth:`RemoteSource.release` raises."""
+    before = _status(source, key)
+    if before is None or before.record is None or before.record.token is None:
+        return None, None
+    return before, source.release(key, before.record.token, force=bool(args.force),
+                                  reason=args.reason)
 
 
 def cmd_remote_reclaim(args: argparse.Namespace, out: Out) -> int:
@@ -256,16 +279,18 @@ def cmd_remote_reclaim(args: argparse.Namespace, out: Out) -> int:
     ttl: float | None = args.ttl
     try:
         with _source(url, args, key) as source:
-            before = _status(source, key)
-            try:
+            def reclaim() -> tuple[LockStatus | None, str, LockStatus | None]:
+                before = _status(source, key)
                 if before is not None and before.record is not None and before.record.token:
                     source.release(key, before.record.token, force=bool(args.force),
                                    reason=args.reason or "reclaim")
                 path, _token = _acquire(source, key, ttl, pid, args.tag)
-            except RemoteError as exc:
-                return _refused(exc, out)
-            now = _status(source, key)
+                return before, path, _status(source, key)
+            before, path, now = source.within_deadline("reclaim", reclaim)
     except RemoteError as exc:
+        if exc.kind in (RemoteErrorKind.REFUSED, RemoteErrorKind.CHANGED,
+                        RemoteErrorKind.HELD):
+            return _refused(exc, out)
         raise _error(exc) from None
     if out.json:
         data: dict[str, Any] = now.to_dict() if now is not None else {"path": path}

@@ -18,11 +18,14 @@ import re
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from core.config.model import SERVER_KINDS, ServerSpec
+from core.config.model import SERVER_DEADLINE_S, SERVER_KINDS, ServerSpec
 from core.config.model import describe_value as _describe
 
 REDIS_PROFILES: tuple[str, ...] = ("python-redis-lock", "redis-py")
 """Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis`)."""
+
+MAX_DEADLINE_S = 3600.0
+"""The largest ``deadline`` a server table may set (s): one hour."""
 
 _URL_SCHEMES = {"postgres": ("postgres", "postgresql"), "redis": ("redis",)}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -120,7 +123,7 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         problems.add(f"{key0}.{name}", message, section=sect, name=name,
                      fallback=f"using {_describe(default)}")
 
-    allowed = {"password_env", "keyring", "stale_after"} | {
+    allowed = {"password_env", "keyring", "stale_after", "deadline"} | {
         "redis": {"profiles", "patterns", "notifications"},
         "etcd": {"prefix", "username"}}.get(spec.kind, set())
     if name not in allowed:
@@ -132,6 +135,13 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         else:
             bad(f"must be a finite positive number of seconds, not {_describe(value)}",
                 spec.stale_after)
+    elif name == "deadline":
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and 0 < value <= MAX_DEADLINE_S:
+            spec.deadline = float(value)
+        else:
+            bad(f"must be a number of seconds, more than 0 and at most {MAX_DEADLINE_S:g}, "
+                f"not {_describe(value)}", spec.deadline)
     elif name == "notifications":
         if isinstance(value, bool):
             spec.notifications = value
@@ -187,4 +197,6 @@ def server_to_dict(spec: ServerSpec) -> dict[str, Any]:
     if spec.keyring:
         out["keyring"] = True
     out["stale_after"] = float(spec.stale_after)
+    if spec.deadline != SERVER_DEADLINE_S:
+        out["deadline"] = float(spec.deadline)
     return out

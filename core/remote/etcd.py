@@ -43,8 +43,10 @@ from core.remote.base import (
     RemoteErrorKind,
     RemoteSource,
     audit_remote,
+    bounded,
     url_host,
 )
+from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts import liveness
 from core.verdicts.policy import judge
@@ -76,8 +78,9 @@ class EtcdSource(RemoteSource):
             first names the source (``etcd://host:port``).
         prefix: only keys under this prefix are read (``"locks/"``); "" reads the keyspace.
         username, password: etcd user (``/v3/auth/authenticate``), or None when auth is off.
-        timeout: seconds to wait for a connection or an answer.
+        timeout: seconds to wait for a connection or one read.
         policy: the stale policy.
+        deadline: seconds one operation may take in all (docs/remote.md, "Deadline").
     """
 
     scheme = "etcd"
@@ -91,12 +94,13 @@ class EtcdSource(RemoteSource):
         password: str | None = None,
         timeout: float = 5.0,
         policy: StalePolicy = DEFAULT_POLICY,
+        deadline: float = DEFAULT_DEADLINE_S,
     ) -> None:
         if not endpoints:
             raise ValueError("etcd: at least one endpoint is needed")
         self.endpoints = tuple(_split_endpoint(e) for e in endpoints)
         _, host, port = self.endpoints[0]
-        super().__init__(f"etcd://{url_host(host)}:{port}", policy=policy)
+        super().__init__(f"etcd://{url_host(host)}:{port}", policy=policy, deadline=deadline)
         self.prefix = prefix
         self.timeout = timeout
         self._auth = (username, password) if username else None
@@ -172,7 +176,8 @@ class EtcdSource(RemoteSource):
         if self._client is None:
             proto, host, port = self.endpoints[self._at]
             client = etcd3gw.Etcd3Client(host=host, port=port, protocol=proto,
-                                         timeout=self.timeout, api_path=None)
+                                         timeout=self.timeout, api_path=None,
+                                         session=_tracked_session(self.sockets))
             if self._auth is not None:
                 name, password = self._auth
                 try:
@@ -240,6 +245,7 @@ class EtcdSource(RemoteSource):
         keys = [_text(_decode(k)) for k in answer.get("keys", [])]
         return int(answer.get("TTL", -1)), int(answer.get("grantedTTL", 0)), keys
 
+    @bounded("list")
     def list_locks(self) -> list[LockStatus]:
         """Every concurrency-API lock under the prefix, judged (see the module docstring).
 
@@ -255,6 +261,7 @@ class EtcdSource(RemoteSource):
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
         return statuses
 
+    @bounded("status")
     def status(self, lock_key: str) -> LockStatus | None:
         """The verdict on lock ``lock_key`` (its URL or name) now, None when nobody holds it.
 
@@ -312,6 +319,7 @@ class EtcdSource(RemoteSource):
 
     # -- acquire and release --------------------------------------------------------------
 
+    @bounded("acquire")
     def acquire(self, name: str, *, ttl: int = 10, tag: str | None = None,
                 holder_pid: int | None = None) -> tuple[str, str]:
         """Take lock ``name`` the way ``etcdctl lock`` does, without waiting: grant a lease of
@@ -355,6 +363,7 @@ class EtcdSource(RemoteSource):
         audit_remote(path, "acquire", details={"token": token, "ttl_s": ttl}, format=FORMAT)
         return path, token
 
+    @bounded("keepalive")
     def keepalive(self, token: str) -> int:
         """Renew lease ``token`` (hex) once; returns the new TTL (s), -1 when it is gone.
 
@@ -375,6 +384,7 @@ class EtcdSource(RemoteSource):
             raise
         return True
 
+    @bounded("release")
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:
@@ -418,6 +428,44 @@ class EtcdSource(RemoteSource):
             return ReleaseOutcome(path, seen_token, False, "gone", seconds, details)
         audit_remote(path, op, details=details, format=FORMAT)
         return ReleaseOutcome(path, seen_token, True, "revoked", seconds, details)
+
+
+def _tracked_session(registry: SocketRegistry) -> Any:
+    """A ``requests.Session`` whose connections register their sockets in ``registry`` (for
+    the deadline to cut, core.remote.deadline): urllib3's connection classes with
+    ``_new_conn`` recording the socket, mounted for http and https."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    class Conn(HTTPConnection):
+        def _new_conn(self) -> Any:
+            sock = super()._new_conn()
+            registry.add(sock)
+            return sock
+
+    class TLSConn(HTTPSConnection):
+        def _new_conn(self) -> Any:
+            sock = super()._new_conn()
+            registry.add(sock)
+            return sock
+
+    class Pool(HTTPConnectionPool):
+        ConnectionCls = Conn
+
+    class TLSPool(HTTPSConnectionPool):
+        ConnectionCls = TLSConn
+
+    class Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TLSPool}
+
+    session = requests.Session()
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, Adapter())
+    return session
 
 
 # -- helpers ------------------------------------------------------------------------------

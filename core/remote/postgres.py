@@ -44,8 +44,10 @@ from core.remote.base import (
     RemoteErrorKind,
     RemoteSource,
     audit_remote,
+    bounded,
     url_host,
 )
+from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.pg_keys import (
     advisory_key,
     as_utc,
@@ -125,6 +127,7 @@ class PostgresSource(RemoteSource):
         connect_timeout: seconds to wait for the connection (libpq ``connect_timeout``).
         policy: the stale policy (its limit for ``liquibase`` ages the Liquibase row).
         liquibase: look for a ``databasechangeloglock`` table too.
+        deadline: seconds one operation may take in all (docs/remote.md, "Deadline").
 
     The monitor role needs ``pg_read_all_stats`` to see other roles' state; force needs
     ``pg_signal_backend`` (or membership of the holder's role).
@@ -143,8 +146,10 @@ class PostgresSource(RemoteSource):
         connect_timeout: float = 5.0,
         policy: StalePolicy = DEFAULT_POLICY,
         liquibase: bool = True,
+        deadline: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        super().__init__(f"postgres://{url_host(host)}:{port}/{dbname}", policy=policy)
+        super().__init__(f"postgres://{url_host(host)}:{port}/{dbname}", policy=policy,
+                         deadline=deadline)
         self._kwargs: dict[str, Any] = {
             "host": host, "port": port, "dbname": dbname, "user": user, "password": password,
             "connect_timeout": max(1, round(connect_timeout)),
@@ -173,6 +178,16 @@ class PostgresSource(RemoteSource):
                 self._conn.close()
             finally:
                 self._conn = None
+
+    def cut_connection(self) -> None:
+        """Shut down libpq's socket (the deadline passed; core.remote.deadline): the
+        blocked wait in the worker returns at once. Never raises."""
+        conn = self._conn
+        try:
+            fd = conn.pgconn.socket if conn is not None and not conn.closed else -1
+        except Exception:  # psycopg.OperationalError: no socket (any more)
+            fd = -1
+        self.sockets.cut((fd,) if fd >= 0 else ())
 
     # -- connection -----------------------------------------------------------------------
 
@@ -224,6 +239,7 @@ class PostgresSource(RemoteSource):
 
     # -- listing --------------------------------------------------------------------------
 
+    @bounded("list")
     def list_locks(self) -> list[LockStatus]:
         """Every advisory lock of the database (one verdict per key, waiters counted) and the
         Liquibase lock row when it is locked (see the module docstring for the rules).
@@ -315,6 +331,7 @@ class PostgresSource(RemoteSource):
 
     # -- release --------------------------------------------------------------------------
 
+    @bounded("release")
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:

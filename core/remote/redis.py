@@ -47,8 +47,10 @@ from core.remote.base import (
     RemoteErrorKind,
     RemoteSource,
     audit_remote,
+    bounded,
     url_host,
 )
+from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts import liveness
 from core.verdicts.policy import judge
@@ -131,8 +133,9 @@ class RedisSource(RemoteSource):
         username, password: ACL user and password (``AUTH``), or None.
         profiles: the libraries to look for, in order (a key matched by several belongs to the
             first); default python-redis-lock only, since redis-py's keys have no prefix.
-        socket_timeout: seconds to wait for a connection or an answer.
+        socket_timeout: seconds to wait for a connection or one read.
         policy: the stale policy (the limit for keys without a TTL).
+        deadline: seconds one operation may take in all (docs/remote.md, "Deadline").
     """
 
     scheme = "redis"
@@ -148,8 +151,10 @@ class RedisSource(RemoteSource):
         profiles: Iterable[RedisProfile] = (PYTHON_REDIS_LOCK,),
         socket_timeout: float = 5.0,
         policy: StalePolicy = DEFAULT_POLICY,
+        deadline: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        super().__init__(f"redis://{url_host(host)}:{port}/{db}", policy=policy)
+        super().__init__(f"redis://{url_host(host)}:{port}/{db}", policy=policy,
+                         deadline=deadline)
         self.profiles = tuple(profiles)
         self._kwargs: dict[str, Any] = {
             "host": host, "port": port, "db": db, "username": username, "password": password,
@@ -182,6 +187,8 @@ class RedisSource(RemoteSource):
         if self._client is None:
             # no silent retries: a compare-and-delete whose reply was lost is re-read instead
             self._client = redis_py.Redis(retry=Retry(NoBackoff(), 0), **self._kwargs)
+            # its sockets, for the deadline to cut (core.remote.deadline)
+            self._client.connection_pool.connection_class = _tracked(self.sockets)
         return self._client
 
     def _call(self, what: str, fn: Callable[[Any], Any]) -> Any:
@@ -261,6 +268,7 @@ class RedisSource(RemoteSource):
 
     # -- listing --------------------------------------------------------------------------
 
+    @bounded("list")
     def scan_keys(self) -> dict[str, RedisProfile]:
         """Every string key matching a profile's patterns (SCAN, COUNT :data:`SCAN_COUNT`),
         with the profile it belongs to.
@@ -278,6 +286,7 @@ class RedisSource(RemoteSource):
         result: dict[str, RedisProfile] = self._call("SCAN on", scan)
         return result
 
+    @bounded("list")
     def list_locks(self) -> list[LockStatus]:
         """Every lock key of the profiles, judged (see the module docstring).
 
@@ -339,6 +348,7 @@ class RedisSource(RemoteSource):
         return judge(path, record, liveness=live, liveness_reasons=[*live_reasons, *reasons],
                      policy=self.policy, now=now)
 
+    @bounded("status")
     def status(self, lock_key: str) -> LockStatus | None:
         """The verdict on one key now (None when it does not exist or is not a lock string).
 
@@ -372,6 +382,7 @@ class RedisSource(RemoteSource):
 
     # -- acquire and release --------------------------------------------------------------
 
+    @bounded("acquire")
     def acquire(self, name: str, *, ttl: float | None, profile: RedisProfile | None = None,
                 holder_pid: int | None = None) -> tuple[str, str]:
         """Take lock ``name`` with ``SET key token NX PX ttl`` (``ttl`` None: no expiry, which
@@ -411,6 +422,7 @@ class RedisSource(RemoteSource):
                      format=prof.format)
         return path, token
 
+    @bounded("release")
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:
@@ -456,6 +468,16 @@ class RedisSource(RemoteSource):
             "note": "the key holds another token than the one seen: nothing was deleted"})
         raise RemoteError(f"{path} changed hands since it was seen: nothing was deleted",
                           kind=RemoteErrorKind.CHANGED, url=path, status=after)
+
+
+def _tracked(registry: SocketRegistry) -> type:
+    """redis-py's ``Connection`` registering each socket it opens in ``registry``."""
+    class TrackedConnection(redis_py.Connection):  # type: ignore[misc]
+        def _connect(self) -> Any:
+            sock = super()._connect()
+            registry.add(sock)
+            return sock
+    return TrackedConnection
 
 
 # -- tokens -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from core.config.model import Config, ServerSpec
 from core.remote.base import RemoteError, RemoteErrorKind, RemoteSource
+from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 KEYRING_SERVICE = "lockwarden"
@@ -151,9 +152,11 @@ def source_from_url(
     profiles: Sequence[str] = (),
     patterns: Sequence[str] = (),
     policy: StalePolicy = DEFAULT_POLICY,
+    deadline: float = DEFAULT_DEADLINE_S,
 ) -> RemoteSource:
     """The source of the server ``url`` names (its ``#fragment`` ignored); ``password`` is
-    used when the URL holds none; ``profiles`` and ``patterns`` are Redis's.
+    used when the URL holds none; ``profiles`` and ``patterns`` are Redis's; ``deadline`` is
+    the seconds one operation may take in all (docs/remote.md, "Deadline").
 
     Raises:
         RemoteError: ``bad_key`` (see :func:`parse_url`; an unknown Redis profile).
@@ -170,7 +173,8 @@ def source_from_url(
                 from None
     module = _backend(parsed.kind, parsed.public)
     cls = {"postgres": "PostgresSource", "redis": "RedisSource", "etcd": "EtcdSource"}
-    source: RemoteSource = getattr(module, cls[parsed.kind])(**args, policy=policy)
+    source: RemoteSource = getattr(module, cls[parsed.kind])(**args, policy=policy,
+                                                             deadline=deadline)
     return source
 
 
@@ -217,10 +221,11 @@ def source_from_spec(spec: ServerSpec, environ: Mapping[str, str] | None = None
         module = _backend("etcd", spec.url or "etcd")
         source: RemoteSource = module.EtcdSource(
             spec.endpoints, prefix=spec.prefix, username=spec.username, password=password,
-            policy=spec.policy)
+            policy=spec.policy, deadline=spec.deadline)
         return source, problem
     source = source_from_url(spec.url, password=password, profiles=spec.profiles,
-                             patterns=spec.patterns, policy=spec.policy)
+                             patterns=spec.patterns, policy=spec.policy,
+                             deadline=spec.deadline)
     source.notifications = spec.notifications
     return source, problem
 
