@@ -31,6 +31,7 @@ from core.cli.common import (
     one_line,
     stale_policy,
 )
+from core.config.servers import redact_url
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.sources import is_server_url, parse_url, source_from_url
@@ -64,7 +65,7 @@ def is_remote(text: str) -> bool:
 
 
 def _error(exc: RemoteError) -> CliError:
-    return CliError(one_line(str(exc)), EXIT_FOR_KIND.get(exc.kind, EXIT_IO))
+    return CliError(one_line(redact_url(str(exc))), EXIT_FOR_KIND.get(exc.kind, EXIT_IO))
 
 
 def _source(url: str, args: argparse.Namespace, key: str | None = None) -> RemoteSource:
@@ -97,7 +98,7 @@ def _key(url: str, verb: str) -> str:
     except RemoteError as exc:
         raise _error(exc) from None
     if not key:
-        raise CliError(f"{verb}: name the lock after '#' ({url}#KEY)", EXIT_USAGE)
+        raise CliError(f"{verb}: name the lock after '#' ({redact_url(url)}#KEY)", EXIT_USAGE)
     return key
 
 
@@ -143,8 +144,8 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
             errors.append((url, exc))
     if out.json:
         out.data([*(s.to_dict() for s in statuses),
-                  *({"kind": "error", "path": u, "error_kind": e.kind.value, "error": str(e)}
-                    for u, e in errors)])
+                  *({"kind": "error", "path": redact_url(u), "error_kind": e.kind.value,
+                     "error": redact_url(str(e))} for u, e in errors)])
     elif not out.quiet:
         from core.cli.output import table
 
@@ -157,7 +158,7 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
             print(f"(no locks on the {answered} server{'s' if answered > 1 else ''} that "
                   "answered)", flush=True)
     for _, err in errors:
-        print(f"{PROG}: {one_line(str(err))}", file=sys.stderr, flush=True)
+        print(f"{PROG}: {one_line(redact_url(str(err)))}", file=sys.stderr, flush=True)
     return EXIT_FOR_KIND.get(errors[0][1].kind, EXIT_IO) if errors else EXIT_OK
 
 
@@ -379,10 +380,12 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
                     if failing.get(url) != str(exc):
                         failing[url] = str(exc)
                         if out.json:
-                            printer.obj({"event": "error", "path": url,
-                                         "error_kind": exc.kind.value, "error": str(exc)}, "")
+                            printer.obj({"event": "error", "path": redact_url(url),
+                                         "error_kind": exc.kind.value,
+                                         "error": redact_url(str(exc))}, "")
                         else:
-                            print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr, flush=True)
+                            print(f"{PROG}: {one_line(redact_url(str(exc)))}",
+                                  file=sys.stderr, flush=True)
                     base = source.base_url + "#"
                     now.update({p: s for p, s in seen.items() if p.startswith(base)})
                     continue
@@ -397,8 +400,9 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
             for path in sorted(set(seen) - set(now)):
                 emit("removed", seen[path])
             if first:
-                printer.obj({"event": "ready", "dirs": urls},
-                            f"watching {', '.join(urls)} (Ctrl-C to stop)")
+                shown = [redact_url(u) for u in urls]
+                printer.obj({"event": "ready", "dirs": shown},
+                            f"watching {', '.join(shown)} (Ctrl-C to stop)")
             seen, first = now, False
             stop.wait(WATCH_POLL_S)
     finally:

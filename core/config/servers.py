@@ -39,6 +39,31 @@ class Problems(Protocol):
 
 
 
+_URL_IN_TEXT = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"#?<>]*)")
+_DSN_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'\"]+)")
+REDACTED = "***"
+"""What a password is shown as."""
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by :data:`REDACTED`
+    (``redis://:secret@h`` -> ``redis://:***@h``, ``postgres://u:p@h/db`` ->
+    ``postgres://u:***@h/db``), and libpq's ``password=...`` too. The one function every
+    place that shows or logs a server URL or DSN goes through (docs/remote.md, "Passwords
+    shown nowhere"): error messages, JSON items, the watcher's lines, configuration warnings.
+
+    The user information is everything before the last ``@`` ahead of the first ``#``, ``?``
+    or blank, so a password holding ``/`` or ``@`` is hidden whole; the user name stays."""
+    def url(m: re.Match[str]) -> str:
+        rest = m["rest"]
+        userinfo, at, after = rest.rpartition("@")
+        if not at or ":" not in userinfo:
+            return m[0]
+        return f"{m['scheme']}{userinfo.split(':', 1)[0]}:{REDACTED}@{after}"
+
+    return _DSN_PASSWORD.sub(lambda m: m[1] + REDACTED, _URL_IN_TEXT.sub(url, text))
+
+
 def _strings(v: object) -> list[str] | None:
     """A non-empty string or a list of them, as a list; else None."""
     if isinstance(v, str) and v.strip():
@@ -55,11 +80,12 @@ def check_url(kind: str, url: str) -> str | None:
         parts = urlsplit(url)
         if parts.port is not None and not 0 < parts.port < 65536:
             return f"has port {parts.port}, not 1 to 65535"
-    except ValueError as exc:  # urlsplit checks the port only when it is read
-        return f"is not a URL ({exc})"
+    except ValueError:  # urlsplit checks the port only when it is read; its words may
+        return "is not a URL (its port is not a number)"  # quote part of a password
     schemes = _URL_SCHEMES.get(kind, ("http", "https"))
     if parts.scheme not in schemes:
-        return f"must start with {' or '.join(s + '://' for s in schemes)}, not {url!r}"
+        return (f"must start with {' or '.join(s + '://' for s in schemes)}, not "
+                f"{redact_url(url)!r}")
     if parts.password is not None:
         return ("must not hold a password (passwords never go in the file: use "
                 "password_env = \"NAME\" or keyring = true)")

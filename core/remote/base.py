@@ -39,6 +39,7 @@ from core import audit
 from core.audit.entry import make_entry
 from core.audit.model import fallback_log_path
 from core.audit.write import append_entry
+from core.config.servers import redact_url
 from core.errors import LockError
 from core.record import LockStatus, State
 from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry, run_within
@@ -267,7 +268,7 @@ class RemoteSource(abc.ABC):
         if lock_key.startswith(prefix):
             return lock_key[len(prefix):]
         if "://" in lock_key.split("#", 1)[0]:
-            raise RemoteError(f"{lock_key} is not a lock of {self.base_url}",
+            raise RemoteError(f"{redact_url(lock_key)} is not a lock of {self.base_url}",
                               kind=RemoteErrorKind.BAD_KEY, url=self.base_url)
         return lock_key
 

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from core.config.model import Config, ServerSpec
+from core.config.servers import redact_url
 from core.remote.base import RemoteError, RemoteErrorKind, RemoteSource
 from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
@@ -65,16 +66,18 @@ def parse_url(url: str) -> ServerURL:
         RemoteError: ``bad_key`` for a scheme not in :data:`SCHEMES`, a bad port or database.
     """
     server, sep, fragment = url.partition("#")
+    shown = redact_url(url)  # error messages never carry the password
     try:
         parts = urlsplit(server)
         port = parts.port
-    except ValueError as exc:
-        raise RemoteError(f"{url}: not a server URL ({exc})", kind=RemoteErrorKind.BAD_KEY,
-                          url=server) from None
+    except ValueError:  # its words quote the port, which may be part of a password
+        raise RemoteError(f"{shown}: not a server URL (the port is not a number from 0 to "
+                          "65535)", kind=RemoteErrorKind.BAD_KEY,
+                          url=redact_url(server)) from None
     kind = SCHEMES.get(parts.scheme.lower())
     if kind is None:
-        raise RemoteError(f"{url}: unknown scheme (known: {', '.join(SCHEMES)})",
-                          kind=RemoteErrorKind.BAD_KEY, url=server)
+        raise RemoteError(f"{shown}: unknown scheme (known: {', '.join(SCHEMES)})",
+                          kind=RemoteErrorKind.BAD_KEY, url=redact_url(server))
     host = unquote(parts.hostname or "") or "localhost"
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password is not None else None
@@ -89,8 +92,8 @@ def parse_url(url: str) -> ServerURL:
                 "liquibase": query.get("liquibase", ["true"])[-1].lower() != "false"}
     elif kind == "redis":
         if path and not path.isdigit():
-            raise RemoteError(f"{url}: the database must be a number, not {path!r}",
-                              kind=RemoteErrorKind.BAD_KEY, url=server)
+            raise RemoteError(f"{shown}: the database must be a number, not {path!r}",
+                              kind=RemoteErrorKind.BAD_KEY, url=redact_url(server))
         args = {"host": host, "port": port or 6379, "db": int(path or 0), "username": user,
                 "password": password}
     else:
@@ -240,7 +243,7 @@ def sources_from_config(config: Config, environ: Mapping[str, str] | None = None
         try:
             source, problem = source_from_spec(spec, environ)
         except (RemoteError, ValueError) as exc:
-            problems.append(f"[[{spec.kind}]] {spec.url}: {exc}")
+            problems.append(redact_url(f"[[{spec.kind}]] {spec.url}: {exc}"))
             continue
         sources.append(source)
         if problem:
