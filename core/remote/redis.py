@@ -340,7 +340,10 @@ class RedisSource(RemoteSource):
             expires_at=now + timedelta(milliseconds=pttl) if pttl >= 0 else None,
             tag=profile.name_of(key), token=token, raw=token,
             metadata={"key": key, "pttl_ms": pttl, "signal": profile.signal_key(key) or None,
-                      "first_seen": first.isoformat()})
+                      "first_seen": first.isoformat(),
+                      # a value that is not UTF-8: its exact bytes (the token keeps them)
+                      "token_hex": None if token.isprintable() or _utf8(token) else
+                      _raw(token).hex()})
         live: Liveness = Liveness.UNKNOWN
         live_reasons: list[Reason] = []
         if ours:
@@ -446,8 +449,9 @@ class RedisSource(RemoteSource):
             self.refuse_unforced(before)
         signal = profile.signal_key(key)
         t0 = time.monotonic()
+        # the token as the bytes it was read as: a value that is not UTF-8 round-trips
         deleted = self._call("EVAL on", lambda r: r.eval(
-            _CAD, 2, _raw(key), _raw(signal), seen_token, SIGNAL_EXPIRE_MS))
+            _CAD, 2, _raw(key), _raw(signal), _raw(seen_token), SIGNAL_EXPIRE_MS))
         seconds = time.monotonic() - t0
         self._acquired.discard((key, seen_token))
         details: dict[str, Any] = {"token": seen_token, "reason": reason, "signal": signal or None,
@@ -526,7 +530,7 @@ def _holder_of(token: str) -> str:
     """Who a foreign token names: the uuid1 node (MAC or random node id) when it is one."""
     if uuid1_time(token) is not None:
         return f"uuid1 node {uuid.UUID(hex=token).node:012x}"
-    return f"token {token[:40]}"
+    return f"token {shown(token[:40])}"
 
 
 def _text(raw: bytes | str) -> str:
@@ -536,7 +540,22 @@ def _text(raw: bytes | str) -> str:
 
 
 def _raw(text: str) -> bytes:
+    """The exact bytes of a key or token read by :func:`_text` (the inverse)."""
     return text.encode("utf-8", "surrogateescape")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(text: str) -> str:
+    """A key or token for people: bytes that are not UTF-8 as ``\\xff`` escapes (the value
+    itself keeps them: :func:`_raw`)."""
+    return _raw(text).decode("utf-8", "backslashreplace")
 
 
 __all__ = ["PYTHON_REDIS_LOCK", "RedisProfile", "RedisSource", "State", "own_token",
