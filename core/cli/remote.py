@@ -51,6 +51,7 @@ EXIT_FOR_KIND: dict[RemoteErrorKind, int] = {
     RemoteErrorKind.CHANGED: EXIT_NO,
     RemoteErrorKind.HELD: EXIT_NO,
     RemoteErrorKind.TIMED_OUT: EXIT_IO,
+    RemoteErrorKind.NO_DATABASE: EXIT_IO,
 }
 """The exit code of each :class:`RemoteErrorKind` (docs/cli.md, "Exit codes")."""
 

@@ -75,6 +75,9 @@ class RemoteErrorKind(enum.StrEnum):
     """A release without ``force`` of a lock that is neither ours nor stale."""
     HELD = "held"
     """An acquire found the lock held."""
+    NO_DATABASE = "no_database"
+    """The server answered, the credentials work, but the database named does not exist
+    (PostgreSQL: checked in ``pg_database`` over the maintenance database)."""
     TIMED_OUT = "timed_out"
     """The operation did not finish within the source's overall deadline
     (:attr:`RemoteSource.deadline`, docs/remote.md "Deadline"): the server answers too

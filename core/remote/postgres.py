@@ -199,8 +199,36 @@ class PostgresSource(RemoteSource):
         try:
             self._conn = psycopg.connect(**kw)
         except psycopg.Error as exc:
-            raise self._error(exc, "cannot connect to") from exc
+            err = self._error(exc, "cannot connect to")
+            if err.kind in (RemoteErrorKind.UNREACHABLE, RemoteErrorKind.AUTH_FAILED):
+                err = self._database_missing(kw, err)
+            raise err from exc
         return self._conn
+
+    def _database_missing(self, kw: dict[str, Any], err: RemoteError) -> RemoteError:
+        """A failed connection carries no SQLSTATE (libpq gives none for a FATAL at
+        start-up), so "database does not exist" looked like a dead server. Ask the server:
+        connect with the same credentials to its maintenance database and look the database
+        up in ``pg_database``. Missing: ``no_database``; present: the role may not connect to
+        it (``CONNECT`` privilege, pg_hba.conf): ``permission_denied``; the probe fails too:
+        ``err`` as it was."""
+        dbname = str(kw["dbname"])
+        probe_kw = {**kw, "dbname": "template1" if dbname == "postgres" else "postgres",
+                    "connect_timeout": min(2, int(kw.get("connect_timeout", 2)))}
+        try:
+            with psycopg.connect(**probe_kw) as probe:
+                row = probe.execute("SELECT count(*) FROM pg_database WHERE datname = %(d)s",
+                                    {"d": dbname}).fetchone()
+        except psycopg.Error:
+            return err
+        if row is not None and row[0] == 0:
+            return RemoteError(f"cannot connect to {self.base_url}: the server has no database "
+                               f"{dbname!r}", kind=RemoteErrorKind.NO_DATABASE,
+                               url=self.base_url, detail=err.detail)
+        return RemoteError(f"cannot connect to {self.base_url}: the database exists, but this "
+                           "role may not connect to it (CONNECT privilege or pg_hba.conf)",
+                           kind=RemoteErrorKind.PERMISSION_DENIED, url=self.base_url,
+                           detail=err.detail)
 
     def _error(self, exc: Exception, doing: str) -> RemoteError:
         """A :class:`RemoteError` for a psycopg error, kind chosen from data: the SQLSTATE, or
