@@ -124,7 +124,9 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
     """``list URL... [--profile P] [--pattern GLOB] [--json]``: every lock of each server,
     as ``list`` prints lock files. A server that fails is one stderr line (``--json``: an
     item ``{"kind": "error", "path", "error_kind", "error"}``) and the others are still
-    listed.
+    listed. A Redis server with more lock keys than its bound (docs/remote.md, "Redis") says
+    so: a stderr line "more than N locks" (``--json``: ``{"kind": "more", "path", "listed",
+    "note"}``).
 
     Returns:
         0; the exit code of the first failure's kind (3 unreachable...) when one failed.
@@ -137,14 +139,21 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
         raise CliError("list: give directories or server URLs, not both", EXIT_USAGE)
     statuses: list[LockStatus] = []
     errors: list[tuple[str, RemoteError]] = []
+    more: list[tuple[str, int]] = []  # (server, N): it holds more than the N listed
     for url in urls:
         try:
             with _source(url, args) as source:
                 statuses.extend(source.list_locks())
+                bound: int | None = getattr(source, "more_than", None)
+                if bound is not None:
+                    more.append((source.base_url, bound))
         except RemoteError as exc:
             errors.append((url, exc))
     if out.json:
         out.data([*(s.to_dict() for s in statuses),
+                  *({"kind": "more", "path": u, "listed": n,
+                     "note": f"more than {n} locks: only the first {n} are listed"}
+                    for u, n in more),
                   *({"kind": "error", "path": redact_url(u), "error_kind": e.kind.value,
                      "error": redact_url(str(e))} for u, e in errors)])
     elif not out.quiet:
@@ -158,6 +167,9 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
             answered = len(urls) - len(errors)
             print(f"(no locks on the {answered} server{'s' if answered > 1 else ''} that "
                   "answered)", flush=True)
+    for u, n in more:
+        print(f"{PROG}: {u}: more than {n} locks: only the first {n} are listed",
+              file=sys.stderr, flush=True)
     for _, err in errors:
         print(f"{PROG}: {one_line(redact_url(str(err)))}", file=sys.stderr, flush=True)
     return EXIT_FOR_KIND.get(errors[0][1].kind, EXIT_IO) if errors else EXIT_OK
