@@ -14,8 +14,13 @@ Rules and where they come from (docs/specs/distributed-locks.md, "etcd v3"; docs
 * etcd stores no times: the age is the ``acquired_at`` of a JSON value, else when this source
   first saw the holder's key (a lower bound, said so).
 * Holder: the JSON value's ``user@host PID pid`` when there is one, else the lease.
-* Release and force release are ``LeaseRevoke`` of the lease seen (the token): a lease ID is
-  never reused, so a lock taken again since is never touched. It ends the whole lease: every
+* The token is ``<lease hex>@<create revision of the holder's key>``: etcd accepts an explicit
+  lease ID at grant, so a lease ID alone could name a later holder.
+* Release and force release are ``LeaseRevoke`` of the lease seen, after checking that the
+  same lease still holds the lock under the same key (create revision): a lease ID etcd
+  granted itself is never reused, and one a client chose again comes with a new key, so a
+  lock taken again since is ``changed``, never touched (the check and the revoke are two
+  requests: etcd has no conditional revoke). It ends the whole lease: every
   key attached to it goes (listed in the audit entry). The holder learns it at its next
   keepalive (``etcdctl lock`` exits with "session expired").
 
@@ -281,7 +286,10 @@ class EtcdSource(RemoteSource):
         if left < 0:
             return None  # the lease ended between the range and this read
         path = self.path_of(name)
-        token = f"{lease:x}"
+        lease_hex = f"{lease:x}"
+        # the lease and the key's create revision: a lease ID granted again (etcd accepts an
+        # explicit ID) with the key written again is another lock (docs/remote.md, "etcd")
+        token = f"{lease_hex}@{int(head['create_revision'])}"
         first = self._first_seen.setdefault((path, token), now)
         value = _text(_decode(head.get("value", "")))
         meta = _metadata(value)
@@ -290,7 +298,7 @@ class EtcdSource(RemoteSource):
         host = meta.get("host") if isinstance(meta.get("host"), str) else None
         waiters = [{"key": _text(_decode(kv["key"])), "lease": f"{int(kv['lease']):x}",
                     "create_revision": int(kv["create_revision"])} for kv in kvs[1:]]
-        reasons = [Reason.of(Code.LEASE, lease=token, left_s=float(left),
+        reasons = [Reason.of(Code.LEASE, lease=lease_hex, left_s=float(left),
                              granted_s=float(granted))]
         if waiters:
             reasons.append(Reason.of(Code.WAITERS, count=len(waiters)))
@@ -299,14 +307,14 @@ class EtcdSource(RemoteSource):
                                      age_s=(now - first).total_seconds()))
         user = meta.get("user") if isinstance(meta.get("user"), str) else None
         holder = (f"{user + '@' if user else ''}{host} PID {pid}" if host and pid is not None
-                  else f"lease {token}")
+                  else f"lease {lease_hex}")
         record = LockRecord(
             path=path, format=FORMAT, holder=holder, pid=pid, host=host,
             acquired_at=taken or first, expires_at=now + timedelta(seconds=left),
             ttl=float(granted) or None,
             tag=meta.get("tag") if isinstance(meta.get("tag"), str) else name,
             token=token, raw=value,
-            metadata={"key": _text(_decode(head["key"])), "lease": token,
+            metadata={"key": _text(_decode(head["key"])), "lease": lease_hex,
                       "create_revision": int(head["create_revision"]), "ttl_s": left,
                       "granted_ttl_s": granted, "lease_keys": lease_keys, "waiters": waiters,
                       "value": meta or None, "first_seen": first.isoformat()})
@@ -330,7 +338,8 @@ class EtcdSource(RemoteSource):
         lapses after ``ttl`` unless :meth:`keepalive` renews it. ``holder_pid``: the PID the
         value names (default this process; the CLI passes its calling shell's). Audited.
 
-        Returns ``(path, token)``: the token is the lease in hex, for :meth:`release`.
+        Returns ``(path, token)``: the token (``<lease hex>@<create revision>``), for
+        :meth:`release` and :meth:`keepalive`.
 
         Raises:
             RemoteError: ``held`` (with the holder's status; the lease granted is revoked),
@@ -353,19 +362,22 @@ class EtcdSource(RemoteSource):
             "success": [{"request_put": {"key": _encode(key), "value": _encode(value.encode()),
                                          "lease": lease}}]})
         current = self.status(name)
-        if current is None or current.record is None or current.record.token != token:
+        if current is None or current.record is None \
+                or current.record.metadata.get("lease") != token:
             self._revoke(lease)
             audit_remote(path, "acquire_refused", result="refused", format=FORMAT,
                          details={"holder": current.to_dict() if current else None})
             raise RemoteError(f"{path} is held", kind=RemoteErrorKind.HELD, url=path,
                               status=current)
+        token = current.record.token or token  # <lease hex>@<create revision>
         self._acquired.add((name, token))
         audit_remote(path, "acquire", details={"token": token, "ttl_s": ttl}, format=FORMAT)
         return path, token
 
     @bounded("keepalive")
     def keepalive(self, token: str) -> int:
-        """Renew lease ``token`` (hex) once; returns the new TTL (s), -1 when it is gone.
+        """Renew the lease of ``token`` (``<lease hex>@<revision>``, or the lease in hex) once;
+        returns the new TTL (s), -1 when it is gone.
 
         Raises:
             RemoteError: ``bad_key`` (not hex), connection kinds.
@@ -388,7 +400,10 @@ class EtcdSource(RemoteSource):
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:
-        """Revoke the lease ``seen_token`` (hex) while it still holds lock ``lock_key``.
+        """Revoke the lease of ``seen_token`` while it still holds lock ``lock_key`` under the
+        same key: the token is ``<lease hex>@<create revision>`` (a bare lease in hex is
+        compared by lease only), so a lease ID granted again with its key written again is
+        ``changed``, not revoked.
         Without ``force`` only a lock this source acquired, or a stale one, is released.
         Every key on that lease goes with it. Audited (``release`` / ``force_release`` /
         ``release_refused``).
@@ -407,7 +422,8 @@ class EtcdSource(RemoteSource):
             audit_remote(path, op, result="gone", format=FORMAT,
                          details={**details, "note": "already released"})
             return ReleaseOutcome(path, seen_token, False, "gone", 0.0, details)
-        if before.record.token != seen_token:
+        if before.record.token != seen_token and not (
+                "@" not in seen_token and before.record.metadata.get("lease") == seen_token):
             audit_remote(path, op, result="changed", format=FORMAT, details={
                 **details, "holder": before.to_dict(),
                 "note": "another lease holds it than the one seen: nothing was revoked"})
@@ -501,8 +517,15 @@ def _group(kvs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _lease_of(token: str, url: str) -> int:
+    """The lease ID of a token (``<lease hex>@<create revision>`` or ``<lease hex>``).
+
+    Raises:
+        RemoteError: ``bad_key`` when it is neither."""
+    lease, _, revision = token.partition("@")
     try:
-        return int(token, 16)
+        if revision and not revision.isdigit():
+            raise ValueError(revision)
+        return int(lease, 16)
     except ValueError:
         raise RemoteError(f"{url}: {token!r} is not a lease ID in hex",
                           kind=RemoteErrorKind.BAD_KEY, url=url) from None
