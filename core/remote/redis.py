@@ -518,9 +518,10 @@ class RedisSource(RemoteSource):
 
 def _tracked(registry: SocketRegistry) -> type:
     """redis-py's ``Connection`` registering each socket it opens in ``registry``."""
-    class TrackedConnection(redis_py.Connection):  # type: ignore[misc]
+    class TrackedConnection(redis_py.Connection):
         def _connect(self) -> Any:
-            sock = super()._connect()
+            connect: Callable[[], Any] = super()._connect
+            sock = connect()
             registry.add(sock)
             return sock
     return TrackedConnection

@@ -48,7 +48,7 @@ def test_a_regranted_lease_id_is_not_revoked_with_the_old_token(etcd_server: Etc
         post(etcd_server, "/kv/lease/revoke", {"ID": LEASE})  # the first holder lets go
         take(etcd_server, name)  # a new holder re-grants the same lease ID
         now = src.status(name)
-        assert now is not None and now.record is not None
+        assert now is not None and now.record is not None and now.record.token is not None
         assert now.record.metadata["lease"] == seen.record.metadata["lease"]
         with pytest.raises(RemoteError) as err:
             src.release(name, seen.record.token, force=True)
