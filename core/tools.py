@@ -50,6 +50,11 @@ def safe_action(status: LockStatus) -> str:
         if status.liveness in (Liveness.DEAD, Liveness.REUSED):
             return ("its holder is gone: it becomes stale after the stale limit; release it "
                     "now (force, with a reason) only if you know its tool is done with it")
+        if status.liveness is Liveness.UNKNOWN:  # e.g. a server lock of another tool
+            if status.record is not None and status.record.expires_at is not None:
+                return ("wait: it is held until its lease ends (whether its holder is alive "
+                        "cannot be checked from here)")
+            return "wait: it is held (whether its holder is alive cannot be checked from here)"
         return "wait: its holder is alive"
     if status.state is State.WRITING:
         return "wait: it is being written"

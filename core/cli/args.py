@@ -73,6 +73,9 @@ class Seconds:
 
 
 def _span(seconds: float) -> str:
+    if seconds < ONE_YEAR:
+        hours = seconds / 3600
+        return f"{hours:g} hour{'s' if hours != 1 else ''}"
     years = seconds / ONE_YEAR
     return f"{years:g} year{'s' if years != 1 else ''}"
 
@@ -85,6 +88,9 @@ STALE_AFTER = Seconds(0.0, 10 * ONE_YEAR, low_open=True)
 """``--stale-after S``: more than 0, at most ten years."""
 MIN_AGE = Seconds(0.0, 10 * ONE_YEAR)
 """``clean --min-age S``: 0 to ten years."""
+DEADLINE = Seconds(0.0, 3600.0, low_open=True)
+"""``--deadline S`` of a server URL: more than 0, at most one hour (docs/remote.md,
+"Deadline")."""
 
 
 def tag(text: str) -> str:

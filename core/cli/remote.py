@@ -31,12 +31,14 @@ from core.cli.common import (
     one_line,
     stale_policy,
 )
+from core.config.servers import redact_url
 from core.remote.base import RemoteError, RemoteErrorKind
+from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.sources import is_server_url, parse_url, source_from_url
 
 if TYPE_CHECKING:
     from core.record import LockStatus
-    from core.remote.base import RemoteSource
+    from core.remote.base import ReleaseOutcome, RemoteSource
 
 EXIT_FOR_KIND: dict[RemoteErrorKind, int] = {
     RemoteErrorKind.UNREACHABLE: EXIT_IO,
@@ -48,6 +50,8 @@ EXIT_FOR_KIND: dict[RemoteErrorKind, int] = {
     RemoteErrorKind.REFUSED: EXIT_NO,
     RemoteErrorKind.CHANGED: EXIT_NO,
     RemoteErrorKind.HELD: EXIT_NO,
+    RemoteErrorKind.TIMED_OUT: EXIT_IO,
+    RemoteErrorKind.NO_DATABASE: EXIT_IO,
 }
 """The exit code of each :class:`RemoteErrorKind` (docs/cli.md, "Exit codes")."""
 
@@ -62,7 +66,7 @@ def is_remote(text: str) -> bool:
 
 
 def _error(exc: RemoteError) -> CliError:
-    return CliError(one_line(str(exc)), EXIT_FOR_KIND.get(exc.kind, EXIT_IO))
+    return CliError(one_line(redact_url(str(exc))), EXIT_FOR_KIND.get(exc.kind, EXIT_IO))
 
 
 def _source(url: str, args: argparse.Namespace, key: str | None = None) -> RemoteSource:
@@ -80,9 +84,11 @@ def _source(url: str, args: argparse.Namespace, key: str | None = None) -> Remot
     if key is not None and not profiles and not patterns:
         profiles, patterns = (["python-redis-lock"], []) if key.startswith("lock:") \
             else (["redis-py"], [key])
+    deadline: float | None = getattr(args, "deadline", None)
     try:
         return source_from_url(url, password=password, profiles=profiles, patterns=patterns,
-                               policy=stale_policy(args))
+                               policy=stale_policy(args),
+                               deadline=DEFAULT_DEADLINE_S if deadline is None else deadline)
     except RemoteError as exc:
         raise _error(exc) from None
 
@@ -93,7 +99,7 @@ def _key(url: str, verb: str) -> str:
     except RemoteError as exc:
         raise _error(exc) from None
     if not key:
-        raise CliError(f"{verb}: name the lock after '#' ({url}#KEY)", EXIT_USAGE)
+        raise CliError(f"{verb}: name the lock after '#' ({redact_url(url)}#KEY)", EXIT_USAGE)
     return key
 
 
@@ -118,7 +124,9 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
     """``list URL... [--profile P] [--pattern GLOB] [--json]``: every lock of each server,
     as ``list`` prints lock files. A server that fails is one stderr line (``--json``: an
     item ``{"kind": "error", "path", "error_kind", "error"}``) and the others are still
-    listed.
+    listed. A Redis server with more lock keys than its bound (docs/remote.md, "Redis") says
+    so: a stderr line "more than N locks" (``--json``: ``{"kind": "more", "path", "listed",
+    "note"}``).
 
     Returns:
         0; the exit code of the first failure's kind (3 unreachable...) when one failed.
@@ -131,22 +139,39 @@ def cmd_remote_list(args: argparse.Namespace, out: Out) -> int:
         raise CliError("list: give directories or server URLs, not both", EXIT_USAGE)
     statuses: list[LockStatus] = []
     errors: list[tuple[str, RemoteError]] = []
+    more: list[tuple[str, int]] = []  # (server, N): it holds more than the N listed
     for url in urls:
         try:
             with _source(url, args) as source:
                 statuses.extend(source.list_locks())
+                bound: int | None = getattr(source, "more_than", None)
+                if bound is not None:
+                    more.append((source.base_url, bound))
         except RemoteError as exc:
             errors.append((url, exc))
     if out.json:
         out.data([*(s.to_dict() for s in statuses),
-                  *({"kind": "error", "path": u, "error_kind": e.kind.value, "error": str(e)}
-                    for u, e in errors)])
+                  *({"kind": "more", "path": u, "listed": n,
+                     "note": f"more than {n} locks: only the first {n} are listed"}
+                    for u, n in more),
+                  *({"kind": "error", "path": redact_url(u), "error_kind": e.kind.value,
+                     "error": redact_url(str(e))} for u, e in errors)])
     elif not out.quiet:
         from core.cli.output import table
 
-        print(table(statuses) if statuses else "(no locks)", flush=True)
+        if statuses:
+            print(table(statuses), flush=True)
+        elif not errors:
+            print("(no locks)", flush=True)
+        elif len(errors) < len(urls):  # an empty answer is not a failed server's silence
+            answered = len(urls) - len(errors)
+            print(f"(no locks on the {answered} server{'s' if answered > 1 else ''} that "
+                  "answered)", flush=True)
+    for u, n in more:
+        print(f"{PROG}: {u}: more than {n} locks: only the first {n} are listed",
+              file=sys.stderr, flush=True)
     for _, err in errors:
-        print(f"{PROG}: {one_line(str(err))}", file=sys.stderr, flush=True)
+        print(f"{PROG}: {one_line(redact_url(str(err)))}", file=sys.stderr, flush=True)
     return EXIT_FOR_KIND.get(errors[0][1].kind, EXIT_IO) if errors else EXIT_OK
 
 
@@ -205,17 +230,15 @@ def cmd_remote_release(args: argparse.Namespace, out: Out) -> int:
     key = _key(url, "release")
     try:
         with _source(url, args, key) as source:
-            before = _status(source, key)
-            if before is None or before.record is None or before.record.token is None:
-                out.note(f"not released: {source.path_of(key)} is not held")
-                return EXIT_NO
-            try:
-                done = source.release(key, before.record.token, force=bool(args.force),
-                                      reason=args.reason)
-            except RemoteError as exc:
-                return _refused(exc, out)
+            before, done = source.within_deadline(
+                "release", lambda: _read_and_release(source, key, args))
     except RemoteError as exc:
+        if exc.kind in (RemoteErrorKind.REFUSED, RemoteErrorKind.CHANGED):
+            return _refused(exc, out)
         raise _error(exc) from None
+    if before is None or done is None:
+        out.note(f"not released: {source.path_of(key)} is not held")
+        return EXIT_NO
     if not done.released:
         out.note(f"not released: {done.path} is not held")
         return EXIT_NO
@@ -226,6 +249,20 @@ def cmd_remote_release(args: argparse.Namespace, out: Out) -> int:
         verb = "force-released" if args.force else "released"
         out.result(f"{verb} {done.path} ({done.action}; was {describe_holder(before)})")
     return EXIT_OK
+
+
+def _read_and_release(source: RemoteSource, key: str, args: argparse.Namespace
+                      ) -> tuple[LockStatus | None, ReleaseOutcome | None]:
+    """The lock's verdict now and, when it is held, its release against the token just
+    read; ``(None, None)`` when nobody holds it. Run under one deadline by the caller.
+
+    Raises:
+        RemoteError: what :meth:`RemoteSource.release` raises."""
+    before = _status(source, key)
+    if before is None or before.record is None or before.record.token is None:
+        return None, None
+    return before, source.release(key, before.record.token, force=bool(args.force),
+                                  reason=args.reason)
 
 
 def cmd_remote_reclaim(args: argparse.Namespace, out: Out) -> int:
@@ -256,16 +293,18 @@ def cmd_remote_reclaim(args: argparse.Namespace, out: Out) -> int:
     ttl: float | None = args.ttl
     try:
         with _source(url, args, key) as source:
-            before = _status(source, key)
-            try:
+            def reclaim() -> tuple[LockStatus | None, str, LockStatus | None]:
+                before = _status(source, key)
                 if before is not None and before.record is not None and before.record.token:
                     source.release(key, before.record.token, force=bool(args.force),
                                    reason=args.reason or "reclaim")
                 path, _token = _acquire(source, key, ttl, pid, args.tag)
-            except RemoteError as exc:
-                return _refused(exc, out)
-            now = _status(source, key)
+                return before, path, _status(source, key)
+            before, path, now = source.within_deadline("reclaim", reclaim)
     except RemoteError as exc:
+        if exc.kind in (RemoteErrorKind.REFUSED, RemoteErrorKind.CHANGED,
+                        RemoteErrorKind.HELD):
+            return _refused(exc, out)
         raise _error(exc) from None
     if out.json:
         data: dict[str, Any] = now.to_dict() if now is not None else {"path": path}
@@ -354,10 +393,12 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
                     if failing.get(url) != str(exc):
                         failing[url] = str(exc)
                         if out.json:
-                            printer.obj({"event": "error", "path": url,
-                                         "error_kind": exc.kind.value, "error": str(exc)}, "")
+                            printer.obj({"event": "error", "path": redact_url(url),
+                                         "error_kind": exc.kind.value,
+                                         "error": redact_url(str(exc))}, "")
                         else:
-                            print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr, flush=True)
+                            print(f"{PROG}: {one_line(redact_url(str(exc)))}",
+                                  file=sys.stderr, flush=True)
                     base = source.base_url + "#"
                     now.update({p: s for p, s in seen.items() if p.startswith(base)})
                     continue
@@ -372,8 +413,9 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
             for path in sorted(set(seen) - set(now)):
                 emit("removed", seen[path])
             if first:
-                printer.obj({"event": "ready", "dirs": urls},
-                            f"watching {', '.join(urls)} (Ctrl-C to stop)")
+                shown = [redact_url(u) for u in urls]
+                printer.obj({"event": "ready", "dirs": shown},
+                            f"watching {', '.join(shown)} (Ctrl-C to stop)")
             seen, first = now, False
             stop.wait(WATCH_POLL_S)
     finally:

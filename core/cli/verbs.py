@@ -95,6 +95,9 @@ def _add_server_opts(p: argparse.ArgumentParser, *, patterns: bool = False) -> N
                        help="Redis URL: SCAN pattern of redis-py's keys (repeatable)")
     p.add_argument("--password-env", metavar="NAME",
                    help="server URL: read the password from environment variable NAME")
+    p.add_argument("--deadline", type=cli_args.DEADLINE, metavar="S",
+                   help="server URL: seconds one operation on the server may take in all, "
+                   "connection included (default 10)")
 
 
 def _args_try(p: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ from core.cli.common import (
     stale_policy,
     watch_specs,
 )
+from core.config.servers import redact_url
 from core.reasons import printable
 
 if TYPE_CHECKING:
@@ -68,15 +69,16 @@ class Printer:
             from core.holder import describe_holder
 
             stamp = time.strftime("%H:%M:%S")
-            self._write(printable(
-                f"{stamp}  {event:<8} {status.path}  {describe_holder(status)}"))
+            self._write(printable(redact_url(
+                f"{stamp}  {event:<8} {status.path}  {describe_holder(status)}")))
 
     def obj(self, obj: dict[str, object], text: str) -> None:
-        """A line that is not a lock's: ``obj`` as JSON, or ``text`` escaped."""
+        """A line that is not a lock's: ``obj`` as JSON, or ``text`` escaped, a server URL's
+        password hidden (:func:`core.config.servers.redact_url`; the caller redacts ``obj``)."""
         if self.out.json:
             self._write(json_text(obj))
         elif not self.out.quiet:
-            self._write(printable(text))
+            self._write(printable(redact_url(text)))
 
     def on_change(self, changes: ChangeSet) -> None:
         with self.lock:

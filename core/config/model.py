@@ -199,6 +199,9 @@ class ProjectSpec:
 
 
 SERVER_KINDS: tuple[str, ...] = ("postgres", "redis", "etcd")
+SERVER_DEADLINE_S = 10.0
+"""Default ``deadline`` of a server table (s): what one operation on it may take in all
+(core.remote.deadline.DEFAULT_DEADLINE_S, the same number; docs/remote.md, "Deadline")."""
 """The lock servers a configuration can name, one TOML array of tables each
 (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``; docs/remote.md, "Configuration")."""
 
@@ -225,6 +228,8 @@ class ServerSpec:
         keyring: True: the password is in the OS keychain (``keyring``), service
             ``lockwarden``, user name :attr:`url`.
         stale_after: seconds; as ``[[watch]]`` ``stale_after``.
+        deadline: seconds one operation on the server may take in all (docs/remote.md,
+            "Deadline"); the default is :data:`SERVER_DEADLINE_S`.
     """
 
     kind: str
@@ -238,6 +243,7 @@ class ServerSpec:
     password_env: str | None = None
     keyring: bool = False
     stale_after: float = DEFAULT_STALE_AFTER
+    deadline: float = SERVER_DEADLINE_S
 
     @property
     def policy(self) -> StalePolicy:

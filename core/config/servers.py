@@ -18,11 +18,14 @@ import re
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from core.config.model import SERVER_KINDS, ServerSpec
+from core.config.model import SERVER_DEADLINE_S, SERVER_KINDS, ServerSpec
 from core.config.model import describe_value as _describe
 
 REDIS_PROFILES: tuple[str, ...] = ("python-redis-lock", "redis-py")
 """Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis`)."""
+
+MAX_DEADLINE_S = 3600.0
+"""The largest ``deadline`` a server table may set (s): one hour."""
 
 _URL_SCHEMES = {"postgres": ("postgres", "postgresql"), "redis": ("redis",)}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -34,6 +37,31 @@ class Problems(Protocol):
     def add(self, key: str, message: str, *, section: tuple[str, int] | None, name: str,
             fallback: str | None) -> None: ...
 
+
+
+_URL_IN_TEXT = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"#?<>]*)")
+_DSN_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'\"]+)")
+REDACTED = "***"
+"""What a password is shown as."""
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by :data:`REDACTED`
+    (``redis://:secret@h`` -> ``redis://:***@h``, ``postgres://u:p@h/db`` ->
+    ``postgres://u:***@h/db``), and libpq's ``password=...`` too. The one function every
+    place that shows or logs a server URL or DSN goes through (docs/remote.md, "Passwords
+    shown nowhere"): error messages, JSON items, the watcher's lines, configuration warnings.
+
+    The user information is everything before the last ``@`` ahead of the first ``#``, ``?``
+    or blank, so a password holding ``/`` or ``@`` is hidden whole; the user name stays."""
+    def url(m: re.Match[str]) -> str:
+        rest = m["rest"]
+        userinfo, at, after = rest.rpartition("@")
+        if not at or ":" not in userinfo:
+            return m[0]
+        return f"{m['scheme']}{userinfo.split(':', 1)[0]}:{REDACTED}@{after}"
+
+    return _DSN_PASSWORD.sub(lambda m: m[1] + REDACTED, _URL_IN_TEXT.sub(url, text))
 
 
 def _strings(v: object) -> list[str] | None:
@@ -52,11 +80,12 @@ def check_url(kind: str, url: str) -> str | None:
         parts = urlsplit(url)
         if parts.port is not None and not 0 < parts.port < 65536:
             return f"has port {parts.port}, not 1 to 65535"
-    except ValueError as exc:  # urlsplit checks the port only when it is read
-        return f"is not a URL ({exc})"
+    except ValueError:  # urlsplit checks the port only when it is read; its words may
+        return "is not a URL (its port is not a number)"  # quote part of a password
     schemes = _URL_SCHEMES.get(kind, ("http", "https"))
     if parts.scheme not in schemes:
-        return f"must start with {' or '.join(s + '://' for s in schemes)}, not {url!r}"
+        return (f"must start with {' or '.join(s + '://' for s in schemes)}, not "
+                f"{redact_url(url)!r}")
     if parts.password is not None:
         return ("must not hold a password (passwords never go in the file: use "
                 "password_env = \"NAME\" or keyring = true)")
@@ -120,7 +149,7 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         problems.add(f"{key0}.{name}", message, section=sect, name=name,
                      fallback=f"using {_describe(default)}")
 
-    allowed = {"password_env", "keyring", "stale_after"} | {
+    allowed = {"password_env", "keyring", "stale_after", "deadline"} | {
         "redis": {"profiles", "patterns", "notifications"},
         "etcd": {"prefix", "username"}}.get(spec.kind, set())
     if name not in allowed:
@@ -132,6 +161,13 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         else:
             bad(f"must be a finite positive number of seconds, not {_describe(value)}",
                 spec.stale_after)
+    elif name == "deadline":
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and 0 < value <= MAX_DEADLINE_S:
+            spec.deadline = float(value)
+        else:
+            bad(f"must be a number of seconds, more than 0 and at most {MAX_DEADLINE_S:g}, "
+                f"not {_describe(value)}", spec.deadline)
     elif name == "notifications":
         if isinstance(value, bool):
             spec.notifications = value
@@ -187,4 +223,6 @@ def server_to_dict(spec: ServerSpec) -> dict[str, Any]:
     if spec.keyring:
         out["keyring"] = True
     out["stale_after"] = float(spec.stale_after)
+    if spec.deadline != SERVER_DEADLINE_S:
+        out["deadline"] = float(spec.deadline)
     return out

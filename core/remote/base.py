@@ -26,23 +26,30 @@ from __future__ import annotations
 
 import abc
 import enum
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 from urllib.parse import quote
 
 from core import audit
 from core.audit.entry import make_entry
 from core.audit.model import fallback_log_path
 from core.audit.write import append_entry
+from core.config.servers import redact_url
 from core.errors import LockError
 from core.record import LockStatus, State
+from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry, run_within
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="RemoteSource")
 
 
 class RemoteErrorKind(enum.StrEnum):
@@ -68,6 +75,13 @@ class RemoteErrorKind(enum.StrEnum):
     """A release without ``force`` of a lock that is neither ours nor stale."""
     HELD = "held"
     """An acquire found the lock held."""
+    NO_DATABASE = "no_database"
+    """The server answered, the credentials work, but the database named does not exist
+    (PostgreSQL: checked in ``pg_database`` over the maintenance database)."""
+    TIMED_OUT = "timed_out"
+    """The operation did not finish within the source's overall deadline
+    (:attr:`RemoteSource.deadline`, docs/remote.md "Deadline"): the server answers too
+    slowly or not at all; its connection was cut."""
 
 
 class RemoteError(LockError):
@@ -134,11 +148,66 @@ class RemoteSource(abc.ABC):
 
     scheme: str = ""
 
-    def __init__(self, base_url: str, *, policy: StalePolicy = DEFAULT_POLICY) -> None:
+    def __init__(self, base_url: str, *, policy: StalePolicy = DEFAULT_POLICY,
+                 deadline: float = DEFAULT_DEADLINE_S) -> None:
         self.base_url = base_url
         self.policy = policy
+        self.deadline = deadline
+        """Seconds one operation may take in all (:meth:`within_deadline`); 0 or less: none."""
+        self.sockets = SocketRegistry()
+        """The sockets the driver opened, shut down when the deadline passes."""
         self.notifications = False
         """Opted in to the server's change feed (:meth:`follow`), where it has one."""
+        self._worker: threading.Thread | None = None
+
+    def within_deadline(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` bounded by :attr:`deadline` in all (docs/remote.md, "Deadline"): run in a
+        worker thread; when the deadline passes the source's sockets are shut down, its
+        connection dropped and :class:`RemoteError` ``timed_out`` raised. Calls nested inside
+        ``fn`` (a release's own status read) run in the same worker under the same deadline.
+        Every public operation of the backends goes through it; the CLI wraps a whole verb
+        (read, then release) in one call.
+
+        Raises:
+            RemoteError: ``timed_out`` (naming the server and the deadline in seconds), or
+                what ``fn`` raised.
+        """
+        if self.deadline <= 0 or threading.current_thread() is self._worker:
+            return fn()
+        name = f"lockwarden-remote {self.base_url}"
+        done, value = run_within(self.deadline, self._as_worker(fn), self.cut_connection,
+                                 name)
+        self._worker = None
+        if not done:
+            self._drop_connection()
+            raise RemoteError(
+                f"{what} {self.base_url}: no complete answer within {self.deadline:g} s "
+                "(the operation's deadline): the connection was cut",
+                kind=RemoteErrorKind.TIMED_OUT, url=self.base_url,
+                detail=f"deadline {self.deadline:g} s")
+        return value  # type: ignore[return-value]
+
+    def _as_worker(self, fn: Callable[[], T]) -> Callable[[], T]:
+        """``fn`` marking the thread that runs it as this source's worker (nested calls then
+        run directly)."""
+        def marked() -> T:
+            self._worker = threading.current_thread()
+            return fn()
+        return marked
+
+    def cut_connection(self) -> None:
+        """Shut down this source's sockets from another thread (the deadline passed): the
+        worker's blocked read returns at once. Backends whose driver keeps a socket outside
+        :attr:`sockets` (libpq) override it. Never raises."""
+        self.sockets.cut()
+
+    def _drop_connection(self) -> None:
+        """Forget the connection after a cut (the next call opens a new one); the default
+        closes it."""
+        try:
+            self.close()
+        except Exception as exc:  # a cut connection may fail to close cleanly
+            log.debug("closing %s after its deadline: %s", self.base_url, exc)
 
     def follow(self, stop: threading.Event, on_change: Callable[[], None]) -> bool:
         """Follow the server's change feed until ``stop`` is set, calling ``on_change()`` (any
@@ -202,7 +271,7 @@ class RemoteSource(abc.ABC):
         if lock_key.startswith(prefix):
             return lock_key[len(prefix):]
         if "://" in lock_key.split("#", 1)[0]:
-            raise RemoteError(f"{lock_key} is not a lock of {self.base_url}",
+            raise RemoteError(f"{redact_url(lock_key)} is not a lock of {self.base_url}",
                               kind=RemoteErrorKind.BAD_KEY, url=self.base_url)
         return lock_key
 
@@ -221,6 +290,19 @@ class RemoteSource(abc.ABC):
         raise RemoteError(
             f"{status.path} is {status.state.value}, not stale: not released without force",
             kind=RemoteErrorKind.REFUSED, url=status.path, status=status)
+
+
+def bounded(what: str) -> Callable[[Callable[Concatenate[S, P], T]],
+                                   Callable[Concatenate[S, P], T]]:
+    """Decorator of a public :class:`RemoteSource` method: the call runs under the source's
+    overall deadline (:meth:`RemoteSource.within_deadline`); ``what`` names the operation in
+    the ``timed_out`` error ("list", "release"...)."""
+    def deco(fn: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
+        @functools.wraps(fn)
+        def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return self.within_deadline(what, lambda: fn(self, *args, **kwargs))
+        return wrapper
+    return deco
 
 
 def url_host(host: str) -> str:

@@ -14,8 +14,13 @@ Rules and where they come from (docs/specs/distributed-locks.md, "etcd v3"; docs
 * etcd stores no times: the age is the ``acquired_at`` of a JSON value, else when this source
   first saw the holder's key (a lower bound, said so).
 * Holder: the JSON value's ``user@host PID pid`` when there is one, else the lease.
-* Release and force release are ``LeaseRevoke`` of the lease seen (the token): a lease ID is
-  never reused, so a lock taken again since is never touched. It ends the whole lease: every
+* The token is ``<lease hex>@<create revision of the holder's key>``: etcd accepts an explicit
+  lease ID at grant, so a lease ID alone could name a later holder.
+* Release and force release are ``LeaseRevoke`` of the lease seen, after checking that the
+  same lease still holds the lock under the same key (create revision): a lease ID etcd
+  granted itself is never reused, and one a client chose again comes with a new key, so a
+  lock taken again since is ``changed``, never touched (the check and the revoke are two
+  requests: etcd has no conditional revoke). It ends the whole lease: every
   key attached to it goes (listed in the audit entry). The holder learns it at its next
   keepalive (``etcdctl lock`` exits with "session expired").
 
@@ -43,8 +48,10 @@ from core.remote.base import (
     RemoteErrorKind,
     RemoteSource,
     audit_remote,
+    bounded,
     url_host,
 )
+from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts import liveness
 from core.verdicts.policy import judge
@@ -76,8 +83,9 @@ class EtcdSource(RemoteSource):
             first names the source (``etcd://host:port``).
         prefix: only keys under this prefix are read (``"locks/"``); "" reads the keyspace.
         username, password: etcd user (``/v3/auth/authenticate``), or None when auth is off.
-        timeout: seconds to wait for a connection or an answer.
+        timeout: seconds to wait for a connection or one read.
         policy: the stale policy.
+        deadline: seconds one operation may take in all (docs/remote.md, "Deadline").
     """
 
     scheme = "etcd"
@@ -91,12 +99,13 @@ class EtcdSource(RemoteSource):
         password: str | None = None,
         timeout: float = 5.0,
         policy: StalePolicy = DEFAULT_POLICY,
+        deadline: float = DEFAULT_DEADLINE_S,
     ) -> None:
         if not endpoints:
             raise ValueError("etcd: at least one endpoint is needed")
         self.endpoints = tuple(_split_endpoint(e) for e in endpoints)
         _, host, port = self.endpoints[0]
-        super().__init__(f"etcd://{url_host(host)}:{port}", policy=policy)
+        super().__init__(f"etcd://{url_host(host)}:{port}", policy=policy, deadline=deadline)
         self.prefix = prefix
         self.timeout = timeout
         self._auth = (username, password) if username else None
@@ -172,7 +181,8 @@ class EtcdSource(RemoteSource):
         if self._client is None:
             proto, host, port = self.endpoints[self._at]
             client = etcd3gw.Etcd3Client(host=host, port=port, protocol=proto,
-                                         timeout=self.timeout, api_path=None)
+                                         timeout=self.timeout, api_path=None,
+                                         session=_tracked_session(self.sockets))
             if self._auth is not None:
                 name, password = self._auth
                 try:
@@ -240,6 +250,7 @@ class EtcdSource(RemoteSource):
         keys = [_text(_decode(k)) for k in answer.get("keys", [])]
         return int(answer.get("TTL", -1)), int(answer.get("grantedTTL", 0)), keys
 
+    @bounded("list")
     def list_locks(self) -> list[LockStatus]:
         """Every concurrency-API lock under the prefix, judged (see the module docstring).
 
@@ -255,6 +266,7 @@ class EtcdSource(RemoteSource):
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
         return statuses
 
+    @bounded("status")
     def status(self, lock_key: str) -> LockStatus | None:
         """The verdict on lock ``lock_key`` (its URL or name) now, None when nobody holds it.
 
@@ -274,7 +286,10 @@ class EtcdSource(RemoteSource):
         if left < 0:
             return None  # the lease ended between the range and this read
         path = self.path_of(name)
-        token = f"{lease:x}"
+        lease_hex = f"{lease:x}"
+        # the lease and the key's create revision: a lease ID granted again (etcd accepts an
+        # explicit ID) with the key written again is another lock (docs/remote.md, "etcd")
+        token = f"{lease_hex}@{int(head['create_revision'])}"
         first = self._first_seen.setdefault((path, token), now)
         value = _text(_decode(head.get("value", "")))
         meta = _metadata(value)
@@ -283,7 +298,7 @@ class EtcdSource(RemoteSource):
         host = meta.get("host") if isinstance(meta.get("host"), str) else None
         waiters = [{"key": _text(_decode(kv["key"])), "lease": f"{int(kv['lease']):x}",
                     "create_revision": int(kv["create_revision"])} for kv in kvs[1:]]
-        reasons = [Reason.of(Code.LEASE, lease=token, left_s=float(left),
+        reasons = [Reason.of(Code.LEASE, lease=lease_hex, left_s=float(left),
                              granted_s=float(granted))]
         if waiters:
             reasons.append(Reason.of(Code.WAITERS, count=len(waiters)))
@@ -292,14 +307,14 @@ class EtcdSource(RemoteSource):
                                      age_s=(now - first).total_seconds()))
         user = meta.get("user") if isinstance(meta.get("user"), str) else None
         holder = (f"{user + '@' if user else ''}{host} PID {pid}" if host and pid is not None
-                  else f"lease {token}")
+                  else f"lease {lease_hex}")
         record = LockRecord(
             path=path, format=FORMAT, holder=holder, pid=pid, host=host,
             acquired_at=taken or first, expires_at=now + timedelta(seconds=left),
             ttl=float(granted) or None,
             tag=meta.get("tag") if isinstance(meta.get("tag"), str) else name,
             token=token, raw=value,
-            metadata={"key": _text(_decode(head["key"])), "lease": token,
+            metadata={"key": _text(_decode(head["key"])), "lease": lease_hex,
                       "create_revision": int(head["create_revision"]), "ttl_s": left,
                       "granted_ttl_s": granted, "lease_keys": lease_keys, "waiters": waiters,
                       "value": meta or None, "first_seen": first.isoformat()})
@@ -312,6 +327,7 @@ class EtcdSource(RemoteSource):
 
     # -- acquire and release --------------------------------------------------------------
 
+    @bounded("acquire")
     def acquire(self, name: str, *, ttl: int = 10, tag: str | None = None,
                 holder_pid: int | None = None) -> tuple[str, str]:
         """Take lock ``name`` the way ``etcdctl lock`` does, without waiting: grant a lease of
@@ -322,7 +338,8 @@ class EtcdSource(RemoteSource):
         lapses after ``ttl`` unless :meth:`keepalive` renews it. ``holder_pid``: the PID the
         value names (default this process; the CLI passes its calling shell's). Audited.
 
-        Returns ``(path, token)``: the token is the lease in hex, for :meth:`release`.
+        Returns ``(path, token)``: the token (``<lease hex>@<create revision>``), for
+        :meth:`release` and :meth:`keepalive`.
 
         Raises:
             RemoteError: ``held`` (with the holder's status; the lease granted is revoked),
@@ -345,18 +362,22 @@ class EtcdSource(RemoteSource):
             "success": [{"request_put": {"key": _encode(key), "value": _encode(value.encode()),
                                          "lease": lease}}]})
         current = self.status(name)
-        if current is None or current.record is None or current.record.token != token:
+        if current is None or current.record is None \
+                or current.record.metadata.get("lease") != token:
             self._revoke(lease)
             audit_remote(path, "acquire_refused", result="refused", format=FORMAT,
                          details={"holder": current.to_dict() if current else None})
             raise RemoteError(f"{path} is held", kind=RemoteErrorKind.HELD, url=path,
                               status=current)
+        token = current.record.token or token  # <lease hex>@<create revision>
         self._acquired.add((name, token))
         audit_remote(path, "acquire", details={"token": token, "ttl_s": ttl}, format=FORMAT)
         return path, token
 
+    @bounded("keepalive")
     def keepalive(self, token: str) -> int:
-        """Renew lease ``token`` (hex) once; returns the new TTL (s), -1 when it is gone.
+        """Renew the lease of ``token`` (``<lease hex>@<revision>``, or the lease in hex) once;
+        returns the new TTL (s), -1 when it is gone.
 
         Raises:
             RemoteError: ``bad_key`` (not hex), connection kinds.
@@ -375,10 +396,14 @@ class EtcdSource(RemoteSource):
             raise
         return True
 
+    @bounded("release")
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:
-        """Revoke the lease ``seen_token`` (hex) while it still holds lock ``lock_key``.
+        """Revoke the lease of ``seen_token`` while it still holds lock ``lock_key`` under the
+        same key: the token is ``<lease hex>@<create revision>`` (a bare lease in hex is
+        compared by lease only), so a lease ID granted again with its key written again is
+        ``changed``, not revoked.
         Without ``force`` only a lock this source acquired, or a stale one, is released.
         Every key on that lease goes with it. Audited (``release`` / ``force_release`` /
         ``release_refused``).
@@ -397,7 +422,8 @@ class EtcdSource(RemoteSource):
             audit_remote(path, op, result="gone", format=FORMAT,
                          details={**details, "note": "already released"})
             return ReleaseOutcome(path, seen_token, False, "gone", 0.0, details)
-        if before.record.token != seen_token:
+        if before.record.token != seen_token and not (
+                "@" not in seen_token and before.record.metadata.get("lease") == seen_token):
             audit_remote(path, op, result="changed", format=FORMAT, details={
                 **details, "holder": before.to_dict(),
                 "note": "another lease holds it than the one seen: nothing was revoked"})
@@ -418,6 +444,44 @@ class EtcdSource(RemoteSource):
             return ReleaseOutcome(path, seen_token, False, "gone", seconds, details)
         audit_remote(path, op, details=details, format=FORMAT)
         return ReleaseOutcome(path, seen_token, True, "revoked", seconds, details)
+
+
+def _tracked_session(registry: SocketRegistry) -> Any:
+    """A ``requests.Session`` whose connections register their sockets in ``registry`` (for
+    the deadline to cut, core.remote.deadline): urllib3's connection classes with
+    ``_new_conn`` recording the socket, mounted for http and https."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    class Conn(HTTPConnection):
+        def _new_conn(self) -> Any:
+            sock = super()._new_conn()
+            registry.add(sock)
+            return sock
+
+    class TLSConn(HTTPSConnection):
+        def _new_conn(self) -> Any:
+            sock = super()._new_conn()
+            registry.add(sock)
+            return sock
+
+    class Pool(HTTPConnectionPool):
+        ConnectionCls = Conn
+
+    class TLSPool(HTTPSConnectionPool):
+        ConnectionCls = TLSConn
+
+    class Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TLSPool}
+
+    session = requests.Session()
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, Adapter())
+    return session
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -453,8 +517,15 @@ def _group(kvs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _lease_of(token: str, url: str) -> int:
+    """The lease ID of a token (``<lease hex>@<create revision>`` or ``<lease hex>``).
+
+    Raises:
+        RemoteError: ``bad_key`` when it is neither."""
+    lease, _, revision = token.partition("@")
     try:
-        return int(token, 16)
+        if revision and not revision.isdigit():
+            raise ValueError(revision)
+        return int(lease, 16)
     except ValueError:
         raise RemoteError(f"{url}: {token!r} is not a lease ID in hex",
                           kind=RemoteErrorKind.BAD_KEY, url=url) from None

@@ -44,8 +44,10 @@ from core.remote.base import (
     RemoteErrorKind,
     RemoteSource,
     audit_remote,
+    bounded,
     url_host,
 )
+from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.pg_keys import (
     advisory_key,
     as_utc,
@@ -125,6 +127,7 @@ class PostgresSource(RemoteSource):
         connect_timeout: seconds to wait for the connection (libpq ``connect_timeout``).
         policy: the stale policy (its limit for ``liquibase`` ages the Liquibase row).
         liquibase: look for a ``databasechangeloglock`` table too.
+        deadline: seconds one operation may take in all (docs/remote.md, "Deadline").
 
     The monitor role needs ``pg_read_all_stats`` to see other roles' state; force needs
     ``pg_signal_backend`` (or membership of the holder's role).
@@ -143,8 +146,10 @@ class PostgresSource(RemoteSource):
         connect_timeout: float = 5.0,
         policy: StalePolicy = DEFAULT_POLICY,
         liquibase: bool = True,
+        deadline: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        super().__init__(f"postgres://{url_host(host)}:{port}/{dbname}", policy=policy)
+        super().__init__(f"postgres://{url_host(host)}:{port}/{dbname}", policy=policy,
+                         deadline=deadline)
         self._kwargs: dict[str, Any] = {
             "host": host, "port": port, "dbname": dbname, "user": user, "password": password,
             "connect_timeout": max(1, round(connect_timeout)),
@@ -174,6 +179,16 @@ class PostgresSource(RemoteSource):
             finally:
                 self._conn = None
 
+    def cut_connection(self) -> None:
+        """Shut down libpq's socket (the deadline passed; core.remote.deadline): the
+        blocked wait in the worker returns at once. Never raises."""
+        conn = self._conn
+        try:
+            fd = conn.pgconn.socket if conn is not None and not conn.closed else -1
+        except Exception:  # psycopg.OperationalError: no socket (any more)
+            fd = -1
+        self.sockets.cut((fd,) if fd >= 0 else ())
+
     # -- connection -----------------------------------------------------------------------
 
     def _connection(self) -> Any:
@@ -184,8 +199,36 @@ class PostgresSource(RemoteSource):
         try:
             self._conn = psycopg.connect(**kw)
         except psycopg.Error as exc:
-            raise self._error(exc, "cannot connect to") from exc
+            err = self._error(exc, "cannot connect to")
+            if err.kind in (RemoteErrorKind.UNREACHABLE, RemoteErrorKind.AUTH_FAILED):
+                err = self._database_missing(kw, err)
+            raise err from exc
         return self._conn
+
+    def _database_missing(self, kw: dict[str, Any], err: RemoteError) -> RemoteError:
+        """A failed connection carries no SQLSTATE (libpq gives none for a FATAL at
+        start-up), so "database does not exist" looked like a dead server. Ask the server:
+        connect with the same credentials to its maintenance database and look the database
+        up in ``pg_database``. Missing: ``no_database``; present: the role may not connect to
+        it (``CONNECT`` privilege, pg_hba.conf): ``permission_denied``; the probe fails too:
+        ``err`` as it was."""
+        dbname = str(kw["dbname"])
+        probe_kw = {**kw, "dbname": "template1" if dbname == "postgres" else "postgres",
+                    "connect_timeout": min(2, int(kw.get("connect_timeout", 2)))}
+        try:
+            with psycopg.connect(**probe_kw) as probe:
+                row = probe.execute("SELECT count(*) FROM pg_database WHERE datname = %(d)s",
+                                    {"d": dbname}).fetchone()
+        except psycopg.Error:
+            return err
+        if row is not None and row[0] == 0:
+            return RemoteError(f"cannot connect to {self.base_url}: the server has no database "
+                               f"{dbname!r}", kind=RemoteErrorKind.NO_DATABASE,
+                               url=self.base_url, detail=err.detail)
+        return RemoteError(f"cannot connect to {self.base_url}: the database exists, but this "
+                           "role may not connect to it (CONNECT privilege or pg_hba.conf)",
+                           kind=RemoteErrorKind.PERMISSION_DENIED, url=self.base_url,
+                           detail=err.detail)
 
     def _error(self, exc: Exception, doing: str) -> RemoteError:
         """A :class:`RemoteError` for a psycopg error, kind chosen from data: the SQLSTATE, or
@@ -224,6 +267,7 @@ class PostgresSource(RemoteSource):
 
     # -- listing --------------------------------------------------------------------------
 
+    @bounded("list")
     def list_locks(self) -> list[LockStatus]:
         """Every advisory lock of the database (one verdict per key, waiters counted) and the
         Liquibase lock row when it is locked (see the module docstring for the rules).
@@ -315,6 +359,7 @@ class PostgresSource(RemoteSource):
 
     # -- release --------------------------------------------------------------------------
 
+    @bounded("release")
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:

@@ -9,7 +9,11 @@ Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/r
   ``lock:<name>``), and for python-redis-lock the signal list ``lock-signal:<name>`` its
   waiters block on (``BLPOP``).
 * Discovery is ``SCAN MATCH <pattern> COUNT 1000 TYPE string`` (never ``KEYS``, which blocks
-  the server), then ``GET`` + ``PTTL`` pipelined.
+  the server), stopping past :data:`MAX_LOCKS` keys (said: :attr:`RedisSource.more_than`),
+  then ``STRLEN`` + ``GETRANGE 0 4095`` + ``PTTL`` pipelined, 500 keys a round trip, each
+  chunk judged before the next is read: a value is read up to
+  :data:`core.remote.redis_tokens.MAX_VALUE_BYTES`, a longer one is identified by its length
+  and the SHA-1 of its first bytes (:func:`core.remote.redis_tokens.long_token`).
 * ``PTTL`` gives the remaining lease: the lock's ``expires_at`` is now + PTTL, judged by
   :func:`core.verdicts.policy.judge` (``held`` with ``expires in``). A key with no TTL (PTTL -1:
   redis-py ``timeout=None``, python-redis-lock without ``expire``) lives until deleted: it is
@@ -30,10 +34,8 @@ Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/r
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -47,7 +49,21 @@ from core.remote.base import (
     RemoteErrorKind,
     RemoteSource,
     audit_remote,
+    bounded,
     url_host,
+)
+from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry
+from core.remote.redis_tokens import (
+    MAX_VALUE_BYTES,
+    holder_of,
+    is_utf8,
+    own_token,
+    parse_long_token,
+    parse_own_token,
+    raw_of,
+    text_of,
+    token_of,
+    uuid1_time,
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts import liveness
@@ -66,17 +82,29 @@ SCAN_COUNT = 1000
 few ms at 1M keys)."""
 PIPELINE_CHUNK = 500
 """Keys read per pipelined round trip of GET + PTTL."""
+MAX_LOCKS = 10_000
+"""Lock keys one listing reads at most; past it the listing stops and says "more than N
+locks" (:attr:`RedisSource.more_than`)."""
 SIGNAL_EXPIRE_MS = 1000
 """How long python-redis-lock's signal list lingers after a release (ms), as the library does."""
 
-_UUID_EPOCH = datetime(1582, 10, 15, tzinfo=UTC)
-_OURS = "lockwarden:"
 
 # KEYS[1] lock key, KEYS[2] signal list or "" ; ARGV[1] token seen, ARGV[2] signal expiry ms.
 # Returns 1 when deleted, 0 when the key holds another value or is missing.
+# ARGV[3]: "" to compare the whole value with ARGV[1]; else the value's length, ARGV[1] then
+# being the SHA-1 hex of its first ARGV[4] bytes (a long value: long_token)
 _CAD = """
-if redis.call('get', KEYS[1]) ~= ARGV[1] then
-    return 0
+if ARGV[3] == '' then
+    if redis.call('get', KEYS[1]) ~= ARGV[1] then
+        return 0
+    end
+else
+    if redis.call('type', KEYS[1]).ok ~= 'string'
+            or redis.call('strlen', KEYS[1]) ~= tonumber(ARGV[3])
+            or redis.sha1hex(redis.call('getrange', KEYS[1], 0, tonumber(ARGV[4]) - 1))
+               ~= ARGV[1] then
+        return 0
+    end
 end
 if KEYS[2] ~= '' then
     redis.call('del', KEYS[2])
@@ -131,8 +159,10 @@ class RedisSource(RemoteSource):
         username, password: ACL user and password (``AUTH``), or None.
         profiles: the libraries to look for, in order (a key matched by several belongs to the
             first); default python-redis-lock only, since redis-py's keys have no prefix.
-        socket_timeout: seconds to wait for a connection or an answer.
+        socket_timeout: seconds to wait for a connection or one read.
         policy: the stale policy (the limit for keys without a TTL).
+        deadline: seconds one operation may take in all (docs/remote.md, "Deadline").
+        max_locks: lock keys one listing reads at most (:data:`MAX_LOCKS`).
     """
 
     scheme = "redis"
@@ -148,9 +178,16 @@ class RedisSource(RemoteSource):
         profiles: Iterable[RedisProfile] = (PYTHON_REDIS_LOCK,),
         socket_timeout: float = 5.0,
         policy: StalePolicy = DEFAULT_POLICY,
+        deadline: float = DEFAULT_DEADLINE_S,
+        max_locks: int = MAX_LOCKS,
     ) -> None:
-        super().__init__(f"redis://{url_host(host)}:{port}/{db}", policy=policy)
+        super().__init__(f"redis://{url_host(host)}:{port}/{db}", policy=policy,
+                         deadline=deadline)
         self.profiles = tuple(profiles)
+        self.max_locks = max_locks
+        self.more_than: int | None = None
+        """After :meth:`list_locks`: N when the listing stopped at N lock keys (there are
+        more), else None."""
         self._kwargs: dict[str, Any] = {
             "host": host, "port": port, "db": db, "username": username, "password": password,
             "socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout,
@@ -182,6 +219,8 @@ class RedisSource(RemoteSource):
         if self._client is None:
             # no silent retries: a compare-and-delete whose reply was lost is re-read instead
             self._client = redis_py.Redis(retry=Retry(NoBackoff(), 0), **self._kwargs)
+            # its sockets, for the deadline to cut (core.remote.deadline)
+            self._client.connection_pool.connection_class = _tracked(self.sockets)
         return self._client
 
     def _call(self, what: str, fn: Callable[[Any], Any]) -> Any:
@@ -261,9 +300,10 @@ class RedisSource(RemoteSource):
 
     # -- listing --------------------------------------------------------------------------
 
+    @bounded("list")
     def scan_keys(self) -> dict[str, RedisProfile]:
         """Every string key matching a profile's patterns (SCAN, COUNT :data:`SCAN_COUNT`),
-        with the profile it belongs to.
+        with the profile it belongs to; at most :attr:`max_locks` + 1 (the scan stops there).
 
         Raises:
             RemoteError: connection kinds.
@@ -273,11 +313,14 @@ class RedisSource(RemoteSource):
             for profile in self.profiles:
                 for pattern in profile.patterns:
                     for raw in r.scan_iter(match=pattern, count=SCAN_COUNT, _type="string"):
-                        found.setdefault(_text(raw), profile)
+                        found.setdefault(text_of(raw), profile)
+                        if len(found) > self.max_locks:  # one more than the bound: "more"
+                            return found
             return found
         result: dict[str, RedisProfile] = self._call("SCAN on", scan)
         return result
 
+    @bounded("list")
     def list_locks(self) -> list[LockStatus]:
         """Every lock key of the profiles, judged (see the module docstring).
 
@@ -286,28 +329,30 @@ class RedisSource(RemoteSource):
         """
         keys = self.scan_keys()
         names = list(keys)
-        values: list[Any] = []
-
-        def read(r: Any) -> list[Any]:
-            out: list[Any] = []
-            for i in range(0, len(names), PIPELINE_CHUNK):
-                pipe = r.pipeline(transaction=False)
-                for k in names[i:i + PIPELINE_CHUNK]:
-                    pipe.get(_raw(k))
-                    pipe.pttl(_raw(k))
-                out.extend(pipe.execute(raise_on_error=False))
-            return out
-        values = self._call("GET/PTTL on", read)
+        self.more_than = self.max_locks if len(names) > self.max_locks else None
+        names = names[:self.max_locks]
         now = datetime.now(UTC)
         seen: set[tuple[str, str]] = set()
         statuses: list[LockStatus] = []
-        for i, key in enumerate(names):
-            value, pttl = values[2 * i], values[2 * i + 1]
-            if not isinstance(value, bytes) or not isinstance(pttl, int) or pttl == -2:
-                continue  # gone between SCAN and GET, or not a string any more
-            token = _text(value)
-            seen.add((key, token))
-            statuses.append(self._judge(key, keys[key], token, pttl, now))
+
+        def read(r: Any) -> None:
+            # chunk by chunk, each judged before the next is read: no value list held whole
+            for i in range(0, len(names), PIPELINE_CHUNK):
+                chunk = names[i:i + PIPELINE_CHUNK]
+                pipe = r.pipeline(transaction=False)
+                for k in chunk:
+                    pipe.strlen(raw_of(k))
+                    pipe.getrange(raw_of(k), 0, MAX_VALUE_BYTES - 1)
+                    pipe.pttl(raw_of(k))
+                got = pipe.execute(raise_on_error=False)
+                for j, key in enumerate(chunk):
+                    token = token_of(*got[3 * j:3 * j + 2])
+                    pttl = got[3 * j + 2]
+                    if token is None or not isinstance(pttl, int) or pttl == -2:
+                        continue  # gone between SCAN and the read, or not a string any more
+                    seen.add((key, token))
+                    statuses.append(self._judge(key, keys[key], token, pttl, now))
+        self._call("STRLEN/GETRANGE/PTTL on", read)
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
         return statuses
 
@@ -325,13 +370,16 @@ class RedisSource(RemoteSource):
                                          age_s=(now - first).total_seconds()))
         record = LockRecord(
             path=path, format=profile.format,
-            holder=(f"{ours[0]} PID {ours[1]}" if ours else _holder_of(token)),
+            holder=(f"{ours[0]} PID {ours[1]}" if ours else holder_of(token)),
             pid=ours[1] if ours else None, host=ours[0] if ours else None,
             acquired_at=taken or (first if pttl < 0 else None),
             expires_at=now + timedelta(milliseconds=pttl) if pttl >= 0 else None,
             tag=profile.name_of(key), token=token, raw=token,
             metadata={"key": key, "pttl_ms": pttl, "signal": profile.signal_key(key) or None,
-                      "first_seen": first.isoformat()})
+                      "first_seen": first.isoformat(),
+                      # a value that is not UTF-8: its exact bytes (the token keeps them)
+                      "token_hex": None if token.isprintable() or is_utf8(token) else
+                      raw_of(token).hex()})
         live: Liveness = Liveness.UNKNOWN
         live_reasons: list[Reason] = []
         if ours:
@@ -339,6 +387,7 @@ class RedisSource(RemoteSource):
         return judge(path, record, liveness=live, liveness_reasons=[*live_reasons, *reasons],
                      policy=self.policy, now=now)
 
+    @bounded("status")
     def status(self, lock_key: str) -> LockStatus | None:
         """The verdict on one key now (None when it does not exist or is not a lock string).
 
@@ -347,11 +396,14 @@ class RedisSource(RemoteSource):
         """
         key = self.key_of(lock_key)
         profile = self._profile_of(key)
-        value, pttl = self._call("GET/PTTL on", lambda r: r.pipeline(transaction=False)
-                                 .get(_raw(key)).pttl(_raw(key)).execute(raise_on_error=False))
-        if not isinstance(value, bytes) or not isinstance(pttl, int) or pttl == -2:
+        length, head, pttl = self._call(
+            "STRLEN/GETRANGE/PTTL on", lambda r: r.pipeline(transaction=False)
+            .strlen(raw_of(key)).getrange(raw_of(key), 0, MAX_VALUE_BYTES - 1).pttl(raw_of(key))
+            .execute(raise_on_error=False))
+        token = token_of(length, head)
+        if token is None or not isinstance(pttl, int) or pttl == -2:
             return None
-        return self._judge(key, profile, _text(value), pttl, datetime.now(UTC))
+        return self._judge(key, profile, token, pttl, datetime.now(UTC))
 
     def profile_of(self, key: str) -> RedisProfile:
         """The profile lock key ``key`` belongs to (the first whose patterns match it).
@@ -372,6 +424,7 @@ class RedisSource(RemoteSource):
 
     # -- acquire and release --------------------------------------------------------------
 
+    @bounded("acquire")
     def acquire(self, name: str, *, ttl: float | None, profile: RedisProfile | None = None,
                 holder_pid: int | None = None) -> tuple[str, str]:
         """Take lock ``name`` with ``SET key token NX PX ttl`` (``ttl`` None: no expiry, which
@@ -399,7 +452,7 @@ class RedisSource(RemoteSource):
                               kind=RemoteErrorKind.BAD_KEY, url=path)
         token = own_token(holder_pid)
         px = max(1, round(ttl * 1000)) if ttl is not None else None
-        ok = self._call("SET on", lambda r: r.set(_raw(key), token, nx=True, px=px))
+        ok = self._call("SET on", lambda r: r.set(raw_of(key), token, nx=True, px=px))
         if not ok:
             current = self.status(key)
             audit_remote(path, "acquire_refused", result="refused", format=prof.format,
@@ -411,6 +464,7 @@ class RedisSource(RemoteSource):
                      format=prof.format)
         return path, token
 
+    @bounded("release")
     def release(
         self, lock_key: str, seen_token: str, *, force: bool = False, reason: str | None = None
     ) -> ReleaseOutcome:
@@ -434,8 +488,12 @@ class RedisSource(RemoteSource):
             self.refuse_unforced(before)
         signal = profile.signal_key(key)
         t0 = time.monotonic()
+        # the token as the bytes it was read as: a value that is not UTF-8 round-trips
+        long = parse_long_token(seen_token)
+        digest, length = (long[1], str(long[0])) if long else (raw_of(seen_token), "")
         deleted = self._call("EVAL on", lambda r: r.eval(
-            _CAD, 2, _raw(key), _raw(signal), seen_token, SIGNAL_EXPIRE_MS))
+            _CAD, 2, raw_of(key), raw_of(signal), digest, SIGNAL_EXPIRE_MS, length,
+            MAX_VALUE_BYTES))
         seconds = time.monotonic() - t0
         self._acquired.discard((key, seen_token))
         details: dict[str, Any] = {"token": seen_token, "reason": reason, "signal": signal or None,
@@ -458,64 +516,16 @@ class RedisSource(RemoteSource):
                           kind=RemoteErrorKind.CHANGED, url=path, status=after)
 
 
-# -- tokens -------------------------------------------------------------------------------
+def _tracked(registry: SocketRegistry) -> type:
+    """redis-py's ``Connection`` registering each socket it opens in ``registry``."""
+    class TrackedConnection(redis_py.Connection):
+        def _connect(self) -> Any:
+            connect: Callable[[], Any] = super()._connect
+            sock = connect()
+            registry.add(sock)
+            return sock
+    return TrackedConnection
 
 
-def own_token(pid: int | None = None) -> str:
-    """A token naming process ``pid`` (default this one) on this host:
-    ``lockwarden:<host>:<pid>:<uuid1 hex>`` (the spec's self-describing token; the uuid1
-    carries the acquisition time)."""
-    return f"{_OURS}{liveness.hostname()}:{pid or os.getpid()}:{uuid.uuid1().hex}"
-
-
-def parse_own_token(token: str) -> tuple[str, int, datetime] | None:
-    """``(host, pid, acquired_at)`` of a token from :func:`own_token`, else None."""
-    if not token.startswith(_OURS):
-        return None
-    parts = token[len(_OURS):].rsplit(":", 2)
-    if len(parts) != 3:
-        return None
-    host, pid, hexid = parts
-    when = uuid1_time(hexid)
-    if not host or not pid.isdigit() or when is None:
-        return None
-    return host, int(pid), when
-
-
-def uuid1_time(token: str) -> datetime | None:
-    """The acquisition time in a uuid1 token (redis-py's default ``uuid1().hex``: 32 hex
-    digits, version 1, RFC 4122 variant), when it lies between 2000 and a day from now; else
-    None."""
-    if len(token) != 32:
-        return None
-    try:
-        u = uuid.UUID(hex=token)
-    except ValueError:
-        return None
-    if u.version != 1 or u.variant != uuid.RFC_4122:
-        return None
-    when = _UUID_EPOCH + timedelta(microseconds=u.time // 10)
-    if not datetime(2000, 1, 1, tzinfo=UTC) <= when <= datetime.now(UTC) + timedelta(days=1):
-        return None
-    return when
-
-
-def _holder_of(token: str) -> str:
-    """Who a foreign token names: the uuid1 node (MAC or random node id) when it is one."""
-    if uuid1_time(token) is not None:
-        return f"uuid1 node {uuid.UUID(hex=token).node:012x}"
-    return f"token {token[:40]}"
-
-
-def _text(raw: bytes | str) -> str:
-    """Bytes from Redis as text; bytes that are not UTF-8 survive as surrogate escapes, so
-    :func:`_raw` gives back the exact key."""
-    return raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
-
-
-def _raw(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-__all__ = ["PYTHON_REDIS_LOCK", "RedisProfile", "RedisSource", "State", "own_token",
+__all__ = ["MAX_LOCKS", "PYTHON_REDIS_LOCK", "RedisProfile", "RedisSource", "State", "own_token",
            "parse_own_token", "redis_py_profile", "uuid1_time"]

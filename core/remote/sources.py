@@ -28,7 +28,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from core.config.model import Config, ServerSpec
+from core.config.servers import redact_url
 from core.remote.base import RemoteError, RemoteErrorKind, RemoteSource
+from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 KEYRING_SERVICE = "lockwarden"
@@ -64,16 +66,18 @@ def parse_url(url: str) -> ServerURL:
         RemoteError: ``bad_key`` for a scheme not in :data:`SCHEMES`, a bad port or database.
     """
     server, sep, fragment = url.partition("#")
+    shown = redact_url(url)  # error messages never carry the password
     try:
         parts = urlsplit(server)
         port = parts.port
-    except ValueError as exc:
-        raise RemoteError(f"{url}: not a server URL ({exc})", kind=RemoteErrorKind.BAD_KEY,
-                          url=server) from None
+    except ValueError:  # its words quote the port, which may be part of a password
+        raise RemoteError(f"{shown}: not a server URL (the port is not a number from 0 to "
+                          "65535)", kind=RemoteErrorKind.BAD_KEY,
+                          url=redact_url(server)) from None
     kind = SCHEMES.get(parts.scheme.lower())
     if kind is None:
-        raise RemoteError(f"{url}: unknown scheme (known: {', '.join(SCHEMES)})",
-                          kind=RemoteErrorKind.BAD_KEY, url=server)
+        raise RemoteError(f"{shown}: unknown scheme (known: {', '.join(SCHEMES)})",
+                          kind=RemoteErrorKind.BAD_KEY, url=redact_url(server))
     host = unquote(parts.hostname or "") or "localhost"
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password is not None else None
@@ -88,8 +92,8 @@ def parse_url(url: str) -> ServerURL:
                 "liquibase": query.get("liquibase", ["true"])[-1].lower() != "false"}
     elif kind == "redis":
         if path and not path.isdigit():
-            raise RemoteError(f"{url}: the database must be a number, not {path!r}",
-                              kind=RemoteErrorKind.BAD_KEY, url=server)
+            raise RemoteError(f"{shown}: the database must be a number, not {path!r}",
+                              kind=RemoteErrorKind.BAD_KEY, url=redact_url(server))
         args = {"host": host, "port": port or 6379, "db": int(path or 0), "username": user,
                 "password": password}
     else:
@@ -151,9 +155,11 @@ def source_from_url(
     profiles: Sequence[str] = (),
     patterns: Sequence[str] = (),
     policy: StalePolicy = DEFAULT_POLICY,
+    deadline: float = DEFAULT_DEADLINE_S,
 ) -> RemoteSource:
     """The source of the server ``url`` names (its ``#fragment`` ignored); ``password`` is
-    used when the URL holds none; ``profiles`` and ``patterns`` are Redis's.
+    used when the URL holds none; ``profiles`` and ``patterns`` are Redis's; ``deadline`` is
+    the seconds one operation may take in all (docs/remote.md, "Deadline").
 
     Raises:
         RemoteError: ``bad_key`` (see :func:`parse_url`; an unknown Redis profile).
@@ -170,7 +176,8 @@ def source_from_url(
                 from None
     module = _backend(parsed.kind, parsed.public)
     cls = {"postgres": "PostgresSource", "redis": "RedisSource", "etcd": "EtcdSource"}
-    source: RemoteSource = getattr(module, cls[parsed.kind])(**args, policy=policy)
+    source: RemoteSource = getattr(module, cls[parsed.kind])(**args, policy=policy,
+                                                             deadline=deadline)
     return source
 
 
@@ -217,10 +224,11 @@ def source_from_spec(spec: ServerSpec, environ: Mapping[str, str] | None = None
         module = _backend("etcd", spec.url or "etcd")
         source: RemoteSource = module.EtcdSource(
             spec.endpoints, prefix=spec.prefix, username=spec.username, password=password,
-            policy=spec.policy)
+            policy=spec.policy, deadline=spec.deadline)
         return source, problem
     source = source_from_url(spec.url, password=password, profiles=spec.profiles,
-                             patterns=spec.patterns, policy=spec.policy)
+                             patterns=spec.patterns, policy=spec.policy,
+                             deadline=spec.deadline)
     source.notifications = spec.notifications
     return source, problem
 
@@ -235,7 +243,7 @@ def sources_from_config(config: Config, environ: Mapping[str, str] | None = None
         try:
             source, problem = source_from_spec(spec, environ)
         except (RemoteError, ValueError) as exc:
-            problems.append(f"[[{spec.kind}]] {spec.url}: {exc}")
+            problems.append(redact_url(f"[[{spec.kind}]] {spec.url}: {exc}"))
             continue
         sources.append(source)
         if problem:

@@ -98,8 +98,10 @@ def test_etcdctl_lock_is_listed_with_holder_ttl_and_waiter(src, etcd_server, pro
     assert [p for p in listed if p.startswith(st.path)] == [st.path]
     st = listed[st.path]
     assert st.state is State.HELD and st.record.format == "etcd-mutex"
-    assert st.record.holder == f"lease {st.record.token}"
-    assert st.record.metadata["key"] == f"locks/deploy/{st.record.token}"
+    lease = st.record.metadata["lease"]
+    assert st.record.holder == f"lease {lease}"
+    assert st.record.token == f"{lease}@{st.record.metadata['create_revision']}"
+    assert st.record.metadata["key"] == f"locks/deploy/{lease}"
     assert st.record.ttl == 7.0
     lease = next(r for r in st.reasons if r.code is Code.LEASE)
     assert lease.get("granted_s") == 7.0 and 0 < float(lease.get("left_s") or 0) <= 7
