@@ -55,6 +55,13 @@ def app_on(qtbot: Any, tmp_path: Path,
         lw.dispose()
 
 
+def _settled(lw: Any, qtbot: Any) -> None:
+    """Wait for the watcher that applying Settings started to have scanned (closing it in the
+    middle of its start is another matter)."""
+    if lw.inventory.watcher is not None:
+        qtbot.waitUntil(lambda: lw.inventory.initial_done, timeout=WAIT_MS)
+
+
 def _hand_written(lockdir: Path) -> str:
     return (f"# my settings, by hand\n[[watch]]\npath = \"{lockdir}\"  # the build locks\n"
             "stale_after = 600  # ten minutes\ncolour = \"blue\"\n\n[ui]\ntheme = \"light\"\n")
@@ -71,7 +78,8 @@ url = "redis://cache.internal:6379/0"   # deploy locks
 """
 
 
-def test_ok_keeps_tables_added_by_hand_and_comments(app_on: Any, lockdir: Path) -> None:
+def test_ok_keeps_tables_added_by_hand_and_comments(app_on: Any, lockdir: Path,
+                                                     qtbot: Any) -> None:
     text = _hand_written(lockdir)
     lw = app_on(text)
     cfg = Path(lw.config_path)
@@ -82,6 +90,7 @@ def test_ok_keeps_tables_added_by_hand_and_comments(app_on: Any, lockdir: Path) 
     dlg.on_acquire.setChecked(True)
     dlg.accept()
     assert dlg.result() == dlg.DialogCode.Accepted
+    _settled(lw, qtbot)
     saved = cfg.read_text()
     assert saved.startswith(text.replace("stale_after = 600", "stale_after = 1200")
                             .split("[ui]")[0])
@@ -130,6 +139,7 @@ def test_a_file_that_does_not_parse_is_named_and_never_overwritten(
     dlg.on_acquire.setChecked(True)
     dlg.accept()
     assert not dlg.isVisible()
+    _settled(lw, qtbot)
     back = cfgmod.load(str(cfg))
     assert back.notifications.on_acquire and back.watches[0].stale_after == 1234.0
     assert lw.config.watches[0].path == str(lockdir) and lw.config.load_error is None
@@ -139,7 +149,7 @@ def test_a_file_that_does_not_parse_is_named_and_never_overwritten(
 
 
 def test_a_file_changed_on_disk_is_merged_or_the_conflict_named(
-        app_on: Any, lockdir: Path) -> None:
+        app_on: Any, lockdir: Path, qtbot: Any) -> None:
     text = _hand_written(lockdir)
     lw = app_on(text)
     cfg = Path(lw.config_path)
@@ -155,6 +165,7 @@ def test_a_file_changed_on_disk_is_merged_or_the_conflict_named(
     assert dlg.use_mine.isVisibleTo(dlg)
     dlg.use_mine.click()
     assert not dlg.isVisible()
+    _settled(lw, qtbot)
     back = cfgmod.load(str(cfg))
     assert back.watches[0].stale_after == 1200.0 and back.ui.theme == "dark"  # both kept
 

@@ -260,8 +260,9 @@ class ServerEditor(QDialog):
 
         kind = self.current_kind()
         table = self.table()
-        first = (table.get("endpoints") or [""])[0] if kind == "etcd" else table.get(
-            "dsn" if kind == "postgres" else "url")
+        addresses = table.get("endpoints") if kind == "etcd" else [
+            table.get("dsn" if kind == "postgres" else "url")]
+        first = addresses[0] if isinstance(addresses, list) and addresses else ""
         problems = _Collect()
         if isinstance(first, str) and first:
             try:
