@@ -131,7 +131,9 @@ class ServerEditor(QDialog):
                               "change that needs CONFIG rights)")
         self.password = QComboBox()
         self.password.setAccessibleName("Password source")
-        self.password.addItem("No password (or libpq's ~/.pgpass)", "none")
+        self.password.setToolTip("Passwords never go in the configuration file. PostgreSQL "
+                                 "without one also tries libpq's PGPASSWORD and ~/.pgpass.")
+        self.password.addItem("No password", "none")
         self.password.addItem("From an environment variable", "env")
         self.password.addItem("From the OS keychain (keyring)", "keyring")
         self.password_env = QLineEdit()

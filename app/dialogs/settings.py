@@ -178,7 +178,7 @@ class SettingsDialog(QDialog):
                                   "never write over a file that does not parse")
         self._show_problem(
             f"The configuration file cannot be used, so Lockwarden runs on its defaults and "
-            f"Settings will not save over it.\n{err.path}: {err.text()}\nFix it by hand "
+            f"Settings will not save over it.\n{err.text()}\nFile: {err.path}\nFix it by hand "
             "(Open file), then Reload.")
 
     def open_config_file(self) -> bool:

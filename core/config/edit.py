@@ -382,6 +382,7 @@ class _Doc:
             if arr is not None and not isinstance(arr, AoT) and not inline:
                 del self.doc[name]  # an empty inline array: tables read better
                 arr = None
+            existing = arr is not None
             for values in tables:
                 if inline:
                     item: Any = tomlkit.inline_table()
@@ -389,9 +390,11 @@ class _Doc:
                     item = tomlkit.table()
                 for k, v in values.items():
                     item[k] = _toml_value(k, v)
-                if not inline:
-                    item.add(tomlkit.nl())
+                if existing and not inline:
+                    item.add(tomlkit.nl())  # apart from what follows the array in the file
                 if arr is None:
+                    if self.doc.as_string() and not self.doc.as_string().endswith("\n\n"):
+                        self.doc.add(tomlkit.nl())
                     self.doc.append(name, tomlkit.aot())
                     arr = self.doc[name]
                 arr.append(item)
