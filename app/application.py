@@ -135,6 +135,7 @@ class LockwardenApp(QObject):
         ops.settingsApplied.connect(w.update_status)
         ops.settingsApplied.connect(lambda: self.remote.set_config(self.store.config))
         self.remote.problemsChanged.connect(w.status_line.set_server_problems)
+        self.remote.problemsChanged.connect(w.problems.set_server_problems)
 
     def _connect_tray(self, tray: TrayController) -> None:
         ops = self.ops
@@ -184,9 +185,8 @@ class LockwardenApp(QObject):
             self.tray.show()
         if show_window or self.tray is None:
             self.show_window()
-        if config.warnings:
-            self.window.statusBar().showMessage(
-                "Configuration: " + "; ".join(config.warnings), 15000)
+        # the configuration's problems: in the Problems panel (open from the start) and on
+        # stderr (app.config_store.ConfigStore), never cut in the status line
 
     def show_window(self) -> None:
         """Show, raise and activate the main window."""

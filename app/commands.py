@@ -330,31 +330,44 @@ class Commands(QObject):
     # -- settings -----------------------------------------------------------------------------
 
     def open_settings(self) -> SettingsDialog:
-        """Open Settings; on accept save and apply them without restart."""
+        """Open Settings; on OK the dialog saves (it stays open when it cannot:
+        :class:`app.dialogs.settings.SettingsDialog`), then what the file holds is applied
+        without restart."""
         try:
             enabled = autostart.is_enabled()
         except OSError:
             enabled = False
-        dlg = SettingsDialog(self._store.config, autostart=enabled, parent=self._parent)
+        previous = self._store.config
+        dlg = SettingsDialog(previous, autostart=enabled, store=self._store,
+                             parent=self._parent)
 
         def go() -> None:
-            self.apply_settings(dlg.result_config(), autostart_on=dlg.autostart.isChecked())
+            self.apply_settings(self._store.config, autostart_on=dlg.autostart.isChecked(),
+                                previous=previous)
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)
         return dlg
 
-    def apply_settings(self, config: Config, *, autostart_on: bool | None = None) -> None:
-        """Save ``config`` (``core.config.save``) and apply it now: watched directories
-        (``Watcher.set_specs``, in a worker thread), theme, notifications; set start at login
-        if given; emit :attr:`settingsApplied`. A ``config`` equal to the current one
-        (warnings aside) is neither saved nor applied."""
-        old = self._store.config
-        if replace(config, warnings=[]) == replace(old, warnings=[]):
-            # nothing changed (OK without edits): do not rewrite the user's file
-            self._apply_autostart(autostart_on)
-            return
-        self._store.set(config)
+    def apply_settings(self, config: Config, *, autostart_on: bool | None = None,
+                       previous: Config | None = None) -> None:
+        """Apply ``config`` now: watched directories (``Watcher.set_specs``, in a worker
+        thread), theme, notifications; set start at login if given; emit
+        :attr:`settingsApplied`. Without ``previous``, ``config`` is first saved
+        (:meth:`app.config_store.ConfigStore.set`: only its changes are edited into the file)
+        unless it equals the configuration in effect (warnings aside: then nothing is written);
+        with ``previous`` (what was in effect before Settings saved), it is already saved and
+        in effect."""
+        if previous is None:
+            old = self._store.config
+            if replace(config, warnings=[]) == replace(old, warnings=[]):
+                # nothing changed (OK without edits): do not rewrite the user's file
+                self._apply_autostart(autostart_on)
+                return
+            self._store.set(config)
+            config = self._store.config
+        else:
+            old = previous
         if config.all_watches() != old.all_watches():
             self._inventory.set_specs(config.all_watches())
             kept = {w.path for w in config.all_watches()}

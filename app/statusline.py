@@ -1,10 +1,13 @@
 """The main window's status line (docs/gui.md "Window"): the watched directories and their
-observer mode, a busy bar while the first scan runs, and the count of locks per state."""
+observer mode, a busy bar while the first scan runs, the count of locks per state, and a
+button naming how many problems the configuration file has, which opens the Problems panel
+(:mod:`app.problems`, where each is listed whole: the status line never shows a problem's
+text cut mid-word)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
 
 from app.config_store import ConfigStore
 from app.lockinfo import plural
@@ -16,8 +19,16 @@ from core.record import State
 
 class StatusLine(QObject):
     """Widgets added to ``bar``: :attr:`dirs_label`, :attr:`scan_progress` (shown until the
-    inventory is :attr:`~app.watch_bridge.Inventory.ready`), :attr:`counts_label`; :meth:`update`
-    fills them from the inventory, the model and the configuration."""
+    inventory is :attr:`~app.watch_bridge.Inventory.ready`), :attr:`counts_label`,
+    :attr:`config_button` (shown while the configuration has problems); :meth:`update`
+    fills them from the inventory, the model and the configuration.
+
+    Signals:
+        problemsClicked(): :attr:`config_button` was pressed (the window shows its Problems
+            panel).
+    """
+
+    problemsClicked = Signal()
 
     def __init__(self, bar: QStatusBar, *, inventory: Inventory, model: LockTableModel,
                  store: ConfigStore, parent: QObject | None = None) -> None:
@@ -38,10 +49,19 @@ class StatusLine(QObject):
         self.servers_label.setAccessibleName("Lock servers")
         self.servers_label.setStyleSheet("color: #d23c3c;")
         self.servers_label.hide()
+        self.config_button = QToolButton()
+        self.config_button.setAutoRaise(True)
+        self.config_button.setAccessibleName("Configuration problems")
+        self.config_button.setStyleSheet("color: #d23c3c;")
+        self.config_button.clicked.connect(lambda: self.problemsClicked.emit())
+        self.config_button.hide()
+        store.problemsChanged.connect(self.set_config_problems)
         bar.addWidget(self.dirs_label, 1)
+        bar.addPermanentWidget(self.config_button)
         bar.addPermanentWidget(self.servers_label)
         bar.addPermanentWidget(self.scan_progress)
         bar.addPermanentWidget(self.counts_label)
+        self.set_config_problems(store.problems())
 
     def set_server_problems(self, problems: list[str]) -> None:
         """Show the lock servers that failed their last poll (or cannot be configured): a
@@ -53,6 +73,16 @@ class StatusLine(QObject):
             f"⚠ {plural(len(problems), 'lock server problem')}")
         self.servers_label.setToolTip("\n".join(printable(p) for p in problems))
         self.servers_label.show()
+
+    def set_config_problems(self, problems: list[str]) -> None:
+        """Show how many problems the configuration file has (a button that opens the
+        Problems panel, where each is listed whole); hidden when there is none."""
+        if not problems:
+            self.config_button.hide()
+            return
+        self.config_button.setText(f"⚠ {plural(len(problems), 'configuration problem')}")
+        self.config_button.setToolTip("Show them in the Problems panel")
+        self.config_button.show()
 
     def update(self) -> None:
         """Watched directories with their observer mode; counts per state."""

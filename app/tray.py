@@ -1,9 +1,9 @@
 """The tray icon: aggregate state with a stale-count badge, tooltip with counts, menu of held
 and stale locks with their actions, notifications (docs/gui.md "Tray").
 
-Aggregate state, worst first: ``problem`` (a watched directory missing or failing, or an
-unreadable lock), ``stale`` (any stale or expired lock), ``held``, ``free``. The badge counts
-stale + expired locks whatever the icon.
+Aggregate state, worst first: ``problem`` (a watched directory missing or failing, an
+unreadable lock, or a problem in the configuration file), ``stale`` (any stale or expired
+lock), ``held``, ``free``. The badge counts stale + expired locks whatever the icon.
 
 The tray only presents and asks: the operations of its menu leave it as ``...Requested``
 signals that :class:`app.application.LockwardenApp` connects.
@@ -44,10 +44,13 @@ PROBLEM_MODES = ("missing", "error")
 """Directory modes (:attr:`core.watch.watcher.DirStatus.mode`) that make the tray red."""
 
 
-def aggregate(counts: dict[State, int], dirs: Sequence[DirStatus]) -> str:
-    """Aggregate tray state from per-state counts and the watched directories (see module
-    doc): ``problem``, ``stale``, ``held`` or ``free``."""
-    if any(d.mode in PROBLEM_MODES for d in dirs) or counts.get(State.UNREADABLE, 0):
+def aggregate(counts: dict[State, int], dirs: Sequence[DirStatus],
+              config_problems: int = 0) -> str:
+    """Aggregate tray state from per-state counts, the watched directories and the number of
+    the configuration file's problems (see module doc): ``problem``, ``stale``, ``held`` or
+    ``free``."""
+    if (any(d.mode in PROBLEM_MODES for d in dirs) or counts.get(State.UNREADABLE, 0)
+            or config_problems):
         return "problem"
     if counts.get(State.STALE, 0) or counts.get(State.EXPIRED, 0):
         return "stale"
@@ -138,6 +141,7 @@ class TrayController(QObject):
         self._refresh.timeout.connect(self.refresh)
         model.countsChanged.connect(self._schedule_refresh)
         inventory.dirsChanged.connect(lambda _d: self._schedule_refresh())
+        store.problemsChanged.connect(lambda _p: self._schedule_refresh())
         model.transitions.connect(self._transitions)
         actions.released.connect(self._released)
         actions.lost.connect(self._lost)
@@ -182,7 +186,8 @@ class TrayController(QObject):
         """Update icon, badge and tooltip from the model's counts and the directories."""
         counts = self._model.counts()
         dirs = self._inventory.dirs
-        state = aggregate(counts, dirs)
+        config_problems = len(self._store.problems())
+        state = aggregate(counts, dirs, config_problems)
         badge = counts[State.STALE] + counts[State.EXPIRED]
         if (state, badge) != (self.state, self.badge):
             self.state, self.badge = state, badge
@@ -192,6 +197,9 @@ class TrayController(QObject):
                  if counts[s]]
         lines = ["Lockwarden", ", ".join(parts) if parts else "no locks held"]
         lines += [f"{d.path}: {d.mode}" for d in dirs if d.mode in PROBLEM_MODES]
+        if config_problems:
+            lines.append(f"{config_problems} configuration problem"
+                         f"{'' if config_problems == 1 else 's'}")
         self.icon.setToolTip("\n".join(lines))
 
     # -- menu ---------------------------------------------------------------------------------
@@ -236,8 +244,8 @@ class TrayController(QObject):
         menu.addAction("Quit").triggered.connect(lambda: self.quitRequested.emit())
 
     def problems_text(self) -> str:
-        """What makes the tray red, in a few words ("2 unreadable, 1 directory missing"), or
-        "" when nothing does (see :func:`aggregate`)."""
+        """What makes the tray red, in a few words ("2 unreadable, 1 directory missing,
+        1 configuration problem"), or "" when nothing does (see :func:`aggregate`)."""
         parts = []
         unreadable = self._model.counts().get(State.UNREADABLE, 0)
         if unreadable:
@@ -246,6 +254,9 @@ class TrayController(QObject):
             k = sum(1 for d in self._inventory.dirs if d.mode == mode)
             if k:
                 parts.append(f"{k} {'directory' if k == 1 else 'directories'} {word}")
+        k = len(self._store.problems())
+        if k:
+            parts.append(f"{k} configuration problem{'' if k == 1 else 's'}")
         return ", ".join(parts)
 
     def _lock_submenu(self, menu: QMenu, st: LockStatus) -> QMenu:

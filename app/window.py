@@ -52,6 +52,7 @@ from app.lockinfo import (
     under_any,
 )
 from app.model import LockTableModel
+from app.problems import ProblemsPanel
 from app.proxy import LockFilterProxy
 from app.statusline import StatusLine
 from app.table import LockTable
@@ -127,6 +128,7 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.splitter)
         self.setCentralWidget(central)
         self._build_status_bar()
+        self._build_problems()
         actions.heldChanged.connect(self._update_actions)
         actions.lost.connect(self._lock_lost)
         self.restore_state()
@@ -177,6 +179,19 @@ class MainWindow(QMainWindow):
         self.held_by_me = QCheckBox("Held by me")
         self.held_by_me.setToolTip("Show only locks this Lockwarden holds")
         self.held_by_me.toggled.connect(self._quick_filters)
+
+    def _build_problems(self) -> None:
+        """The Problems panel (:mod:`app.problems`), docked below; open from the start when
+        the configuration has problems; Ctrl+Shift+P and the status line's button show it."""
+        self.problems = ProblemsPanel(self._store, self._inventory, self)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.problems)
+        self.problems.setVisible(bool(self._store.problems()))
+        self.problems.settingsRequested.connect(lambda: self.settingsRequested.emit())
+        self.status_line.problemsClicked.connect(self.problems.reveal)
+        self.act_problems = self.problems.toggleViewAction()
+        self.act_problems.setShortcut(QKeySequence("Ctrl+Shift+P"))
+        self.act_problems.setToolTip("Show or hide the Problems panel (Ctrl+Shift+P)")
+        self.addAction(self.act_problems)
 
     def _build_toolbars(self) -> None:
         tb = QToolBar("Actions")
@@ -314,8 +329,11 @@ class MainWindow(QMainWindow):
         self.filter.selectAll()
 
     def show_problems(self) -> None:
-        """Filter the table to the unreadable locks, when there are any (the tray's
-        "Problems…" entry; the directories' modes are in the status bar)."""
+        """The tray's "Problems…" entry: the Problems panel when it lists any (configuration,
+        lock servers, directories), and the table filtered to the unreadable locks when there
+        are any."""
+        if self.problems.count():
+            self.problems.reveal()
         if self._model.counts().get(State.UNREADABLE, 0):
             self.filter.setText("unreadable")
 

@@ -162,7 +162,7 @@ FILE_MOVES = {"link", "unlink", "remove", "rename", "replace", "renames", "rmdir
 #: Modules outside core/engine/ that may move files, and the file they move: none of them is
 #: in a lock directory.
 MOVES_ALLOWED = {
-    "core/config/__init__.py": "the configuration file, replaced atomically when saved",
+    "core/config/edit.py": "the configuration file, replaced atomically when saved",
     "core/audit/heads.py": "this user's audit chain heads in the per-user data directory",
 }
 

@@ -100,6 +100,11 @@ class ProjectsGroup(QGroupBox):
         self._refresh()
         self.list.setCurrentRow(len(self.projects) - 1)
 
+    def set_projects(self, projects: list[ProjectSpec]) -> None:
+        """Show ``projects`` instead (Settings' Reload)."""
+        self.projects = list(projects)
+        self._refresh()
+
     def remove_current(self) -> None:
         """Remove the selected project root."""
         row = self.list.currentRow()

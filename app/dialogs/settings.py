@@ -1,13 +1,23 @@
 """The Settings dialog (docs/gui.md "Dialogs"): watched directories, project folders
-(:mod:`app.dialogs.projects`), lock servers (shown and
-tested: :mod:`app.dialogs.servers`), notifications, appearance, start at login. It edits a
-copy; the app saves and applies the result."""
+(:mod:`app.dialogs.projects`), lock servers (added, edited, removed and tested:
+:mod:`app.dialogs.servers`), notifications, appearance, start at login. It edits a copy.
+
+With a :class:`app.config_store.ConfigStore`, OK saves before the dialog closes
+(docs/DESIGN.md, "Nothing lost"): only what the dialog changed is edited into the file, which
+is read again first. When that cannot be done the dialog stays open with everything typed and
+says why in its problem bar: a file that does not parse (never overwritten: the parser's line
+and column, **Open file**, **Reload** once fixed; OK is off meanwhile), or a file changed on disk
+in the same keys (each conflict named: **Use my values** or **Reload from file**). The app then
+applies what the file holds."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -15,8 +25,10 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -29,6 +41,11 @@ from app.dialogs.duration import DurationSpinBox
 from app.dialogs.projects import ProjectsGroup
 from app.dialogs.servers import ServersGroup
 from core.config import Config, WatchSpec
+from core.errors import ConfigError
+from core.reasons import printable
+
+if TYPE_CHECKING:
+    from app.config_store import ConfigStore
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
 STALE_DECIMALS = 3
@@ -41,27 +58,43 @@ def _label(w: WatchSpec) -> str:
 
 class SettingsDialog(QDialog):
     """Settings: watched directories (path, recursive, patterns, stale limit in seconds,
-    polling), notifications, appearance, start at login (``autostart``: whether it is on now).
-    :meth:`result_config` builds the new :class:`core.config.Config`; the app saves and applies
-    it without restart."""
+    polling), project folders, lock servers, notifications, appearance, start at login
+    (``autostart``: whether it is on now). :meth:`result_config` builds the new
+    :class:`core.config.Config`.
 
-    def __init__(self, config: Config, *, autostart: bool,
+    Args:
+        config: the configuration in effect (the base of the edit).
+        autostart: whether start at login is on now.
+        store: where OK saves (see the module); None: OK only closes, the caller saves.
+        parent: Qt parent.
+
+    Attributes:
+        config: the configuration the dialog started from (after **Reload**: the file's).
+        problem: the problem bar's text ("" when hidden).
+    """
+
+    def __init__(self, config: Config, *, autostart: bool, store: ConfigStore | None = None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Lockwarden settings")
         self.config = config
+        self._config_store = store
         self._watches: list[WatchSpec] = list(config.watches)
         self._loading = False
+        self.problem = ""
+        self._reloaded = False
         watched = self._watched_group()
         notes = self._notifications_group(config)
         general = self._general_group(config, autostart)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
-                                   | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons = buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                                  | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
         self.servers = ServersGroup(list(config.servers))
         self.projects = ProjectsGroup(list(config.projects))
         lay = QVBoxLayout(self)
+        lay.addWidget(self._problem_bar())
         lay.addWidget(watched, 1)
         middle = QHBoxLayout()  # side by side: the dialog fits a 768-pixel-high screen
         middle.addWidget(self.projects, 1)
@@ -77,11 +110,154 @@ class SettingsDialog(QDialog):
             self.list.setCurrentRow(0)
         else:
             self.editor.setEnabled(False)
+        self._show_load_error()
         # Qt opens a window at most 2/3 of the screen, which squeezes the fields: open at
         # the size the layout asks for, within the screen's available area
         screen = self.screen()
         want = self.sizeHint()
         self.resize(want.boundedTo(screen.availableGeometry().size()) if screen else want)
+
+    # -- the problem bar -----------------------------------------------------------------------
+
+    def _problem_bar(self) -> QFrame:
+        self.problem_frame = QFrame()
+        self.problem_frame.setFrameShape(QFrame.Shape.StyledPanel)
+        self.problem_frame.setStyleSheet("QFrame { background: #fbe3e3; color: #1b1b1b; "
+                                         "border-radius: 3px; }")
+        self.problem_label = QLabel()
+        self.problem_label.setWordWrap(True)
+        self.problem_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.problem_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.problem_label.setAccessibleName("Configuration problem")
+        self.open_file = QPushButton("&Open file")
+        self.open_file.setToolTip("Open the configuration file to fix it by hand")
+        self.open_file.clicked.connect(self.open_config_file)
+        self.reload = QPushButton("&Reload")
+        self.reload.setToolTip("Read the configuration file again (your edits here are "
+                               "dropped)")
+        self.reload.clicked.connect(self.reload_from_file)
+        self.use_mine = QPushButton("&Use my values")
+        self.use_mine.setToolTip("Save, with your values where the file was changed too")
+        self.use_mine.clicked.connect(lambda: self._save_and_close(prefer_mine=True))
+        row = QHBoxLayout()
+        row.addStretch(1)
+        for b in (self.use_mine, self.open_file, self.reload):
+            row.addWidget(b)
+        lay = QVBoxLayout(self.problem_frame)
+        lay.addWidget(self.problem_label)
+        lay.addLayout(row)
+        self.problem_frame.hide()
+        return self.problem_frame
+
+    def _show_problem(self, text: str, *, conflict: bool = False) -> None:
+        self.problem = text
+        self.problem_label.setText("\n".join(printable(line) for line in text.split("\n")))
+        self.use_mine.setVisible(conflict)
+        self.open_file.setVisible(self._path() is not None)
+        self.reload.setVisible(self._path() is not None)
+        self.reload.setText("&Reload from file" if conflict else "&Reload")
+        self.problem_frame.show()
+
+    def _hide_problem(self) -> None:
+        self.problem = ""
+        self.problem_frame.hide()
+
+    def _path(self) -> str | None:
+        return self._config_store.path if self._config_store is not None else self.config.path
+
+    def _show_load_error(self) -> None:
+        """A file that cannot be used: say where and what to fix; OK stays off (it would
+        write over the file)."""
+        err = self.config.load_error
+        self.ok_button.setEnabled(err is None)
+        if err is None:
+            self._hide_problem()
+            self.ok_button.setToolTip("")
+            return
+        self.ok_button.setToolTip("The configuration file must be fixed first: Settings "
+                                  "never write over a file that does not parse")
+        self._show_problem(
+            f"The configuration file cannot be used, so Lockwarden runs on its defaults and "
+            f"Settings will not save over it.\n{err.text()}\nFile: {err.path}\nFix it by hand "
+            "(Open file), then Reload.")
+
+    def open_config_file(self) -> bool:
+        """Open the configuration file in the desktop's editor for it; True when one
+        opened."""
+        path = self._path()
+        if path is None:
+            return False
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(path)):
+            return True
+        self.problem_label.setText(self.problem_label.text()
+                                   + f"\nNo application could open {printable(path)}: open it "
+                                   "in a text editor.")
+        return False
+
+    def reload_from_file(self) -> None:
+        """Read the file again and show what it says (the edits made here are dropped)."""
+        if self._config_store is not None:
+            fresh = self._config_store.reload()
+        else:
+            from core.config import load
+
+            fresh = load(self.config.path) if self.config.path else self.config
+        self._reloaded = True
+        self.populate(fresh)
+
+    def populate(self, config: Config) -> None:
+        """Show ``config`` in every field and make it the base of the edit."""
+        self.config = config
+        self._watches = list(config.watches)
+        self._refresh_list()
+        self.list.setCurrentRow(0 if self._watches else -1)
+        self.editor.setEnabled(bool(self._watches))
+        self.projects.set_projects(list(config.projects))
+        self.servers.set_servers(list(config.servers))
+        n = config.notifications
+        for box, on in ((self.on_stale, n.on_stale), (self.on_expired, n.on_expired),
+                        (self.on_acquire, n.on_acquire), (self.on_release, n.on_release)):
+            box.setChecked(on)
+        self.theme.setCurrentText(config.ui.theme)
+        self.start_minimized.setChecked(config.ui.start_minimized)
+        self._show_load_error()
+
+    # -- OK -----------------------------------------------------------------------------------
+
+    def accept(self) -> None:
+        """OK: save (with a store) and close; on a problem stay open and say it (see the
+        module). Without a store: close, the caller saves :meth:`result_config`."""
+        if self.config.load_error is not None:
+            self._show_load_error()
+            return
+        self._save_and_close(prefer_mine=False)
+
+    def _save_and_close(self, *, prefer_mine: bool) -> None:
+        if self._config_store is not None:
+            from core.config.edit import ConfigConflict, ConfigUnparsable
+
+            try:
+                self._config_store.commit(self.result_config(), base=self.config,
+                                   prefer_mine=prefer_mine, reloaded=self._reloaded)
+            except ConfigConflict as exc:
+                self._show_problem(
+                    "The configuration file was changed by something else since Settings "
+                    "opened. Your changes and the file's were merged, except where both "
+                    "changed the same thing; nothing was saved:\n"
+                    + "\n".join(f"• {c.text()}" for c in exc.conflicts), conflict=True)
+                return
+            except ConfigUnparsable as exc:
+                self._show_problem(f"Not saved: the configuration file no longer parses, and "
+                                   f"Settings never write over it.\n{exc}\nFix it (Open "
+                                   "file), then press OK again.")
+                return
+            except (ConfigError, OSError) as exc:
+                why = (f"{exc.filename or self._path()}: {exc.strerror}"
+                       if isinstance(exc, OSError) and exc.strerror else str(exc))
+                self._show_problem(f"Not saved: {why}")
+                return
+        self._hide_problem()
+        super().accept()
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -254,6 +430,7 @@ class SettingsDialog(QDialog):
             c,
             watches=self.watches,
             projects=list(self.projects.projects),
+            servers=list(self.servers.servers),
             notifications=replace(
                 c.notifications,
                 on_stale=self.on_stale.isChecked(),

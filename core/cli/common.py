@@ -1,7 +1,8 @@
 """What every verb of the ``lockwarden`` command line shares: exit codes, the one-line error
 (:class:`CliError`), where output goes (:class:`Out`), what a verb is (:class:`Verb`), the
-checks a path passes before the engine sees it, the holder PID a lock records, and the one
-stale policy built from the flags.
+checks a path passes before the engine sees it, the holder PID a lock records, the one
+stale policy built from the flags, and the configured directories' policies that ``status``,
+``wait``, ``list`` and ``watch`` judge with (:func:`cli_policies`).
 
 The bottom of the CLI's modules: it imports only the standard library at load time (engine
 modules inside the functions that need them), and no other ``core.cli.main*`` module, so every
@@ -269,9 +270,11 @@ def check_dir(path: str) -> None:
 
 def stale_policy(args: argparse.Namespace) -> StalePolicy:
     """The one :class:`core.stale_policy.StalePolicy` of this command, built from its flags
-    (``--stale-after S``, seconds; already bounded by :data:`core.cli.args.STALE_AFTER`). A
-    verb builds it once and hands it to every operation that judges (docs/DESIGN.md, "Liveness
-    and verdicts": the stale policy is one object carried to every place that judges).
+    (``--stale-after S``, seconds; already bounded by :data:`core.cli.args.STALE_AFTER`; left
+    out: :data:`core.defaults.DEFAULT_STALE_AFTER`). A verb builds it once and hands it to
+    every operation that judges (docs/DESIGN.md, "Liveness and verdicts": the stale policy is
+    one object carried to every place that judges). ``status``, ``wait``, ``list`` and
+    ``watch`` use the configured directory's policy instead (:func:`cli_policies`).
 
     Raises:
         CliError: the policy refuses the limit (exit :data:`EXIT_USAGE`; cannot happen for a
@@ -280,17 +283,176 @@ def stale_policy(args: argparse.Namespace) -> StalePolicy:
     from core.defaults import DEFAULT_STALE_AFTER
     from core.stale_policy import StalePolicy
 
+    value = getattr(args, "stale_after", None)
     try:
-        return StalePolicy(stale_after=float(getattr(args, "stale_after", DEFAULT_STALE_AFTER)))
+        return StalePolicy(stale_after=float(DEFAULT_STALE_AFTER if value is None else value))
     except ValueError as exc:
         raise CliError(f"--stale-after: {exc}", EXIT_USAGE) from None
 
 
-def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec]:
+class PolicyChoice(NamedTuple):
+    """The stale policy a path is judged under on the command line, and where it came from
+    (docs/cli.md, "One verdict: the configured directory's policy").
+
+    Attributes:
+        policy: the policy.
+        source: ``"config"`` (the configured directory's), ``"option"`` (``--stale-after``)
+            or ``"default"`` (:data:`core.stale_policy.DEFAULT_POLICY`).
+        directory: the configured directory (``source == "config"``), else None.
+        config: the configuration file read, or None (none exists, or ``--stale-after``).
+        why: for ``"default"``, why in words (no configuration file; not in a configured
+            directory; the file cannot be used); else "".
+    """
+
+    policy: StalePolicy
+    source: str
+    directory: str | None = None
+    config: str | None = None
+    why: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``policy`` field of ``--json``: ``{"source", "stale_after" (s), "directory",
+        "config"}``."""
+        return {"source": self.source, "stale_after": self.policy.stale_after,
+                "directory": self.directory, "config": self.config}
+
+    @property
+    def needs_note(self) -> bool:
+        """True when the defaults are used although a configuration file exists (or was
+        named): the command says so on stderr. With no file at all nothing is configured
+        that could disagree, and only ``--json`` says ``"source": "default"``."""
+        return self.source == "default" and self.config is not None
+
+    def note(self, what: str) -> str:
+        """The stderr note for a ``"default"`` choice: ``WHAT: judged with the default stale
+        policy (stale after 3600 s): why``."""
+        return (f"{what}: judged with the default stale policy (stale after "
+                f"{self.policy.stale_after:g} s): {self.why}")
+
+
+class CliPolicies:
+    """The stale policies of one command: ``--stale-after`` when given, else the policy of
+    the configured directory a path is in (the ``[[watch]]`` and ``[[projects]]`` of the
+    configuration: ``--config PATH``, else ``$LOCKWARDEN_CONFIG``, else the platformdirs
+    location), judged as the app judges it: the first configured directory whose scope holds
+    the path's directory (recursive ones their sub-directories too; af ledger and claim locks
+    by their proof directory), patterns aside. Else the defaults, said so.
+
+    Args:
+        option: the ``--stale-after`` policy, or None.
+        config_path: the configuration file, or None with ``option``.
+        specs: the configured directories (not the platform defaults a file without
+            ``[[watch]]`` gets: their policy is the default one).
+        problem: why the file cannot be used (:meth:`core.config.LoadError.text`), or "".
+    """
+
+    def __init__(self, *, option: StalePolicy | None, config_path: str | None,
+                 specs: list[WatchSpec], problem: str = "", exists: bool = True) -> None:
+        self.option = option
+        self.config_path = config_path
+        self.specs = specs
+        self.problem = problem
+        self.exists = exists
+        self._roots: list[str] | None = None
+
+    def _owner(self, path: str) -> WatchSpec | None:
+        from core.config import expand_path
+        from core.watch.scan import CLAIMS_DIR, LEDGER_DIR, dir_in_scope, split_claim_path
+
+        if self._roots is None:
+            self._roots = [expand_path(s.path) for s in self.specs]
+        claim = split_claim_path(path)
+        dirs = [claim[0]] if claim is not None else [os.path.dirname(path)]
+        if claim is None and os.path.basename(dirs[0]) in (LEDGER_DIR, CLAIMS_DIR):
+            dirs.append(os.path.dirname(dirs[0]))
+        for spec, root in zip(self.specs, self._roots, strict=True):
+            if any(dir_in_scope(spec, root, d) for d in dirs):
+                return spec
+        return None
+
+    def for_path(self, path: str) -> PolicyChoice:
+        """The policy a lock at ``path`` (absolute, or relative to the working directory)
+        is judged under."""
+        from core.stale_policy import DEFAULT_POLICY
+
+        if self.option is not None:
+            return PolicyChoice(self.option, "option")
+        absolute = os.path.normpath(os.path.abspath(path))
+        spec = self._owner(absolute) if self.specs else None
+        if spec is not None:
+            return PolicyChoice(spec.policy, "config", spec.path, self.config_path)
+        if not self.exists:
+            why = f"there is no configuration file ({self.config_path})"
+        elif self.problem:
+            why = f"the configuration file cannot be used: {self.problem}"
+        else:
+            why = f"not in a directory watched by {self.config_path}"
+        return PolicyChoice(DEFAULT_POLICY, "default", None,
+                            self.config_path if self.exists else None, why)
+
+    def for_dir(self, directory: str) -> PolicyChoice:
+        """The policy of the locks directly in ``directory``."""
+        return self.for_path(os.path.join(directory, "lock"))
+
+
+def config_path() -> str:
+    """:func:`core.config.default_config_path` without importing platformdirs (which
+    imports ``tempfile``, ``shutil``, ``bz2`` and ``lzma``: docs/cli.md, "Start-up time") on
+    Linux and the other Unix platformdirs treats alike: ``$LOCKWARDEN_CONFIG``, else
+    ``$XDG_CONFIG_HOME`` (when absolute) or ``~/.config``, then ``lockwarden/config.toml``.
+    macOS, Windows and a relative ``$HOME`` ask platformdirs itself. A test holds the two
+    equal (tests/test_config_edit.py)."""
+    env = os.environ.get("LOCKWARDEN_CONFIG", "").strip()
+    if env:
+        return os.path.normpath(os.path.abspath(os.path.expandvars(os.path.expanduser(env))))
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    home = os.environ.get("HOME", "")
+    if sys.platform in ("darwin", "win32", "cygwin") or not (
+            os.path.isabs(xdg) or os.path.isabs(home)):
+        from core.config import default_config_path
+
+        return default_config_path()
+    base = xdg if os.path.isabs(xdg) else os.path.join(home, ".config")
+    return os.path.join(base, "lockwarden", "config.toml")
+
+
+def cli_policies(args: argparse.Namespace) -> CliPolicies:
+    """The policies of this command (:class:`CliPolicies`): ``--stale-after`` wins; else the
+    configuration file is read (``--config PATH``, ``$LOCKWARDEN_CONFIG``, the platformdirs
+    location; docs/cli.md, "One verdict: the configured directory's policy"). A missing
+    default file means the defaults; the configuration module is imported only when a file
+    is there.
+
+    Raises:
+        CliError: ``--config PATH`` names no file, or a directory (exit :data:`EXIT_IO`).
+    """
+    if getattr(args, "stale_after", None) is not None:
+        return CliPolicies(option=stale_policy(args), config_path=None, specs=[])
+    given: str | None = getattr(args, "config", None)
+    if given is not None:
+        path = os.path.normpath(os.path.abspath(os.path.expanduser(given)))
+        if not os.path.isfile(path):
+            what = "is not a file" if os.path.exists(path) else "no such file"
+            raise CliError(f"--config {given}: {what}")
+    else:
+        path = config_path()
+    if given is None and not os.path.lexists(path):
+        return CliPolicies(option=None, config_path=path, specs=[], exists=False)
+    from core.config import load
+
+    cfg = load(path)
+    specs = [] if cfg.watches_are_default else list(cfg.watches)
+    specs += [p.watch_spec() for p in cfg.projects]
+    problem = cfg.load_error.text() if cfg.load_error is not None else ""
+    return CliPolicies(option=None, config_path=path, specs=specs, problem=problem)
+
+
+def watch_specs(args: argparse.Namespace, policies: CliPolicies) -> list[WatchSpec]:
     """The directories of ``watch`` (``DIR...``, ``--recursive``, ``--pattern``,
     ``--project``: :meth:`core.config.model.ProjectSpec.watch_spec`) as
-    :class:`core.config.WatchSpec` values judged under ``policy`` (its ``stale_after``;
-    per-format limits are the defaults, as in ``policy``).
+    :class:`core.config.WatchSpec` values, each judged under the policy of the configured
+    directory it is in (``policies.for_dir``: its ``stale_after``, Task MCP flags and
+    per-format limits), else ``--stale-after`` or the defaults.
 
     A spec's path is expanded again by the watcher (``~``, ``$VAR``:
     :func:`core.config.expand_path`), which would watch another directory than the one named
@@ -313,10 +475,15 @@ def watch_specs(args: argparse.Namespace, policy: StalePolicy) -> list[WatchSpec
         if expand_path(literal) != literal:
             raise CliError(f"{d}: cannot be watched: the watcher would expand '~' or '$' in "
                            f"its name and watch {expand_path(literal)!r} instead")
+        policy = policies.for_dir(literal).policy
+        limits = dict(policy.format_stale_after)
         spec = WatchSpec(literal, recursive=bool(args.recursive),
-                         stale_after=policy.stale_after)
+                         stale_after=policy.stale_after,
+                         allow_higher_privilege=policy.allow_higher_privilege,
+                         allow_emergency=policy.allow_emergency, format_stale_after=limits)
         if getattr(args, "project", False):  # --project: as a [[projects]] root
             spec = ProjectSpec(literal, stale_after=policy.stale_after).watch_spec()
+            spec.format_stale_after = limits
         if patterns is not None:
             spec.patterns = list(patterns)
         specs.append(spec)

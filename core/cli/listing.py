@@ -33,11 +33,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from core.cli.common import EXIT_IO, EXIT_OK, PROG, Out, check_dir, one_line, stale_policy
+from core.cli.common import (
+    EXIT_IO,
+    EXIT_OK,
+    PROG,
+    CliPolicies,
+    Out,
+    PolicyChoice,
+    check_dir,
+    cli_policies,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from core.record import LockStatus
-    from core.stale_policy import StalePolicy
 
 _VANISHED = frozenset({errno.ENOENT, errno.ESRCH, errno.ENOTDIR})
 """errno values meaning a sub-directory is gone (not an error worth a line)."""
@@ -168,23 +177,35 @@ def _add_proof(proof: str, found: Found, fail: Callable[[str, OSError, bool], No
             fail(locks, exc, False)
 
 
-def judge(found: Found, policy: StalePolicy) -> list[LockStatus]:
-    """The verdict on every file and replayed ``af`` claim of ``found`` under ``policy``,
-    sorted by path; one process snapshot for all. A file that vanished since the walk is
-    left out. Never raises for what is on disk."""
+def judge(found: Found, policies: CliPolicies) -> list[tuple[LockStatus, PolicyChoice]]:
+    """The verdict on every file and replayed ``af`` claim of ``found``, each under the
+    policy of the configured directory it is in (:meth:`CliPolicies.for_path`; an ``af`` proof
+    directory's claims under the proof directory's), with the choice made, sorted by path;
+    one process snapshot for all. A file that vanished since the walk is left out. Never
+    raises for what is on disk."""
     from core.watch.scan import judge_paths, process_snapshot
 
-    return judge_paths(found.files, found.proofs, policy, process_snapshot(), datetime.now(UTC))
+    groups: dict[PolicyChoice, tuple[list[str], list[str]]] = {}
+    for path in found.files:
+        groups.setdefault(policies.for_path(path), ([], []))[0].append(path)
+    for proof in found.proofs:
+        groups.setdefault(policies.for_dir(proof), ([], []))[1].append(proof)
+    procs, now = process_snapshot(), datetime.now(UTC)
+    out = [(st, choice) for choice, (files, proofs) in groups.items()
+           for st in judge_paths(files, proofs, choice.policy, procs, now)]
+    out.sort(key=lambda pair: pair[0].path)
+    return out
 
 
 def cmd_list(args: argparse.Namespace, out: Out) -> int:
-    """``list DIR... [--recursive] [--pattern GLOB] [--project] [--json]``: every lock file
-    with its
-    verdict (unreadable files listed with their reason), then one stderr line per directory
+    """``list DIR... [--recursive] [--pattern GLOB] [--project] [--json] [--config PATH]``:
+    every lock file with its verdict under the policy of the configured directory it is in
+    (:func:`core.cli.common.cli_policies`; a note on stderr for each ``DIR`` judged with the
+    defaults), unreadable files listed with their reason, then one stderr line per directory
     that could not be listed (``lockwarden: PATH: cannot be listed: reason``; printed even
     with ``-q``, as every error). ``--json`` prints one array: the locks
-    (``LockStatus.to_dict()``), then those errors (:meth:`ListError.to_dict`, told apart by
-    ``"kind": "error"``).
+    (``LockStatus.to_dict()`` plus ``policy``: :meth:`PolicyChoice.to_dict`), then those
+    errors (:meth:`ListError.to_dict`, told apart by ``"kind": "error"``).
 
     Returns:
         0; 3 when a ``DIR`` named on the command line could not be listed (the rest is still
@@ -207,13 +228,19 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     patterns = list(args.pattern) if args.pattern else list(default)
     found = walk(roots, recursive=bool(args.recursive) or project, match=name_matcher(patterns),
                  skip=dir_matcher(PROJECT_SKIP_DIRS if project else ()), project=project)
-    statuses = judge(found, stale_policy(args))
+    policies = cli_policies(args)
+    for root in roots:
+        choice = policies.for_dir(root)
+        if choice.needs_note:
+            out.note(choice.note(root))
+    judged = judge(found, policies)
     if out.json:
-        out.data([*(s.to_dict() for s in statuses), *(e.to_dict() for e in found.errors)])
+        out.data([*({**s.to_dict(), "policy": c.to_dict()} for s, c in judged),
+                  *(e.to_dict() for e in found.errors)])
     elif not out.quiet:
         from core.cli.output import table
 
-        print(table(statuses), flush=True)
+        print(table([s for s, _c in judged]), flush=True)
     for e in found.errors:
         print(f"{PROG}: {one_line(e.text())}", file=sys.stderr, flush=True)
     return EXIT_IO if any(e.given for e in found.errors) else EXIT_OK

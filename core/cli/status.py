@@ -1,8 +1,11 @@
 """The verbs that only look at one lock: ``status`` and ``wait`` (docs/cli.md, "Verbs" and
 "``status`` and ``list`` output"; ``list`` is :mod:`core.cli.listing`).
 
-They judge with the one stale policy of the command (:func:`core.cli.common.stale_policy`) and
-print ``LockStatus.to_dict()`` for ``--json`` (``reasons`` as objects ``{"code", "text",
+``status`` judges with the policy of the configured directory the lock is in,
+``--stale-after`` when given, else the defaults, said in a note on stderr and the ``policy``
+field of ``--json`` (:func:`core.cli.common.cli_policies`; docs/cli.md, "One verdict: the
+configured directory's policy"); ``wait`` with ``--stale-after`` only, as ``try`` takes a lock.
+Both print ``LockStatus.to_dict()`` for ``--json`` (``reasons`` as objects ``{"code", "text",
 ...params}``) or the text of :mod:`core.cli.output`. Engine modules are imported inside each
 verb (docs/cli.md, "Start-up time": ``status`` never imports Qt or watchdog).
 """
@@ -20,12 +23,15 @@ from core.cli.common import (
     CliError,
     Out,
     check_lock_path,
+    cli_policies,
     stale_policy,
 )
 
 
 def cmd_status(args: argparse.Namespace, out: Out) -> int:
-    """``status PATH [--json]``: the verdict of :func:`core.verdicts.inspect.inspect`.
+    """``status PATH [--json] [--config PATH]``: the verdict of
+    :func:`core.verdicts.inspect.inspect` under the configured directory's policy
+    (:func:`core.cli.common.cli_policies`; a note on stderr when the defaults are used).
 
     Returns:
         0 free, 1 held (any state but free, as sema).
@@ -39,10 +45,14 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
 
     path: str = args.path
     check_lock_path(path, must_be_file=False)
-    status = inspect(path, policy=stale_policy(args))
+    choice = cli_policies(args).for_path(path)
+    status = inspect(path, policy=choice.policy)
+    if choice.needs_note and status.state is not State.UNREADABLE:  # an error is one line
+        out.note(choice.note(path))
     users = open_by_windows(path)
     if out.json:
-        out.data({**status.to_dict(), **({"open_by": users} if users else {})})
+        out.data({**status.to_dict(), "policy": choice.to_dict(),
+                  **({"open_by": users} if users else {})})
     elif not out.quiet:
         from core.cli.output import status_text
         from core.reasons import printable
@@ -75,7 +85,7 @@ def open_by_windows(path: str) -> list[dict[str, Any]]:
 
 def cmd_wait(args: argparse.Namespace, out: Out) -> int:
     """``wait PATH [--timeout S]``: until the lock is free or stale (the next ``try`` would
-    take it; :func:`core.engine.waiting.wait`).
+    take it; :func:`core.engine.waiting.wait`), under ``--stale-after`` as ``try`` judges.
 
     Returns:
         0 free or stale, 1 on timeout.

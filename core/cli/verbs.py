@@ -34,12 +34,21 @@ def _add_timeout(p: argparse.ArgumentParser) -> None:
                    "default: wait forever")
 
 
-def _add_stale_after(p: argparse.ArgumentParser) -> None:
+def _add_stale_after(p: argparse.ArgumentParser, *, configured: bool = False) -> None:
+    """--stale-after (default None: :func:`core.cli.common.stale_policy` uses 3600 s); with
+    ``configured``, also --config: the configured directory's policy applies unless
+    --stale-after is given (:func:`core.cli.common.cli_policies`)."""
+    default = ("the policy of the configured directory the lock is in, else "
+               f"{DEFAULT_STALE_AFTER:g}" if configured else f"{DEFAULT_STALE_AFTER:g}")
     p.add_argument(
-        "--stale-after", type=cli_args.STALE_AFTER, default=DEFAULT_STALE_AFTER, metavar="S",
+        "--stale-after", type=cli_args.STALE_AFTER, default=None, metavar="S",
         help="age in seconds after which another tool's lock with a dead holder is stale "
-        f"(default {DEFAULT_STALE_AFTER:g}, as in the sema spec)",
+        f"(default: {default}, as in the sema spec)",
     )
+    if configured:
+        p.add_argument("--config", type=cli_args.path, metavar="PATH",
+                       help="configuration file whose watched directories' stale policies "
+                       "apply (default: $LOCKWARDEN_CONFIG, else the app's)")
 
 
 def _add_write_opts(p: argparse.ArgumentParser, *, ttl_help: str) -> None:
@@ -79,7 +88,7 @@ def _add_dirs(p: argparse.ArgumentParser) -> None:
                    help="each DIR is a tree of repositories: list developer tools' locks (git, "
                    "Vim, Emacs, LibreOffice, Terraform) recursively, git's only inside .git, "
                    "never entering node_modules, .venv, target, build outputs or caches")
-    _add_stale_after(p)
+    _add_stale_after(p, configured=True)
 
 
 def _add_server_opts(p: argparse.ArgumentParser, *, patterns: bool = False) -> None:
@@ -122,7 +131,7 @@ def _args_release(p: argparse.ArgumentParser) -> None:
 
 def _args_status(p: argparse.ArgumentParser) -> None:
     _add_path(p)
-    _add_stale_after(p)
+    _add_stale_after(p, configured=True)
     _add_server_opts(p, patterns=True)
 
 

@@ -14,6 +14,7 @@ directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -23,9 +24,9 @@ from typing import TYPE_CHECKING
 from core.cli.common import (
     EXIT_OK,
     Out,
+    cli_policies,
     json_text,
     silence_stdout,
-    stale_policy,
     watch_specs,
 )
 from core.config.servers import redact_url
@@ -33,6 +34,7 @@ from core.reasons import printable
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from core.config import WatchSpec
     from core.record import LockStatus
@@ -44,9 +46,11 @@ class Printer:
     that went away (``| head -1``) sets :attr:`broken` and ``stop``. Used by ``watch URL``
     too (:func:`core.cli.remote.cmd_remote_watch`)."""
 
-    def __init__(self, out: Out, stop: threading.Event) -> None:
+    def __init__(self, out: Out, stop: threading.Event,
+                 policy_of: Callable[[str], dict[str, object]] | None = None) -> None:
         self.out = out
         self.stop = stop
+        self.policy_of = policy_of
         self.lock = threading.Lock()
         self.dir_modes: dict[str, tuple[str, str]] = {}
         self.broken = False
@@ -64,7 +68,9 @@ class Printer:
     def status(self, event: str, status: LockStatus) -> None:
         """One lock's line: JSON, or text with the path and holder escaped."""
         if self.out.json:
-            self._write(json_text({"event": event, **status.to_dict()}))
+            extra = ({"policy": self.policy_of(status.path)}
+                     if self.policy_of is not None else {})
+            self._write(json_text({"event": event, **status.to_dict(), **extra}))
         else:
             from core.holder import describe_holder
 
@@ -101,13 +107,16 @@ class Printer:
                          f"{time.strftime('%H:%M:%S')}  dir      {d.path}  {d.mode}{msg}")
 
 
-def watch(specs: list[WatchSpec], out: Out) -> int:
+def watch(specs: list[WatchSpec], out: Out,
+          policy_of: Callable[[str], dict[str, object]] | None = None) -> int:
     """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
-    SIGPIPE) when the reader of stdout went away."""
+    SIGPIPE) when the reader of stdout went away. With ``policy_of`` (a lock's path to the
+    ``policy`` field), each ``--json`` line of a lock carries the policy it was judged
+    under."""
     from core.watch.watcher import Watcher
 
     stop = threading.Event()
-    printer = Printer(out, stop)
+    printer = Printer(out, stop, policy_of)
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
@@ -140,8 +149,10 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
 
 
 def cmd_watch(args: argparse.Namespace, out: Out) -> int:
-    """``watch DIR... [--recursive] [--pattern GLOB] [--json]``: see the module; the
-    directories are judged under the one stale policy of the command.
+    """``watch DIR... [--recursive] [--pattern GLOB] [--json] [--config PATH]``: see the
+    module; each directory is judged under the policy of the configured directory it is in
+    (:func:`core.cli.common.cli_policies`: a sub-directory keeps its ``DIR``'s policy), else
+    ``--stale-after`` or the defaults (a note on stderr says so).
 
     Returns:
         0 after SIGINT/SIGTERM; 141 when the reader of stdout went away.
@@ -149,4 +160,17 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: a directory is missing or not a directory (exit 3).
     """
-    return watch(watch_specs(args, stale_policy(args)), out)
+    policies = cli_policies(args)
+    specs = watch_specs(args, policies)
+    choices = [(spec.path, policies.for_dir(spec.path)) for spec in specs]
+    for root, choice in choices:
+        if choice.needs_note:
+            out.note(choice.note(root))
+
+    def policy_of(path: str) -> dict[str, object]:
+        for root, choice in choices:  # the first DIR holding it judges it (as the watcher)
+            if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+                return choice.to_dict()
+        return choices[0][1].to_dict()
+
+    return watch(specs, out, policy_of)

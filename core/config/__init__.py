@@ -47,20 +47,21 @@ Stored as TOML (docs/DESIGN.md, "GUI": Settings) at
 
 With no file (or no ``[[watch]]`` table in it) the platform's usual lock directories are
 watched (:func:`default_watch_dirs`). :func:`load` never raises: a bad file gives warnings that
-name the key and the line, and defaults for what was bad. :func:`load_strict` raises
-:class:`core.errors.ConfigError` instead. :func:`save` writes atomically.
+name the key and the line, and defaults for what was bad (a file that does not parse at all:
+the defaults and :attr:`Config.load_error`). :func:`load_strict` raises
+:class:`core.errors.ConfigError` instead. :func:`save` edits the file in place, atomically,
+keeping comments and the tables it does not change, and never overwrites a file that does not
+parse (:mod:`core.config.edit`).
 
 Each ``[[watch]]`` gives one :class:`~core.stale_policy.StalePolicy` (``WatchSpec.policy``)
 that the scanner, the watcher and the GUI's dialogs judge its locks under.
 
 This module is the facade: the values are in :mod:`core.config.model`, loading is
-:mod:`core.config.load`; saving is here.
+:mod:`core.config.load`, editing the file is :mod:`core.config.edit` (imported only to save).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Any
 
 from core.config.load import MAX_CONFIG_BYTES, load, load_strict, loads, read_config_bytes
@@ -74,6 +75,7 @@ from core.config.model import (
     SERVER_KINDS,
     THEME_CHOICES,
     Config,
+    LoadError,
     NotificationSettings,
     UISettings,
     WatchSpec,
@@ -83,7 +85,6 @@ from core.config.model import (
     expand_path,
 )
 from core.config.servers import server_to_dict
-from core.fsutil import fsync_dir
 
 __all__ = [
     "CONFIG_ENV",
@@ -95,6 +96,7 @@ __all__ = [
     "POLLING_CHOICES",
     "THEME_CHOICES",
     "Config",
+    "LoadError",
     "NotificationSettings",
     "UISettings",
     "WatchSpec",
@@ -112,7 +114,8 @@ __all__ = [
 
 
 def to_dict(config: Config) -> dict[str, Any]:
-    """The TOML document for ``config`` as a dict (what :func:`save` writes)."""
+    """The TOML document for ``config`` as a dict: every table and key :func:`save` would
+    write into an empty file (it edits a file that exists: :mod:`core.config.edit`)."""
     return {
         "watch": [
             {
@@ -150,58 +153,31 @@ def to_dict(config: Config) -> dict[str, Any]:
     }
 
 
-_HEADER = (
-    "# Lockwarden configuration (written by Lockwarden; comments are not preserved).\n"
-    "# [[watch]]: path, recursive, patterns, stale_after (s), polling (auto|on|off),\n"
-    "#            allow_higher_privilege, allow_emergency,\n"
-    "#            format_stale_after = { format = seconds }\n"
-    "# [[projects]]: path, skip (directory names), stale_after (s), polling\n"
-    "# [[postgres]] dsn, [[redis]] url/profiles/patterns, [[etcd]] endpoints/prefix/username:\n"
-    "#            password_env or keyring (never a password), stale_after (s)\n\n"
-)
-
-
-def save(config: Config, path: str | None = None) -> str:
-    """Write ``config`` as TOML, atomically, and return the path written.
+def save(config: Config, path: str | None = None, *, base: Config | None = None,
+         prefer_mine: bool = False) -> str:
+    """Write ``config`` into its TOML file by editing the file that is there, and return the
+    path written (docs/DESIGN.md, "Nothing lost"; :mod:`core.config.edit`).
 
     The file goes to ``path``, else ``config.path``, else :func:`default_config_path`; missing
-    parent directories are created. Written to a temp file in the same directory, fsynced, then
-    ``os.replace``-d over the old file and the directory fsynced, so a crash leaves either the
-    old or the new file (this is a settings file, not a lock: replacing is what we want here).
-    Comments of a hand-edited file are not preserved. An empty ``watches`` list is written as
-    ``watch = []`` (watch nothing), distinct from a missing key (watch the defaults).
+    parent directories are created. It is read again first and only what changed is edited:
+    from ``base`` (the configuration the caller started from, as loaded) to ``config``, merged
+    into what the file says now; with ``base`` None the file's own content is the base.
+    Comments, unknown keys and tables ``config`` does not change are kept. An empty
+    ``watches`` list is written as ``watch = []`` (watch nothing), distinct from a missing key
+    (watch the defaults). The write is atomic (temp file, fsync, ``os.replace``, directory
+    fsync).
 
     Raises:
-        OSError: the directory cannot be created or written.
+        core.config.edit.ConfigUnparsable: the file does not parse (TOML syntax, not UTF-8):
+            it is never overwritten; ``line`` and ``column`` say where.
+        core.config.edit.ConfigConflict: the file changed on disk since ``base`` and both
+            changed the same key (``prefer_mine`` False): nothing is written.
+        OSError: the file cannot be read (not a regular file, unreadable, over 1 MiB) or the
+            directory cannot be created or written.
     """
-    target = expand_path(path or config.path or default_config_path())
-    directory = os.path.dirname(target)
-    os.makedirs(directory, exist_ok=True)
-    import tomli_w  # only when saving: readers (watch, the GUI's start) never need it
+    from core.config.edit import write  # only when saving: readers never import tomlkit
 
-    body = _HEADER + tomli_w.dumps(to_dict(config))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                               dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(target):
-            try:
-                os.chmod(tmp, os.stat(target).st_mode & 0o7777)
-            except OSError:
-                pass
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        fsync_dir(directory)
-    except OSError:
-        pass
+    target = expand_path(path or config.path or default_config_path())
+    write(config, target, base=base, prefer_mine=prefer_mine)
     config.path = target
     return target

@@ -21,6 +21,7 @@ from core.config.model import (
     SERVER_KINDS,
     THEME_CHOICES,
     Config,
+    LoadError,
     NotificationSettings,
     ProjectSpec,
     UISettings,
@@ -172,7 +173,7 @@ def _parse_watch(
     if table is None:
         return None
     raw, path = table
-    spec = WatchSpec(path=path)
+    spec = WatchSpec(path=path, table_index=idx)
 
     def bad(name: str, message: str, default: object) -> None:
         problems.add(f"{key0}.{name}", message, section=sect, name=name,
@@ -224,7 +225,7 @@ def _parse_project(raw: object, idx: int, problems: _Problems) -> ProjectSpec | 
     if table is None:
         return None
     raw, path = table
-    spec = ProjectSpec(path=path)
+    spec = ProjectSpec(path=path, table_index=idx)
     for name, value in raw.items():
         fallback = f"using {_describe(getattr(spec, name, None))}"
         if name == "path":
@@ -317,6 +318,28 @@ def _syntax_key(lines: list[str], line: int | None) -> str | None:
     return m.group(1).strip("\"'") if m else None
 
 
+def _broken(path: str | None, label: str, message: str, line: int | None = None,
+            column: int | None = None) -> Config:
+    """The default configuration for a file that cannot be used as a whole, with its
+    :class:`LoadError` and one warning saying so."""
+    cfg = default_config()
+    cfg.path = path
+    cfg.load_error = LoadError(path or label, message, line, column)
+    cfg.warnings = [f"{cfg.load_error.text()}; using the default configuration until it is "
+                    "fixed (the file is left as it is)"]
+    return cfg
+
+
+def syntax_error(exc: tomllib.TOMLDecodeError) -> tuple[str, int | None, int | None]:
+    """The parser's message without its position, and the line and column (1-based) of a
+    TOML syntax error (tomllib says ``"... (at line 3, column 7)"``)."""
+    msg = str(exc)
+    m = re.search(r"\s*\(?at line (\d+), column (\d+)\)?\s*$", msg)
+    if m is None:
+        return msg, None, None
+    return msg[: m.start()], int(m.group(1)), int(m.group(2))
+
+
 def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
     label = os.path.basename(path) if path else "config"
     problems = _Problems(text, label, strict)
@@ -326,23 +349,16 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
         what = f"{label}: invalid TOML: nested too deeply"
         if strict:
             raise ConfigError(what) from exc
-        cfg = default_config()
-        cfg.path = path
-        cfg.warnings = [f"{what}; using the default configuration"]
-        return cfg
+        return _broken(path, label, "invalid TOML: nested too deeply")
     except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = re.search(r"at line (\d+), column (\d+)", msg)
-        line = int(m.group(1)) if m else None
+        message, line, column = syntax_error(exc)
         key = _syntax_key(problems.lines, line)
         where = f"{label} line {line}" if line else label
-        what = f"{where}: " + (f"{key}: " if key else "") + f"invalid TOML: {msg}"
+        what = f"{where}: " + (f"{key}: " if key else "") + f"invalid TOML: {exc}"
         if strict:
             raise ConfigError(what, key=key, line=line) from exc
-        cfg = default_config()
-        cfg.path = path
-        cfg.warnings = [f"{what}; using the default configuration"]
-        return cfg
+        return _broken(path, label, (f"{key}: " if key else "") + f"invalid TOML: {message}",
+                       line, column)
 
     cfg = Config(path=path)
     for name, value in data.items():
@@ -372,8 +388,11 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
                 problems.add(name, f"must be an array of [[{name}]] tables, not "
                              f"{_describe(value)}", section=None, name=name, fallback="ignored")
                 continue
-            servers = (parse_server(name, raw, i, problems) for i, raw in enumerate(value))
-            cfg.servers.extend(s for s in servers if s is not None)
+            for i, raw in enumerate(value):
+                server = parse_server(name, raw, i, problems)
+                if server is not None:
+                    server.table_index = i
+                    cfg.servers.append(server)
         elif name == "notifications":
             _parse_section(value, "notifications", cfg.notifications, problems)
         elif name == "ui":
@@ -417,13 +436,19 @@ def load(path: str | None = None) -> Config:
         cfg.path = target
         return cfg
     except (OSError, ValueError) as exc:
-        cfg = default_config()
-        cfg.path = target
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        cfg.warnings.append(f"{target}: cannot be read ({reason}); "
-                            "using the default configuration")
+        return _broken(target, os.path.basename(target), f"cannot be read ({reason})")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        cfg = _from_text(raw.decode("utf-8", errors="replace"), target, strict=False)
+        if cfg.load_error is None:  # usable, but never written back: that would lose bytes
+            cfg.load_error = LoadError(target, "not UTF-8 text", line, column)
+            cfg.warnings.insert(0, f"{cfg.load_error.text()}: Lockwarden reads it but will "
+                                "not write it until it is fixed")
         return cfg
-    text = raw.decode("utf-8", errors="replace")
     return _from_text(text, target, strict=False)
 
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
-
-import platformdirs
 
 from core.defaults import DEFAULT_STALE_AFTER, FORMAT_STALE_AFTER
 from core.stale_policy import StalePolicy
@@ -28,6 +25,7 @@ __all__ = [
     "SERVER_KINDS",
     "THEME_CHOICES",
     "Config",
+    "LoadError",
     "NotificationSettings",
     "ProjectSpec",
     "ServerSpec",
@@ -124,6 +122,9 @@ class WatchSpec:
             listed, git's ``*.lock`` and ``gc.pid`` only inside a git directory
             (:func:`core.watch.scope.wanted_file`), and on Linux each walked directory is watched on
             its own so skipped trees cost no inotify watch (:mod:`core.watch.tree`).
+        table_index: the index of the ``[[watch]]`` table it was read from (0-based, counting
+            every table of the array, unusable ones too), or ``None`` for a spec not read
+            from a file. Not compared. :mod:`core.config.edit` edits that very table.
     """
 
     path: str
@@ -136,6 +137,7 @@ class WatchSpec:
     format_stale_after: dict[str, float] = field(default_factory=dict)
     skip: list[str] = field(default_factory=list)
     project: bool = False
+    table_index: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def policy(self) -> StalePolicy:
@@ -178,12 +180,14 @@ class ProjectSpec:
         stale_after: seconds, as ``[[watch]]`` ``stale_after`` (developer tools' own limits
             in :data:`core.defaults.FORMAT_STALE_AFTER` still apply: git locks 10 s).
         polling: as ``[[watch]]`` ``polling``.
+        table_index: as :attr:`WatchSpec.table_index`, in the ``[[projects]]`` array.
     """
 
     path: str
     skip: list[str] = field(default_factory=_project_skips)
     stale_after: float = DEFAULT_STALE_AFTER
     polling: str = "auto"
+    table_index: int | None = field(default=None, compare=False, repr=False)
 
     def watch_spec(self) -> WatchSpec:
         """The recursive :class:`WatchSpec` the scanner and watcher walk for this project:
@@ -230,6 +234,7 @@ class ServerSpec:
         stale_after: seconds; as ``[[watch]]`` ``stale_after``.
         deadline: seconds one operation on the server may take in all (docs/remote.md,
             "Deadline"); the default is :data:`SERVER_DEADLINE_S`.
+        table_index: as :attr:`WatchSpec.table_index`, in the array of its kind.
     """
 
     kind: str
@@ -244,6 +249,7 @@ class ServerSpec:
     keyring: bool = False
     stale_after: float = DEFAULT_STALE_AFTER
     deadline: float = SERVER_DEADLINE_S
+    table_index: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def policy(self) -> StalePolicy:
@@ -275,6 +281,35 @@ class UISettings:
     rescan_interval: float = DEFAULT_RESCAN_INTERVAL
 
 
+@dataclass(frozen=True)
+class LoadError:
+    """Why the configuration file could not be used as a whole: it does not parse as TOML
+    (``line`` and ``column``, 1-based, as the parser says), is not UTF-8 text, cannot be read
+    or is not a regular file (``line``/``column`` None). Such a file is never overwritten
+    (docs/DESIGN.md, "Nothing lost"): :func:`core.config.save` refuses it.
+
+    Attributes:
+        path: the file.
+        message: the problem in words, without the path (``"invalid TOML: Expected '=' after
+            a key in a key/value pair"``).
+        line, column: where, 1-based, or None.
+    """
+
+    path: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+    def text(self) -> str:
+        """``config.toml line 3, column 7: invalid TOML: ...`` (the file's base name)."""
+        where = os.path.basename(self.path) or self.path
+        if self.line is not None:
+            where += f" line {self.line}"
+            if self.column is not None:
+                where += f", column {self.column}"
+        return f"{where}: {self.message}"
+
+
 @dataclass
 class Config:
     """The whole configuration.
@@ -291,6 +326,9 @@ class Config:
             'soon'; using 3600"``). Empty when the file was fine or absent.
         watches_are_default: True when ``watches`` are the platform defaults (no ``[[watch]]``
             table in the file, or no file).
+        load_error: why the file could not be used (:class:`LoadError`: a TOML syntax error,
+            not UTF-8, unreadable), else None; the rest is then the default configuration and
+            :func:`core.config.save` refuses to write over the file. Not compared.
     """
 
     watches: list[WatchSpec] = field(default_factory=list)
@@ -301,6 +339,7 @@ class Config:
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
     watches_are_default: bool = False
+    load_error: LoadError | None = field(default=None, compare=False)
 
     def all_watches(self) -> list[WatchSpec]:
         """What the scanner and watcher walk: :attr:`watches`, then one recursive spec per
@@ -320,6 +359,8 @@ def default_config_path() -> str:
     env = os.environ.get(CONFIG_ENV, "").strip()
     if env:
         return expand_path(env)
+    import platformdirs  # here: it imports tempfile and shutil, which status does not need
+
     return os.path.join(platformdirs.user_config_dir("lockwarden", appauthor=False), CONFIG_NAME)
 
 
@@ -347,6 +388,8 @@ def default_watch_dirs(
     native = system is None
     plat = sys.platform if system is None else system
     if plat.startswith("win"):
+        import tempfile  # here: it imports shutil, which the command line's status does not need
+
         temp = env.get("TEMP") or env.get("TMP") or (tempfile.gettempdir() if native else "")
         candidates = [temp] if temp else []
     elif plat == "darwin":

@@ -1,0 +1,631 @@
+"""Writing the configuration by editing the file that is there (docs/DESIGN.md, "Nothing lost":
+the configuration is edited, never regenerated).
+
+:func:`write` reads the file again just before writing, parses it with ``tomlkit`` (which keeps
+comments, blank lines, key order and quoting) and changes only what the caller changed: the
+difference between ``base`` (the configuration the caller started from, e.g. what Settings
+showed) and ``new`` (what it ends with). Tables and keys nobody changed -- comments, unknown
+keys, values the loader refused, ``[[postgres]]`` tables added by hand while the app ran --
+stay as they are, byte for byte.
+
+The edit is a three-way merge per key: for each key of each table, the value ``base`` had, the
+value ``new`` has and the value the file has now.
+
+- ``new`` equals ``base``: the key is not touched (whatever the file says now stays).
+- the file still says what ``base`` said, or already says what ``new`` says: ``new`` is written.
+- otherwise both sides changed it: a :class:`Conflict`. Unless ``prefer_mine``, nothing is
+  written and :class:`ConfigConflict` lists them, so a caller can ask the user.
+
+Tables of ``[[watch]]`` and ``[[projects]]`` are matched by their expanded ``path``, server
+tables by their URL (etcd: endpoints), and an edited spec to the one it came from by its
+``table_index``. A table removed on one side and changed on the other is a conflict too.
+
+A file that does not parse (TOML syntax, not UTF-8) is never overwritten:
+:class:`ConfigUnparsable` says where (line and column). A file that cannot be read (not a
+regular file, unreadable, over 1 MiB) raises :class:`OSError` and is not overwritten either.
+
+``tomlkit`` is imported here only, and this module only when saving: ``lockwarden status``
+never loads it (tests/test_cli_startup_imports.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.config.load import _from_text, read_config_bytes, syntax_error
+from core.config.model import (
+    SERVER_KINDS,
+    Config,
+    ProjectSpec,
+    ServerSpec,
+    WatchSpec,
+    default_config,
+    expand_path,
+)
+from core.config.servers import server_to_dict
+from core.errors import ConfigError
+from core.fsutil import fsync_dir
+
+__all__ = ["HEADER", "ConfigConflict", "ConfigUnparsable", "Conflict", "edit_text", "write"]
+
+HEADER = (
+    "# Lockwarden configuration (docs/watching.md, \"Configuration\"). Lockwarden edits this\n"
+    "# file in place: comments and tables it does not know are kept.\n"
+    "# [[watch]]: path, recursive, patterns, stale_after (s), polling (auto|on|off),\n"
+    "#            allow_higher_privilege, allow_emergency,\n"
+    "#            format_stale_after = { format = seconds }\n"
+    "# [[projects]]: path, skip (directory names), stale_after (s), polling\n"
+    "# [[postgres]] dsn, [[redis]] url/profiles/patterns, [[etcd]] endpoints/prefix/username:\n"
+    "#            password_env or keyring (never a password), stale_after (s)\n\n"
+)
+"""The comment a new configuration file starts with."""
+
+_OLD_FIRST_LINE = ("# Lockwarden configuration (written by Lockwarden; comments are not "
+                   "preserved).\n")
+"""The first line earlier versions wrote: no longer true, so it is replaced when met."""
+
+_NEW_FIRST_LINE = ("# Lockwarden configuration (edited in place by Lockwarden: comments and "
+                   "tables it does not know are kept).\n")
+
+_RETRIES = 3
+"""How many times :func:`write` merges again when the file changes between its read and its
+replacement."""
+
+
+class ConfigUnparsable(ConfigError):
+    """The configuration file does not parse (TOML syntax, not UTF-8): it is not overwritten.
+
+    Attributes:
+        path: the file.
+        line, column: where the parser stopped (1-based), or None.
+        problem: the parser's words without the position.
+    """
+
+    def __init__(self, path: str, problem: str, line: int | None, column: int | None) -> None:
+        self.path = path
+        self.problem = problem
+        self.column = column
+        where = path + (f" line {line}" if line is not None else "") + (
+            f", column {column}" if column is not None else "")
+        super().__init__(f"{where}: {problem}; the file was left as it is: fix it (or move it "
+                         "away) and save again", line=line)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One key both the caller and someone else (the file on disk) changed, differently.
+
+    Attributes:
+        where: the table (``"watch /srv/locks"``, ``"redis redis://cache:6379/0"``, ``"ui"``).
+        key: the key in that table, or ``""`` for the whole table (removed on one side).
+        file: what the file says now (None: the key or table is no longer there).
+        mine: what the caller wants (None: removed).
+    """
+
+    where: str
+    key: str
+    file: object
+    mine: object
+
+    def text(self) -> str:
+        """One line: ``watch /srv/locks, stale_after: the file now says 600; yours says
+        1200``."""
+        what = f"{self.where}, {self.key}" if self.key else self.where
+        theirs = "removed" if self.file is None else f"says {_describe(self.file)}"
+        mine = "removes it" if self.mine is None else f"says {_describe(self.mine)}"
+        if not self.key:
+            theirs = "removed it" if self.file is None else "changed it"
+            mine = "removes it" if self.mine is None else "changed it"
+        return f"{what}: the file {'now ' if self.key else ''}{theirs}; yours {mine}"
+
+
+class ConfigConflict(ConfigError):
+    """The file changed on disk since ``base`` was read, and some keys were changed on both
+    sides. Nothing was written.
+
+    Attributes:
+        conflicts: each key both sides changed (:class:`Conflict`).
+    """
+
+    def __init__(self, path: str, conflicts: Sequence[Conflict]) -> None:
+        self.conflicts = tuple(conflicts)
+        super().__init__(f"{path} was changed by someone else since it was read, and "
+                         + "; ".join(c.text() for c in self.conflicts))
+
+
+def _describe(v: object) -> str:
+    """A value as a conflict names it: ``600`` (seconds without ``.0``), ``true``, ``'dark'``,
+    ``['*.lock']``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_describe(x)}" for k, x in v.items()) + "}"
+    return repr(v)
+
+
+# -- what a table holds, per kind ---------------------------------------------------------------
+
+Spec = WatchSpec | ProjectSpec | ServerSpec
+
+
+def _seconds(v: float) -> int | float:
+    """Seconds as TOML: ``3600``, not ``3600.0``."""
+    return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
+
+
+def _watch_fields(w: Spec) -> dict[str, object]:
+    assert isinstance(w, WatchSpec)
+    return {"path": expand_path(w.path), "recursive": bool(w.recursive),
+            "patterns": list(w.patterns), "stale_after": float(w.stale_after),
+            "polling": w.polling, "allow_higher_privilege": bool(w.allow_higher_privilege),
+            "allow_emergency": bool(w.allow_emergency),
+            "format_stale_after": {k: float(v) for k, v in sorted(w.format_stale_after.items())}}
+
+
+def _watch_new(w: Spec) -> dict[str, object]:
+    assert isinstance(w, WatchSpec)
+    out: dict[str, object] = {"path": w.path, "recursive": bool(w.recursive),
+                              "patterns": list(w.patterns),
+                              "stale_after": _seconds(w.stale_after), "polling": w.polling}
+    if w.allow_higher_privilege:
+        out["allow_higher_privilege"] = True
+    if w.allow_emergency:
+        out["allow_emergency"] = True
+    if w.format_stale_after:
+        out["format_stale_after"] = {k: _seconds(v)
+                                     for k, v in sorted(w.format_stale_after.items())}
+    return out
+
+
+def _project_fields(p: Spec) -> dict[str, object]:
+    assert isinstance(p, ProjectSpec)
+    return {"path": expand_path(p.path), "skip": list(p.skip),
+            "stale_after": float(p.stale_after), "polling": p.polling}
+
+
+def _project_new(p: Spec) -> dict[str, object]:
+    assert isinstance(p, ProjectSpec)
+    return {"path": p.path, "skip": list(p.skip), "stale_after": _seconds(p.stale_after),
+            "polling": p.polling}
+
+
+def _server_fields(s: Spec) -> dict[str, object]:
+    assert isinstance(s, ServerSpec)
+    out: dict[str, object]
+    if s.kind == "postgres":
+        out = {"dsn": s.url}
+    elif s.kind == "redis":
+        out = {"url": s.url, "profiles": list(s.profiles), "patterns": list(s.patterns),
+               "notifications": bool(s.notifications)}
+    else:
+        out = {"endpoints": list(s.endpoints), "prefix": s.prefix, "username": s.username}
+    out.update(password_env=s.password_env, keyring=bool(s.keyring),
+               stale_after=float(s.stale_after), deadline=float(s.deadline))
+    return out
+
+
+def _server_new(s: Spec) -> dict[str, object]:
+    assert isinstance(s, ServerSpec)
+    out = server_to_dict(s)
+    out["stale_after"] = _seconds(s.stale_after)
+    return out
+
+
+def _path_key(s: Spec) -> object:
+    assert isinstance(s, WatchSpec | ProjectSpec)
+    return expand_path(s.path)
+
+
+def _server_key(s: Spec) -> object:
+    assert isinstance(s, ServerSpec)
+    return (s.kind, tuple(s.endpoints) if s.kind == "etcd" else s.url)
+
+
+@dataclass(frozen=True)
+class _Array:
+    """One array of tables of the file and how its specs map to it."""
+
+    name: str
+    fields: Callable[[Spec], dict[str, object]]
+    new_table: Callable[[Spec], dict[str, object]]
+    key: Callable[[Spec], object]
+    label: Callable[[Spec], str]
+
+
+def _path_label(name: str) -> Callable[[Spec], str]:
+    def label(s: Spec) -> str:
+        assert isinstance(s, WatchSpec | ProjectSpec)
+        return f"{name} {s.path}"
+    return label
+
+
+def _server_label(s: Spec) -> str:
+    assert isinstance(s, ServerSpec)
+    return f"{s.kind} {s.url or ', '.join(s.endpoints)}"
+
+
+_WATCH = _Array("watch", _watch_fields, _watch_new, _path_key, _path_label("watch"))
+_PROJECTS = _Array("projects", _project_fields, _project_new, _path_key,
+                   _path_label("projects"))
+
+
+def _server_array(kind: str) -> _Array:
+    return _Array(kind, _server_fields, _server_new, _server_key, _server_label)
+
+
+def _toml_value(key: str, value: object) -> Any:
+    """A Python value as the tomlkit item written for ``key``."""
+    import tomlkit
+
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        for k, v in value.items():
+            table[k] = _seconds(v) if isinstance(v, float) else v
+        return table
+    if isinstance(value, float) and (key == "stale_after" or key == "rescan_interval"):
+        return _seconds(value)
+    return value
+
+
+def _set(table: Any, key: str, value: object) -> None:
+    """Set ``key`` of a tomlkit table (``None``: remove it), keeping the indent and the
+    comment of the line it replaces."""
+    import tomlkit
+
+    if value is None:
+        if key in table:
+            del table[key]
+        return
+    item = tomlkit.item(_toml_value(key, value))
+    old = table.get(key)
+    trivia = getattr(old, "trivia", None)
+    if trivia is not None and not isinstance(value, dict):
+        item.trivia.indent = trivia.indent
+        item.trivia.comment_ws = trivia.comment_ws
+        item.trivia.comment = trivia.comment
+        item.trivia.trail = trivia.trail
+    table[key] = item
+
+
+# -- matching -----------------------------------------------------------------------------------
+
+
+def _match(left: Sequence[Spec], right: Sequence[Spec], key: Callable[[Spec], object], *,
+           by_index: bool) -> dict[int, int]:
+    """Pair items of ``left`` with items of ``right`` (positions): first by ``table_index``
+    (when ``by_index``), then by ``key``, in order."""
+    pairs: dict[int, int] = {}
+    used: set[int] = set()
+    if by_index:
+        where = {r.table_index: j for j, r in enumerate(right) if r.table_index is not None}
+        for i, item in enumerate(left):
+            j = where.get(item.table_index) if item.table_index is not None else None
+            if j is not None and j not in used:
+                pairs[i] = j
+                used.add(j)
+    for i, item in enumerate(left):
+        if i in pairs:
+            continue
+        k = key(item)
+        for j, other in enumerate(right):
+            if j not in used and key(other) == k:
+                pairs[i] = j
+                used.add(j)
+                break
+    return pairs
+
+
+# -- the document -------------------------------------------------------------------------------
+
+
+class _Doc:
+    """The tomlkit document being edited, with the deferred removals of array tables."""
+
+    def __init__(self, text: str) -> None:
+        import tomlkit
+
+        self.doc = tomlkit.parse(text)
+        self.removed: dict[str, set[int]] = {}
+        self.appended: dict[str, list[dict[str, object]]] = {}
+
+    def table(self, array: str, index: int) -> Any:
+        return self.doc[array][index]
+
+    def remove(self, array: str, index: int) -> None:
+        self.removed.setdefault(array, set()).add(index)
+
+    def append(self, array: str, values: dict[str, object]) -> None:
+        self.appended.setdefault(array, []).append(values)
+
+    def section(self, name: str) -> Any:
+        import tomlkit
+
+        current = self.doc.get(name)
+        if not isinstance(current, dict):
+            if name in self.doc:
+                del self.doc[name]
+            self.doc[name] = tomlkit.table()
+        return self.doc[name]
+
+    def ensure_array(self, name: str) -> None:
+        """An (empty) ``name = []`` when the file has no such array: ``watch = []`` means
+        "watch nothing", unlike a missing key."""
+        import tomlkit
+
+        if not isinstance(self.doc.get(name), list):
+            if name in self.doc:
+                del self.doc[name]
+            self.doc[name] = tomlkit.array()
+
+    def finish(self) -> str:
+        import tomlkit
+        from tomlkit.items import AoT
+
+        for name, indices in self.removed.items():
+            arr = self.doc[name]
+            for i in sorted(indices, reverse=True):
+                del arr[i]
+        for name, tables in self.appended.items():
+            arr = self.doc.get(name)
+            if not isinstance(arr, list):
+                if name in self.doc:
+                    del self.doc[name]
+                arr = None
+            inline = arr is not None and not isinstance(arr, AoT) and len(arr) > 0
+            if arr is not None and not isinstance(arr, AoT) and not inline:
+                del self.doc[name]  # an empty inline array: tables read better
+                arr = None
+            existing = arr is not None
+            for values in tables:
+                if inline:
+                    item: Any = tomlkit.inline_table()
+                else:
+                    item = tomlkit.table()
+                for k, v in values.items():
+                    item[k] = _toml_value(k, v)
+                if existing and not inline:
+                    item.add(tomlkit.nl())  # apart from what follows the array in the file
+                if arr is None:
+                    if self.doc.as_string() and not self.doc.as_string().endswith("\n\n"):
+                        self.doc.add(tomlkit.nl())
+                    self.doc.append(name, tomlkit.aot())
+                    arr = self.doc[name]
+                arr.append(item)
+        text: str = self.doc.as_string()
+        return text
+
+
+# -- the merge ----------------------------------------------------------------------------------
+
+
+def _merge_array(doc: _Doc, arr: _Array, base: Sequence[Spec], new: Sequence[Spec],
+                 cur: Sequence[Spec], *, base_is_cur: bool, conflicts: list[Conflict]) -> None:
+    """Three-way merge of one array of tables into ``doc``."""
+    b2n = _match(base, new, arr.key, by_index=True)
+    b2c = _match(base, cur, arr.key, by_index=base_is_cur)
+    for i, b in enumerate(base):
+        n = new[b2n[i]] if i in b2n else None
+        c = cur[b2c[i]] if i in b2c else None
+        bf = arr.fields(b)
+        if n is None:
+            if c is None:
+                continue
+            if arr.fields(c) == bf:
+                doc.remove(arr.name, _index(c))
+            else:
+                conflicts.append(Conflict(arr.label(c), "", arr.fields(c), None))
+                doc.remove(arr.name, _index(c))
+            continue
+        nf = arr.fields(n)
+        if c is None:
+            if nf != bf:  # edited here, removed there
+                conflicts.append(Conflict(arr.label(n), "", None, nf))
+                doc.append(arr.name, arr.new_table(n))
+            continue
+        cf = arr.fields(c)
+        new_table = arr.new_table(n)
+        table = doc.table(arr.name, _index(c))
+        for key, nv in nf.items():
+            bv, cv = bf.get(key), cf.get(key)
+            if nv == bv or cv == nv:
+                continue
+            if cv != bv:
+                conflicts.append(Conflict(arr.label(c), key, cv, nv))
+            _set(table, key, new_table.get(key))
+    matched_new = set(b2n.values())
+    matched_cur = set(b2c.values())
+    extra_cur = [c for j, c in enumerate(cur) if j not in matched_cur]
+    for j, n in enumerate(new):
+        if j in matched_new:
+            continue
+        nf = arr.fields(n)
+        same = next((c for c in extra_cur if arr.fields(c) == nf), None)
+        if same is not None:  # someone added the very same table meanwhile
+            extra_cur.remove(same)
+            continue
+        doc.append(arr.name, arr.new_table(n))
+
+
+def _index(spec: Spec) -> int:
+    assert spec.table_index is not None, "a spec read from the file has its table's index"
+    return spec.table_index
+
+
+def _section_fields(config: Config, name: str) -> dict[str, object]:
+    if name == "notifications":
+        n = config.notifications
+        return {"on_stale": n.on_stale, "on_expired": n.on_expired, "on_acquire": n.on_acquire,
+                "on_release": n.on_release, "paused": n.paused}
+    u = config.ui
+    return {"theme": u.theme, "start_minimized": u.start_minimized,
+            "rescan_interval": float(u.rescan_interval)}
+
+
+def _merge(doc: _Doc, base: Config, new: Config, cur: Config, *, base_is_cur: bool
+           ) -> list[Conflict]:
+    conflicts: list[Conflict] = []
+    watches_same = (new.watches == base.watches
+                    and new.watches_are_default == base.watches_are_default)
+    if not watches_same:
+        base_w = [] if base.watches_are_default else base.watches
+        cur_w = [] if cur.watches_are_default else cur.watches
+        _merge_array(doc, _WATCH, base_w, new.watches, cur_w, base_is_cur=base_is_cur,
+                     conflicts=conflicts)
+        if not new.watches and not cur_w:
+            doc.ensure_array("watch")
+    if new.projects != base.projects:
+        _merge_array(doc, _PROJECTS, base.projects, new.projects, cur.projects,
+                     base_is_cur=base_is_cur, conflicts=conflicts)
+    for kind in SERVER_KINDS:
+        b = [s for s in base.servers if s.kind == kind]
+        n = [s for s in new.servers if s.kind == kind]
+        if n != b:
+            _merge_array(doc, _server_array(kind), b, n,
+                         [s for s in cur.servers if s.kind == kind],
+                         base_is_cur=base_is_cur, conflicts=conflicts)
+    for name in ("notifications", "ui"):
+        bf, nf, cf = (_section_fields(c, name) for c in (base, new, cur))
+        for key, nv in nf.items():
+            bv, cv = bf[key], cf[key]
+            if nv == bv or cv == nv:
+                continue
+            if cv != bv:
+                conflicts.append(Conflict(name, key, cv, nv))
+            _set(doc.section(name), key, nv)
+    return conflicts
+
+
+def _parse_current(text: str | None, path: str) -> Config:
+    """The configuration the file holds now (the defaults, with no file)."""
+    if text is None:
+        cfg = default_config()
+        cfg.path = path
+        return cfg
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        problem, line, column = syntax_error(exc)
+        raise ConfigUnparsable(path, f"invalid TOML: {problem}", line, column) from None
+    except RecursionError:
+        raise ConfigUnparsable(path, "invalid TOML: nested too deeply", None, None) from None
+    return _from_text(text, path, strict=False)
+
+
+def edit_text(text: str | None, new: Config, base: Config | None, *, path: str = "config.toml",
+              prefer_mine: bool = False) -> str:
+    """The file's new text: ``text`` (None: no file yet) with the changes from ``base`` to
+    ``new`` merged in (see the module). ``base`` None: the file's own content is the base, so
+    the result says what ``new`` says, keeping the comments and formatting of what did not
+    change and every table ``new`` does not name... except that tables of ``[[watch]]``,
+    ``[[projects]]`` and the server arrays that ``new`` lacks are removed.
+
+    Raises:
+        ConfigUnparsable: ``text`` is not valid TOML.
+        ConfigConflict: both sides changed a key and ``prefer_mine`` is False.
+    """
+    cur = _parse_current(text, path)
+    source = text if text is not None else HEADER
+    if source.startswith(_OLD_FIRST_LINE):
+        source = _NEW_FIRST_LINE + source[len(_OLD_FIRST_LINE):]
+    try:
+        doc = _Doc(source)
+    except Exception as exc:  # tomlkit refuses what tomllib took: never guess, never write
+        raise ConfigUnparsable(path, f"cannot be edited ({exc})", None, None) from None
+    conflicts = _merge(doc, cur if base is None else base, new, cur,
+                       base_is_cur=base is None)
+    if conflicts and not prefer_mine:
+        raise ConfigConflict(path, conflicts)
+    out = doc.finish()
+    if text is None and out == HEADER:
+        return out
+    try:
+        tomllib.loads(out)
+    except tomllib.TOMLDecodeError as exc:  # a bug here: never write what cannot be read
+        raise ConfigError(f"{path}: the edited configuration would not parse ({exc}); "
+                          "nothing was written") from None
+    return out
+
+
+def _read_text(path: str) -> tuple[str | None, bytes | None]:
+    """The file's text and bytes (None, None: no file).
+
+    Raises:
+        ConfigUnparsable: not UTF-8.
+        OSError: not a regular file, too large, unreadable.
+    """
+    try:
+        raw = read_config_bytes(path)
+    except FileNotFoundError:
+        return None, None
+    try:
+        return raw.decode("utf-8"), raw
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigUnparsable(path, "not UTF-8 text", line, column) from None
+
+
+def write(new: Config, path: str, *, base: Config | None = None,
+          prefer_mine: bool = False) -> Config:
+    """Edit the configuration file at ``path`` from ``base`` to ``new`` (see the module) and
+    return the configuration it now holds, as :func:`core.config.load` reads it (with the
+    ``table_index`` of the tables written, for the next edit).
+
+    The file is read again just before it is replaced; when it changed meanwhile the merge
+    is done again (up to :data:`_RETRIES` times). Written to a temp file in the same
+    directory, fsynced, ``os.replace``-d over the old one (its permissions kept) and the
+    directory fsynced: a crash leaves the old or the new file. Nothing is written when the
+    text would not change.
+
+    Raises:
+        ConfigUnparsable: the file does not parse (TOML syntax, not UTF-8); not overwritten.
+        ConfigConflict: both sides changed a key (``prefer_mine`` False); nothing written.
+        ConfigError: the edited text would not parse (a bug; nothing written).
+        OSError: the file cannot be read (not a regular file, too large, permission) or
+            the directory cannot be written.
+    """
+    target = expand_path(path)
+    directory = os.path.dirname(target)
+    for _attempt in range(_RETRIES):
+        text, raw = _read_text(target)
+        out = edit_text(text, new, base, path=target, prefer_mine=prefer_mine)
+        if out == text:
+            return _from_text(out, target, strict=False)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+                                   dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(out.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+            if raw is not None:
+                try:
+                    os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+                except OSError:
+                    pass
+            again, _ = _read_text(target)
+            if again != text:  # changed while we merged: merge again with what is there now
+                os.unlink(tmp)
+                continue
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        try:
+            fsync_dir(directory)
+        except OSError:
+            pass
+        return _from_text(out, target, strict=False)
+    raise ConfigError(f"{target} keeps changing while Lockwarden writes it; nothing was "
+                      "written: try again")
