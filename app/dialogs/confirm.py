@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.lockinfo import is_remote
 from core.holder import describe_holder
 from core.reasons import Reason, printable, render
 from core.record import LockStatus, State
@@ -67,9 +68,11 @@ def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None
     """Confirmation for a forced release (``reclaim=False``) or forced reclaim of ``st``."""
     name = printable(os.path.basename(st.path))
     verb = "Force reclaim" if reclaim else "Force release"
-    what = ("remove it and take it for Lockwarden" if reclaim else
-            "remove the lock file (a file Lockwarden did not write goes to the trash; Undo "
-            "puts it back)")
+    what = ("remove it and take it for Lockwarden" if reclaim else "delete the lock file")
+    if not is_remote(st.path):
+        what = (("replace it with a lock of Lockwarden's" if reclaim else "remove the lock file")
+                + " (a file Lockwarden did not write goes to the trash"
+                + ("" if reclaim else "; Undo puts it back") + ")")
     expired = ""
     if st.state is State.EXPIRED:
         expired = ("Its lease has expired, but its holder is still alive and may still be "
