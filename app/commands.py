@@ -76,7 +76,7 @@ class Commands(QObject):
     _failed = Signal(str, str)  # from worker threads, delivered queued
     _opDone = Signal()
     _acquireDone = Signal(object, object, object)
-    _undone = Signal(object)
+    _undone = Signal(object, bool)
 
     def __init__(self, *, qapp: QApplication, model: LockTableModel, inventory: Inventory,
                  actions: LockActions, store: ConfigStore, dialog_parent: QWidget,
@@ -318,7 +318,8 @@ class Commands(QObject):
     def undo_force_release(self) -> bool:
         """Put the file of the last force release back where it was, in a worker thread
         (:meth:`app.engine_calls.LockActions.restore`: never over a lock taken meanwhile;
-        errors shown). False when there is nothing to undo."""
+        errors shown, and Undo offered again while the kept file is still there). False when
+        there is nothing to undo."""
         kept = self.last_kept
         if kept is None:
             return False
@@ -326,14 +327,20 @@ class Commands(QObject):
         self.undoChanged.emit("")
 
         def work() -> None:
-            self._actions.restore(kept, reason="undo of a force release")
-            self._undone.emit(kept)
+            try:
+                self._actions.restore(kept, reason="undo of a force release")
+            except BaseException:
+                self._undone.emit(kept, False)
+                raise
+            self._undone.emit(kept, True)
 
         self._run(work)
         return True
 
-    def _undo_done(self, kept: Kept) -> None:
-        self.undoChanged.emit("")
+    def _undo_done(self, kept: Kept, done: bool) -> None:
+        if not done and self.last_kept is None and os.path.isfile(kept.path):
+            self.last_kept = kept  # e.g. the path was taken: the user may try again later
+        self.undoChanged.emit(self.undo_text())
 
     def open_end_holder(self, path: str) -> QDialog | None:
         """Ending the process that holds a kernel lock on ``path``: a confirmation naming it

@@ -37,9 +37,9 @@ def sleeper() -> Iterator[int]:
         p.wait()
 
 
-def foreign_lock(path: Path, pid: int) -> bytes:
-    subprocess.run(["bash", "-c", 'printf "pid=%s\\ntimestamp=%s\\ntag=deploy\\n" "$1" '
-                    '"$(date +%s)" > "$0"', str(path), str(pid)], check=True)
+def foreign_lock(path: Path, pid: int, tag: str = "deploy") -> bytes:
+    subprocess.run(["bash", "-c", 'printf "pid=%s\\ntimestamp=%s\\ntag=%s\\n" "$1" '
+                    '"$(date +%s)" "$2" > "$0"', str(path), str(pid), tag], check=True)
     return path.read_bytes()
 
 
@@ -94,11 +94,11 @@ def test_undo_never_overwrites_a_lock_taken_meanwhile(
     lw = started(make_app, qtbot, [lockdir])
     errors = SignalSpy(lw.ops.errorShown)
     lock = lockdir / "deploy.lock"
-    foreign_lock(lock, sleeper)
+    data = foreign_lock(lock, sleeper)
     force_release(lw, qtbot, lock)
     kept = lw.ops.last_kept
     assert kept is not None
-    successor = foreign_lock(lock, sleeper)  # the next deploy took the free lock
+    successor = foreign_lock(lock, sleeper, "next deploy")  # it took the free lock
     lw.undo.button.click()
     qtbot.waitUntil(lambda: errors.last is not None, timeout=WAIT_MS)
     assert errors.last is not None
@@ -106,6 +106,12 @@ def test_undo_never_overwrites_a_lock_taken_meanwhile(
     assert title == "Could not undo the force release" and "taken again" in text
     assert kept.path in text  # says where the removed file still is
     assert lock.read_bytes() == successor and Path(kept.path).exists()
+    qtbot.waitUntil(lambda: lw.ops.busy == 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lw.undo.action.isEnabled, timeout=WAIT_MS)  # offered again
+    lock.unlink()  # the next deploy is done
+    lw.undo.action.trigger()
+    qtbot.waitUntil(lambda: lw.ops.busy == 0 and lock.exists(), timeout=WAIT_MS)
+    assert lock.read_bytes() == data and not Path(kept.path).exists()
 
 
 def test_a_vim_swap_with_unsaved_changes_needs_them_discarded_by_name(
