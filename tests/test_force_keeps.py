@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -243,3 +244,37 @@ def test_restore_never_overwrites_a_lock_taken_meanwhile(lockdir: Path, sleeper:
         restore(done.kept)
     assert lock.read_bytes() == successor
     assert Path(done.kept.path).read_bytes() == data  # still in the trash
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs mounted at a fresh directory: another file system than the home's (root only;
+    skipped where mounting is not allowed)."""
+    top = tmp_path / "mnt"
+    top.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs",
+                                            str(top)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield top
+    finally:
+        subprocess.run(["umount", str(top)], check=True)
+
+
+def test_on_another_mount_the_trash_is_the_mounts_own_but_never_in_a_repository(
+        env: Env, mounted: Path, sleeper: int) -> None:
+    lock = mounted / "deploy.lock"
+    data = foreign_lock(lock, sleeper)
+    out = env.lw("release", str(lock), "--force", "--reason", "other mount")
+    assert out.returncode == 0, out.stderr
+    trashed = mounted / f".Trash-{os.getuid()}" / "files" / "deploy.lock"
+    assert trashed.read_bytes() == data  # send2trash's rule: the mount's own trash
+    shutil.rmtree(mounted / f".Trash-{os.getuid()}")
+    (mounted / ".lock_audit.log").unlink()  # written before there was a repository
+    subprocess.run(["git", "init", "-q", str(mounted)], check=True)  # the mount is a repository
+    foreign_lock(lock, sleeper)
+    out = env.lw("release", str(lock), "--force", "--reason", "in a repository")
+    assert out.returncode == 0, out.stderr
+    assert "the file is in quarantine" in out.stdout
+    assert subprocess.run(["git", "-C", str(mounted), "status", "--porcelain"],
+                          capture_output=True, text=True, check=True).stdout == ""

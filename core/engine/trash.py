@@ -10,8 +10,9 @@ temp name -- unlink it (a Lockwarden lock, an empty file), or :func:`put_aside` 
 cannot be kept, it is put back and the operation fails (:class:`core.errors.NotKept`).
 
 - **Trash**: ``send2trash`` (the XDG trash on Linux: ``$XDG_DATA_HOME/Trash`` for files on the
-  home's file system, ``.Trash/$UID`` or ``.Trash-$UID`` at the top of other mounts; the
-  system's trash on macOS and Windows). On Linux the entry is then given the lock's own name
+  home's file system, ``.Trash/$UID`` or ``.Trash-$UID`` at the top of other mounts -- never
+  when that top lies in a git repository, docs/audit.md "Where entries go"; the system's
+  trash on macOS and Windows). On Linux the entry is then given the lock's own name
   and its ``.trashinfo`` the lock's path, so the file manager's *Restore* puts it back where
   it was (never under an engine temp name, which ``lockwarden clean`` would treat as a
   leftover).
@@ -36,6 +37,7 @@ from typing import Any
 from urllib.parse import quote
 
 from core import audit, formats
+from core.audit.placement import repository_of
 from core.errors import LockError, LockHeld, NotKept, ParseError
 from core.fsutil import WRITE_EXCL_FLAGS
 from core.record import FileInfo, LockStatus
@@ -136,6 +138,12 @@ def _to_trash(aside: str, original: str) -> Kept:
     from send2trash import send2trash  # imported here: the CLI's other verbs never pay for it
 
     st = os.lstat(aside)
+    if _XDG:
+        top = _mount_top(aside)
+        home = os.path.realpath(os.path.expanduser("~"))
+        if st.st_dev != os.stat(home).st_dev and repository_of(top) is not None:
+            raise OSError(errno.EPERM, f"the trash of {top} would be in the git repository "
+                          f"{repository_of(top)}; Lockwarden writes nothing into a repository")
     send2trash(aside)
     if os.path.lexists(aside):
         raise OSError(errno.EIO, "send2trash returned but the file is still there")
@@ -157,12 +165,18 @@ def _trash_roots(aside: str) -> list[str]:
         roots.append(home)
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     roots.append(os.path.join(data_home, "Trash"))
-    top = os.path.realpath(os.path.dirname(aside))
-    while not os.path.ismount(top):
-        top = os.path.dirname(top)
+    top = _mount_top(aside)
     uid = str(os.getuid()) if hasattr(os, "getuid") else ""
     roots += [os.path.join(top, ".Trash", uid), os.path.join(top, f".Trash-{uid}")]
     return list(dict.fromkeys(roots))
+
+
+def _mount_top(path: str) -> str:
+    """The mount point ``path`` lies under (where send2trash puts a mount's trash)."""
+    top = os.path.realpath(os.path.dirname(path))
+    while not os.path.ismount(top):
+        top = os.path.dirname(top)
+    return top
 
 
 def _find_trashed(aside: str, st: os.stat_result) -> tuple[str, str | None] | None:
