@@ -28,6 +28,7 @@ from app.proxy import LockFilterProxy
 from app.remote_poller import RemotePoller
 from app.theme import apply_theme
 from app.tray import TrayController
+from app.undo import UndoBar
 from app.watch_bridge import Inventory
 from app.window import MainWindow
 from core import audit
@@ -56,7 +57,7 @@ class LockwardenApp(QObject):
 
     Attributes:
         store, model, proxy, inventory, actions, window, tray (``None`` without a tray),
-        ops: the parts (see the module doc).
+        ops, undo (the window's Undo of a force release): the parts (see the module doc).
 
     Signals:
         quitRequested(): the quit confirmation was answered and the app is quitting.
@@ -111,7 +112,9 @@ class LockwardenApp(QObject):
         self.remote = RemotePoller(self.inventory, self)
         self.ops = Commands(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
-                              dialog_parent=self.window, remote=self.remote, parent=self)
+                              dialog_parent=self.window, remote=self.remote, parent=self,
+                              remember_logs=demo is None)
+        self.undo = UndoBar(self.window, self.ops)
         self._connect_window()
         if self.tray is not None:
             self._connect_tray(self.tray)

@@ -1,5 +1,6 @@
 """The user-facing operations the window and the tray both offer: acquire, release, reclaim,
-force release, copy path, open folder, settings, audit log (docs/gui.md "Window", "Dialogs").
+force release and its undo, copy path, open folder, settings, audit log (docs/gui.md "Window",
+"Dialogs").
 
 Dialogs open with ``open()`` (non-blocking) and act on ``accepted``; lock operations run in
 worker threads through :class:`app.engine_calls.LockActions` (the GUI thread never waits on a
@@ -28,6 +29,7 @@ from app.dialogs import (
     end_holder_dialog,
     force_dialog,
     reclaim_dialog,
+    unsaved_dialog,
 )
 from app.engine_calls import ActionError, LockActions
 from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
@@ -37,9 +39,12 @@ from app.theme import apply_theme
 from app.watch_bridge import Inventory
 from core import audit
 from core.config import Config
+from core.engine.trash import Kept
+from core.fsutil import AUDIT_LOG_NAME
 from core.reasons import printable
 from core.record import LockStatus, State
 from core.verdicts.inspect import inspect
+from core.verdicts.unsaved import unsaved_changes
 
 
 class Commands(QObject):
@@ -52,25 +57,33 @@ class Commands(QObject):
         actions: the engine operations and the locks this app holds.
         store: the configuration (read, saved when Settings change it).
         dialog_parent: the window dialogs and message boxes open over.
+        remember_logs: keep the watched directories' audit logs in this user's list of known
+            logs (:meth:`remember_logs`; False in demo mode).
 
     Signals:
         dialogOpened(QDialog): a dialog or message box was opened.
         errorShown(str, str): title and text of an error just shown to the user (a message
             box, or the Acquire dialog's error line).
         settingsApplied(): new settings are in effect (the window re-reads the status bar).
+        undoChanged(str): what Undo would do now, in words ("" when there is nothing to undo):
+            the last force release that kept its file (:attr:`last_kept`).
     """
 
     dialogOpened = Signal(object)
     errorShown = Signal(str, str)
     settingsApplied = Signal()
+    undoChanged = Signal(str)
     _failed = Signal(str, str)  # from worker threads, delivered queued
     _opDone = Signal()
     _acquireDone = Signal(object, object, object)
+    _undone = Signal(object, bool)
 
     def __init__(self, *, qapp: QApplication, model: LockTableModel, inventory: Inventory,
                  actions: LockActions, store: ConfigStore, dialog_parent: QWidget,
-                 remote: RemotePoller | None = None, parent: QObject | None = None) -> None:
+                 remote: RemotePoller | None = None, parent: QObject | None = None,
+                 remember_logs: bool = True) -> None:
         super().__init__(parent)
+        self._remember = remember_logs
         self._qapp = qapp
         self._remote = remote
         self._model = model
@@ -82,10 +95,15 @@ class Commands(QObject):
         self._busy = 0
         self.last_acquire_dir: str | None = None
         """Directory of the last successful acquire (the Acquire dialog's default)."""
+        self.last_kept: Kept | None = None
+        """Where the last force release put the file it removed (Undo puts it back)."""
         self._failed.connect(self.show_error)
         self._opDone.connect(self._op_done)
         self._acquireDone.connect(self._acquire_done)
+        self._undone.connect(self._undo_done)
         store.saveFailed.connect(self.show_error)
+        actions.kept.connect(self._offer_undo)
+        self.remember_logs()
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -257,12 +275,17 @@ class Commands(QObject):
         return dlg
 
     def open_force_release(self, path: str) -> QDialog | None:
-        """Force release with a confirmation naming the holder and asking for a reason.
-        Returns the dialog (``None`` if the lock cannot be released; the user was told why)."""
+        """Force release with a confirmation naming the holder and asking for a reason; for a
+        file that stands for unsaved work (a Vim swap with unsaved changes), a confirmation
+        that names the changes, offers the recovery command and needs them discarded by name
+        (docs/gui.md, "Window"). Returns the dialog (``None`` if the lock cannot be released;
+        the user was told why)."""
         st = self._breakable(path, "Nothing to release")
         if st is None:
             return None
-        dlg = force_dialog(st, reclaim=False, parent=self._parent)
+        why = None if is_remote(path) else unsaved_changes(st)
+        dlg = (force_dialog(st, reclaim=False, parent=self._parent) if why is None
+               else unsaved_dialog(st, why, parent=self._parent))
 
         def go() -> None:
             reason = dlg.reason.text().strip()
@@ -270,11 +293,54 @@ class Commands(QObject):
                 token = st.record.token if st.record is not None else None
                 self._run(lambda: self._release_remote(path, token or "", reason))
             else:
-                self._run(lambda: self._actions.force_release(path, reason=reason))
+                self._run(lambda: self._actions.force_release(
+                    path, reason=reason, discard_unsaved=why is not None))
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)
         return dlg
+
+    # -- undo ---------------------------------------------------------------------------------
+
+    def _offer_undo(self, kept: Kept) -> None:
+        """A force release kept its file: Undo now puts that one back."""
+        self.last_kept = kept
+        self.undoChanged.emit(self.undo_text())
+
+    def undo_text(self) -> str:
+        """What Undo would do, in words ("" when there is nothing to undo)."""
+        k = self.last_kept
+        if k is None:
+            return ""
+        return (f"Force-released {printable(os.path.basename(k.original))}: the file is in "
+                f"{printable(k.where())}")
+
+    def undo_force_release(self) -> bool:
+        """Put the file of the last force release back where it was, in a worker thread
+        (:meth:`app.engine_calls.LockActions.restore`: never over a lock taken meanwhile;
+        errors shown, and Undo offered again while the kept file is still there). False when
+        there is nothing to undo."""
+        kept = self.last_kept
+        if kept is None:
+            return False
+        self.last_kept = None
+        self.undoChanged.emit("")
+
+        def work() -> None:
+            try:
+                self._actions.restore(kept, reason="undo of a force release")
+            except BaseException:
+                self._undone.emit(kept, False)
+                raise
+            self._undone.emit(kept, True)
+
+        self._run(work)
+        return True
+
+    def _undo_done(self, kept: Kept, done: bool) -> None:
+        if not done and self.last_kept is None and os.path.isfile(kept.path):
+            self.last_kept = kept  # e.g. the path was taken: the user may try again later
+        self.undoChanged.emit(self.undo_text())
 
     def open_end_holder(self, path: str) -> QDialog | None:
         """Ending the process that holds a kernel lock on ``path``: a confirmation naming it
@@ -370,6 +436,7 @@ class Commands(QObject):
             old = previous
         if config.all_watches() != old.all_watches():
             self._inventory.set_specs(config.all_watches())
+            self.remember_logs()
             kept = {w.path for w in config.all_watches()}
             outside = [s.path for s in self._model.statuses() if not under_any(s.path, kept)]
             # the locks this app holds stay listed (and held) wherever they are: leaving the
@@ -394,20 +461,34 @@ class Commands(QObject):
 
     # -- audit log ----------------------------------------------------------------------------
 
+    def remember_logs(self) -> None:
+        """Add the audit logs of the watched directories to this user's list of known logs
+        (:func:`core.audit.remember`), so a directory removed from Settings keeps its history
+        in the viewer. Not in demo mode (its directory is temporary); an unwritable list is
+        skipped (the viewer still reads the watched directories)."""
+        if not self._remember:
+            return
+        try:
+            audit.remember(os.path.join(d, AUDIT_LOG_NAME) for d in self._store.watched_dirs())
+        except OSError:
+            pass
+
     def audit_sources(self) -> list[str]:
-        """Audit logs the viewer reads: ``.lock_audit.log`` of the watched directories and of
-        every directory holding a listed lock, plus the per-user fallback log."""
+        """Audit logs the viewer reads: this user's own log first (entries whose directory
+        could not take them, and every entry about a lock in a git repository), then the logs
+        of every directory ever watched (:func:`core.audit.known_logs`), of the watched
+        directories and of every directory holding a listed lock (docs/audit.md, "The viewer's
+        logs")."""
         srcs: list[str] = []
-        dirs = self._store.watched_dirs() + [os.path.dirname(s.path)
-                                             for s in self._model.statuses()]
-        for d in dirs:
-            p = os.path.join(d, ".lock_audit.log")
-            if p not in srcs:
-                srcs.append(p)
         try:
             srcs.append(audit.fallback_log_path())
         except Exception:
             pass
+        dirs = self._store.watched_dirs() + [os.path.dirname(s.path)
+                                             for s in self._model.statuses()]
+        for p in [*audit.known_logs(), *(os.path.join(d, AUDIT_LOG_NAME) for d in dirs)]:
+            if p not in srcs:
+                srcs.append(p)
         return srcs
 
     def open_audit(self) -> AuditDialog:

@@ -19,8 +19,10 @@ from PySide6.QtCore import QObject, Signal
 
 from app.lockinfo import Update
 from core.engine.lock import Lock
-from core.engine.operations import force_release
+from core.engine.operations import force_release_kept
 from core.engine.reclaiming import reclaim
+from core.engine.trash import Kept
+from core.engine.trash import restore as restore_kept
 from core.errors import LockError, LockHeld, LockLost, NotStale, UnreadableError
 from core.record import LockStatus, State
 
@@ -110,12 +112,16 @@ class LockActions(QObject):
             of a lock it held).
         lost(str, bool): a lock this app held was taken away by someone else: its path, and
             True when it was replaced by another lock (False: removed).
+        kept(object): a force release kept the file it removed
+            (:class:`core.engine.trash.Kept`: in the trash or quarantine; Undo can put it
+            back).
     """
 
     heldChanged = Signal()
     touched = Signal(str)
     released = Signal(str)
     lost = Signal(str, bool)
+    kept = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -223,13 +229,17 @@ class LockActions(QObject):
             self.touched.emit(path)
             return lock
 
-    def force_release(self, path: str, *, reason: str | None = None) -> LockStatus:
+    def force_release(self, path: str, *, reason: str | None = None,
+                      discard_unsaved: bool = False) -> LockStatus:
         """Remove the lock whatever its state; the displaced holder and ``reason`` go to the
-        audit log. Emits :attr:`released` when it was a lock this app held. Returns the
-        status of what was removed. Raises :class:`ActionError`."""
+        audit log. A foreign file with content goes to the trash or quarantine and
+        :attr:`kept` is emitted; a file holding unsaved editor changes only with
+        ``discard_unsaved``. Emits :attr:`released` when it was a lock this app held. Returns
+        the status of what was removed. Raises :class:`ActionError`."""
         with self._running(path):
             try:
-                st = force_release(path, reason=reason or None)
+                done = force_release_kept(path, reason=reason or None,
+                                          discard_unsaved=discard_unsaved)
             except (LockError, OSError) as exc:
                 self.touched.emit(path)
                 raise ActionError("Could not force-release the lock",
@@ -237,8 +247,28 @@ class LockActions(QObject):
             if self._forget(path):
                 self.heldChanged.emit()
                 self.released.emit(path)
+            if done.kept is not None:
+                self.kept.emit(done.kept)
             self.touched.emit(path)
-            return st
+            return done.status
+
+    def restore(self, kept: Kept, *, reason: str | None = None) -> LockStatus:
+        """Put a file a force release kept back at its lock path (Undo;
+        :func:`core.engine.trash.restore`, audited as ``restore``), never over a lock taken
+        meanwhile. Returns the verdict on the restored file. Raises :class:`ActionError`."""
+        path = kept.original
+        with self._running(path):
+            try:
+                return restore_kept(kept, reason=reason)
+            except LockHeld as exc:
+                raise ActionError("Could not undo the force release",
+                                  f"{path} is taken again, so the removed file was not put "
+                                  f"back: it stays in {kept.where()}.") from exc
+            except (LockError, OSError) as exc:
+                raise ActionError("Could not undo the force release",
+                                  _explain(exc, path)) from exc
+            finally:
+                self.touched.emit(path)
 
     def end_holder(self, path: str, *, reason: str | None = None,
                    expected_pid: int | None = None) -> int:

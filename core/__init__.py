@@ -7,10 +7,12 @@ The public API (names resolved lazily, so ``import core`` stays cheap)::
               holder_pid=None, auto_refresh=False)
     core.inspect(path) -> LockStatus
     core.reclaim(path, *, force=False, reason=None) -> Lock
-    core.force_release(path, *, reason=None) -> LockStatus
+    core.force_release(path, *, reason=None, discard_unsaved=False) -> LockStatus
+    core.force_release_kept(path, ...) -> Removal(status, kept)   # kept: trash/quarantine
     core.release_path(path, *, pid, force=False, reason=None) -> LockStatus
     core.wait(path, *, timeout=None) -> LockStatus
-    exceptions: LockError, LockHeld, LockTimeout, LockLost, NotStale, ParseError
+    exceptions: LockError, LockHeld, LockTimeout, LockLost, NotStale, ParseError,
+        UnsavedChanges, NotKept
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _LAZY = {
     "Lock": "core.engine.lock",
     "reclaim": "core.engine.reclaiming",
     "force_release": "core.engine.operations",
+    "force_release_kept": "core.engine.operations",
     "release_path": "core.engine.operations",
     "wait": "core.engine.waiting",
     "inspect": "core.verdicts.inspect",
@@ -35,6 +38,8 @@ _LAZY = {
     "NotStale": "core.errors",
     "ParseError": "core.errors",
     "UnreadableError": "core.errors",
+    "UnsavedChanges": "core.errors",
+    "NotKept": "core.errors",
     "ConfigError": "core.errors",
     "LockRecord": "core.record",
     "LockStatus": "core.record",
@@ -52,13 +57,16 @@ __all__ = [
     "LockRecord",
     "LockStatus",
     "LockTimeout",
+    "NotKept",
     "NotStale",
     "ParseError",
     "StalePolicy",
     "State",
     "UnreadableError",
+    "UnsavedChanges",
     "__version__",
     "force_release",
+    "force_release_kept",
     "inspect",
     "reclaim",
     "release_path",

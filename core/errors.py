@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from core.reasons import ReadOnlyKind, UnreadableKind
 
 if TYPE_CHECKING:
+    from core.reasons import Reason
     from core.record import LockStatus
 
 
@@ -62,6 +63,27 @@ class ReadOnlyLock(LockError):
         self.kind = kind
         self.status = status
         super().__init__(message)
+
+
+class UnsavedChanges(LockError):
+    """A forced removal was refused: the lock file stands for a person's unsaved work (a Vim
+    swap with unsaved changes, an Emacs lock whose auto-save file holds some:
+    :func:`core.verdicts.unsaved.unsaved_changes`), and the caller did not say to discard it
+    (``discard_unsaved``). Nothing was changed; the refusal is audited. ``reason`` is the
+    ``unsaved_changes`` reason (tool, edited file, where the changes are, the recovery
+    command); ``status`` the verdict on the file (docs/engine.md, "Unsaved work")."""
+
+    def __init__(self, message: str, *, reason: Reason, status: LockStatus) -> None:
+        self.reason = reason
+        self.status = status
+        super().__init__(message)
+
+
+class NotKept(LockError):
+    """A forced removal could not keep the foreign file it was about to remove: neither the
+    desktop trash nor the quarantine folder took it (docs/engine.md, "Nothing is simply
+    unlinked"). The file was put back where it was when the path was still free (else it
+    stays under the temp name the message gives); nothing was removed."""
 
 
 class TagTooLong(LockError, ValueError):

@@ -75,6 +75,7 @@ class Code(enum.StrEnum):
     NOT_THE_TOOL = "not_the_tool"  # pid, name, tool
     SWAP_RECOVER = "swap_recover"  # file
     SWAP_CLEAN = "swap_clean"
+    UNSAVED_CHANGES = "unsaved_changes"  # tool, file, where, recover
     OTHER_BOOT = "other_boot"  # boot_at, this_boot_at
     OFFICE_RUNNING = "office_running"  # pid, user
     NO_OFFICE_PROCESS = "no_office_process"  # user
@@ -455,6 +456,9 @@ _WORDS: dict[Code, object] = {
         f"the swap holds unsaved changes: recover them with 'vim -r {r.get('file')}', "
         "then delete the swap file"),
     Code.SWAP_CLEAN: "the swap holds no unsaved changes: Vim itself deletes such a swap file",
+    Code.UNSAVED_CHANGES: lambda r: (
+        f"unsaved {r.get('tool')} changes to {r.get('file')} are in {r.get('where')}: recover "
+        f"them with `{r.get('recover')}`"),
     Code.OTHER_BOOT: lambda r: (
         f"the lock was taken in another boot ({_utc(r.get('boot_at'))}; this boot: "
         f"{_utc(r.get('this_boot_at'))}): its holder cannot still run"),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,15 @@ from tests.kernel_holders import procs  # noqa: F401  (real kernel-lock holders,
 # Widgets and models are tested offscreen; tray tests start their own Xvfb + trayer and run
 # Qt in a subprocess with QT_QPA_PLATFORM=xcb (docs/DESIGN.md, "Testing").
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# Forced operations keep the foreign files they remove in the desktop trash (send2trash:
+# $XDG_DATA_HOME/Trash for files on the home's file system) or in the quarantine folder under
+# platformdirs' data directory (docs/engine.md, "Nothing is simply unlinked"): the whole run,
+# and every process it starts, gets a private one, never the user's own. Set before anything
+# imports send2trash, which reads XDG_DATA_HOME once.
+_DATA_HOME = tempfile.mkdtemp(prefix="lockwarden-test-data-")
+os.environ["XDG_DATA_HOME"] = _DATA_HOME
+atexit.register(shutil.rmtree, _DATA_HOME, True)
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = DATA / "fixtures"

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from app.dialogs.acquire import AcquireDialog, AcquireRequest
 from app.dialogs.audit import AuditDialog
-from app.dialogs.confirm import ConfirmDialog, end_holder_dialog, force_dialog, reclaim_dialog
+from app.dialogs.confirm import (
+    ConfirmDialog,
+    UnsavedDialog,
+    end_holder_dialog,
+    force_dialog,
+    reclaim_dialog,
+    unsaved_dialog,
+)
 from app.dialogs.settings import SettingsDialog
 
 __all__ = [
@@ -20,7 +27,9 @@ __all__ = [
     "AuditDialog",
     "ConfirmDialog",
     "SettingsDialog",
+    "UnsavedDialog",
     "end_holder_dialog",
     "force_dialog",
     "reclaim_dialog",
+    "unsaved_dialog",
 ]

@@ -1,5 +1,6 @@
-"""The audit log viewer (docs/gui.md "Dialogs"): entries of the watched directories' logs,
-newest first, filtered by operation / lock / user, with each log's chain verification."""
+"""The audit log viewer (docs/gui.md "Dialogs"): entries of this user's own log and of the logs
+of every directory ever watched (docs/audit.md, "The viewer's logs"), newest first, filtered by
+operation / lock / user, with each log's chain verification."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from core import audit
 from core.audit import AuditEntry
 from core.reasons import printable
 
-DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "error")
+DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "kept", "error")
 """Keys of an entry's ``details`` shown in the Details column, in this order."""
 
 
@@ -59,7 +60,9 @@ def _details_text(details: dict[str, object]) -> str:
         v = details.get(k)
         if v is None or v == "" or v == {} or v == []:
             continue
-        if isinstance(v, dict):
+        if isinstance(v, dict) and k == "kept":
+            v = f"{v.get('method')} {v.get('path') or ''}".strip()
+        elif isinstance(v, dict):
             v = v.get("holder") or (f"pid {v.get('pid')}" if v.get("pid") else "…")
         parts.append(f"{k}: {v}")
     return printable("; ".join(parts))
@@ -120,7 +123,7 @@ def read_logs(sources: list[str]) -> tuple[list[AuditRow], list[str]]:
         entries.extend(as_row(e, log, base + i) for i, e in enumerate(got))
         lines.append(_verification(log))
     if not lines:
-        lines.append("No audit log in the watched directories yet.")
+        lines.append("No audit log yet: neither yours nor one in a watched directory.")
     entries.sort(key=lambda r: r["sort"], reverse=True)
     return entries, lines
 

@@ -1,15 +1,28 @@
 """Confirmations of risky actions (docs/gui.md "Window", "Dialogs"): a light one for reclaiming
-a stale lock, and one that needs a reason for a forced release or forced reclaim."""
+a stale lock, one that needs a reason for a forced release or forced reclaim, and one that also
+needs the user to discard, by name, the unsaved changes a file stands for."""
 
 from __future__ import annotations
 
 import os
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.lockinfo import is_remote
 from core.holder import describe_holder
-from core.reasons import printable, render
+from core.reasons import Reason, printable, render
 from core.record import LockStatus, State
 
 
@@ -56,6 +69,10 @@ def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None
     name = printable(os.path.basename(st.path))
     verb = "Force reclaim" if reclaim else "Force release"
     what = ("remove it and take it for Lockwarden" if reclaim else "delete the lock file")
+    if not is_remote(st.path):
+        what = (("replace it with a lock of Lockwarden's" if reclaim else "remove the lock file")
+                + " (a file Lockwarden did not write goes to the trash"
+                + ("" if reclaim else "; Undo puts it back") + ")")
     expired = ""
     if st.state is State.EXPIRED:
         expired = ("Its lease has expired, but its holder is still alive and may still be "
@@ -90,3 +107,55 @@ def end_holder_dialog(st: LockStatus, pid: int,
             "only if it hangs: whatever it was doing stops.")
     return ConfirmDialog("End holder process…", text, "End process", ask_reason=True,
                          parent=parent)
+
+
+class UnsavedDialog(ConfirmDialog):
+    """Force release of a file that stands for unsaved work (``why``: the ``unsaved_changes``
+    reason, :func:`core.verdicts.unsaved.unsaved_changes`): names the changes and where they
+    are, offers the recovery command (shown, selectable, and a button copies it), and accepts
+    only when the user ticks "Discard the unsaved changes…" and gives a reason. The file goes
+    to the trash (docs/gui.md, "Window")."""
+
+    def __init__(self, st: LockStatus, why: Reason, parent: QWidget | None = None) -> None:
+        name = printable(os.path.basename(st.path))
+        text = (f"{name} holds unsaved work.\n\n{printable(render(why))}.\n\nHolder: "
+                f"{describe_holder(st)}\nPath: {printable(st.path)}\n\nRecover the changes "
+                "first. Force release moves the file to the trash (Undo puts it back); the "
+                f"{printable(str(why.get('tool')))} that wrote it will no longer see it.")
+        super().__init__("Unsaved changes", text, "Force release", ask_reason=True,
+                         parent=parent)
+        self.command = QLineEdit(str(why.get("recover") or ""))
+        self.command.setReadOnly(True)
+        self.command.setAccessibleName("Recovery command")
+        self.copy = QPushButton("Copy command")
+        self.copy.setAccessibleName("Copy the recovery command")
+        self.copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(
+            self.command.text()))
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Recover with:"))
+        row.addWidget(self.command, 1)
+        row.addWidget(self.copy)
+        lay = self.layout()
+        assert isinstance(lay, QVBoxLayout)
+        lay.insertLayout(1, row)
+        self.discard = QCheckBox(
+            f"Discard the unsaved changes to {printable(os.path.basename(str(why.get('file'))))}")
+        self.discard.setAccessibleName("Discard the unsaved changes")
+        lay.insertWidget(2, self.discard)
+        self.discard.toggled.connect(self._update_ok)
+        self.reason.textChanged.connect(self._update_ok)
+        self._update_ok()
+
+    def _update_ok(self) -> None:
+        self.ok.setEnabled(self.discard.isChecked() and bool(self.reason.text().strip()))
+
+    def accept(self) -> None:
+        """Refuse to accept unless the changes are discarded by name and a reason is given."""
+        if not self.discard.isChecked():
+            return
+        super().accept()
+
+
+def unsaved_dialog(st: LockStatus, why: Reason, parent: QWidget | None = None) -> UnsavedDialog:
+    """Confirmation for a forced release of ``st``, a file standing for unsaved work ``why``."""
+    return UnsavedDialog(st, why, parent)

@@ -9,8 +9,11 @@ cycles)::
     heads    this user's chain head of each log it appended to     (model)
     verify   verify                                                (model, parse, read, heads)
     entry    the fields and JSON encoding of a new line            (model)
+    placement  whether a directory lies in a git repository (its entries then go to the
+               per-user log)
+    known    the logs of every directory ever watched (a per-user list)
     write    append: kernel lock, bounded tail read, repair        (model, parse, read,
-             of an interrupted write, fallback log                  heads, entry)
+             of an interrupted write, fallback log                  heads, entry, placement)
 
 Rules and where they come from (docs/DESIGN.md "Audit log", docs/audit.md):
 
@@ -30,8 +33,9 @@ Rules and where they come from (docs/DESIGN.md "Audit log", docs/audit.md):
   back from this process's own last append, else at most 64 KiB from the end) and are written
   with one ``write()`` (:mod:`core.audit.write`); only the entries that break or lose someone's
   lock (``DURABLE_OPERATIONS``), and those a caller asks to be durable, are fsynced. A log that
-  is not a regular file of this user with one link, or that cannot be written, sends the entry
-  to the per-user fallback log, and :func:`append` says so. A torn last line (disk full, crash)
+  is not a regular file of this user with one link, or that cannot be written, or that lies in
+  a git working tree or git directory (:mod:`core.audit.placement`), sends the entry to the
+  per-user fallback log, and :func:`append` says so. A torn last line (disk full, crash)
   is an interrupted write: :func:`verify` reports it as such and the next append repairs it.
 * ``user`` is the real OS user of the process (the name of the real uid), never an environment
   variable a caller could set: Task MCP's ``process.env.USER`` can lie.
@@ -42,6 +46,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.audit import write as audit_write
+from core.audit.known import known_logs, remember
 from core.audit.model import (
     FALLBACK_LOG_NAME,
     MAX_LINE_BYTES,
@@ -58,6 +63,7 @@ from core.audit.model import (
     resolve_log_path,
     set_via,
 )
+from core.audit.placement import repository_of
 from core.audit.read import read, read_many, tail
 from core.audit.verify import verify
 
@@ -75,9 +81,12 @@ __all__ = [
     "append",
     "fallback_log_path",
     "get_via",
+    "known_logs",
     "log_path_for",
     "read",
     "read_many",
+    "remember",
+    "repository_of",
     "resolve_log_path",
     "set_via",
     "tail",

@@ -59,9 +59,12 @@ OPERATIONS = (
     "reclaim_refused",
     "lost",
     "repair",
+    "end_holder",
+    "restore",
 )
 """Operations Lockwarden records (docs/audit.md); ``repair`` is the log's own entry after
-an interrupted write. Not enforced: other tools write their own (Task MCP writes ``reclaim``)."""
+an interrupted write, ``restore`` the undo of a force release (a kept file put back). Not
+enforced: other tools write their own (Task MCP writes ``reclaim``)."""
 
 OWN_FIELDS = frozenset({"prev", "host", "via", "format", "result"})
 """Keys only Lockwarden's lines carry (Task MCP's have the other six). A line with any of them

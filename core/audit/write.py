@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from core.audit import heads as audit_heads
+from core.audit import placement
 from core.audit.entry import encode_line, make_entry, repair_entry
 from core.audit.heads import ChainHead
 from core.audit.model import (
@@ -147,19 +148,23 @@ def append(
 
     Returns:
         :class:`AuditWrite`: ``fallback`` True when the lock's directory log was not used
-        (``reason`` says why) and the entry went to the per-user log; ``log_path`` "" and
-        ``error`` set when that failed too; ``repaired`` when an interrupted write was repaired.
+        (``reason`` says why: it could not be written, or it lies in a git working tree or git
+        directory, :mod:`core.audit.placement`) and the entry went to the per-user log;
+        ``log_path`` "" and ``error`` set when that failed too; ``repaired`` when an
+        interrupted write was repaired.
 
     Never raises for I/O errors: auditing must not turn a done lock operation into a failure.
     """
     entry = make_entry(lock_path, operation, result, details, format)
     primary = log_path_for(lock_path)
     durable = durable or operation in DURABLE_OPERATIONS
-    try:
-        repaired = append_entry(primary, entry, lock_timeout, durable)
-        return AuditWrite(log_path=primary, fallback=False, repaired=repaired)
-    except OSError as exc:
-        reason = f"{primary}: {explain(exc)}"
+    reason = placement.refusal(primary)  # never into a git repository
+    if reason is None:
+        try:
+            repaired = append_entry(primary, entry, lock_timeout, durable)
+            return AuditWrite(log_path=primary, fallback=False, repaired=repaired)
+        except OSError as exc:
+            reason = f"{primary}: {explain(exc)}"
     fallback = ""
     try:
         fallback = fallback_log_path()

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     """Print the audit log (:func:`core.audit.read`; ``PATH`` is a log, a lock file or a
-    directory) or, with ``--verify``, check its hash chain (:func:`core.audit.verify`).
+    directory; for a directory in a git repository, the entries about its locks from this
+    user's own log too) or, with ``--verify``, check its hash chain (:func:`core.audit.verify`).
     ``--tail N`` reads only the last ``N`` entries, from the end (:func:`core.audit.tail`).
 
     Returns:
@@ -42,6 +43,11 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
         return _verify(audit.verify(path), out)
     tail: int | None = args.tail
     got = audit.read(path) if tail is None else audit.tail(path, tail)
+    more = _from_users_log(path, out)
+    if more:
+        got = sorted([*got, *more], key=lambda e: e.timestamp.timestamp() if e.timestamp else 0.0)
+        if tail is not None:
+            got = got[-tail:] if tail else []
     entries = [audit_dict(e) for e in got]
     if out.json:
         out.data(entries)
@@ -50,6 +56,23 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
 
         print(audit_table(entries), flush=True)
     return EXIT_OK
+
+
+def _from_users_log(path: str, out: Out) -> list[AuditEntry]:
+    """Entries about locks under ``path``'s directory from this user's own log, when that
+    directory lies in a git repository: Lockwarden audits such locks there, never in the
+    repository (docs/audit.md, "Where entries go"); a note says so."""
+    from core import audit
+
+    log = audit.resolve_log_path(path)
+    where = os.path.dirname(log)
+    if audit.repository_of(where) is None:
+        return []
+    own = audit.fallback_log_path()
+    prefix = where.rstrip(os.sep) + os.sep
+    mine = [e for e in audit.read(own) if e.lock_path and e.lock_path.startswith(prefix)]
+    out.note(f"{where} is in a git repository: its locks are audited in your own log, {own}")
+    return mine
 
 
 def _verify(result: VerifyResult, out: Out) -> int:

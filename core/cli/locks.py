@@ -79,22 +79,26 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
 
 
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
-    """``release PATH [--force] [--reason T]``: owner-checked release through
-    :func:`core.engine.operations.release_path` (holder = the caller's PID or ``--pid``);
-    ``--force`` removes anyone's lock (audited by the engine as ``force_release``).
+    """``release PATH [--force [--discard-unsaved]] [--reason T]``: owner-checked release
+    through :func:`core.engine.operations.release_path_kept` (holder = the caller's PID or
+    ``--pid``); ``--force`` removes anyone's lock (audited by the engine as ``force_release``;
+    a foreign file with content goes to the trash or quarantine, and the line says where), but
+    a file holding unsaved editor changes only with ``--discard-unsaved`` (docs/engine.md,
+    "Unsaved work").
 
     The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
     only "not released", so the lock is looked at again (:func:`core.verdicts.inspect.inspect`) and
     the line says whether it is free or whose it is.
 
     Returns:
-        0 released, 1 not yours or not held.
+        0 released, 1 not yours or not held, or unsaved changes without
+        ``--discard-unsaved`` (the line names the recovery command).
 
     Raises:
         CliError: bad path (exit 3).
     """
-    from core.engine.operations import release_path
-    from core.errors import LockLost
+    from core.engine.operations import release_path_kept
+    from core.errors import LockLost, UnsavedChanges
     from core.holder import describe_holder
     from core.record import State
 
@@ -104,7 +108,14 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     pid = holder_pid(args)
     policy = stale_policy(args)
     try:
-        status = release_path(path, pid=pid, force=force, reason=args.reason, policy=policy)
+        done = release_path_kept(path, pid=pid, force=force, reason=args.reason, policy=policy,
+                                 discard_unsaved=bool(getattr(args, "discard_unsaved", False)))
+    except UnsavedChanges as exc:
+        from core.reasons import render
+
+        out.note(f"not released: {path}: {render(exc.reason)} (or add --discard-unsaved to "
+                 "move the file to the trash anyway)")
+        return EXIT_NO
     except LockLost:
         from core.verdicts.inspect import inspect
 
@@ -115,14 +126,16 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
             out.note(f"not released: {path} is not held by PID {pid} on this host: "
                      f"{describe_holder(now)}")
         return EXIT_NO
+    status = done.status
     if status.state is State.FREE:
         out.note(f"not released: {path} is not held")
         return EXIT_NO
     if out.json:
-        out.data(status.to_dict())
+        out.data({**status.to_dict(), "kept": done.kept.to_dict() if done.kept else None})
     else:
         extra = f" (was {describe_holder(status)})" if force else ""
-        out.result(f"released {path}{extra}")
+        kept = f"; the file is in {done.kept.where()}" if done.kept else ""
+        out.result(f"released {path}{extra}{kept}")
     return EXIT_OK
 
 
@@ -170,9 +183,11 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
         from core.verdicts.inspect import inspect
 
         out.data({**inspect(path, policy=policy).to_dict(),
-                  "reclaimed_from": displaced.to_dict() if displaced is not None else None})
+                  "reclaimed_from": displaced.to_dict() if displaced is not None else None,
+                  "kept": lock.kept.to_dict() if lock.kept else None})
     elif displaced is None:
         out.result(f"nothing to reclaim: {path} was free; acquired it (pid {pid})")
     else:
-        out.result(f"reclaimed {path} (pid {pid}); it was {describe_holder(displaced)}")
+        kept = f"; the file it replaced is in {lock.kept.where()}" if lock.kept else ""
+        out.result(f"reclaimed {path} (pid {pid}); it was {describe_holder(displaced)}{kept}")
     return EXIT_OK

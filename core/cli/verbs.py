@@ -123,6 +123,9 @@ def _args_acquire(p: argparse.ArgumentParser) -> None:
 def _args_release(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_force(p, "remove the lock whoever holds it")
+    p.add_argument("--discard-unsaved", action="store_true",
+                   help="with --force: also a file holding unsaved editor changes (a Vim swap); "
+                        "it goes to the trash")
     p.add_argument("--pid", type=cli_args.pid, metavar="N",
                    help="holder PID to release for (default: the calling process)")
     _add_stale_after(p)

@@ -29,6 +29,7 @@ from core.engine.operations import (
     resolve_policy,
 )
 from core.engine.publish import Outcome, Staged
+from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockHeld, LockLost, LockTimeout
 from core.formats import Built, Reclaimed, WriteRequest
 from core.formats.writing import check_tag
@@ -91,7 +92,9 @@ class Lock:
     Attributes:
         path: absolute lock path. ``policy``: the stale policy in force. ``lost``:
         :class:`threading.Event` set when the lock was found to be no longer ours.
-        ``reclaimed_from``: the stale lock this acquisition replaced, or None.
+        ``reclaimed_from``: the stale lock this acquisition replaced, or None. ``kept``:
+        where a forced reclaim put the foreign file it replaced
+        (:class:`core.engine.trash.Kept`: the trash or quarantine), or None.
 
     Raises:
         ValueError: unknown format, a TTL that is not a positive finite number of at most
@@ -137,6 +140,7 @@ class Lock:
         self.stale_after = self.policy.stale_after
         self.lost = threading.Event()
         self.reclaimed_from: LockStatus | None = None
+        self.kept: Kept | None = None
         self._mutex = threading.RLock()
         self._owner_thread: int | None = None  # thread that acquired (for ``with``)
         self._held: _Held | None = None
@@ -273,6 +277,8 @@ class Lock:
         assert out.displaced is not None  # a "won" outcome names what it replaced
         self.reclaimed_from = out.displaced
         more: dict[str, Any] = {} if judge is None else {"forced": judge.force, **judge.decision}
+        if self.kept is not None:
+            more["kept"] = self.kept.to_dict()
         _audit(self.path, "reclaim", details=self._details(
             displaced=holder_summary(out.displaced),
             reason=reason or render_all(out.displaced.reasons) or "stale", **more),
@@ -319,14 +325,17 @@ class Lock:
                 judge.refuse(self.path, status, reason)
             token = publish.new_token()
             built = self._build(token, judge.reclaimed(status))
+            keep = Disposal(self.path)  # a forced reclaim keeps a foreign file it replaces
             with publish.stage(self.path, token, built.data, built.mode,
                                durable=True) as staged:  # an explicit reclaim: made durable
-                out = publish.take_over(staged, status, judge, self.policy)
+                out = publish.take_over(staged, status, judge, self.policy,
+                                        keep if force else None)
+                self.kept = keep.kept
                 if out.kind in ("published", "won"):
                     self._took_over(out, token, built, staged, judge, reason)
                     return self
             if out.kind == "lost_race":
-                operations.audit_lost_race(self.path, self.format, out, reason)
+                operations.audit_lost_race(self.path, self.format, out, reason, self.kept)
                 assert out.status is not None
                 raise LockHeld(f"lock taken first by another process: "
                                f"{describe(out.status)}", out.status)

@@ -15,20 +15,22 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from core import audit
 from core.engine.publish import Outcome, remove_if
-from core.errors import LockError, LockLost, NotStale, ReadOnlyLock
+from core.engine.trash import Disposal, Kept
+from core.errors import LockError, LockLost, NotStale, ReadOnlyLock, UnsavedChanges
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
 from core.formats.writing import Holder, Reclaimed
 from core.fsutil import validate_lock_path
-from core.reasons import Code, ReadOnlyKind, Reason, render_all
+from core.reasons import Code, ReadOnlyKind, Reason, render, render_all
 from core.record import DEVTOOL_FORMATS, FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts.inspect import inspect, inspect_bytes, kernel_status
 from core.verdicts.liveness import hostname, process_identity, process_start_time, same_host
 from core.verdicts.policy import taskmcp_decision
+from core.verdicts.unsaved import unsaved_changes
 
 log = logging.getLogger("lockwarden.lock")
 
@@ -191,16 +193,17 @@ class ReclaimJudge:
                        status, decision=decision)
 
 
-def audit_lost_race(path: str, fmt: str, out: Outcome, reason: str | None = None) -> None:
+def audit_lost_race(path: str, fmt: str, out: Outcome, reason: str | None = None,
+                    kept: Kept | None = None) -> None:
     """Audit a reclaim that removed the stale lock while another process then linked its own
     lock into the free path first (``reclaim`` with result ``lost_race``; docs/engine.md,
-    "Reclaim is race-free")."""
+    "Reclaim is race-free"); ``kept``: where the removed file went, if it was kept."""
     assert out.displaced is not None and out.status is not None
     record_audit(path, "reclaim", result="lost_race", details={
         "displaced": holder_summary(out.displaced),
         "reason": reason or render_all(out.displaced.reasons) or "stale",
         "note": "the stale lock was removed, another process then took the free lock",
-        "holder": holder_summary(out.status),
+        "holder": holder_summary(out.status), "kept": kept.to_dict() if kept else None,
     }, format=fmt)
 
 
@@ -275,7 +278,7 @@ def refuse_read_only(path: str, status: LockStatus) -> None:
     if status.anchor_tool:
         kind, why = ReadOnlyKind.KERNEL_LOCK, _anchor_why(status)
     elif status.read_only:
-        kind, why = ReadOnlyKind.LEDGER_CLAIM, "it is a claim in an af ledger; only af changes it"
+        kind, why = ReadOnlyKind.LEDGER_CLAIM, _ledger_why(status)
     elif rec is not None and rec.format == "af-claim":
         kind, why = ReadOnlyKind.NOT_WRITABLE, ("it is an af claim; Lockwarden does not write "
                                                 "af claims (force-release it instead)")
@@ -290,6 +293,49 @@ def refuse_read_only(path: str, status: LockStatus) -> None:
     raise ReadOnlyLock(f"not reclaimed: {path}: {why}", kind=kind, status=status)
 
 
+def _ledger_why(status: LockStatus) -> str:
+    """Why a claim replayed from an af ledger is never changed, with af's own command."""
+    node = status.path.rpartition("#")[2] or "NODE"
+    return f"it is a claim in an af ledger; only af changes its ledger: `af release {node}`"
+
+
+def refuse_ledger_claim(path: str, status: LockStatus) -> None:
+    """Refuse to release a claim replayed from an af ledger (``"<proof>/ledger#<node>"``,
+    :attr:`LockStatus.read_only`; docs/engine.md, "af claims"): there is no file to remove and
+    only af changes its ledger. Audited as ``release_refused`` with result ``refused``.
+
+    Raises:
+        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.LEDGER_CLAIM`, ``status``.
+    """
+    if not status.read_only or status.anchor_tool or status.record is None:
+        return
+    why = _ledger_why(status)
+    record_audit(path, "release_refused", result="refused", details={
+        "holder": holder_summary(status), "reason": why}, format=status.record.format)
+    raise ReadOnlyLock(f"not released: {path}: {why}", kind=ReadOnlyKind.LEDGER_CLAIM,
+                       status=status)
+
+
+def refuse_unsaved(path: str, status: LockStatus, operation: str, discard: bool) -> None:
+    """Refuse to force ``operation`` (``"release"``) on a file that stands for a person's
+    unsaved work (:func:`core.verdicts.unsaved.unsaved_changes`: a Vim swap with unsaved
+    changes, an Emacs lock with an auto-save file) unless ``discard``; audited as
+    ``<operation>_refused`` (result ``refused``) naming the changes and the recovery command
+    (docs/engine.md, "Unsaved work").
+
+    Raises:
+        UnsavedChanges: ``reason`` the ``unsaved_changes`` reason, ``status``.
+    """
+    why = None if discard else unsaved_changes(status)
+    if why is None:
+        return
+    record_audit(path, f"{operation}_refused", result="refused", details={
+        "holder": holder_summary(status), "reason": render(why), "unsaved": why.to_dict()},
+        format=status.record.format if status.record else None)
+    raise UnsavedChanges(f"not {operation}d: {path}: {render(why)}; nothing was changed",
+                         reason=why, status=status)
+
+
 def _anchor_why(status: LockStatus) -> str:
     """Why a kernel-lock anchor is never deleted nor replaced, in words."""
     held = "held now" if status.state is State.HELD else "not held now"
@@ -297,43 +343,77 @@ def _anchor_why(status: LockStatus) -> str:
             "deleting or replacing it would let a second holder in")
 
 
+class Removal(NamedTuple):
+    """What a forced removal did: ``status``, the verdict on the file removed (``free`` when
+    there was none), and ``kept``, where that file went when it was kept rather than unlinked
+    (:class:`core.engine.trash.Kept`: the trash or the quarantine folder), else ``None``."""
+
+    status: LockStatus
+    kept: Kept | None = None
+
+
 def force_release(
     path: str | os.PathLike[str],
     *,
     reason: str | None = None,
     policy: StalePolicy | None = None,
+    discard_unsaved: bool = False,
 ) -> LockStatus:
+    """Remove whatever lock is at ``path``; returns the verdict on the file removed
+    (:func:`force_release_kept`, which also says where a kept file went; raises as it)."""
+    return force_release_kept(path, reason=reason, policy=policy,
+                              discard_unsaved=discard_unsaved).status
+
+
+def force_release_kept(
+    path: str | os.PathLike[str],
+    *,
+    reason: str | None = None,
+    policy: StalePolicy | None = None,
+    discard_unsaved: bool = False,
+) -> Removal:
     """Remove whatever lock is at ``path`` (an explicit human or ``--force`` decision,
-    docs/DESIGN.md "Lock operations"), under the directory guard; returns the verdict on the file
-    removed (``free`` when there was none), judged under ``policy`` (default
-    :data:`core.stale_policy.DEFAULT_POLICY`). Audited as ``force_release`` with the displaced
-    holder and ``reason``.
+    docs/DESIGN.md "Lock operations"), under the directory guard, judged under ``policy``
+    (default :data:`core.stale_policy.DEFAULT_POLICY`). A foreign file with content goes to
+    the trash or the quarantine folder, never simply unlinked; a Lockwarden lock or an empty
+    file is unlinked (docs/engine.md, "Nothing is simply unlinked"). Audited as
+    ``force_release`` with the displaced holder, ``reason`` and ``kept`` (where the file went).
 
     Raises:
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files (never removed).
-        ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`), or one a kernel
-            lock holds (never removed).
+        ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`), one a kernel
+            lock holds (never removed), or a claim in an af ledger (audited).
+        UnsavedChanges: the file stands for unsaved work and not ``discard_unsaved``
+            (audited; nothing removed).
+        NotKept: the foreign file could be kept neither in the trash nor in quarantine
+            (it was put back; nothing removed).
         LockLost: the file changed between the check and the guarded removal (nothing was
             removed; it is still there).
         GuardTimeout: the directory guard stayed held by another process (10 s).
     """
     p = validate_lock_path(path)
     judge = resolve_policy(policy, None)
-    refuse_not_a_lock(p, inspect(p, policy=judge), "release")
+    seen = inspect(p, policy=judge)
+    refuse_ledger_claim(p, seen)
+    refuse_not_a_lock(p, seen, "release")
+    refuse_unsaved(p, seen, "release", discard_unsaved)
+    keep = Disposal(p)
     try:
-        status = _removed_status(p, remove_if(p, _removable(p, judge)), judge)
+        status = _removed_status(
+            p, remove_if(p, _removable(p, judge, discard_unsaved), keep), judge)
     except LockLost:
         if os.path.lexists(p):  # it changed under the guard (a kernel lock, another file)
             raise
         status = LockStatus(p, State.FREE, reasons=(Reason.of(Code.NO_LOCK_FILE),))
         record_audit(p, "force_release", result="free",
                      details={"reason": reason, "displaced": None})
-        return status
+        return Removal(status)
     record_audit(p, "force_release",
-                 details={"displaced": holder_summary(status), "reason": reason},
+                 details={"displaced": holder_summary(status), "reason": reason,
+                          "kept": keep.kept.to_dict() if keep.kept else None},
                  format=status.record.format if status.record else None)
-    return status
+    return Removal(status, keep.kept)
 
 
 def release_path(
@@ -343,24 +423,47 @@ def release_path(
     force: bool = False,
     reason: str | None = None,
     policy: StalePolicy | None = None,
+    discard_unsaved: bool = False,
 ) -> LockStatus:
+    """Release the lock at ``path`` on behalf of process ``pid``; returns the verdict on the
+    removed lock (:func:`release_path_kept`, which also says where a kept file went; raises
+    as it)."""
+    return release_path_kept(path, pid=pid, force=force, reason=reason, policy=policy,
+                             discard_unsaved=discard_unsaved).status
+
+
+def release_path_kept(
+    path: str | os.PathLike[str],
+    *,
+    pid: int,
+    force: bool = False,
+    reason: str | None = None,
+    policy: StalePolicy | None = None,
+    discard_unsaved: bool = False,
+) -> Removal:
     """Release the lock at ``path`` on behalf of process ``pid`` (the CLI ``release`` verb,
     run from another process than the holder): the lock is removed only when it records
     ``pid`` and this host (sema's and semats' release check, ``docs/specs/semats.txt``
     "Lock Release"), checked under the directory guard; with ``force`` it is removed whoever
-    holds it (audited as ``force_release``). Returns the verdict on the removed lock, judged
-    under ``policy`` (default :data:`core.stale_policy.DEFAULT_POLICY`).
+    holds it (audited as ``force_release``; a foreign file with content is kept in the trash
+    or quarantine, as :func:`force_release_kept` does). Judged under ``policy`` (default
+    :data:`core.stale_policy.DEFAULT_POLICY`).
 
     Raises:
         LockLost: no lock, or it is not ``pid``'s on this host (and not ``force``).
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files.
-        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`).
+        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`);
+            a claim in an af ledger (audited ``release_refused``, result ``refused``).
+        UnsavedChanges: ``force``, the file stands for unsaved work and not
+            ``discard_unsaved`` (audited).
+        NotKept: ``force``, and the foreign file could not be kept (nothing removed).
         GuardTimeout: the directory guard stayed held by another process (10 s).
     """
     p = validate_lock_path(path)
     judge = resolve_policy(policy, None)
     status = inspect(p, policy=judge)
+    refuse_ledger_claim(p, status)
     if force and status.anchor_tool:
         refuse_not_a_lock(p, status, "release")  # raises: a tool's kernel-lock anchor
     if status.state is State.FREE:
@@ -369,7 +472,8 @@ def release_path(
     fmt = status.record.format if status.record else None
     if force:
         refuse_not_a_lock(p, status, "release")
-        return _release_forced(p, pid, reason, fmt, judge)
+        refuse_unsaved(p, status, "release", discard_unsaved)
+        return _release_forced(p, pid, reason, fmt, judge, discard_unsaved)
 
     def mine(data: bytes, info: FileInfo) -> bool:
         r = inspect_bytes(p, data, info, policy=judge).record
@@ -386,16 +490,20 @@ def release_path(
     record_audit(p, "release", details={
         "pid": pid, "holder": holder_summary(removed),
         "token": removed.record.token if removed.record else None}, format=fmt)
-    return removed
+    return Removal(removed)
 
 
-def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]:
+def _removable(p: str, policy: StalePolicy,
+               discard_unsaved: bool = False) -> Callable[[bytes, FileInfo], bool]:
     """The check a forced removal makes under the directory guard, on the bytes it is about
-    to remove: still a lock (:func:`is_a_lock`)."""
+    to remove: still a lock (:func:`is_a_lock`), held by no kernel lock but its holder's pin,
+    and -- unless ``discard_unsaved`` -- standing for no unsaved work."""
     def check(data: bytes, info: FileInfo) -> bool:
         st = inspect_bytes(p, data, info, policy=policy)
         if st.kernel_held or st.anchor_tool or (kernel_status(p, policy=policy) is not None
                                                 and not _pinned_by_its_holder(st)):
+            return False
+        if not discard_unsaved and unsaved_changes(st) is not None:
             return False
         return not data or is_a_lock(st)
 
@@ -403,34 +511,44 @@ def _removable(p: str, policy: StalePolicy) -> Callable[[bytes, FileInfo], bool]
 
 
 def _release_forced(
-    p: str, pid: int, reason: str | None, fmt: str | None, policy: StalePolicy
-) -> LockStatus:
-    """``release_path(force=True)``: remove whatever is there; audited as ``release`` when it
-    was ``pid``'s on this host after all, else ``force_release``."""
+    p: str, pid: int, reason: str | None, fmt: str | None, policy: StalePolicy,
+    discard_unsaved: bool = False,
+) -> Removal:
+    """``release_path(force=True)``: remove whatever is there, keeping a foreign file with
+    content (:class:`core.engine.trash.Disposal`); audited as ``release`` when it was
+    ``pid``'s on this host after all, else ``force_release``."""
+    keep = Disposal(p)
     try:
-        removed = _removed_status(p, remove_if(p, _removable(p, policy)), policy)
+        removed = _removed_status(
+            p, remove_if(p, _removable(p, policy, discard_unsaved), keep), policy)
     except LockLost:
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise
     r = removed.record
     op = "release" if r is not None and r.pid == pid and on_this_host(r.host) else "force_release"
     record_audit(p, op, details={"pid": pid, "displaced": holder_summary(removed),
-                                 "reason": reason}, format=fmt)
-    return removed
+                                 "reason": reason,
+                                 "kept": keep.kept.to_dict() if keep.kept else None}, format=fmt)
+    return Removal(removed, keep.kept)
 
 
 __all__ = [
     "HolderCache",
     "ReclaimJudge",
+    "Removal",
     "audit_lost_race",
     "describe",
     "force_release",
+    "force_release_kept",
     "holder_summary",
     "is_a_lock",
     "on_this_host",
     "record_audit",
+    "refuse_ledger_claim",
     "refuse_not_a_lock",
     "refuse_read_only",
+    "refuse_unsaved",
     "release_path",
+    "release_path_kept",
     "resolve_policy",
 ]

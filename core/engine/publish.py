@@ -69,6 +69,11 @@ CRASH_POINTS: tuple[str, ...] = (
 )
 """Steps at which ``LOCKWARDEN_CRASH_AT`` makes the process exit with ``os._exit(137)``."""
 
+Dispose = Callable[[str, bytes, FileInfo], None]
+"""The last step of a verified removal (:class:`core.engine.trash.Disposal`): called under the
+guard with the temp name the judged file was moved to, its bytes and identity; it must unlink
+or move that name, or raise (the file is then put back). ``None``: unlink it."""
+
 MAX_RETRIES = 50
 """Attempts before an operation on a path that keeps changing under it gives up."""
 
@@ -332,10 +337,13 @@ def take_over(
     judged: LockStatus,
     accept: Callable[[LockStatus], bool],
     policy: StalePolicy,
+    dispose: Dispose | None = None,
 ) -> Outcome:
     """Replace the lock at the path by our complete temp file, under the guard, if
     (re-read and re-judged under the guard) it is still the judged file and ``accept``
-    approves the new verdict (docs/engine.md, "Reclaim is race-free", steps 1-5).
+    approves the new verdict (docs/engine.md, "Reclaim is race-free", steps 1-5). The judged
+    file, once out and verified, goes to ``dispose`` (default: unlinked); if that raises, the
+    judged file is swapped back and the exception propagates.
 
     Raises:
         GuardTimeout: the directory guard stayed held by another process.
@@ -360,19 +368,26 @@ def take_over(
         if not accept(now_status):
             return Outcome("refused", now_status)
         if cur_info.dev in _no_exchange_devs:
-            return _fallback_take_over(guard, staged, cur, now_status, policy)
+            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
         try:
             _exchange.exchange(staged.tmp, path)
         except ExchangeUnsupported:
             _no_exchange_devs.add(cur_info.dev)
-            return _fallback_take_over(guard, staged, cur, now_status, policy)
+            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
         except FileNotFoundError:
             return Outcome("retry", now_status)
         crash_point("reclaim_after_exchange")
         out = read_regular(staged.tmp)
         if out is not None and out[1] == cur_info and out[0] == cur_data:
-            with contextlib.suppress(OSError):  # the lock is ours whatever happens here
-                os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
+            if dispose is None:
+                with contextlib.suppress(OSError):  # the lock is ours whatever happens here
+                    os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
+            else:
+                try:
+                    dispose(staged.tmp, cur_data, cur_info)
+                except BaseException:
+                    _exchange.exchange(staged.tmp, path)  # the judged file back, ours out
+                    raise
             crash_point("reclaim_after_unlink_old")
             return Outcome("won", now_status, displaced=now_status)
         # not the judged file (a foreign tool replaced it meanwhile): put it back
@@ -386,6 +401,7 @@ def _fallback_take_over(
     cur: tuple[bytes, FileInfo],
     judged: LockStatus,
     policy: StalePolicy,
+    dispose: Dispose | None = None,
 ) -> Outcome:
     """Without an exchange primitive the judged file must leave the path before ours can
     be linked in; that is safe only while every Lockwarden breaker is serialised by the
@@ -397,11 +413,12 @@ def _fallback_take_over(
             "lock on the directory (or on a guard file in it) nor an atomic exchange; "
             "remove the stale lock by hand once you are sure its holder is gone"
         )
-    return _rename_out_and_link(staged, cur, judged, policy)
+    return _rename_out_and_link(staged, cur, judged, policy, dispose)
 
 
 def _rename_out_and_link(
-    staged: Staged, cur: tuple[bytes, FileInfo], judged: LockStatus, policy: StalePolicy
+    staged: Staged, cur: tuple[bytes, FileInfo], judged: LockStatus, policy: StalePolicy,
+    dispose: Dispose | None = None,
 ) -> Outcome:
     """Fallback without an exchange primitive (under the guard): move the judged file
     out, verify it, delete it, then publish ours with ``link`` (EEXIST: a foreign acquirer
@@ -417,7 +434,7 @@ def _rename_out_and_link(
     if out is None or out[1] != cur[1] or out[0] != cur[0]:
         _put_back(swap, path)
         return Outcome("retry", judged)
-    os.unlink(swap)
+    _dispose(swap, path, out, dispose)
     crash_point("reclaim_after_unlink_old")
     if publish(staged):
         unlink_quiet(staged.tmp)
@@ -459,13 +476,15 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
     return None
 
 
-def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool]) -> tuple[bytes, FileInfo]:
+def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
+              dispose: Dispose | None = None) -> tuple[bytes, FileInfo]:
     """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
     that is not ours is never touched), then move it out to ``.<name>.<pid>.<random>.lwrel``, check
     again what was moved (closes the gap between the check and the move against tools that
-    replace files without the guard) and delete it; put it back if it is not ours
-    (docs/engine.md, "Release never deletes a successor's lock"). Returns the removed file's
-    bytes and identity.
+    replace files without the guard) and delete it -- or hand it to ``dispose`` (a forced
+    removal keeps foreign files: :class:`core.engine.trash.Disposal`); put it back if it is not
+    ours, or if ``dispose`` raises (docs/engine.md, "Release never deletes a successor's
+    lock"). Returns the removed file's bytes and identity.
 
     Raises:
         LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
@@ -493,5 +512,18 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool]) -> tuple[bytes
         if out is None or not ours(out[0], out[1]):
             _put_back(rel, path)
             raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
-        os.unlink(rel)
+        _dispose(rel, path, out, dispose)
     return out
+
+
+def _dispose(moved: str, path: str, out: tuple[bytes, FileInfo], dispose: Dispose | None) -> None:
+    """Unlink the verified file at ``moved`` (``dispose`` None), or hand it to ``dispose``;
+    if that raises, put it back at ``path`` (:func:`_put_back`) and re-raise."""
+    if dispose is None:
+        os.unlink(moved)
+        return
+    try:
+        dispose(moved, out[0], out[1])
+    except BaseException:
+        _put_back(moved, path)
+        raise

@@ -65,3 +65,34 @@ def test_a_stale_git_lock_is_released_never_reclaimed(tmp_path: Path) -> None:
     assert lock.read_bytes() == b""
     assert lw("release", str(lock), "--force", "--reason", "crashed commit").returncode == 0
     assert not lock.exists()
+
+
+def test_a_claim_in_an_af_ledger_is_refused_truthfully(fixtures_dir: Path) -> None:
+    """``release`` (forced or not) of a claim replayed from af's ledger: not "not held by PID
+    …" and a ``free`` audit result, but the truth -- only af changes its ledger, with af's
+    command -- exit 1, audited ``release_refused`` with result ``refused``, like ``reclaim``;
+    the ledger is left as it was. The Python API refuses it too."""
+    import pytest
+
+    import core
+    from core.errors import ReadOnlyLock
+    from core.reasons import ReadOnlyKind
+
+    proof = fixtures_dir / "af" / "proof"
+    claim = f"{proof}/ledger#1.1"
+    before = {p.name: p.read_bytes() for p in (proof / "ledger").iterdir()}
+    for args in (["--force", "--reason", "agent gone"], []):
+        out = lw("release", claim, *args)
+        assert out.returncode == 1, out.stderr
+        line = one_line(out.stderr)
+        assert "only af changes its ledger: `af release 1.1`" in line, line
+        assert "not held by PID" not in line
+    out = lw("reclaim", claim, "--force", "--reason", "take it")
+    assert out.returncode == 1 and "`af release 1.1`" in one_line(out.stderr)
+    with pytest.raises(ReadOnlyLock) as refused:
+        core.force_release(claim, reason="api")
+    assert refused.value.kind is ReadOnlyKind.LEDGER_CLAIM
+    ops = [(e.operation, e.result) for e in audit.read(str(proof))]
+    assert ops == [("release_refused", "refused")] * 2 + [("reclaim_refused", "refused"),
+                                                         ("release_refused", "refused")]
+    assert {p.name: p.read_bytes() for p in (proof / "ledger").iterdir()} == before

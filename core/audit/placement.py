@@ -1,0 +1,63 @@
+"""Where an audit entry may be written: never into a git repository (docs/DESIGN.md, "Nothing
+lost"; docs/audit.md, "Where entries go").
+
+Part of :mod:`core.audit`. A lock in a git working tree (``index.lock``, a build lock beside the
+sources) or in a git directory would otherwise get a ``.lock_audit.log`` there, which ``git
+status`` shows as an untracked file and a careless ``git add -A`` commits. Entries about such
+locks go to the per-user log (:func:`core.audit.model.fallback_log_path`) with the reason, like
+any entry whose directory log cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+
+GIT_DIR_NAME = ".git"
+
+
+def _exists(path: str) -> bool:
+    """``access(path, F_OK)``: a bool without the cost of an exception for a missing path
+    (most are); a dangling symlink counts as missing."""
+    return os.access(path, os.F_OK)
+
+
+def _is_git_dir(d: str) -> bool:
+    """True for a git directory (``.git`` of a working tree, a bare repository): ``HEAD`` is a
+    file and ``objects`` and ``refs`` are directories (git's own test, ``setup.c``
+    ``is_git_directory``, less its path checks)."""
+    return (os.path.isfile(os.path.join(d, "HEAD"))
+            and os.path.isdir(os.path.join(d, "objects"))
+            and os.path.isdir(os.path.join(d, "refs")))
+
+
+def repository_of(directory: str) -> str | None:
+    """The git repository ``directory`` lies in, or ``None``: the working tree's top (a
+    directory holding a ``.git`` entry, a directory or a ``gitdir:`` file as worktrees and
+    submodules have), or the git directory itself (one named ``.git``, or a bare repository)
+    for a directory inside it. Walks up from ``directory`` to ``/`` with two ``access`` calls
+    per level, each time (a cache would have to stat every level to stay true, which saves
+    too little: docs/audit.md, "Where entries go"). Never raises."""
+    d = os.path.abspath(directory)
+    while True:
+        if os.path.basename(d) == GIT_DIR_NAME:
+            return d
+        if _exists(os.path.join(d, GIT_DIR_NAME)) or (
+                _exists(os.path.join(d, "HEAD")) and _is_git_dir(d)):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def refusal(log_path: str) -> str | None:
+    """Why the directory log ``log_path`` must not be written (it lies in a git repository),
+    in words for :attr:`core.audit.AuditWrite.reason`; ``None`` when it may be."""
+    repo = repository_of(os.path.dirname(log_path))
+    if repo is None:
+        return None
+    return (f"{os.path.dirname(log_path)} is in the git repository {repo}: Lockwarden writes "
+            "nothing into a repository, so the entry went to your own log")
+
+
+__all__ = ["GIT_DIR_NAME", "refusal", "repository_of"]
