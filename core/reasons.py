@@ -85,6 +85,11 @@ class Code(enum.StrEnum):
     KERNEL_ANCHOR_UNCHECKED = "kernel_anchor_unchecked"  # tool, file, detail
     NO_KERNEL_LOCK = "no_kernel_lock"  # file
     LEASE = "lease"  # lease, left_s, granted_s
+    # what releasing a lock on a server does (core.remote; LockRecord.removal, docs/remote.md)
+    TERMINATES_SESSION = "terminates_session"  # pid, user, app
+    DELETES_KEY = "deletes_key"  # key, token, signal
+    REVOKES_LEASE = "revokes_lease"  # lease, keys, names
+    RESETS_ROW = "resets_row"  # table, id
 
 
 class UnreadableKind(enum.StrEnum):
@@ -227,13 +232,14 @@ _UNSAFE = re.compile(
 terminal escapes, bells), the Unicode line/paragraph separators, the bidirectional overrides
 (they reorder what a terminal or a label shows), and lone surrogates (an undecodable byte of a
 file name, ``os.fsdecode``'s ``surrogateescape``: printing one raises ``UnicodeEncodeError``
-under a strict UTF-8 stdout)."""
+under a strict UTF-8 stdout). Every other Unicode *format* character (category ``Cf``: zero
+width spaces and joiners, the byte-order mark, the soft hyphen, tag characters) is escaped too:
+:func:`printable` asks :mod:`unicodedata` for the non-ASCII characters of a text."""
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(m: re.Match[str]) -> str:
-    c = m.group()
+def _escape_char(c: str) -> str:
     named = _NAMED.get(c)
     if named is not None:
         return named
@@ -242,19 +248,63 @@ def _escape(m: re.Match[str]) -> str:
         return f"\\x{o:02x}"
     if 0xDC80 <= o <= 0xDCFF:  # surrogateescape: the undecodable byte itself
         return f"\\x{o - 0xDC00:02x}"
+    if o > 0xFFFF:
+        return f"\\U{o:08x}"
     return f"\\u{o:04x}"
 
 
+def _escape(m: re.Match[str]) -> str:
+    return _escape_char(m.group())
+
+
+def is_unsafe(c: str) -> bool:
+    """True for one character that :func:`printable` escapes: a character of :data:`_UNSAFE`
+    or any other Unicode format character (category ``Cf``)."""
+    if _UNSAFE.match(c) is not None:
+        return True
+    if c < "\x80":
+        return False
+    import unicodedata
+
+    return unicodedata.category(c) == "Cf"
+
+
 def printable(text: str) -> str:
-    """``text`` safe to show a person, on one line: every character of :data:`_UNSAFE` is
-    escaped -- ``\\n``, ``\\r``, ``\\t``, ``\\xNN`` (other controls, and the raw byte of an
-    undecodable file name), ``\\uNNNN`` (separators, bidi overrides). Everything else,
-    backslashes included, is kept, so escaping twice changes nothing more. Used by every human
-    output: CLI lines, table cells, the detail pane, tray menus and notifications (docs/cli.md,
-    "Control characters")."""
-    if _UNSAFE.search(text) is None:
-        return text
-    return _UNSAFE.sub(_escape, text)
+    """``text`` safe to show a person, on one line: every character of :data:`_UNSAFE` and
+    every other Unicode format character (category ``Cf``) is escaped -- ``\\n``, ``\\r``,
+    ``\\t``, ``\\xNN`` (other controls, and the raw byte of an undecodable file name),
+    ``\\uNNNN`` / ``\\UNNNNNNNN`` (separators, bidi overrides, zero width characters).
+    Everything else, backslashes included, is kept, so escaping twice changes nothing more. Used
+    by every human output: CLI lines, table cells, the detail pane, tray menus and notifications
+    (docs/cli.md, "Control characters")."""
+    if text.isascii():
+        if _UNSAFE.search(text) is None:
+            return text
+        return _UNSAFE.sub(_escape, text)
+    return "".join(_escape_char(c) if is_unsafe(c) else c for c in text)
+
+
+def printable_lines(text: str, *, tabs: bool = False) -> str:
+    """Text of several lines safe to show a person: each line as :func:`printable` makes it,
+    the line breaks kept (``\\n``, and ``\\r\\n`` as one break), tab characters kept when
+    ``tabs`` is True (the raw-file pane). For multi-line messages, notifications and file
+    contents, where a line break is the sender's and not the data's: the data (a path, a tag)
+    is still escaped by :func:`printable` before it is put in the text."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if tabs:
+            out.append("\t".join(printable(part) for part in line.split("\t")))
+        else:
+            out.append(printable(line))
+    return "\n".join(out)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and the noun in the right number: "1 entry" needs ``nouns="entries"``,
+    "3 locks", "1 session" (``nouns``: the plural when it is not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 def human_duration(seconds: float) -> str:
@@ -370,7 +420,36 @@ def _pg_session(r: Reason) -> str:
     more = r.get("holders")
     return (who + (f" ({app})" if app else "") + (f" from {client}" if client else "")
             + f" holds it, {r.get('state') or 'state not visible'}"
-            + (f"; shared with {more} other session(s)" if more else ""))
+            + (f"; shared with {plural(more, 'other session')}" if isinstance(more, int)
+               and more else ""))
+
+
+def _quoted(value: Param) -> str:
+    return repr(str(value)) if value is not None else "?"
+
+
+def _terminates(r: Reason) -> str:
+    user, app = r.get("user"), r.get("app")
+    return (f"terminate PostgreSQL session PID {r.get('pid')}"
+            + (f" of user {_quoted(user)}" if user else "")
+            + " (" + (f"application {_quoted(app)}, " if app else "")
+            + "its open transaction rolled back)")
+
+
+def _deletes_key(r: Reason) -> str:
+    signal = r.get("signal")
+    return (f"delete Redis key {_quoted(r.get('key'))} (token {r.get('token')})"
+            + (f" and wake its waiters (list {_quoted(signal)})" if signal else ""))
+
+
+def _revokes_lease(r: Reason) -> str:
+    keys, names = r.get("keys"), r.get("names")
+    text = f"revoke etcd lease {r.get('lease')}"
+    if isinstance(keys, int) and keys > 1:
+        text += f", which deletes all {keys} keys attached to it"
+        if names:
+            text += f" ({names})"
+    return text
 
 
 _WORDS: dict[Code, object] = {
@@ -480,6 +559,12 @@ _WORDS: dict[Code, object] = {
     Code.NO_KERNEL_LOCK: lambda r: (
         f"no kernel lock on {r.get('file')}: this is a leftover label, and deleting it is "
         "harmless"),
+    Code.TERMINATES_SESSION: _terminates,
+    Code.DELETES_KEY: _deletes_key,
+    Code.REVOKES_LEASE: _revokes_lease,
+    Code.RESETS_ROW: lambda r: (
+        f"reset row id {r.get('id')} of table {r.get('table')} (LOCKED = false), "
+        "as Liquibase's releaseLocks does"),
     Code.LEASE: lambda r: (
         f"etcd lease {r.get('lease')}: {_dur(r, 'left_s')} left of {_dur(r, 'granted_s')} "
         "(its holder's keepalive renews it; it ends by itself when the holder dies)"),

@@ -68,6 +68,22 @@ def clean_value(text: str) -> str:
     return sanitize(text).strip(WHITESPACE)
 
 
+def clean_tag(text: str) -> str:
+    """A tag as Lockwarden writes it: :func:`clean_value`, with every Unicode format character
+    (category ``Cf``: the bidirectional overrides such as U+202E, zero width spaces and
+    joiners, the byte-order mark) also replaced by a space, as control characters are
+    (docs/specs/semats.txt, "Tag Sanitization", extended: a tag is shown in terminals and the
+    GUI, where a bidi override reorders what the reader sees). Tags of other tools' files are
+    read as they are (:func:`clean_value`) and escaped where they are shown
+    (:func:`core.reasons.printable`)."""
+    text = sanitize(text)
+    if not text.isascii():
+        import unicodedata
+
+        text = "".join(" " if unicodedata.category(c) == "Cf" else c for c in text)
+    return text.strip(WHITESPACE)
+
+
 def is_token(value: object) -> bool:
     """True when ``value`` is a Lockwarden acquisition token: 32 lowercase hex digits
     (128 random bits, docs/DESIGN.md "Formats")."""

@@ -19,6 +19,8 @@ Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/r
 * Tokens Lockwarden writes (:meth:`RedisSource.acquire`) are ``lockwarden:<host>:<pid>:<uuid1
   hex>``: host, PID and time of the holder, so a lock whose holder died on this host is stale at
   once (:func:`core.verdicts.liveness.check`, as for Lockwarden's lock files).
+* What a release does is on the record as data (``LockRecord.removal``:
+  ``deletes_key{key, token, signal}``; docs/remote.md, "What a release does").
 * Release and force release are a Lua compare-and-delete against the token seen, never a plain
   ``DEL``: a lock taken again by someone else meanwhile keeps its new token and is not
   removed. For python-redis-lock the same script also pushes to the signal list (``DEL`` signal,
@@ -331,7 +333,9 @@ class RedisSource(RemoteSource):
             expires_at=now + timedelta(milliseconds=pttl) if pttl >= 0 else None,
             tag=profile.name_of(key), token=token, raw=token,
             metadata={"key": key, "pttl_ms": pttl, "signal": profile.signal_key(key) or None,
-                      "first_seen": first.isoformat()})
+                      "first_seen": first.isoformat()},
+            removal=(Reason.of(Code.DELETES_KEY, key=key, token=token,
+                               signal=profile.signal_key(key) or None),))
         live: Liveness = Liveness.UNKNOWN
         live_reasons: list[Reason] = []
         if ours:
