@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from core.text import human_duration as human_duration
-from core.text import is_unsafe as is_unsafe
 from core.text import plural as plural
 from core.text import printable as printable
 from core.text import printable_lines as printable_lines

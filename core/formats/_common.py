@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from core.errors import ParseError
+from core.text import FORMAT_CHARACTERS
 
 MAX_PARSE_BYTES = 1024 * 1024
 """Largest input :func:`core.formats.parse` looks at (1 MiB). Lock files are read with a 64 KiB
@@ -70,18 +71,14 @@ def clean_value(text: str) -> str:
 
 def clean_tag(text: str) -> str:
     """A tag as Lockwarden writes it: :func:`clean_value`, with every Unicode format character
-    (category ``Cf``: the bidirectional overrides such as U+202E, zero width spaces and
-    joiners, the byte-order mark) also replaced by a space, as control characters are
+    (category ``Cf``, :data:`core.text.FORMAT_CHARACTERS`: the bidirectional overrides such as
+    U+202E, zero width spaces and joiners, the byte-order mark) also replaced by a space, as
+    control characters are
     (docs/specs/semats.txt, "Tag Sanitization", extended: a tag is shown in terminals and the
     GUI, where a bidi override reorders what the reader sees). Tags of other tools' files are
     read as they are (:func:`clean_value`) and escaped where they are shown
     (:func:`core.reasons.printable`)."""
-    text = sanitize(text)
-    if not text.isascii():
-        import unicodedata
-
-        text = "".join(" " if unicodedata.category(c) == "Cf" else c for c in text)
-    return text.strip(WHITESPACE)
+    return FORMAT_CHARACTERS.sub(" ", sanitize(text)).strip(WHITESPACE)
 
 
 def is_token(value: object) -> bool:
