@@ -93,7 +93,9 @@ class LockwardenApp(QObject):
         self.proxy.setSourceModel(self.model)
         self.inventory = Inventory(self)
         self.actions = LockActions(self)
-        self.inventory.kept = self.actions.held_paths
+        if demo is None:  # the locks kept at the last quit are listed again
+            self.actions.restore_kept(self.settings)
+        self.inventory.kept = self.actions.kept_paths
         self.inventory.updated.connect(self.model.apply)
         self.inventory.updated.connect(self.actions.observe)
         self.actions.touched.connect(self.inventory.reinspect)
@@ -260,6 +262,8 @@ class LockwardenApp(QObject):
         if release:
             for e in self.actions.release_all():
                 print(f"lockwarden: {e}", flush=True)
+        if self.demo is None:
+            self.actions.save_kept(self.settings)
         self.window.save_state()
         self.remote.close()
         self.inventory.close()

@@ -11,6 +11,7 @@ tracebacks.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,10 +42,20 @@ from core import audit
 from core.config import Config
 from core.engine.trash import Kept
 from core.fsutil import AUDIT_LOG_NAME
-from core.reasons import printable
+from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
 from core.verdicts.inspect import inspect
 from core.verdicts.unsaved import unsaved_changes
+
+
+def unexpected(exc: BaseException) -> str:
+    """The words of an exception no operation expected, for a dialog: its message only, never
+    its class name ("TagTooLong: ..."); the class and traceback go to stderr, for a bug
+    report."""
+    import traceback
+
+    traceback.print_exception(exc, file=sys.stderr)
+    return printable_lines(str(exc)) or "Something unexpected went wrong; see the terminal."
 
 
 class Commands(QObject):
@@ -155,7 +166,7 @@ class Commands(QObject):
             except ActionError as exc:
                 self._failed.emit(exc.title, str(exc))
             except Exception as exc:  # never a traceback in the user's face
-                self._failed.emit("Unexpected error", f"{type(exc).__name__}: {exc}")
+                self._failed.emit("Unexpected error", unexpected(exc))
             finally:
                 self._opDone.emit()
 
@@ -199,7 +210,7 @@ class Commands(QObject):
                 except ActionError as exc:
                     err = str(exc)
                 except Exception as exc:  # never a traceback in the user's face
-                    err = f"{type(exc).__name__}: {exc}"
+                    err = unexpected(exc)
                 try:
                     self._acquireDone.emit(dlg, req, err)
                 except RuntimeError:  # the app is gone
@@ -233,10 +244,15 @@ class Commands(QObject):
 
     def _breakable(self, path: str, nothing_title: str) -> LockStatus | None:
         """The status of a lock this app may break, or ``None`` after telling the user why
-        not (free now, a read-only ledger claim, or not a lock file at all)."""
+        not (free now, held by this app -- Release it instead --, a read-only ledger claim,
+        or not a lock file at all)."""
         st = self.status_for(path)
         if st is None:
             self.show_error(nothing_title, f"{path} is free now.")
+            return None
+        if self._actions.holds(path):
+            self.show_error("Held by this Lockwarden", f"{printable(path)} is held by this "
+                            "Lockwarden: use Release to give it back.")
             return None
         if st.anchor_tool:
             self.show_error("Kernel lock", f"{path} is {st.anchor_tool}'s kernel-lock anchor: "
@@ -442,7 +458,8 @@ class Commands(QObject):
             # the locks this app holds stay listed (and held) wherever they are: leaving the
             # watch list says nothing about them (docs/gui.md "Watched directories and the
             # locks the app holds")
-            gone = [p for p in outside if not self._actions.holds(p)]
+            kept_paths = set(self._actions.kept_paths())
+            gone = [p for p in outside if p not in kept_paths]
             if gone:
                 self._inventory.push([(p, None) for p in gone])
         if config.ui.theme != old.ui.theme:

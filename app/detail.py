@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
-    QFormLayout,
     QFrame,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
@@ -22,23 +22,38 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.lockinfo import STATE_EXPLAIN, STATE_WORDS, current_reasons, deciding_rule, display_state
+from app.lockinfo import (
+    STATE_EXPLAIN,
+    STATE_WORDS,
+    current_reasons,
+    deciding_rule,
+    display_state,
+    is_remote,
+    local_time,
+    utc_time,
+)
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
-from core.reasons import printable
+from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
-from core.tools import safe_action
+from core.tools import kind_words, removal_words, safe_action
 
 RAW_LIMIT = 64 * 1024
 """At most this many bytes of an unreadable lock file are shown (bytes, 64 KiB)."""
 
 
 def escaped_text(data: bytes) -> str:
-    """``data`` as text for the raw pane: UTF-8 where it decodes, other bytes as ``\\xNN``,
-    control characters other than newline and tab as ``\\xNN`` too."""
-    text = data.decode("utf-8", errors="backslashreplace")
-    return "".join(c if c in "\n\t" or (ord(c) >= 32 and ord(c) != 127)
-                   else f"\\x{ord(c):02x}" for c in text)
+    """``data`` as text for the raw pane: UTF-8 where it decodes, other bytes as ``\\xNN``;
+    control characters other than line breaks and tabs, bidi overrides and every other
+    Unicode format character escaped as :func:`core.reasons.printable_lines` does."""
+    return raw_text(data.decode("utf-8", errors="backslashreplace"))
+
+
+def raw_text(text: str) -> str:
+    """A lock file's text as the raw pane shows it: line breaks and tabs kept, every other
+    control character and every Unicode format character (U+202E...) escaped
+    (:func:`core.reasons.printable_lines`), so the file cannot reorder or hide what it says."""
+    return printable_lines(text, tabs=True)
 
 
 class DetailPane(QWidget):
@@ -53,23 +68,30 @@ class DetailPane(QWidget):
     historyRequested = Signal(str)
     """The user asked for the shown lock's history (its path)."""
 
-    FIELDS = ("Path", "State", "Rule", "Safe action", "Tool", "Kind", "Format", "Holder",
-              "PID", "Host", "Liveness", "Acquired", "Expires", "TTL", "Tag", "Token")
+    FIELDS = ("Path", "State", "Rule", "Safe action", "Tool", "Kind", "Force release",
+              "Format", "Holder", "PID", "Host", "Liveness", "Acquired", "Expires", "TTL",
+              "Tag", "Token")
+    """The fields, in order. "Force release" says what releasing a lock on a server does there
+    (:func:`core.tools.removal_words`); times are local, UTC in their tooltips."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.values: dict[str, QLabel] = {}
-        form = QFormLayout()
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        # a grid, not a QFormLayout: the form layout kept the height a wrapped value had for
+        # the previous lock, clipping a longer Rule or Safe action to one line
+        form = QGridLayout()
         form.setVerticalSpacing(3)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        for name in self.FIELDS:
+        form.setColumnStretch(1, 1)
+        for row, name in enumerate(self.FIELDS):
             lab = QLabel()
             lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             lab.setWordWrap(True)
             lab.setAccessibleName(name)
             self.values[name] = lab
-            form.addRow(name + ":", lab)
+            key = QLabel(name + ":")
+            key.setBuddy(lab)
+            form.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
+            form.addWidget(lab, row, 1, Qt.AlignmentFlag.AlignTop)
         self.reasons = QLabel()
         self.reasons.setAccessibleName("Why: the reasons for the verdict")
         self.reasons.setWordWrap(True)
@@ -133,6 +155,7 @@ class DetailPane(QWidget):
         self.raw.setPlaceholderText("(file content)")
         for lab in self.values.values():
             lab.setText("")
+            lab.setToolTip("")
         if st is None:
             self.reasons.setText("Select a lock to see who holds it and why it is in its state.")
             self.raw.setPlainText("")
@@ -145,15 +168,15 @@ class DetailPane(QWidget):
             state += f" (read-only: {st.anchor_tool}'s kernel-lock anchor, never deleted)"
         elif st.read_only:
             state += " (read-only: managed by its ledger)"
-        if outside:
+        if outside and not is_remote(st.path):
             state += " (outside the watched directories)"
         v["State"].setText(state)
         v["State"].setToolTip(STATE_EXPLAIN[display_state(st)])
         v["Rule"].setText(deciding_rule(st))
         v["Safe action"].setText(safe_action(st))
         v["Tool"].setText(st.tool)
-        v["Kind"].setText({"kernel": "kernel lock (only the kernel knows; the file is an anchor)",
-                           "marker": "marker (the file is the lock)"}.get(st.kind, ""))
+        v["Kind"].setText(kind_words(st))
+        v["Force release"].setText(removal_words(st))
         if rec is not None:
             v["Format"].setText(rec.format)
             v["Holder"].setText(printable(rec.holder or ""))
@@ -162,12 +185,13 @@ class DetailPane(QWidget):
             v["Liveness"].setText(st.liveness.value)
             self._set_acquired(age)
             exp = rec.effective_expiry()
-            v["Expires"].setText(exp.strftime("%Y-%m-%d %H:%M:%S UTC") if exp else "never")
+            v["Expires"].setText(local_time(exp) if exp else "never")
+            v["Expires"].setToolTip(utc_time(exp) if exp else "")
             v["TTL"].setText("" if rec.ttl is None else f"{rec.ttl:g} s")
             v["Tag"].setText(printable(rec.tag or ""))
             v["Token"].setText(rec.token or "")
         self._set_reasons(now)
-        self.raw.setPlainText(rec.raw if rec is not None else "")
+        self.raw.setPlainText(raw_text(rec.raw) if rec is not None else "")
         if rec is None and st.state is State.UNREADABLE:
             self.raw.setPlaceholderText("(reading…)")
             self._load_raw(st.path)
@@ -207,14 +231,16 @@ class DetailPane(QWidget):
         rec = st.record if st is not None else None
         if st is None or rec is None:
             return
+        label = self.values["Acquired"]
         if rec.acquired_at is not None:
-            self.values["Acquired"].setText(rec.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-                                            + (f" ({age} ago)" if age else ""))
+            label.setText(local_time(rec.acquired_at) + (f" ({age} ago)" if age else ""))
+            label.setToolTip(utc_time(rec.acquired_at))
         elif st.file is not None:  # pidfiles and other tools' files record no time
             when = datetime.fromtimestamp(st.file.mtime_ns / 1e9, UTC)
-            self.values["Acquired"].setText(
-                when.strftime("%Y-%m-%d %H:%M:%S UTC") + (f" ({age} ago)" if age else "")
+            label.setText(
+                local_time(when) + (f" ({age} ago)" if age else "")
                 + " — from the file's modification time: the lock records no time")
+            label.setToolTip(utc_time(when))
 
     def _set_reasons(self, now: datetime | None) -> None:
         st = self.status

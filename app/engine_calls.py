@@ -11,11 +11,12 @@ errors (permission denied, directory gone) never escape as tracebacks (docs/gui.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QSettings, Signal
 
 from app.lockinfo import Update
 from core.engine.lock import Lock
@@ -126,6 +127,9 @@ class LockActions(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._held: dict[str, Lock] = {}
+        self._left: dict[str, str] = {}
+        """Locks this app kept when it last quit ("Keep"): path -> token. Listed wherever they
+        are until their file is gone or holds another acquisition (:meth:`observe`)."""
         self._busy: dict[str, int] = {}
         """Paths with an operation of ours running (their changes are expected)."""
         self._mutex = threading.Lock()
@@ -141,6 +145,44 @@ class LockActions(QObject):
     def held_paths(self) -> list[str]:
         """Paths of the locks this app holds, in the order they were taken."""
         return [p for p, lock in list(self._held.items()) if lock.is_held]
+
+    def kept_paths(self) -> list[str]:
+        """Paths that stay listed whatever the watched directories: the locks this app holds
+        and those it kept when it last quit (:meth:`restore_kept`). Thread-safe."""
+        with self._mutex:
+            left = list(self._left)
+        return list(dict.fromkeys([*self.held_paths(), *left]))
+
+    # -- locks kept at quit (GUI thread) ------------------------------------------------------
+
+    KEPT_KEY = "kept_locks"
+    """QSettings key of the locks kept at quit: JSON ``[[path, token], ...]``."""
+
+    def save_kept(self, settings: QSettings) -> None:
+        """Remember, at quit, the locks left behind: those still held (the user chose
+        "Keep") and those kept at an earlier quit that are still there, so that the next
+        start lists them even outside every watched directory (docs/gui.md, "Watched
+        directories and the locks the app holds")."""
+        kept = {p: lock.token for p, lock in list(self._held.items())
+                if lock.is_held and lock.token}
+        with self._mutex:
+            kept.update({p: t for p, t in self._left.items() if p not in kept})
+        if kept:
+            settings.setValue(self.KEPT_KEY, json.dumps(sorted(kept.items())))
+        else:
+            settings.remove(self.KEPT_KEY)
+        settings.sync()
+
+    def restore_kept(self, settings: QSettings) -> None:
+        """Read the locks kept at the last quit (:meth:`save_kept`); a value that does not
+        parse is ignored."""
+        try:
+            pairs = json.loads(str(settings.value(self.KEPT_KEY, "[]")))
+            left = {str(p): str(t) for p, t in pairs}
+        except (ValueError, TypeError):
+            left = {}
+        with self._mutex:
+            self._left = left
 
     @contextlib.contextmanager
     def _running(self, path: str) -> Iterator[None]:
@@ -173,11 +215,11 @@ class LockActions(QObject):
         with self._running(path):
             if self.holds(path):
                 raise ActionError("Already held", f"{path} is already held by this Lockwarden.")
-            lock = Lock(path, tag=tag or None, ttl=ttl, format=format,
-                        auto_refresh=ttl is not None or format == "task-mcp")
-            try:
+            try:  # the Lock itself refuses a tag or TTL it cannot write (TagTooLong...)
+                lock = Lock(path, tag=tag or None, ttl=ttl, format=format,
+                            auto_refresh=ttl is not None or format == "task-mcp")
                 lock.acquire(blocking=False)
-            except (LockError, OSError) as exc:
+            except (LockError, OSError, ValueError) as exc:
                 raise ActionError("Could not acquire the lock", _explain(exc, path)) from exc
             with self._mutex:
                 self._held[path] = lock
@@ -307,6 +349,11 @@ class LockActions(QObject):
         found: list[tuple[str, bool]] = []
         with self._mutex:
             for path, st in dict(updates).items():
+                token = self._left.get(path)
+                rec = st.record if st is not None else None
+                if token is not None and (st is None or not st.present or rec is None
+                                          or rec.token != token):
+                    del self._left[path]  # removed, reclaimed or replaced since: done
                 lock = self._held.get(path)
                 if lock is None or path in self._busy:
                     continue

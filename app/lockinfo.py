@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from core.reasons import Code, UnreadableKind, advance, texts
 from core.reasons import human_duration as _core_human_duration
+from core.reasons import plural as _core_plural
 from core.record import DEVTOOL_FORMATS, Liveness, LockStatus, State
 
 Update = tuple[str, LockStatus | None]
@@ -28,8 +29,22 @@ def human_duration(seconds: float) -> str:
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """``n`` and the noun in the right number: "1 lock", "3 locks", "2 directories"
-    (``nouns``: the plural when it is not ``noun + "s"``)."""
-    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+    (``nouns``: the plural when it is not ``noun + "s"``; :func:`core.reasons.plural`)."""
+    return _core_plural(n, noun, nouns)
+
+
+def local_time(when: datetime) -> str:
+    """An aware time as the user's clock reads it: ``"2024-05-02 16:03:11 CEST"`` (the local
+    zone's abbreviation, else its UTC offset). The GUI shows local times and gives the UTC time
+    on hover (:func:`utc_time`)."""
+    local = when.astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or local.strftime("%z"))
+
+
+def utc_time(when: datetime) -> str:
+    """An aware time in UTC: ``"2024-05-02 14:03:11 UTC"`` (tooltips, beside
+    :func:`local_time`)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def holder_changed(old: LockStatus, new: LockStatus) -> bool:
@@ -85,6 +100,14 @@ def is_remote(path: str) -> bool:
     from core.remote.sources import is_server_url
 
     return is_server_url(path)
+
+
+def lock_name(path: str) -> str:
+    """A lock's short name for titles and dialogs: the file name, or for a lock on a server the
+    lock after ``#`` (``redis://host:6379/0#lock:deploy`` -> ``lock:deploy``)."""
+    if is_remote(path) and "#" in path:
+        return path.split("#", 1)[1]
+    return os.path.basename(path)
 
 
 def reclaimable(st: LockStatus) -> bool:

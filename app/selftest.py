@@ -198,6 +198,7 @@ def _check_lock(tmp: Path) -> str:
 
 def _check_audit(tmp: Path) -> str:
     from core import audit
+    from core.reasons import plural
 
     lock_path = str(tmp / "selftest.lock")
     entries = [e for e in audit.read(str(tmp)) if e.lock_path == lock_path]
@@ -208,7 +209,8 @@ def _check_audit(tmp: Path) -> str:
     result = audit.verify(str(tmp))
     if not result.ok:
         raise CheckFailed(f"chain does not verify: {result.reason}")
-    return f"{len(entries)} entries read back, chain of {result.entries} verified"
+    return (f"{plural(len(entries), 'entry', 'entries')} read back, chain of "
+            f"{plural(result.entries, 'entry', 'entries')} verified")
 
 
 def _check_watch(tmp: Path) -> str:

@@ -29,10 +29,13 @@ from app.lockinfo import (
     holder_changed,
     is_attention,
     not_a_lock_file,
+    plural,
     reclaimable,
+    under_any,
 )
 from app.model import LockTableModel, Transition
 from app.watch_bridge import Inventory
+from core.config import expand_path
 from core.reasons import printable, render_all
 from core.record import LockStatus, State
 from core.watch.watcher import DirStatus
@@ -69,11 +72,12 @@ def holder_summary(st: LockStatus) -> str:
 
 
 class Note(NamedTuple):
-    """One notification: ``title``, ``body``, whether it is a ``warning``, and the ``path`` of
-    the lock it is about (clicking it opens the window there)."""
+    """One notification: ``title``, ``body`` (one text, or its lines), whether it is a
+    ``warning``, and the ``path`` of the lock it is about (clicking it opens the window
+    there)."""
 
     title: str
-    body: str
+    body: str | Sequence[str]
     warning: bool
     path: str | None
 
@@ -142,6 +146,8 @@ class TrayController(QObject):
         model.countsChanged.connect(self._schedule_refresh)
         inventory.dirsChanged.connect(lambda _d: self._schedule_refresh())
         store.problemsChanged.connect(lambda _p: self._schedule_refresh())
+        self._dir_modes: dict[str, str] = {}
+        inventory.dirsChanged.connect(self._dirs_changed)
         model.transitions.connect(self._transitions)
         actions.released.connect(self._released)
         actions.lost.connect(self._lost)
@@ -273,9 +279,9 @@ class TrayController(QObject):
         def add(text: str, signal: Callable[[str], None]) -> None:
             sub.addAction(text).triggered.connect(lambda: signal(path))
 
-        if self._actions.holds(path):
+        if self._actions.holds(path):  # our own lock: Release, never break it
             add("Release", self.releaseRequested.emit)
-        if not st.read_only and not not_a_lock_file(st):
+        elif not st.read_only and not not_a_lock_file(st):
             if is_attention(st.state) and reclaimable(st):
                 add("Reclaim", self.reclaimRequested.emit)
             if forceable(st):
@@ -318,10 +324,40 @@ class TrayController(QObject):
                 messages.append(Note(f"{self.lock_title(new.path)} acquired", who or new.path,
                                      False, new.path))
             elif (new is None or new.state is State.FREE) and old is not None and \
-                    old.state is State.HELD and n.on_release and not self._model.is_mine(old):
+                    old.state is State.HELD and n.on_release and not self._model.is_mine(old) \
+                    and self._watched(old.path):
                 messages.append(Note(f"{self.lock_title(old.path)} released", old.path, False,
                                      old.path))
         self._show(messages)
+
+    def _watched(self, path: str) -> bool:
+        """True when ``path`` lies in a directory that is watched now (in the configuration,
+        and neither missing nor failing): only there does a lock that disappears count as
+        released. A directory that vanished, or that left the watch list, takes its locks
+        out of view; it does not release them."""
+        config = [expand_path(w.path) for w in self._store.config.all_watches()]
+        gone = [d.path for d in self._inventory.dirs if d.mode in PROBLEM_MODES]
+        return under_any(path, config) and not under_any(path, gone)
+
+    def _dirs_changed(self, dirs: Sequence[DirStatus]) -> None:
+        """One notice (Warning) for a watched directory that vanished (moved or removed)
+        while it was watched, naming how many of the listed locks were in it: they are no
+        longer watched, not released."""
+        notes: list[Note] = []
+        modes = {d.path: d.mode for d in dirs}
+        for d in dirs:
+            before = self._dir_modes.get(d.path)
+            if d.mode == "missing" and before is not None and before not in PROBLEM_MODES:
+                n = sum(1 for s in self._model.statuses() if under_any(s.path, [d.path]))
+                what = "The watched directory was moved or removed"
+                if n:
+                    what += (f": {plural(n, 'lock')} there "
+                             f"{'is' if n == 1 else 'are'} no longer watched")
+                notes.append(Note(f"{os.path.basename(d.path.rstrip(os.sep)) or d.path} "
+                                  "is gone", [what + ".", d.path], True, None))
+        self._dir_modes = modes
+        if self._inventory.initial_done:
+            self._show(notes)
 
     def _released(self, path: str) -> None:
         """This app released a lock it held: "released", when asked for (Information)."""
@@ -331,7 +367,7 @@ class TrayController(QObject):
     def _lost(self, path: str, replaced: bool) -> None:
         """A lock this app held was taken away: "Lost …" (Warning), even when paused."""
         title, body = lost_message(path, replaced)
-        self.notify(title, f"{body}\n{path}", warning=True, path=path)
+        self.notify(title, [body, path], warning=True, path=path)
 
     def _show(self, messages: list[Note]) -> None:
         """Raise ``messages`` unless paused; more than three become one summary (clicking it
@@ -340,25 +376,30 @@ class TrayController(QObject):
             return
         if len(messages) > 3:
             title = f"{len(messages)} lock changes"
-            body = "\n".join(m.title for m in messages[:5])
+            body = [m.title for m in messages[:5]]
             messages = [Note(title, body, any(m.warning for m in messages), messages[0].path)]
         for m in messages:
             self.notify(m.title, m.body, warning=m.warning, path=m.path)
 
-    def notify(self, title: str, body: str, *, warning: bool = True,
+    def notify(self, title: str, body: str | Sequence[str], *, warning: bool = True,
                path: str | None = None) -> None:
         """Raise a tray notification and emit :attr:`notified`: the Warning icon for
         stale/expired/lost, the Information icon (``warning=False``) for acquire/release.
+        ``body`` is one text or a sequence of lines: each is escaped
+        (:func:`core.reasons.printable`: a path or tag can hold anything, a line break
+        included) and the lines are joined by real line breaks.
         Shown as a balloon when the icon is visible and the platform supports messages;
         clicking it emits :attr:`showLockRequested` with ``path`` (the window opens on that
         lock), or :attr:`showWindowRequested` when there is none."""
         icon = (QSystemTrayIcon.MessageIcon.Warning if warning
                 else QSystemTrayIcon.MessageIcon.Information)
-        title, body = printable(title), printable(body)  # paths and tags can hold anything
+        lines = [body] if isinstance(body, str) else list(body)
+        title = printable(title)
+        text = "\n".join(printable(line) for line in lines)
         self._clicked_path = path
-        self.notified.emit(title, body, icon)
+        self.notified.emit(title, text, icon)
         if self.icon.isVisible() and QSystemTrayIcon.supportsMessages():
-            self.icon.showMessage(title, body, icon, 8000)
+            self.icon.showMessage(title, text, icon, 8000)
 
     def message_clicked(self) -> None:
         """The user clicked the last notification: open the window on its lock."""

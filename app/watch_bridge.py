@@ -74,7 +74,8 @@ class Inventory(QObject):
         self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
         self.kept: Callable[[], list[str]] = list
         """Paths that stay listed whatever the watched directories (the app connects the
-        locks it holds, :meth:`app.engine_calls.LockActions.held_paths`). Thread-safe callable."""
+        locks it holds and those it kept at its last quit,
+        :meth:`app.engine_calls.LockActions.kept_paths`). Thread-safe callable."""
         self._wake.connect(self._on_wake)
         self._last_drain = 0.0
         self._paint_timer = QTimer(self)
@@ -86,9 +87,14 @@ class Inventory(QObject):
 
     # -- called from any thread ---------------------------------------------------------------
 
-    def push(self, updates: Iterable[Update]) -> None:
-        """Queue lock updates from any thread (the watcher's callback path)."""
+    def push(self, updates: Iterable[Update], *, dirs: Sequence[DirStatus] | None = None
+             ) -> None:
+        """Queue lock updates from any thread (the watcher's callback path); with ``dirs``,
+        the directories' statuses too, delivered in the same batch and before the updates
+        (:attr:`dirsChanged` first)."""
         with self._lock:
+            if dirs is not None:
+                self._pending_dirs = list(dirs)
             for path, st in updates:
                 self._pending[path] = st
             signal = not self._signalled
@@ -103,14 +109,25 @@ class Inventory(QObject):
         A removed path that is :attr:`kept` (a lock this app holds) is re-inspected instead:
         the watcher also reports removed the entries of a directory it stops watching
         (Settings), which says nothing about the file. The engine's inspection decides
-        whether it is gone (docs/gui.md "Watched directories and the locks the app holds")."""
+        whether it is gone (docs/gui.md "Watched directories and the locks the app holds").
+
+        Removals come with the directories' statuses of that moment, in the same batch: when a
+        watched directory vanishes its locks are removed, and the GUI must know that the
+        directory went (one notice for it), not take each lock for released."""
         kept = set(self.kept()) if changes.removed else set()
         recheck = [s.path for s in changes.removed if s.path in kept]
         ups: list[Update] = [(s.path, None) for s in changes.removed if s.path not in kept]
         ups += [(s.path, s) for s in changes.added]
         ups += [(s.path, s) for s in changes.changed]
-        if ups:
-            self.push(ups)
+        dirs: list[DirStatus] | None = None
+        w = self._watcher
+        if changes.removed and w is not None:
+            try:
+                dirs = w.dir_status()
+            except RuntimeError:  # closed meanwhile
+                dirs = None
+        if ups or dirs is not None:
+            self.push(ups, dirs=dirs)
         if recheck:
             self.inspect_paths(recheck)
 
@@ -239,6 +256,8 @@ class Inventory(QObject):
                 w.start()
                 if self._watcher is not w:  # closed or replaced meanwhile
                     return
+                # the kept locks no watched directory covers are listed from the start
+                self.inspect_paths([p for p in self.kept() if not w.covers(p)])
                 self.push_initial(w.snapshot())
                 self.push_dirs(w.dir_status())
             except RuntimeError:  # closed before it started, or the app is gone

@@ -232,6 +232,7 @@ class MainWindow(QMainWindow):
         self._status_timer.timeout.connect(self.update_status)
         self._model.countsChanged.connect(self._status_timer.start)
         self._inventory.dirsChanged.connect(self._dirs_changed)
+        self._inventory.updated.connect(self._detail_updated)
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -353,8 +354,15 @@ class MainWindow(QMainWindow):
     def _say_gone(self, path: str) -> None:
         if self.detail.status is not None:  # the user selected another lock meanwhile
             return
-        why = ("it is hidden by the filter" if self._model.row_of(path) is not None
-               else "it was released or removed")
+        row = self._model.row_of(path)
+        shown = row is not None and self._proxy.mapFromSource(
+            self._model.index(row, 0)).isValid()
+        if row is None:
+            why = "it was released or removed"
+        elif not shown and self._proxy.active:
+            why = "it is hidden by the filter"
+        else:  # gone from the list and back before this line was written: not the same lock
+            why = "it was released or removed (a lock at the same path is listed again)"
         self.detail.reasons.setText(
             f"{html.escape(os.path.basename(path))} is no longer in the list: {why}.")
 
@@ -389,10 +397,11 @@ class MainWindow(QMainWindow):
         st = self.current_status()
         has = st is not None
         writable = st is not None and not st.read_only and not not_a_lock_file(st)
-        self.act_release.setEnabled(st is not None and self._actions.holds(st.path))
+        mine = st is not None and self._actions.holds(st.path)  # ours: Release, never break
+        self.act_release.setEnabled(mine)
         self.act_release_key.setEnabled(has)
-        self.act_reclaim.setEnabled(st is not None and reclaimable(st))
-        self.act_force.setEnabled(writable and st is not None and forceable(st))
+        self.act_reclaim.setEnabled(st is not None and not mine and reclaimable(st))
+        self.act_force.setEnabled(writable and st is not None and not mine and forceable(st))
         self.act_end_holder.setEnabled(st is not None and st.kernel_pid is not None)
         self.act_open_folder.setEnabled(st is not None and not is_remote(st.path))
         self.act_copy.setEnabled(has)
@@ -451,9 +460,10 @@ class MainWindow(QMainWindow):
         age = self._model.age_seconds(st)
         return human_duration(age) if age is not None else ""
 
-    def refresh_detail(self) -> None:
-        """Show the selected lock in the detail pane."""
-        st = self.current_status()
+    def refresh_detail(self, st: LockStatus | None = None) -> None:
+        """Show the selected lock in the detail pane (``st``: its newest status, else the
+        table's)."""
+        st = st or self.current_status()
         if st is None:
             self.detail.show_status(None)
             return
@@ -461,6 +471,18 @@ class MainWindow(QMainWindow):
         self.detail.show_status(st, age=self._age_text(st), mine=self._model.is_mine(st),
                                 now=self._model.now,
                                 outside=bool(watched) and not under_any(st.path, watched))
+
+    def _detail_updated(self, updates: list[tuple[str, LockStatus | None]]) -> None:
+        """A new verdict on the shown lock: show it now, even when no table cell changed (a
+        reclaim within the same second keeps PID, tag and age; only the token and the
+        acquisition changed). Uses the update itself, whatever order the model applies it in."""
+        shown = self.detail.status
+        if shown is None:
+            return
+        for path, st in updates:
+            if path == shown.path and st is not None and st.present and st is not shown:
+                self.refresh_detail(st)
+                self._update_actions()
 
     def _tick_detail(self) -> None:
         """Each second: the selected lock's time-dependent texts follow the clock."""

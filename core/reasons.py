@@ -6,16 +6,20 @@ a stable :class:`Code` plus parameters (numbers in seconds, PIDs, host names, IS
 times). Code decides on codes and parameters only; people read :func:`render`. Nothing in
 Lockwarden compares or parses the rendered text (``docs/verdicts.md`` lists the codes).
 
-Imports only the standard library, so every module of ``core`` may use it.
+Imports only the standard library and :mod:`core.text` (escaping and durations, re-exported
+here), so every module of ``core`` may use it.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from core.text import human_duration as human_duration
+from core.text import plural as plural
+from core.text import printable as printable
+from core.text import printable_lines as printable_lines
 
 Param = int | float | str | bool | None
 """A reason's parameter value: JSON-ready scalars only."""
@@ -86,6 +90,11 @@ class Code(enum.StrEnum):
     KERNEL_ANCHOR_UNCHECKED = "kernel_anchor_unchecked"  # tool, file, detail
     NO_KERNEL_LOCK = "no_kernel_lock"  # file
     LEASE = "lease"  # lease, left_s, granted_s
+    # what releasing a lock on a server does (core.remote; LockRecord.removal, docs/remote.md)
+    TERMINATES_SESSION = "terminates_session"  # pid, user, app
+    DELETES_KEY = "deletes_key"  # key, token, signal
+    REVOKES_LEASE = "revokes_lease"  # lease, keys, names
+    RESETS_ROW = "resets_row"  # table, id
 
 
 class UnreadableKind(enum.StrEnum):
@@ -222,62 +231,6 @@ def advance(reasons: Iterable[Reason], seconds: float) -> tuple[Reason, ...]:
 # --------------------------------------------------------------------------------------------
 
 
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-"""Characters no human output may show as they are: C0 and C1 controls and DEL (line breaks,
-terminal escapes, bells), the Unicode line/paragraph separators, the bidirectional overrides
-(they reorder what a terminal or a label shows), and lone surrogates (an undecodable byte of a
-file name, ``os.fsdecode``'s ``surrogateescape``: printing one raises ``UnicodeEncodeError``
-under a strict UTF-8 stdout)."""
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = m.group()
-    named = _NAMED.get(c)
-    if named is not None:
-        return named
-    o = ord(c)
-    if o < 0x100:
-        return f"\\x{o:02x}"
-    if 0xDC80 <= o <= 0xDCFF:  # surrogateescape: the undecodable byte itself
-        return f"\\x{o - 0xDC00:02x}"
-    return f"\\u{o:04x}"
-
-
-def printable(text: str) -> str:
-    """``text`` safe to show a person, on one line: every character of :data:`_UNSAFE` is
-    escaped -- ``\\n``, ``\\r``, ``\\t``, ``\\xNN`` (other controls, and the raw byte of an
-    undecodable file name), ``\\uNNNN`` (separators, bidi overrides). Everything else,
-    backslashes included, is kept, so escaping twice changes nothing more. Used by every human
-    output: CLI lines, table cells, the detail pane, tray menus and notifications (docs/cli.md,
-    "Control characters")."""
-    if _UNSAFE.search(text) is None:
-        return text
-    return _UNSAFE.sub(_escape, text)
-
-
-def human_duration(seconds: float) -> str:
-    """A duration in seconds as short text: ``0.4s``, ``45s``, ``3m 12s``, ``2h 0m``,
-    ``3d 4h``. Negative durations get a leading ``-``; non-finite ones are ``"forever"``."""
-    if math.isnan(seconds) or math.isinf(seconds):
-        return "forever"
-    if seconds < 0:
-        return "-" + human_duration(-seconds)
-    if seconds < 10:
-        text = f"{seconds:.1f}".rstrip("0").rstrip(".")
-        return f"{text}s"
-    total = int(seconds)
-    if total < 60:
-        return f"{total}s"
-    if total < 3600:
-        return f"{total // 60}m {total % 60}s"
-    if total < 86400:
-        return f"{total // 3600}h {total % 3600 // 60}m"
-    return f"{total // 86400}d {total % 86400 // 3600}h"
-
-
 def _dur(r: Reason, name: str) -> str:
     value = r.get(name)
     return human_duration(float(value)) if isinstance(value, int | float) else "?"
@@ -371,7 +324,36 @@ def _pg_session(r: Reason) -> str:
     more = r.get("holders")
     return (who + (f" ({app})" if app else "") + (f" from {client}" if client else "")
             + f" holds it, {r.get('state') or 'state not visible'}"
-            + (f"; shared with {more} other session(s)" if more else ""))
+            + (f"; shared with {plural(more, 'other session')}" if isinstance(more, int)
+               and more else ""))
+
+
+def _quoted(value: Param) -> str:
+    return repr(str(value)) if value is not None else "?"
+
+
+def _terminates(r: Reason) -> str:
+    user, app = r.get("user"), r.get("app")
+    return (f"terminate PostgreSQL session PID {r.get('pid')}"
+            + (f" of user {_quoted(user)}" if user else "")
+            + " (" + (f"application {_quoted(app)}, " if app else "")
+            + "its open transaction rolled back)")
+
+
+def _deletes_key(r: Reason) -> str:
+    signal = r.get("signal")
+    return (f"delete Redis key {_quoted(r.get('key'))} (token {r.get('token')})"
+            + (f" and wake its waiters (list {_quoted(signal)})" if signal else ""))
+
+
+def _revokes_lease(r: Reason) -> str:
+    keys, names = r.get("keys"), r.get("names")
+    text = f"revoke etcd lease {r.get('lease')}"
+    if isinstance(keys, int) and keys > 1:
+        text += f", which deletes all {keys} keys attached to it"
+        if names:
+            text += f" ({names})"
+    return text
 
 
 _WORDS: dict[Code, object] = {
@@ -484,6 +466,12 @@ _WORDS: dict[Code, object] = {
     Code.NO_KERNEL_LOCK: lambda r: (
         f"no kernel lock on {r.get('file')}: this is a leftover label, and deleting it is "
         "harmless"),
+    Code.TERMINATES_SESSION: _terminates,
+    Code.DELETES_KEY: _deletes_key,
+    Code.REVOKES_LEASE: _revokes_lease,
+    Code.RESETS_ROW: lambda r: (
+        f"reset row id {r.get('id')} of table {r.get('table')} (LOCKED = false), "
+        "as Liquibase's releaseLocks does"),
     Code.LEASE: lambda r: (
         f"etcd lease {r.get('lease')}: {_dur(r, 'left_s')} left of {_dur(r, 'granted_s')} "
         "(its holder's keepalive renews it; it ends by itself when the holder dies)"),

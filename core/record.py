@@ -104,6 +104,11 @@ class LockRecord:
         renewed_at: when a refreshed lock was last renewed (aware, UTC), where the format
             keeps that apart from ``acquired_at`` (sema: ``timestamp`` of a lock that also
             records ``acquired=``; docs/formats.md, "Refresh: age and expiry"), else ``None``.
+        removal: for a lock held on a lock server, what releasing it does there, as reasons
+            (``terminates_session{pid, user, app}`` per PostgreSQL session,
+            ``deletes_key{key, token, signal}``, ``revokes_lease{lease, keys, names}``,
+            ``resets_row{table, id}``; rendered by :func:`core.reasons.render`; docs/remote.md,
+            "What a release does"); ``()`` for a lock file.
     """
 
     path: str
@@ -121,6 +126,7 @@ class LockRecord:
     start: float | None = None
     proc: str | None = None
     renewed_at: datetime | None = None
+    removal: tuple[Reason, ...] = ()
 
     @property
     def written_by_lockwarden(self) -> bool:
@@ -286,11 +292,14 @@ class LockStatus:
     @property
     def kind(self) -> str:
         """``"kernel"`` when a kernel lock decides the verdict or the path is a known tool's
-        kernel-lock anchor, held or free (never stale, its file never deleted), ``"marker"`` for
-        a lock file that is the lock (removed to release a dead holder's), ``""`` for a free
-        path or a file that is not a lock."""
+        kernel-lock anchor, held or free (never stale, its file never deleted), ``"server"``
+        for a lock held on a lock server (its record says what releasing it does:
+        :attr:`LockRecord.removal`), ``"marker"`` for a lock file that is the lock (removed to
+        release a dead holder's), ``""`` for a free path or a file that is not a lock."""
         if self.kernel_held or self.anchor_tool:
             return "kernel"
+        if self.record is not None and self.record.removal:
+            return "server"
         if self.record is not None or (self.state is not State.FREE and self.file is not None
                                        and self.file.size == 0):
             return "marker"
@@ -299,9 +308,10 @@ class LockStatus:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, a superset of sema's ``status --json``: ``locked``, ``pid``,
         ``timestamp``, ``tag`` plus ``path``, ``format``, ``host``, ``holder``, ``liveness``,
-        ``tool``, ``kind`` (``marker``/``kernel``/""), ``state``, ``reasons`` (objects
+        ``tool``, ``kind`` (``marker``/``kernel``/``server``/""), ``state``, ``reasons`` (objects
         ``{"code", "text", **params}``), ``age_s``,
-        ``expires_at`` (RFC 3339 UTC or null), ``ttl``, ``error``, ``evidence``."""
+        ``expires_at`` (RFC 3339 UTC or null), ``ttl``, ``error``, ``evidence``, ``removal``
+        (what releasing a server lock does, as reason objects; ``[]`` for a lock file)."""
         rec = self.record
         expiry = rec.effective_expiry() if rec else None
         age = self.age_s
@@ -324,4 +334,5 @@ class LockStatus:
             "ttl": rec.ttl if rec else None,
             "error": self.error,
             "evidence": self.evidence.to_dict(),
+            "removal": [r.to_dict() for r in rec.removal] if rec else [],
         }

@@ -15,7 +15,7 @@ decided from the record's format and the reason codes, never from text.
 
 from __future__ import annotations
 
-from core.reasons import Code
+from core.reasons import Code, render
 from core.record import Liveness, LockStatus, State
 
 _SAFE: tuple[tuple[Code, str], ...] = (
@@ -31,9 +31,44 @@ _SAFE: tuple[tuple[Code, str], ...] = (
 )
 
 
+_SERVER_KINDS: dict[Code, str] = {
+    Code.TERMINATES_SESSION: "PostgreSQL advisory lock: held by a database session, gone when "
+                             "that session ends",
+    Code.RESETS_ROW: "lock row in a database table (Liquibase): held until the row is reset",
+    Code.DELETES_KEY: "Redis key: the key is the lock, gone when it is deleted or its TTL ends",
+    Code.REVOKES_LEASE: "etcd key on a lease: gone when the lease is revoked or lapses",
+}
+_FILE_KINDS: dict[str, str] = {
+    "kernel": "kernel lock (only the kernel knows; the file is an anchor)",
+    "marker": "marker (the file is the lock)",
+}
+
+
+def kind_words(status: LockStatus) -> str:
+    """What kind of lock this is, in words, from :attr:`~core.record.LockStatus.kind` and, for
+    a lock on a server, the code of its :attr:`~core.record.LockRecord.removal`: "marker (the
+    file is the lock)", "Redis key: the key is the lock, ...", ""."""
+    rec = status.record
+    if status.kind == "server" and rec is not None:
+        return _SERVER_KINDS.get(rec.removal[0].code, "lock on a server")
+    return _FILE_KINDS.get(status.kind, "")
+
+
+def removal_words(status: LockStatus) -> str:
+    """What releasing this lock does on its server, in words (each reason of
+    :attr:`~core.record.LockRecord.removal` rendered by :func:`core.reasons.render`, joined
+    with " and "): "terminate PostgreSQL session PID 4242 of user 'app' (...)"; "" for a lock
+    file (docs/remote.md, "What a release does")."""
+    rec = status.record
+    if rec is None or not rec.removal:
+        return ""
+    return " and ".join(render(r) for r in rec.removal)
+
+
 def safe_action(status: LockStatus) -> str:
     """What to do with this lock, in words: the tool's own safe action when a reason names one,
-    else by state (reclaim or release a stale lock, wait for a held one...)."""
+    else by state (reclaim or release a stale lock, wait for a held one -- saying whether its
+    holder is alive or cannot be checked from here, and what ends it then)."""
     codes = {r.code for r in status.reasons}
     for code, words in _SAFE:
         if code in codes:
@@ -41,6 +76,8 @@ def safe_action(status: LockStatus) -> str:
     if status.read_only:
         return "nothing: only its tool changes it"
     if status.state is State.STALE:
+        if status.kind == "server":
+            return f"release it (that will {removal_words(status)})"
         rec = status.record
         reclaimable = rec is None or rec.format in ("sema", "task-mcp", "af-ledger", "pidfile")
         return "reclaim it, or release it" if reclaimable else "release it (delete the file)"
@@ -50,12 +87,16 @@ def safe_action(status: LockStatus) -> str:
         if status.liveness in (Liveness.DEAD, Liveness.REUSED):
             return ("its holder is gone: it becomes stale after the stale limit; release it "
                     "now (force, with a reason) only if you know its tool is done with it")
-        if status.liveness is Liveness.UNKNOWN:  # e.g. a server lock of another tool
-            if status.record is not None and status.record.expires_at is not None:
-                return ("wait: it is held until its lease ends (whether its holder is alive "
-                        "cannot be checked from here)")
-            return "wait: it is held (whether its holder is alive cannot be checked from here)"
-        return "wait: its holder is alive"
+        if status.liveness is Liveness.ALIVE:
+            return "wait: its holder is alive"
+        who = ("its holder is on another host" if status.liveness is Liveness.REMOTE
+               else "its holder cannot be checked from here")
+        if Code.EXPIRES_IN in codes:
+            return f"wait: {who}; its lease ends by itself unless the holder renews it"
+        if Code.AGE_UNKNOWN in codes:
+            return (f"wait: {who} and its age is unknown, so it never turns stale; release it "
+                    "(force, with a reason) only if you know its holder is done")
+        return f"wait: {who}; it turns stale once older than the stale limit"
     if status.state is State.WRITING:
         return "wait: it is being written"
     if status.state is State.UNREADABLE:

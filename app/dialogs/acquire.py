@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.dialogs.duration import DurationSpinBox
 from core.formats.taskmcp import default_ttl
-from core.reasons import human_duration, printable
+from core.reasons import human_duration, printable_lines
 from core.record import WRITABLE_FORMATS
 
 
@@ -169,7 +169,7 @@ class AcquireDialog(QDialog):
 
     def failed(self, message: str) -> None:
         """Show ``message`` in the dialog and let the user correct the fields."""
-        self.error.setText(printable(message))
+        self.error.setText(printable_lines(message))  # its own line breaks stay breaks
         self.error.show()
         lay = self.layout()
         assert lay is not None  # set in __init__

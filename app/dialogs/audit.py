@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import UTC
 from typing import TypedDict
 
 from PySide6.QtCore import Signal
@@ -28,9 +27,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.lockinfo import local_time, utc_time
 from core import audit
 from core.audit import AuditEntry
-from core.reasons import printable
+from core.reasons import plural, printable
 
 DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "kept", "error")
 """Keys of an entry's ``details`` shown in the Details column, in this order."""
@@ -38,10 +38,12 @@ DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "kept", "error")
 
 class AuditRow(TypedDict):
     """One entry as the viewer shows it. ``sort``: (Unix time in s, 0.0 when unknown; read
-    order), ``time``: UTC "YYYY-MM-DD HH:MM:SS", ``log``: the log file it came from."""
+    order), ``time``: local time (:func:`app.lockinfo.local_time`), ``utc``: the same in UTC
+    (its tooltip), ``log``: the log file it came from."""
 
     sort: tuple[float, int]
     time: str
+    utc: str
     operation: str
     lock: str
     user: str
@@ -87,7 +89,8 @@ def as_row(e: AuditEntry, log: str, seq: int) -> AuditRow:
     ts = e.timestamp
     return AuditRow(
         sort=(ts.timestamp() if ts is not None else 0.0, seq),
-        time=ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if ts is not None else "",
+        time=local_time(ts) if ts is not None else "",
+        utc=utc_time(ts) if ts is not None else "",
         operation=e.operation or "",
         lock=e.lock_path or "",
         user=e.user or "",
@@ -134,7 +137,7 @@ def _verification(log: str) -> str:
     except Exception as exc:
         return f"✗ {log}: cannot verify ({exc})"
     if v.ok:
-        return f"✓ {log}: {v.entries} entries, chain intact"
+        return f"✓ {log}: {plural(v.entries, 'entry', 'entries')}, chain intact"
     return f"✗ {log}: line {v.bad_line}: {v.reason}"
 
 
@@ -143,7 +146,7 @@ class AuditDialog(QDialog):
     worker thread (:func:`read_logs`); ``loaded(list[AuditRow], list[str])`` brings them to the
     GUI thread, after which :attr:`ready` is True."""
 
-    COLUMNS = ("Time (UTC)", "Operation", "Lock", "User", "Via", "Result", "Details")
+    COLUMNS = ("Time", "Operation", "Lock", "User", "Via", "Result", "Details")
     loaded = Signal(object, object)
 
     def __init__(self, sources: list[str], parent: QWidget | None = None, *,
@@ -269,7 +272,9 @@ class AuditDialog(QDialog):
                     r["user"], r["via"], r["result"], r["details"])
             for c, v in enumerate(vals):
                 item = QTableWidgetItem(printable(v))
-                if c == 2:
+                if c == 0:
+                    item.setToolTip(r["utc"])
+                elif c == 2:
                     item.setToolTip(printable(r["lock"]))
                 elif c == len(vals) - 1:
                     item.setToolTip(r["entry"])

@@ -20,10 +20,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.lockinfo import is_remote
+from app.lockinfo import is_remote, lock_name
 from core.holder import describe_holder
 from core.reasons import Reason, printable, render
 from core.record import LockStatus, State
+from core.tools import removal_words
 
 
 class ConfirmDialog(QDialog):
@@ -65,9 +66,14 @@ class ConfirmDialog(QDialog):
 
 
 def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None) -> ConfirmDialog:
-    """Confirmation for a forced release (``reclaim=False``) or forced reclaim of ``st``."""
-    name = printable(os.path.basename(st.path))
+    """Confirmation for a forced release (``reclaim=False``) or forced reclaim of ``st``. It
+    says what will happen: delete the lock file, or for a lock on a server what its server
+    does (:func:`core.tools.removal_words`: terminate the PostgreSQL session, delete the Redis
+    key, revoke the etcd lease; docs/remote.md, "What a release does")."""
+    name = printable(lock_name(st.path))
     verb = "Force reclaim" if reclaim else "Force release"
+    if st.kind == "server":
+        return _server_force_dialog(st, name, parent)
     what = ("remove it and take it for Lockwarden" if reclaim else "delete the lock file")
     if not is_remote(st.path):
         what = (("replace it with a lock of Lockwarden's" if reclaim else "remove the lock file")
@@ -86,6 +92,20 @@ def force_dialog(st: LockStatus, *, reclaim: bool, parent: QWidget | None = None
             f"\n\n{expired}{task_mcp}This will {what}. If the holder is still working, two "
             "programs may then run what the lock protects at the same time.")
     return ConfirmDialog(f"{verb}…", text, verb, ask_reason=True, parent=parent)
+
+
+def _server_force_dialog(st: LockStatus, name: str, parent: QWidget | None) -> ConfirmDialog:
+    """The forced release of a lock on a server, in its server's terms."""
+    expired = ""
+    if st.state is State.EXPIRED:
+        expired = ("Its lease has expired, but its holder is still alive and may still be "
+                   "working.\n\n")
+    text = (f"Force release {name}?\n\nHolder: {describe_holder(st)}\nLock: "
+            f"{printable(st.path)}\n\n{expired}This will {removal_words(st)}. If the holder is "
+            "still working, another program may take the lock at once and both may then run "
+            "what it protects at the same time.")
+    return ConfirmDialog("Force release…", text, "Force release", ask_reason=True,
+                         parent=parent)
 
 
 def reclaim_dialog(st: LockStatus, parent: QWidget | None = None) -> ConfirmDialog:

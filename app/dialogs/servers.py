@@ -71,7 +71,7 @@ def check_connection(spec: ServerSpec) -> str:
     except RemoteError as exc:
         return f"failed ({exc.kind.value}): {exc}" + (f"; {problem}" if problem else "")
     except Exception as exc:  # a driver's own error: said, never raised
-        return f"failed: {type(exc).__name__}: {exc}"
+        return f"failed: {str(exc) or type(exc).__name__}"  # the words, not the class
     finally:
         source.close()
     n = len(locks)

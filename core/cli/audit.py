@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_NO, EXIT_OK, PROG, CliError, Out, one_line
+from core.reasons import plural
 
 if TYPE_CHECKING:
     from core.audit import AuditEntry, VerifyResult
@@ -86,7 +87,8 @@ def _verify(result: VerifyResult, out: Out) -> int:
                   "bad_line": result.bad_line, "reason": result.reason,
                   "log_path": result.log_path, "torn_tail": result.torn_tail})
     elif result.ok:
-        out.result(f"{result.log_path}: chain intact ({result.entries} entries, "
+        entries = plural(result.entries, "entry", "entries")
+        out.result(f"{result.log_path}: chain intact ({entries}, "
                    f"{result.foreign} from other tools)"
                    + (f"; {result.reason}" if result.reason else ""))  # escaped by result()
     else:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from core.errors import ParseError
+from core.text import FORMAT_CHARACTERS
 
 MAX_PARSE_BYTES = 1024 * 1024
 """Largest input :func:`core.formats.parse` looks at (1 MiB). Lock files are read with a 64 KiB
@@ -66,6 +67,18 @@ def clean_value(text: str) -> str:
     from a ``key=value`` line we write (docs/specs/semats.txt "Parsing Rules" 3: trim
     key and value)."""
     return sanitize(text).strip(WHITESPACE)
+
+
+def clean_tag(text: str) -> str:
+    """A tag as Lockwarden writes it: :func:`clean_value`, with every Unicode format character
+    (category ``Cf``, :data:`core.text.FORMAT_CHARACTERS`: the bidirectional overrides such as
+    U+202E, zero width spaces and joiners, the byte-order mark) also replaced by a space, as
+    control characters are
+    (docs/specs/semats.txt, "Tag Sanitization", extended: a tag is shown in terminals and the
+    GUI, where a bidi override reorders what the reader sees). Tags of other tools' files are
+    read as they are (:func:`clean_value`) and escaped where they are shown
+    (:func:`core.reasons.printable`)."""
+    return FORMAT_CHARACTERS.sub(" ", sanitize(text)).strip(WHITESPACE)
 
 
 def is_token(value: object) -> bool:

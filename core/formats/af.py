@@ -29,6 +29,7 @@ from core.errors import ParseError, UnreadableError
 from core.formats._common import (
     a_type,
     as_finite,
+    clean_tag,
     clean_value,
     decode_text,
     format_time,
@@ -158,8 +159,9 @@ def serialize_ledger_lock(record: LockRecord) -> bytes:
 
 
 def build_ledger(request: WriteRequest) -> Built:
-    """The af ledger lock Lockwarden writes for ``request``: ``agent_id`` is ``request.tag``,
-    or ``lockwarden-pid-<pid>@<host>`` without one; then Lockwarden's ``pid``, ``host``,
+    """The af ledger lock Lockwarden writes for ``request``: ``agent_id`` is ``request.tag``
+    (control and format characters as spaces, :func:`core.formats._common.clean_tag`), or
+    ``lockwarden-pid-<pid>@<host>`` without one; then Lockwarden's ``pid``, ``host``,
     ``start``, ``proc`` and ``token`` (:func:`serialize_ledger_lock`). af has no lease: ``ttl``
     is not written. ``record.raw`` stays empty.
 
@@ -170,7 +172,8 @@ def build_ledger(request: WriteRequest) -> Built:
     record = LockRecord(
         path=request.path,
         format=LEDGER_FORMAT,
-        holder=request.tag or f"lockwarden-pid-{holder.pid}@{holder.host}",
+        holder=(clean_tag(request.tag) if request.tag else "")
+        or f"lockwarden-pid-{holder.pid}@{holder.host}",
         pid=holder.pid,
         host=holder.host,
         acquired_at=request.at,

@@ -31,6 +31,7 @@ from core.formats._common import (
     WHITESPACE,
     add_seconds,
     as_utc,
+    clean_tag,
     clean_value,
     decode_text,
     from_unix,
@@ -235,7 +236,7 @@ def serialize(record: LockRecord) -> bytes:
         raise ValueError(f"timestamp out of range: {timestamp}")
     lines = [f"pid={record.pid}", f"timestamp={timestamp}"]
     if record.tag is not None:
-        lines.append(f"tag={clean_value(record.tag)}")
+        lines.append(f"tag={clean_tag(record.tag)}")
     if record.host is not None:
         host = clean_value(record.host)
         if host:
@@ -280,7 +281,8 @@ def make_record(
     ``acquired``, for a refreshed lock, is when it was first taken (cut the same way): when it
     is earlier than ``timestamp`` it is written as ``acquired=`` and becomes ``acquired_at``,
     ``timestamp`` becomes ``renewed_at`` and the lease runs from it (``expires_at``);
-    ``tag`` and ``host`` are sanitised and trimmed as :func:`serialize` writes them; ``start``
+    ``tag`` (:func:`core.formats._common.clean_tag`) and ``host`` are sanitised and trimmed as
+    :func:`serialize` writes them; ``start``
     is rounded to the microseconds written. The result equals ``parse(record.raw, path)``.
 
     Raises:
@@ -308,7 +310,7 @@ def make_record(
         acquired_at=acquired_at,
         expires_at=expires_at,
         ttl=float(ttl) if ttl is not None else None,
-        tag=clean_value(tag) if tag is not None else None,
+        tag=clean_tag(tag) if tag is not None else None,
         token=token,
         start=start,
         proc=proc,

@@ -38,6 +38,7 @@ from core.formats._common import (
     add_seconds,
     as_finite,
     as_utc,
+    clean_tag,
     clean_value,
     decode_text,
     from_unix,
@@ -296,7 +297,7 @@ def _serialize(record: LockRecord, extra: Mapping[str, str | None] | None) -> by
         "metadata": dict(record.metadata),
     }
     if record.tag is not None:
-        obj["tag"] = clean_value(record.tag)
+        obj["tag"] = clean_tag(record.tag)
     if record.token is not None:
         if not is_token(record.token):
             raise ValueError("token must be 32 lowercase hex digits")

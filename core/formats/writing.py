@@ -70,8 +70,9 @@ class WriteRequest(NamedTuple):
         at: when it was taken or renewed (aware datetime, UTC); each format cuts it to what it
             stores (sema: whole seconds; task-mcp: milliseconds).
         tag: the human description, or ``None`` (sema ``tag``; task-mcp ``metadata.tag``;
-            af-ledger ``agent_id``). Control characters become spaces where the format has the
-            rule.
+            af-ledger ``agent_id``). Every writable format writes it with control characters and
+            Unicode format characters (category ``Cf``: bidi overrides, zero width characters)
+            replaced by spaces and trimmed (:func:`core.formats._common.clean_tag`).
         ttl: lease length in seconds, or ``None`` (task-mcp needs one). For a renewal, the
             lease from ``at`` on.
         reclaimed: for a reclaim, what was replaced (:class:`Reclaimed`), else ``None``.

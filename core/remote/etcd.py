@@ -14,6 +14,8 @@ Rules and where they come from (docs/specs/distributed-locks.md, "etcd v3"; docs
 * etcd stores no times: the age is the ``acquired_at`` of a JSON value, else when this source
   first saw the holder's key (a lower bound, said so).
 * Holder: the JSON value's ``user@host PID pid`` when there is one, else the lease.
+* What a release does is on the record as data (``LockRecord.removal``:
+  ``revokes_lease{lease, keys, names}``; docs/remote.md, "What a release does").
 * The token is ``<lease hex>@<create revision of the holder's key>``: etcd accepts an explicit
   lease ID at grant, so a lease ID alone could name a later holder.
 * Release and force release are ``LeaseRevoke`` of the lease seen, after checking that the
@@ -317,7 +319,9 @@ class EtcdSource(RemoteSource):
             metadata={"key": _text(_decode(head["key"])), "lease": lease_hex,
                       "create_revision": int(head["create_revision"]), "ttl_s": left,
                       "granted_ttl_s": granted, "lease_keys": lease_keys, "waiters": waiters,
-                      "value": meta or None, "first_seen": first.isoformat()})
+                      "value": meta or None, "first_seen": first.isoformat()},
+            removal=(Reason.of(Code.REVOKES_LEASE, lease=token, keys=len(lease_keys) or 1,
+                               names=", ".join(lease_keys) if len(lease_keys) > 1 else None),))
         live: Liveness = Liveness.UNKNOWN
         live_reasons: list[Reason] = []
         if host and pid is not None:

@@ -18,6 +18,9 @@ docs/remote.md, "PostgreSQL"):
   the ``pg_session`` reason and ``metadata["holders"]``.
 * The token of an advisory lock is its holders as ``<pid>@<backend_start ISO 8601>`` joined by
   ``,``: a PID alone could name a later backend.
+* What a release does is on the record as data (``LockRecord.removal``): one
+  ``terminates_session{pid, user, app}`` per holder of an advisory lock, ``resets_row{table,
+  id}`` for the Liquibase row (docs/remote.md, "What a release does").
 * Force release is ``pg_terminate_backend(pid)`` of each holder that still holds the key under
   the same backend start (``pg_advisory_unlock`` only acts on the caller's own locks). It ends
   the whole session (its open transaction rolls back), needs membership of the holder's role,
@@ -302,7 +305,9 @@ class PostgresSource(RemoteSource):
             token=",".join(f"{h['pid']}@{h['backend_start']}" for h in holders),
             metadata={"key": advisory_key(*key), "mode": first[3], "holders": holders,
                       "waiters": waiters, "classid": key[0], "objid": key[1],
-                      "objsubid": key[2], "tool": known_user(*key, self._kwargs["dbname"])})
+                      "objsubid": key[2], "tool": known_user(*key, self._kwargs["dbname"])},
+            removal=tuple(Reason.of(Code.TERMINATES_SESSION, pid=h["pid"], user=h["user"],
+                                    app=h["app"] or None) for h in holders))
         reasons = [Reason.of(Code.PG_SESSION, pid=first[5], user=first[6], app=first[7] or None,
                              client=client or "local socket", state=first[13],
                              holders=len(held) - 1 or None)]
@@ -347,7 +352,8 @@ class PostgresSource(RemoteSource):
             acquired_at=granted_utc, tag=f"{_LIQUIBASE_TABLE} id {ident}",
             token=liquibase_token(granted, lockedby),
             metadata={"id": ident, "lockgranted": granted.isoformat() if granted else None,
-                      "lockedby": lockedby})
+                      "lockedby": lockedby},
+            removal=(Reason.of(Code.RESETS_ROW, table=_LIQUIBASE_TABLE, id=ident),))
         if ip is not None and sessions:
             liveness, reasons = Liveness.ALIVE, [Reason.of(Code.CLIENT_CONNECTED, ip=ip,
                                                            sessions=sessions)]

@@ -23,6 +23,8 @@ Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/r
 * Tokens Lockwarden writes (:meth:`RedisSource.acquire`) are ``lockwarden:<host>:<pid>:<uuid1
   hex>``: host, PID and time of the holder, so a lock whose holder died on this host is stale at
   once (:func:`core.verdicts.liveness.check`, as for Lockwarden's lock files).
+* What a release does is on the record as data (``LockRecord.removal``:
+  ``deletes_key{key, token, signal}``; docs/remote.md, "What a release does").
 * Release and force release are a Lua compare-and-delete against the token seen, never a plain
   ``DEL``: a lock taken again by someone else meanwhile keeps its new token and is not
   removed. For python-redis-lock the same script also pushes to the signal list (``DEL`` signal,
@@ -379,7 +381,9 @@ class RedisSource(RemoteSource):
                       "first_seen": first.isoformat(),
                       # a value that is not UTF-8: its exact bytes (the token keeps them)
                       "token_hex": None if token.isprintable() or is_utf8(token) else
-                      raw_of(token).hex()})
+                      raw_of(token).hex()},
+            removal=(Reason.of(Code.DELETES_KEY, key=key, token=token,
+                               signal=profile.signal_key(key) or None),))
         live: Liveness = Liveness.UNKNOWN
         live_reasons: list[Reason] = []
         if ours:

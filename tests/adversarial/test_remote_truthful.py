@@ -53,8 +53,8 @@ def test_a_foreign_redis_lock_does_not_claim_a_live_holder(redis_server: RedisSe
         assert r.returncode == 1
         assert "liveness: unknown" in r.stdout
         assert "safe action: wait: its holder is alive" not in r.stdout
-        assert ("safe action: wait: it is held until its lease ends (whether its holder is "
-                "alive cannot be checked from here)") in r.stdout
+        assert ("safe action: wait: its holder cannot be checked from here; its lease ends by "
+                "itself unless the holder renews it") in r.stdout
     finally:
         client.close()
 
