@@ -115,11 +115,13 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
             out.note(f"not released: {path} is not held by PID {pid} on this host: "
                      f"{describe_holder(now)}")
         return EXIT_NO
-    if status.state is State.FREE:
+    if status.state is State.FREE and not status.empty_free:
         out.note(f"not released: {path} is not held")
         return EXIT_NO
     if out.json:
         out.data(status.to_dict())
+    elif status.empty_free:
+        out.result(f"removed {path}: an empty lock file that nobody held or had open")
     else:
         extra = f" (was {describe_holder(status)})" if force else ""
         out.result(f"released {path}{extra}")

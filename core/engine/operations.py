@@ -211,10 +211,11 @@ def is_a_lock(status: LockStatus) -> bool:
     """True when ``status`` is a verdict on something a forced operation may remove or
     replace: a file some lock format reads (any :class:`~core.record.LockRecord`), or an empty
     regular file (lock files of flock(1), dpkg and many tools are empty; an empty file is also
-    what a writer that crashed before writing leaves). False for anything else: a file no
-    format reads (a text file, a binary, one over 64 KiB). Free paths are not locks either.
+    what a writer that crashed before writing leaves), also one judged ``free`` because nobody
+    holds it or has it open (``empty_free``). False for anything else: a file no format reads
+    (a text file, a binary, one over 64 KiB). Free paths are not locks either.
     docs/engine.md, "What force may remove"."""
-    if status.record is not None:
+    if status.record is not None or status.empty_free:
         return True
     return status.state is not State.FREE and status.file is not None and status.file.size == 0
 
@@ -313,7 +314,9 @@ def force_release(
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files (never removed).
         ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`), or one a kernel
-            lock holds (never removed).
+            lock holds (never removed; an empty file is removed holding its ``flock``, so one
+            locked meanwhile is refused too: :mod:`core.engine.unheld`).
+        LockHeld: an empty file another process has open (it may lock it next).
         LockLost: the file changed between the check and the guarded removal (nothing was
             removed; it is still there).
         GuardTimeout: the directory guard stayed held by another process (10 s).
@@ -348,14 +351,18 @@ def release_path(
     run from another process than the holder): the lock is removed only when it records
     ``pid`` and this host (sema's and semats' release check, ``docs/specs/semats.txt``
     "Lock Release"), checked under the directory guard; with ``force`` it is removed whoever
-    holds it (audited as ``force_release``). Returns the verdict on the removed lock, judged
-    under ``policy`` (default :data:`core.stale_policy.DEFAULT_POLICY`).
+    holds it (audited as ``force_release``) -- also an empty file nobody holds or has open
+    (``free``, :attr:`core.record.LockStatus.empty_free`), removed holding its ``flock``
+    (:mod:`core.engine.unheld`). Returns the verdict on the removed lock, judged under
+    ``policy`` (default :data:`core.stale_policy.DEFAULT_POLICY`).
 
     Raises:
         LockLost: no lock, or it is not ``pid``'s on this host (and not ``force``).
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files.
-        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`).
+        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`), or
+            an empty file a kernel lock holds by the time it is removed.
+        LockHeld: ``force`` and an empty file another process has open (it may lock it next).
         GuardTimeout: the directory guard stayed held by another process (10 s).
     """
     p = validate_lock_path(path)
@@ -363,7 +370,7 @@ def release_path(
     status = inspect(p, policy=judge)
     if force and status.anchor_tool:
         refuse_not_a_lock(p, status, "release")  # raises: a tool's kernel-lock anchor
-    if status.state is State.FREE:
+    if status.state is State.FREE and not (force and status.empty_free):
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise LockLost(f"{p}: there is no lock to release")
     fmt = status.record.format if status.record else None
