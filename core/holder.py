@@ -68,7 +68,7 @@ def _phrase(status: LockStatus) -> str:
     if status.state is State.UNREADABLE:
         return f"unreadable: {printable(status.error or 'unknown reason')}"
     rec = status.record
-    who = holder_name(rec)
+    who = holder_name(rec) or process_label(status)  # a kernel lock's holder, a file's opener
     holder = f"{who} ({status.liveness.value})" if who else ""
     age = human_duration(max(status.age_s, 0.0)) if status.age_s is not None else None
     if status.state in (State.HELD, State.WRITING):
