@@ -130,7 +130,7 @@ def holder_text(st: LockStatus, my_host: str) -> str:
     as far as it is known -- name, PID and user (:func:`core.holder.process_label`: the live
     process a lock records, pidfiles and sema locks too; the process the kernel names for a
     kernel lock; the process that has an empty file open) -- else the host when it is not
-    ``my_host``; ``" — mine"`` when that process runs as this app's user
+    ``my_host``; led by ``"mine — "`` when that process runs as this app's user
     (:func:`app.lockinfo.held_by_user`). Empty when nothing is known."""
     rec = st.record
     parts: list[str] = []
@@ -142,8 +142,8 @@ def holder_text(st: LockStatus, my_host: str) -> str:
     elif rec is not None and rec.host and rec.host != my_host and not rec.holder:
         parts.append(rec.host)
     text = " · ".join(parts)
-    if text and held_by_user(st):
-        text += f" — {MINE}"
+    if text and held_by_user(st):  # first, so a narrow column still shows it
+        text = f"{MINE} — {text}"
     return text
 
 

@@ -102,12 +102,12 @@ def test_holders_are_named_and_mine_marked(make_app: Any, lockdir: Path, qtbot: 
         lw.start(show_window=True)
         qtbot.waitUntil(lambda: all(lw.model.status_of(str(p)) is not None
                                     for p in (kernel, sema)), timeout=10_000)
-        assert _cell(lw, kernel, Col.HOLDER) == f"flock (PID {flock.pid}, user {ME}) — mine"
+        assert _cell(lw, kernel, Col.HOLDER) == f"mine — flock (PID {flock.pid}, user {ME})"
         assert _cell(lw, kernel, Col.PID) == str(flock.pid)
-        assert _cell(lw, sema, Col.HOLDER) == f"sleep (PID {sleeper.pid}, user {ME}) — mine"
+        assert _cell(lw, sema, Col.HOLDER) == f"mine — sleep (PID {sleeper.pid}, user {ME})"
         w = lw.window
         assert w.select_path(str(kernel))
-        assert w.detail.values["Holder"].text() == f"flock (PID {flock.pid}, user {ME}) — mine"
+        assert w.detail.values["Holder"].text() == f"mine — flock (PID {flock.pid}, user {ME})"
         assert w.detail.values["PID"].text() == str(flock.pid)
         assert w.detail.values["Liveness"].text() == "alive"
         lw.tray.rebuild_menu()

@@ -50,7 +50,7 @@ def status_text(status: LockStatus) -> str:
             lines.append(f"tool: {d['tool']}")
         if d["kind"]:
             lines.append(f"kind: {d['kind']}")
-        if d["holder"]:
+        if d["holder"] and status.record is not None:  # else the process line names it
             lines.append(f"holder: {d['holder']}")
         process = process_label(status)
         if process:
