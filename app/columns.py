@@ -17,7 +17,8 @@ from datetime import datetime
 
 from PySide6.QtCore import Qt
 
-from app.lockinfo import STATE_WORDS, display_state, human_duration
+from app.lockinfo import STATE_WORDS, display_state, held_by_user, human_duration
+from core.holder import process_label
 from core.record import LockStatus, State
 
 
@@ -120,17 +121,30 @@ def expires_in(st: LockStatus, now: datetime) -> float | None:
     return None if exp is None else exp - now.timestamp()
 
 
+MINE = "mine"
+"""The mark of a lock whose holder process runs as this app's user (docs/gui.md, "Holder")."""
+
+
 def holder_text(st: LockStatus, my_host: str) -> str:
-    """Holder column text: the record's owner, else the host when it is not ``my_host``, else
-    empty (the PID has its own column)."""
+    """Holder column text (docs/gui.md, "Holder"): the record's owner, then the holder process
+    as far as it is known -- name, PID and user (:func:`core.holder.process_label`: the live
+    process a lock records, pidfiles and sema locks too; the process the kernel names for a
+    kernel lock; the process that has an empty file open) -- else the host when it is not
+    ``my_host``; led by ``"mine — "`` when that process runs as this app's user
+    (:func:`app.lockinfo.held_by_user`). Empty when nothing is known."""
     rec = st.record
-    if rec is None:
-        return ""
-    if rec.holder:
-        return rec.holder
-    if rec.host and rec.host != my_host:
-        return rec.host
-    return ""
+    parts: list[str] = []
+    if rec is not None and rec.holder:
+        parts.append(rec.holder)
+    process = process_label(st)
+    if process:
+        parts.append(process)
+    elif rec is not None and rec.host and rec.host != my_host and not rec.holder:
+        parts.append(rec.host)
+    text = " · ".join(parts)
+    if text and held_by_user(st):  # first, so a narrow column still shows it
+        text = f"{MINE} — {text}"
+    return text
 
 
 def _countdown(left: float | None) -> str:
@@ -157,8 +171,8 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
         return st.tool
     if col == Col.KIND:
         return st.kind
-    if col == Col.PID and st.kernel_pid is not None and (rec is None or rec.pid is None):
-        return str(st.kernel_pid)  # a kernel lock's holder, as the kernel names it
+    if col == Col.PID and st.holder_pid is not None and (rec is None or rec.pid is None):
+        return str(st.holder_pid)  # a kernel lock's holder, as the kernel names it
     if col == Col.LIVENESS and rec is None and st.kernel_held:
         return st.liveness.value
     if rec is None:

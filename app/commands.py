@@ -32,6 +32,7 @@ from app.dialogs import (
     reclaim_dialog,
     unsaved_dialog,
 )
+from app.dialogs.confirm import ConfirmDialog, kill_holder_dialog
 from app.engine_calls import ActionError, LockActions
 from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
@@ -45,6 +46,7 @@ from core.fsutil import AUDIT_LOG_NAME
 from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
 from core.verdicts.inspect import inspect
+from core.verdicts.liveness import ProcessFacts
 from core.verdicts.unsaved import unsaved_changes
 
 
@@ -85,6 +87,7 @@ class Commands(QObject):
     settingsApplied = Signal()
     undoChanged = Signal(str)
     _failed = Signal(str, str)  # from worker threads, delivered queued
+    _stillRunning = Signal(str, object, object, str)  # path, status, ProcessFacts, reason
     _opDone = Signal()
     _acquireDone = Signal(object, object, object)
     _undone = Signal(object, bool)
@@ -109,6 +112,7 @@ class Commands(QObject):
         self.last_kept: Kept | None = None
         """Where the last force release put the file it removed (Undo puts it back)."""
         self._failed.connect(self.show_error)
+        self._stillRunning.connect(self.open_kill_holder)
         self._opDone.connect(self._op_done)
         self._acquireDone.connect(self._acquire_done)
         self._undone.connect(self._undo_done)
@@ -299,6 +303,8 @@ class Commands(QObject):
         st = self._breakable(path, "Nothing to release")
         if st is None:
             return None
+        if st.empty_free:
+            return self._open_remove_empty(st)
         why = None if is_remote(path) else unsaved_changes(st)
         dlg = (force_dialog(st, reclaim=False, parent=self._parent) if why is None
                else unsaved_dialog(st, why, parent=self._parent))
@@ -358,21 +364,69 @@ class Commands(QObject):
             self.last_kept = kept  # e.g. the path was taken: the user may try again later
         self.undoChanged.emit(self.undo_text())
 
+    def _open_remove_empty(self, st: LockStatus) -> QDialog:
+        """Removing an empty lock file that nobody holds or has open (``free``): a plain
+        confirmation; the engine removes it holding its flock (core/engine/unheld.py), and
+        refuses if a process locked or opened it meanwhile (docs/gui.md, "Empty files")."""
+        path = st.path
+        dlg = ConfirmDialog(
+            "Remove empty lock file…",
+            f"Remove {printable(os.path.basename(path))}?\n\nPath: {printable(path)}\n\n"
+            "It is an empty lock file that no process holds or has open: filelock, "
+            "portalocker, fasteners and flock(1) leave such a file when they release, and "
+            "use it again next time. Removing it is safe only if no program uses this path "
+            "any more; Lockwarden holds the file's lock while it removes it, and leaves it if "
+            "a process locks or opens it meanwhile.", "Remove", parent=self._parent)
+        dlg.accepted.connect(lambda: self._run(
+            lambda: self._actions.force_release(path, reason="empty lock file nobody held")))
+        self.show_dialog(dlg)
+        return dlg
+
     def open_end_holder(self, path: str) -> QDialog | None:
-        """Ending the process that holds a kernel lock on ``path``: a confirmation naming it
-        and asking for a reason (docs/gui.md, "Window"). ``None`` when no kernel lock names a
-        holder (the user is told)."""
+        """Ending the process that holds a kernel lock on ``path`` (docs/gui.md, "End holder
+        process"): a confirmation naming the process, its user and its command line and asking
+        for a reason; then SIGTERM and a bounded wait
+        (:data:`core.engine.end_holder.TERM_GRACE`) in a worker thread; if the process is
+        still running, a second confirmation before SIGKILL (:meth:`open_kill_holder`).
+        ``None`` when no kernel lock names a live holder (the user is told)."""
+        from core.engine.end_holder import TERM_GRACE
+        from core.verdicts.liveness import process_facts
+
         st = self.status_for(path)
         pid = st.kernel_pid if st is not None else None
-        if st is None or pid is None:
+        facts = process_facts(pid) if pid is not None else None
+        if st is None or facts is None:
             self.show_error("Nothing to end", f"No kernel lock on {printable(path)} names a "
-                            "holder process.")
+                            "running holder process.")
             return None
-        dlg = end_holder_dialog(st, pid, parent=self._parent)
+        dlg = end_holder_dialog(st, facts, parent=self._parent)
 
         def go() -> None:
             reason = dlg.reason.text().strip()
-            self._run(lambda: self._actions.end_holder(path, reason=reason, expected_pid=pid))
+
+            def work() -> None:
+                gone = self._actions.end_holder(path, reason=reason, expected_pid=facts.pid,
+                                                expected_start=facts.start, grace=TERM_GRACE)
+                if not gone:
+                    self._stillRunning.emit(path, st, facts, reason)
+
+            self._run(work)
+
+        dlg.accepted.connect(go)
+        self.show_dialog(dlg)
+        return dlg
+
+    def open_kill_holder(self, path: str, st: LockStatus, facts: ProcessFacts,
+                         reason: str) -> QDialog:
+        """The second confirmation of :meth:`open_end_holder`: the holder ``facts`` is still
+        running after SIGTERM; on OK it is killed (SIGKILL) -- only while it is still that
+        process and still the holder (:func:`core.engine.end_holder.end_holder`)."""
+        dlg = kill_holder_dialog(st, facts, parent=self._parent)
+
+        def go() -> None:
+            self._run(lambda: self._actions.end_holder(
+                path, reason=reason, expected_pid=facts.pid, expected_start=facts.start,
+                kill=True))
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)

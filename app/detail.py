@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.columns import holder_text
 from app.lockinfo import (
     STATE_EXPLAIN,
     STATE_WORDS,
@@ -37,6 +38,7 @@ from core.fsutil import read_lock_file
 from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
 from core.tools import kind_words, removal_words, safe_action
+from core.verdicts.liveness import hostname
 
 RAW_LIMIT = 64 * 1024
 """At most this many bytes of an unreadable lock file are shown (bytes, 64 KiB)."""
@@ -67,6 +69,8 @@ class DetailPane(QWidget):
     rawLoaded = Signal(str, str, str)
     historyRequested = Signal(str)
     """The user asked for the shown lock's history (its path)."""
+    endHolderRequested = Signal(str)
+    """The user asked to end the process holding the shown kernel lock (its path)."""
 
     FIELDS = ("Path", "State", "Rule", "Safe action", "Tool", "Kind", "Force release",
               "Format", "Holder", "PID", "Host", "Liveness", "Acquired", "Expires", "TTL",
@@ -113,8 +117,15 @@ class DetailPane(QWidget):
         self.history.setAccessibleName("History of this lock")
         self.history.setEnabled(False)
         self.history.clicked.connect(self._history_clicked)
+        self.end_holder = QPushButton("End holder process…")
+        self.end_holder.setToolTip("End the process holding this kernel lock: named, then asked "
+                                   "to end (SIGTERM); killed only if you confirm again")
+        self.end_holder.setAccessibleName("End the holder process of this lock")
+        self.end_holder.setEnabled(False)
+        self.end_holder.clicked.connect(self._end_holder_clicked)
         hl = QHBoxLayout()
         hl.addWidget(self.history)
+        hl.addWidget(self.end_holder)
         hl.addStretch(1)
         ll.addLayout(hl)
         ll.addStretch(1)
@@ -152,6 +163,7 @@ class DetailPane(QWidget):
         holds")."""
         self.status = st
         self.history.setEnabled(st is not None)
+        self.end_holder.setEnabled(st is not None and st.kernel_pid is not None)
         self.raw.setPlaceholderText("(file content)")
         for lab in self.values.values():
             lab.setText("")
@@ -177,10 +189,12 @@ class DetailPane(QWidget):
         v["Tool"].setText(st.tool)
         v["Kind"].setText(kind_words(st))
         v["Force release"].setText(removal_words(st))
+        v["Holder"].setText(printable(holder_text(st, hostname())))
+        v["PID"].setText("" if st.holder_pid is None else str(st.holder_pid))
+        if rec is None and st.kernel_held:
+            v["Liveness"].setText(st.liveness.value)
         if rec is not None:
             v["Format"].setText(rec.format)
-            v["Holder"].setText(printable(rec.holder or ""))
-            v["PID"].setText("" if rec.pid is None else str(rec.pid))
             v["Host"].setText(printable(rec.host or ""))
             v["Liveness"].setText(st.liveness.value)
             self._set_acquired(age)
@@ -195,6 +209,10 @@ class DetailPane(QWidget):
         if rec is None and st.state is State.UNREADABLE:
             self.raw.setPlaceholderText("(reading…)")
             self._load_raw(st.path)
+
+    def _end_holder_clicked(self) -> None:
+        if self.status is not None:
+            self.endHolderRequested.emit(self.status.path)
 
     def _history_clicked(self) -> None:
         if self.status is not None:

@@ -313,21 +313,31 @@ class LockActions(QObject):
                 self.touched.emit(path)
 
     def end_holder(self, path: str, *, reason: str | None = None,
-                   expected_pid: int | None = None) -> int:
-        """End (SIGTERM) the process the kernel names as holder of ``path`` -- only while it is
-        still ``expected_pid``, the one the user confirmed
-        (:func:`core.engine.end_holder.end_holder`,
-        audited); returns its PID. Raises :class:`ActionError`."""
-        from core.engine.end_holder import end_holder
+                   expected_pid: int | None = None, expected_start: float | None = None,
+                   kill: bool = False, grace: float = 0.0) -> bool:
+        """End the process the kernel names as holder of ``path`` -- only while it is still
+        ``expected_pid`` started at ``expected_start``, the one the user confirmed
+        (:func:`core.engine.end_holder.end_holder`, audited): SIGTERM, or SIGKILL with
+        ``kill``; then wait up to ``grace`` seconds for it to exit
+        (:func:`core.engine.end_holder.wait_for_exit`). Returns True when it has exited
+        (always True with ``grace`` 0). Raises :class:`ActionError`."""
+        import signal
+
+        from core.engine.end_holder import KILL_SIGNAL, end_holder, wait_for_exit
 
         with self._running(path):
             try:
-                pid = end_holder(path, reason=reason or None, expected_pid=expected_pid)
+                pid = end_holder(path, reason=reason or None, expected_pid=expected_pid,
+                                 expected_start=expected_start,
+                                 sig=KILL_SIGNAL if kill else signal.SIGTERM)
+                gone = True
+                if grace > 0 and expected_start is not None:
+                    gone = wait_for_exit(pid, expected_start, grace)
             except (LockError, OSError) as exc:
                 raise ActionError("Could not end the holder", _explain(exc, path)) from exc
             finally:
                 self.touched.emit(path)
-            return pid
+            return gone
 
     def release_all(self) -> list[str]:
         """Release every lock this app holds (on Quit); returns error messages, if any."""

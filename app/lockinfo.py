@@ -112,10 +112,12 @@ def lock_name(path: str) -> str:
 
 def reclaimable(st: LockStatus) -> bool:
     """True when the engine may replace this lock with one of its own (the Reclaim action):
-    a lock file it reads, not being written, not read-only, and not an af claim or a developer
-    tool's lock, which their tool would mistake (core.engine.operations.refuse_read_only)."""
+    a lock file it reads, not being written, not free (an empty file nobody holds is taken
+    by Acquire…, or removed), not read-only, and not an af claim or a developer tool's lock,
+    which their tool would mistake (core.engine.operations.refuse_read_only)."""
     rec = st.record
-    return (not st.read_only and not not_a_lock_file(st) and st.state is not State.WRITING
+    return (not st.read_only and not not_a_lock_file(st)
+            and st.state not in (State.WRITING, State.FREE)
             and not st.kernel_held and not is_remote(st.path)
             and not (rec is not None and rec.format in ("af-claim", *DEVTOOL_FORMATS)))
 
@@ -125,6 +127,23 @@ def forceable(st: LockStatus) -> bool:
     not read-only, and not held by a kernel lock -- deleting that file would not release it
     and would let a second holder in (core.engine.operations.refuse_not_a_lock)."""
     return not st.read_only and not not_a_lock_file(st) and not st.kernel_held
+
+
+def held_by_user(st: LockStatus) -> bool:
+    """True when the lock's holder process -- the live one its evidence names: the recorded
+    PID, or the kernel lock's holder -- runs as the user of this app ("mine" in the table and
+    the tray, docs/gui.md "Holder"). Compared by UID where the OS has UIDs, else by name."""
+    ev = st.evidence
+    if ev.process_uid is not None and hasattr(os, "getuid"):
+        return ev.process_uid == os.getuid()
+    if ev.process_user is None:
+        return False
+    import getpass
+
+    try:
+        return ev.process_user.split("\\")[-1] == getpass.getuser()
+    except Exception:  # no login name (a container without a passwd entry)
+        return False
 
 
 def is_attention(state: State) -> bool:
@@ -165,8 +184,10 @@ STATE_EXPLAIN: dict[str, str] = {
                "still writing it.",
     "unreadable": "Unreadable: not a lock Lockwarden can read (or not a regular file); it is "
                   "never judged stale and never deleted by Lockwarden.",
-    "free": "Free: no lock file, or a kernel lock's anchor file (dpkg, cargo, uv...) that no "
-            "process holds now; it is never deleted.",
+    "free": "Free: no lock file; an empty lock file that no process holds or has open (what "
+            "filelock, portalocker, fasteners and flock(1) leave when they release: leave it); "
+            "or a kernel lock's anchor file (dpkg, cargo, uv...) that no process holds now, "
+            "which is never deleted.",
 }
 """One sentence per display state (tooltips, docs/gui.md "States")."""
 
@@ -185,7 +206,11 @@ _RULES: tuple[tuple[Code, str], ...] = (
                       "stale"),
     (Code.WRITING, "an empty or incomplete file younger than the writing grace is being "
                    "written"),
-    (Code.EMPTY_LEFT_BY_CRASH, "an empty file older than the stale limit was left by a crash"),
+    (Code.EMPTY_OPEN, "an empty file a process has open is being written, or about to be "
+                      "locked"),
+    (Code.EMPTY_FREE, "an empty file that no kernel lock holds and no process has open is "
+                      "free, never stale"),
+    (Code.EMPTY_UNCHECKED, "an empty file whose kernel locks cannot be read may be held"),
     # developer tools' own rules (docs/specs/devtool-locks.md §1), before the generic ones
     (Code.KERNEL_LOCK_HELD, "only the kernel knows: a kernel lock is held while its holder "
                             "keeps the file open, and is never stale"),

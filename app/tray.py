@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from app.columns import MINE
 from app.config_store import ConfigStore
 from app.engine_calls import LockActions, lost_message
 from app.icons import app_icon, state_icon, tray_icon
@@ -26,6 +27,7 @@ from app.lockinfo import (
     STATE_WORDS,
     display_state,
     forceable,
+    held_by_user,
     holder_changed,
     is_attention,
     not_a_lock_file,
@@ -270,6 +272,8 @@ class TrayController(QObject):
         who = ""
         if rec is not None:
             who = rec.holder or (f"PID {rec.pid}" if rec.pid is not None else "")
+        if held_by_user(st):  # its holder runs as this user (docs/gui.md, "Holder")
+            who = f"{who}, {MINE}" if who else MINE
         word = STATE_WORDS[display_state(st)]
         title = f"{self.lock_title(st.path)} — {word}" + (f" ({who})" if who else "")
         sub = menu.addMenu(state_icon(display_state(st)), printable(title))

@@ -159,6 +159,7 @@ class MainWindow(QMainWindow):
         self.empty.setEnabled(False)
         self.detail = DetailPane()
         self.detail.historyRequested.connect(self.historyRequested)
+        self.detail.endHolderRequested.connect(self.endHolderRequested)
         self.table.doubleClicked.connect(lambda _i: self.detail.raw.setFocus())
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
@@ -200,7 +201,8 @@ class MainWindow(QMainWindow):
         tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         tb.setMovable(False)
         for a in (self.act_acquire, self.act_release, self.act_reclaim, self.act_force,
-                  None, self.act_open_folder, self.act_copy, self.act_history, None,
+                  self.act_end_holder, None, self.act_open_folder, self.act_copy,
+                  self.act_history, None,
                   self.act_rescan, self.act_audit, self.act_settings):
             if a is None:
                 tb.addSeparator()

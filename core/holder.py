@@ -28,6 +28,22 @@ def holder_name(record: LockRecord | None) -> str:
     return printable(" ".join(who))
 
 
+def process_label(status: LockStatus, *, pid: bool = True) -> str:
+    """The holder's process as the verdict's evidence names it, for people: ``"bash (PID 4242,
+    user alice)"`` (``pid=False``: ``"bash (user alice)"``); ``""`` when no live process is
+    known (a dead holder, a lock of another host, a free path). The process the kernel names
+    for a kernel lock, the live process a lock records (pidfiles and sema locks too), or the
+    process that has an empty file open (docs/gui.md, "Holder")."""
+    ev = status.evidence
+    if ev.process_name is None and ev.process_user is None:
+        return ""
+    inner = [f"PID {ev.pid}"] if pid and ev.pid is not None else []
+    if ev.process_user is not None:
+        inner.append(f"user {ev.process_user}")
+    name = ev.process_name or "?"
+    return printable(f"{name} ({', '.join(inner)})" if inner else name)
+
+
 def describe_holder(status: LockStatus, *, path: bool = False, reasons: bool = False) -> str:
     """One phrase about a lock and its holder, e.g.
     ``"held by pid 4242 on build-7 (alive) for 3m 12s, tag 'deploy'"``,
@@ -52,7 +68,7 @@ def _phrase(status: LockStatus) -> str:
     if status.state is State.UNREADABLE:
         return f"unreadable: {printable(status.error or 'unknown reason')}"
     rec = status.record
-    who = holder_name(rec)
+    who = holder_name(rec) or process_label(status)  # a kernel lock's holder, a file's opener
     holder = f"{who} ({status.liveness.value})" if who else ""
     age = human_duration(max(status.age_s, 0.0)) if status.age_s is not None else None
     if status.state in (State.HELD, State.WRITING):

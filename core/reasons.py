@@ -33,7 +33,10 @@ class Code(enum.StrEnum):
     NOT_CLAIMED = "not_claimed"  # node
     UNREADABLE = "unreadable"  # kind, detail
     WRITING = "writing"  # empty, age_s
-    EMPTY_LEFT_BY_CRASH = "empty_left_by_crash"  # age_s
+    EMPTY_LEFT_BY_CRASH = "empty_left_by_crash"  # age_s (no longer judged; old audit entries)
+    EMPTY_FREE = "empty_free"  # open_seen
+    EMPTY_OPEN = "empty_open"  # pid, name, count
+    EMPTY_UNCHECKED = "empty_unchecked"  # detail
     # the holder's liveness (core.verdicts.liveness)
     NO_PID = "no_pid"
     INVALID_PID = "invalid_pid"  # pid
@@ -85,7 +88,7 @@ class Code(enum.StrEnum):
     NO_OFFICE_PROCESS = "no_office_process"  # user
     START_TOKEN_MISMATCH = "start_token_mismatch"  # pid
     # kernel locks (core.kernel.locks)
-    KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, kind, access, file, tool (known anchors)
+    KERNEL_LOCK_HELD = "kernel_lock_held"  # pid, name, kind, access, file, tool (anchors)
     KERNEL_ANCHOR_FREE = "kernel_anchor_free"  # tool, file
     KERNEL_ANCHOR_UNCHECKED = "kernel_anchor_unchecked"  # tool, file, detail
     NO_KERNEL_LOCK = "no_kernel_lock"  # file
@@ -307,6 +310,13 @@ def _kernel_kind(r: Reason) -> str:
     return words.get(kind, f"a {kind}")
 
 
+def _empty_open(r: Reason) -> str:
+    count = r.get("count")
+    more = f" (and {count - 1} more)" if isinstance(count, int) and count > 1 else ""
+    return (f"the file is empty and {_label(r)}{more} has it open: it is being written, or "
+            "about to be locked")
+
+
 def _remote(r: Reason) -> str:
     return (f"the lock was taken on host {r.get('host')!r}, not on this host "
             f"({r.get('this_host')!r}): PID {r.get('pid')} cannot be checked from here")
@@ -363,6 +373,15 @@ _WORDS: dict[Code, object] = {
     Code.WRITING: _writing,
     Code.EMPTY_LEFT_BY_CRASH: lambda r: (
         f"empty lock file {_dur(r, 'age_s')} old: its writer crashed before writing it"),
+    Code.EMPTY_FREE: lambda r: (
+        "empty file that no process holds a kernel lock on"
+        + (" or has open" if r.get("open_seen") else ", past the writing grace")
+        + ": free (filelock, portalocker, fasteners and flock(1) leave such a file when they "
+        "release; the next locker reuses it)"),
+    Code.EMPTY_OPEN: _empty_open,
+    Code.EMPTY_UNCHECKED: lambda r: (
+        f"the file is empty and the kernel's locks cannot be read here ({r.get('detail')}): "
+        "a kernel lock may hold it"),
     Code.NO_PID: "the lock records no process ID",
     Code.INVALID_PID: lambda r: f"PID {r.get('pid')} is not a valid process ID",
     Code.INIT_HOLDER: lambda r: (
@@ -455,7 +474,7 @@ _WORDS: dict[Code, object] = {
         f"the kernel holds {_kernel_kind(r)} {str(r.get('access')).lower()} lock on "
         f"{r.get('file')}"
         + (f" ({r.get('tool')}'s lock)" if r.get("tool") else "")
-        + (f" for PID {r.get('pid')}" if r.get("pid") is not None else "")
+        + (f" for {_label(r)}" if r.get("pid") is not None else "")
         + ": held while that process lives; deleting the file would not release it"),
     Code.KERNEL_ANCHOR_FREE: lambda r: (
         f"no process holds {r.get('tool')}'s lock on {r.get('file')}: the file is only its "

@@ -74,6 +74,7 @@ TOOLS: dict[str, str] = {
 
 _ANCHOR_CODES = frozenset({Code.KERNEL_LOCK_HELD, Code.KERNEL_ANCHOR_FREE,
                            Code.KERNEL_ANCHOR_UNCHECKED})
+_FREE_FILE_CODES = frozenset({Code.KERNEL_ANCHOR_FREE, Code.EMPTY_FREE})
 
 WRITABLE_FORMATS: tuple[str, ...] = ("sema", "task-mcp", "af-ledger")
 """Formats Lockwarden can acquire locks in."""
@@ -176,17 +177,23 @@ class Evidence:
         process_start: that process's start time (Unix s, psutil ``create_time``), or ``None``.
         process_name: that process's name, or ``None`` (not found, or access denied).
         boot_time: this host's last boot (Unix s, ``psutil.boot_time()``), when it was used.
+        process_user: the name of the user the process runs as (its real UID), or ``None``
+            (not found, not alive, or not readable); a UID without a name is its number.
+        process_uid: that real UID, or ``None``.
     """
 
     pid: int | None = None
     process_start: float | None = None
     process_name: str | None = None
     boot_time: float | None = None
+    process_user: str | None = None
+    process_uid: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of the fields."""
         return {"pid": self.pid, "process_start": self.process_start,
-                "process_name": self.process_name, "boot_time": self.boot_time}
+                "process_name": self.process_name, "process_user": self.process_user,
+                "process_uid": self.process_uid, "boot_time": self.boot_time}
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,11 +279,27 @@ class LockStatus:
 
     @property
     def present(self) -> bool:
-        """True when a file is at the path: any state but ``free``, and a ``free`` kernel-lock
-        anchor (``kernel_anchor_free``: the file is there, nobody holds it). The GUI keeps a
-        row for each present path; a ``free`` verdict without a file removes it."""
+        """True when a file is at the path: any state but ``free``, and a ``free`` file --
+        a kernel-lock anchor nobody holds (``kernel_anchor_free``) or an empty file nobody
+        holds or has open (``empty_free``). The GUI keeps a row for each present path; a
+        ``free`` verdict without a file removes it."""
         return self.state is not State.FREE or any(
-            r.code is Code.KERNEL_ANCHOR_FREE for r in self.reasons)
+            r.code in _FREE_FILE_CODES for r in self.reasons)
+
+    @property
+    def empty_free(self) -> bool:
+        """True for an empty file that no kernel lock holds and no process has open
+        (``empty_free``, docs/DESIGN.md "Two kinds of locks"): free, and removable or
+        replaceable on request, holding its ``flock`` (:mod:`core.engine.unheld`)."""
+        return self.state is State.FREE and any(r.code is Code.EMPTY_FREE for r in self.reasons)
+
+    @property
+    def holder_pid(self) -> int | None:
+        """The PID of the holder as far as it is known: the one the lock records, else the
+        one the kernel names for a kernel lock on the file; ``None`` otherwise."""
+        if self.record is not None and self.record.pid is not None:
+            return self.record.pid
+        return self.kernel_pid
 
     @property
     def tool(self) -> str:
@@ -311,13 +334,19 @@ class LockStatus:
         ``tool``, ``kind`` (``marker``/``kernel``/``server``/""), ``state``, ``reasons`` (objects
         ``{"code", "text", **params}``), ``age_s``,
         ``expires_at`` (RFC 3339 UTC or null), ``ttl``, ``error``, ``evidence``, ``removal``
-        (what releasing a server lock does, as reason objects; ``[]`` for a lock file)."""
+        (what releasing a server lock does, as reason objects; ``[]`` for a lock file).
+
+        ``pid`` is the holder's PID (:attr:`holder_pid`): the recorded one, or for a file a
+        kernel lock holds, the PID the kernel names; ``holder`` is the recorded owner, or for
+        a kernel-held file the holder process's name (``evidence`` has its user too)."""
         rec = self.record
         expiry = rec.effective_expiry() if rec else None
         age = self.age_s
+        holder = rec.holder if rec else (self.evidence.process_name if self.kernel_held
+                                         else None)
         return {
             "locked": self.locked,
-            "pid": rec.pid if rec else None,
+            "pid": self.holder_pid,
             "timestamp": rec.timestamp if rec else None,
             "tag": rec.tag if rec else None,
             "path": self.path,
@@ -325,7 +354,7 @@ class LockStatus:
             "tool": self.tool,
             "kind": self.kind,
             "host": rec.host if rec else None,
-            "holder": rec.holder if rec else None,
+            "holder": holder,
             "liveness": self.liveness.value,
             "state": self.state.value,
             "reasons": [r.to_dict() for r in self.reasons],

@@ -11,6 +11,9 @@ decided from the record's format and the reason codes, never from text.
   process can be ended instead. A known tool's anchor (dpkg, apt, cargo, uv, Gradle:
   :func:`core.kernel.anchors.anchor_tool`) that nobody holds is ``free``, and its safe action is
   none.
+- an **empty file** that no kernel lock holds and no process has open (what filelock,
+  portalocker, fasteners and ``flock(1)`` leave when they release) is ``free``: leave it
+  (docs/DESIGN.md, "Two kinds of locks").
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ _SAFE: tuple[tuple[Code, str], ...] = (
     (Code.SWAP_RECOVER, "recover the unsaved changes with 'vim -r', then delete the swap file"),
     (Code.GIT_REMOVE_LOCK, "remove the file, as git's own message says"),
     (Code.NO_KERNEL_LOCK, "delete the leftover label: no process holds the state lock"),
+    (Code.EMPTY_FREE, "leave it: nobody holds it, and the program that locks this path "
+                      "will use it again (remove it only if no program uses the path any more)"),
+    (Code.EMPTY_OPEN, "wait: a process has it open, to write it or to lock it"),
+    (Code.EMPTY_UNCHECKED, "leave it: a kernel lock may hold it, and only the kernel knows"),
 )
 
 

@@ -48,7 +48,7 @@ def test_empty_file_under_a_kernel_lock_is_held_not_stale(tmp_path: Path) -> Non
     anchor = tmp_path / "build.lock"
     anchor.write_bytes(b"")
     _old(anchor)
-    assert inspect(str(anchor)).state is State.STALE  # empty and old: left by a crash
+    assert inspect(str(anchor)).state is State.FREE  # empty, old, nobody holds it: free
     p = subprocess.Popen([sys.executable, "-c", HOLD, str(anchor)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     try:
@@ -60,7 +60,7 @@ def test_empty_file_under_a_kernel_lock_is_held_not_stale(tmp_path: Path) -> Non
     finally:
         p.kill()
         p.wait()
-    assert inspect(str(anchor)).state is State.STALE
+    assert inspect(str(anchor)).state is State.FREE
 
 
 def test_empty_git_head_lock_is_a_git_lock(tmp_path: Path) -> None:

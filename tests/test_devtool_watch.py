@@ -97,8 +97,8 @@ def test_empty_kernel_locked_file_is_held(watch: Any, lockdir: Path) -> None:  #
         p.kill()
         p.wait()
         # no file event: the liveness pass re-judges it once its holder is gone
-        rec.until(lambda m: m[str(anchor)].state is State.STALE, what="stale once released")
-        assert rec.model[str(anchor)].reasons[0].code is Code.EMPTY_LEFT_BY_CRASH
+        rec.until(lambda m: m[str(anchor)].state is State.FREE, what="free once released")
+        assert rec.model[str(anchor)].reasons[0].code is Code.EMPTY_FREE
     finally:
         p.kill()
         p.wait()

@@ -75,24 +75,22 @@ def test_too_large_file_is_unreadable(lockdir: Path) -> None:
     assert st.state is State.UNREADABLE and "larger than" in texts(st.reasons)[0]
 
 
-def test_empty_file_young_writing_old_stale(lockdir: Path) -> None:
+def test_empty_file_nobody_uses_is_free_at_any_age(lockdir: Path) -> None:
+    """docs/DESIGN.md "Two kinds of locks": never writing without a writer, never unreadable,
+    never stale (tests/test_empty_files.py has the real holders)."""
     f = lockdir / "empty.lock"
     f.write_bytes(b"")
-    st = inspect(str(f))
-    assert st.state is State.WRITING
-    assert texts(st.reasons)[0].startswith("file is empty, written ")
-    assert st.file is not None and st.file.size == 0
-    _age(f, 60)
-    assert inspect(str(f)).state is State.UNREADABLE
-    _age(f, 2 * 3600)
-    old = inspect(str(f))
-    assert old.state is State.STALE
-    assert texts(old.reasons) == ["empty lock file 2h 0m old: its writer crashed before writing it"]
-    assert inspect(str(f), policy=StalePolicy(stale_after=30)).state is State.STALE
+    for age in (0.5, 60, 2 * 3600):
+        _age(f, age)
+        st = inspect(str(f))
+        assert st.state is State.FREE and st.empty_free and st.present, age
+        assert [r.code for r in st.reasons] == [Code.EMPTY_FREE] and st.error is None
+        assert st.file is not None and st.file.size == 0
+    assert inspect(str(f), policy=StalePolicy(stale_after=30)).state is State.FREE
     # whitespace only is as empty
     f.write_bytes(b"\r\n\n")
     _age(f, 2 * 3600)
-    assert inspect(str(f)).state is State.STALE
+    assert inspect(str(f)).state is State.FREE
 
 
 @pytest.mark.parametrize(
@@ -151,11 +149,11 @@ _INSPECT_AS_NOBODY = (
 
 def test_inspect_bytes_uses_given_mtime(lockdir: Path) -> None:
     f = lockdir / "e.lock"
-    f.write_bytes(b"")
+    f.write_bytes(b"pid=1\n")  # partial: no timestamp yet
     data, info = read_lock_file(str(f))
     assert inspect_bytes(str(f), data, info).state is State.WRITING
     st = inspect_bytes(str(f), data, info, mtime=time.time() - 3 * 3600)
-    assert st.state is State.STALE and st.file == info
+    assert st.state is State.UNREADABLE and st.file == info
     assert inspect_bytes(str(f), data, None).state is State.UNREADABLE  # no age: no guess
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.kernel.openfiles import KernelView, OpenFiles
 from core.record import Liveness, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.verdicts.liveness import ProcessSnapshot, ProcInfo
@@ -170,7 +171,7 @@ def test_rescan_diff(judge: Judge, lockdir: Path, now: datetime) -> None:
     (lockdir / "k.lock").write_text("pid=1\ntimestamp=1\ntag=other and longer\n")
     assert not inv.is_current(s.path, d, file_sig(os.lstat(s.path)))
 
-    (lockdir / "w.lock").write_bytes(b"")  # empty: `writing`, always re-read
+    (lockdir / "w.lock").write_bytes(b"pid=1\n")  # partial: `writing`, always re-read
     read = scan.read_entry(str(lockdir / "w.lock"))
     assert read is not None
     w = scan.judge_read(read, policy=POLICY, procs=None, now=datetime.now(UTC))
@@ -229,12 +230,19 @@ def test_deadline_of_an_empty_file(lockdir: Path) -> None:
     read = scan.read_entry(str(p))
     assert read is not None and read.file is not None
     mtime = read.file.mtime_ns / 1e9
-    s = scan.judge_read(read, policy=POLICY, procs=None, now=datetime.now(UTC))
+    # a walk of the open descriptors older than the file cannot say who has it open: writing
+    # until the grace ends, then judged again (docs/watching.md, "Empty files")
+    old_walk = KernelView(open_files=OpenFiles(taken_at=mtime - 1))
+    s = scan.judge_read(read, policy=POLICY, procs=None, now=datetime.now(UTC),
+                        kernel=old_walk)
     assert s.state is State.WRITING
     e = Entry(s, Dir(), POLICY, read, None)
     assert deadline_of(e, mtime) == pytest.approx(mtime + POLICY.writing_grace + 0.005)
     assert deadline_of(e, mtime + POLICY.writing_grace) == pytest.approx(mtime + 3600.005)
     assert deadline_of(Entry(s, Dir(), POLICY), mtime) == math.inf  # no read: no mtime
+    free = scan.judge_read(read, policy=POLICY, procs=None, now=datetime.now(UTC))
+    assert free.state is State.FREE  # a fresh walk: nobody has it open
+    assert deadline_of(Entry(free, Dir(), POLICY, read, None), mtime) == math.inf
 
 
 def test_holders_changed(judge: Judge, now: datetime) -> None:

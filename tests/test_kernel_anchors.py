@@ -185,7 +185,8 @@ def test_plain_files_locked_by_libraries_are_kernel_locks_then_gone(
     _days_old(path)
     gone = inspect(str(path))
     assert not gone.kernel_held and gone.tool == "" and not gone.anchor_tool
-    assert gone.state is State.STALE and _codes(gone) == [Code.EMPTY_LEFT_BY_CRASH]
+    # what the library leaves behind is free: nobody holds it or has it open (DESIGN.md)
+    assert gone.state is State.FREE and _codes(gone) == [Code.EMPTY_FREE] and gone.present
 
 
 @linux
@@ -442,7 +443,7 @@ def test_liveness_pass_sees_a_kernel_lock_taken_without_any_rescan(
     tmp_path: Path, holders: list[Holder]
 ) -> None:
     """With rescans an hour apart, the liveness tick's one look at the kernel's locks sees a
-    free anchor, and an old empty file judged stale, turn held when a real process locks
+    free anchor, and an old empty file judged free, turn held when a real process locks
     them (no event: the files do not change)."""
     import threading
 
@@ -474,7 +475,7 @@ def test_liveness_pass_sees_a_kernel_lock_taken_without_any_rescan(
     try:
         model.update({s.path: s for s in w.snapshot()})
         assert model[str(anchor)].state is State.FREE
-        assert model[str(plain)].state is State.STALE  # an old empty file nobody locks
+        assert model[str(plain)].state is State.FREE  # an old empty file nobody locks
         a, b = Holder("portalocker", anchor), Holder("flock", plain)
         holders.extend([a, b])
         assert until(anchor, State.HELD).kernel_pid == a.pid

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import socket
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from core.formats.taskmcp import ALLOWED_METADATA, FILE_MODE
 from core.record import Liveness, State
 from core.tempfiles import parse_temp_name
 from core.verdicts.inspect import inspect
+from tests.kernel_holders import HOLDER
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="uses fork (Linux)")
 CTX = multiprocessing.get_context("fork") if sys.platform == "linux" else None
@@ -568,14 +570,28 @@ def test_foreign_sema_lock_policy(lockdir: Path) -> None:
 
 
 def test_empty_file_of_a_writer_is_waited_for(lockdir: Path) -> None:
+    """An empty file a process has open is being written (docs/DESIGN.md, "Two kinds of
+    locks"): refused while the writer has it open; taken once the writer is gone and the
+    empty file is free (replaced holding its flock, core/engine/unheld.py)."""
     path = lockdir / "writing.lock"
-    path.write_bytes(b"")  # a sema peer created it with O_EXCL and is still writing
-    with pytest.raises(LockHeld) as ei:
-        Lock(path).acquire(blocking=False)
-    assert ei.value.status is not None and ei.value.status.state is State.WRITING
-    assert path.read_bytes() == b""
-    threading.Timer(0.2, path.unlink).start()
-    Lock(path).acquire(timeout=10).release()
+    # a sema peer created it with O_EXCL and is still writing: it keeps the file open
+    writer = subprocess.Popen([sys.executable, "-c", HOLDER, "open", str(path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+        with pytest.raises(LockHeld) as ei:
+            Lock(path).acquire(blocking=False)
+        assert ei.value.status is not None and ei.value.status.state is State.WRITING
+        assert ei.value.status.evidence.pid == writer.pid
+        assert path.read_bytes() == b""
+        assert writer.stdin is not None
+        threading.Timer(0.2, writer.stdin.close).start()  # the writer goes away, writing nothing
+        lk = Lock(path).acquire(timeout=10)
+        assert lk.reclaimed_from is not None and lk.reclaimed_from.empty_free
+        lk.release()
+    finally:
+        writer.kill()
+        writer.wait()
 
 
 def test_guard_timeout_is_a_lock_error() -> None:

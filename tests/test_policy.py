@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from core.reasons import Code, Reason, UnreadableKind, human_duration, texts
-from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.verdicts.policy import (
     free_status,
     judge,
+    judge_empty,
     judge_unparsed,
     judge_unreadable,
     taskmcp_decision,
@@ -221,13 +222,46 @@ def test_empty_file_young_is_writing() -> None:
         "file is empty, written 0.4s ago: its writer is probably still writing"]
 
 
-def test_empty_file_old_is_unreadable_then_stale() -> None:
-    assert unparsed(5, size=0, error="the file is empty").state is State.UNREADABLE
-    st = unparsed(2 * H, size=0, error=None)
-    assert st.state is State.STALE
-    assert texts(st.reasons) == ["empty lock file 2h 0m old: its writer crashed before writing it"]
-    # whitespace only counts as empty when the caller says so
-    assert unparsed(2 * H, size=2, error="no pid", empty=True).state is State.STALE
+def test_empty_file_nobody_uses_is_free_never_stale_nor_unreadable() -> None:
+    """docs/DESIGN.md "Two kinds of locks": an empty file that no kernel lock holds and no
+    process has open is free, at any age; a sema that crashed between its create and its write
+    leaves exactly that (nobody holds it)."""
+    for age in (0.4, 5, 2 * H, 400 * 86400):
+        st = empty_verdict(age, openers=())
+        assert st.state is State.FREE and st.empty_free and st.present and not st.locked
+        assert [r.code for r in st.reasons] == [Code.EMPTY_FREE] and st.error is None
+        assert texts(st.reasons)[0].startswith(
+            "empty file that no process holds a kernel lock on or has open: free")
+    # where nobody can tell who has it open: the writing grace, then free
+    assert empty_verdict(0.4, openers=None).state is State.WRITING
+    for age in (5, 2 * H):
+        st = empty_verdict(age, openers=None)
+        assert st.state is State.FREE and st.reasons[0].get("open_seen") is False
+    # what judge_unparsed says of empty bytes is the same rule
+    assert unparsed(5, size=0, error="the file is empty").state is State.FREE
+    assert unparsed(2 * H, size=2, error="no pid", empty=True).state is State.FREE
+
+
+def test_empty_file_open_by_a_process_is_writing_at_any_age() -> None:
+    for age in (0.4, 2 * H):
+        st = empty_verdict(age, openers=(4242, 4343),
+                           opener=Evidence(pid=4242, process_name="sema", process_user="ann"))
+        assert st.state is State.WRITING and st.liveness is L.ALIVE
+        assert st.evidence.pid == 4242 and st.evidence.process_user == "ann"
+        assert texts(st.reasons) == ["the file is empty and PID 4242 (sema) (and 1 more) has "
+                                     "it open: it is being written, or about to be locked"]
+
+
+def test_empty_file_without_the_kernels_locks_is_held_unknown() -> None:
+    assert empty_verdict(0.4, openers=(), kernel_error="no /proc/locks").state is State.WRITING
+    st = empty_verdict(5, openers=(), kernel_error="no /proc/locks")
+    assert st.state is State.HELD and st.liveness is L.UNKNOWN
+    assert [r.code for r in st.reasons] == [Code.EMPTY_UNCHECKED]
+
+
+def empty_verdict(age: float, **kw: Any) -> LockStatus:
+    info = FileInfo(ino=1, dev=1, size=0, mtime_ns=int((NOW.timestamp() - age) * 1e9))
+    return judge_empty("/l/x.lock", file=info, policy=POLICY, now=NOW, **kw)
 
 
 def test_garbage_young_is_writing_old_is_unreadable_forever() -> None:
@@ -240,7 +274,8 @@ def test_garbage_young_is_writing_old_is_unreadable_forever() -> None:
 
 def test_future_mtime_is_not_writing_forever() -> None:
     assert unparsed(-1, size=0, error=None).state is State.WRITING
-    assert unparsed(-600, size=0, error=None).state is State.UNREADABLE
+    assert unparsed(-600, size=0, error=None).state is State.FREE
+    assert unparsed(-600, size=3, error="x").state is State.UNREADABLE
 
 
 def test_read_error_is_unreadable() -> None:

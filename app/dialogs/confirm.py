@@ -5,6 +5,8 @@ needs the user to discard, by name, the unsaved changes a file stands for."""
 from __future__ import annotations
 
 import os
+import shlex
+from datetime import datetime
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
@@ -21,10 +23,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.lockinfo import is_remote, lock_name
+from core.engine.end_holder import TERM_GRACE
 from core.holder import describe_holder
 from core.reasons import Reason, printable, render
 from core.record import LockStatus, State
 from core.tools import removal_words
+from core.verdicts.liveness import ProcessFacts
 
 
 class ConfirmDialog(QDialog):
@@ -116,15 +120,31 @@ def reclaim_dialog(st: LockStatus, parent: QWidget | None = None) -> ConfirmDial
     return ConfirmDialog("Reclaim lock", text, "Reclaim", parent=parent)
 
 
-def end_holder_dialog(st: LockStatus, pid: int,
+def _process_lines(facts: ProcessFacts) -> str:
+    """Name, user, PID, start and command line of a process, one per line, for a person to
+    recognise it before it is ended."""
+    started = datetime.fromtimestamp(facts.start).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    cmd = shlex.join(facts.cmdline) if facts.cmdline else "(not readable)"
+    if len(cmd) > 500:
+        cmd = cmd[:500] + "…"
+    return (f"Process: {printable(facts.name)} (PID {facts.pid})\n"
+            f"User: {printable(facts.user or 'unknown')}\n"
+            f"Started: {started}\n"
+            f"Command line: {printable(cmd)}")
+
+
+def end_holder_dialog(st: LockStatus, facts: ProcessFacts,
                       parent: QWidget | None = None) -> ConfirmDialog:
-    """Confirmation for ending the process ``pid`` that holds a kernel lock on ``st``'s file
-    (a reason is required; it goes to the audit log)."""
+    """Confirmation for ending the process ``facts`` that holds a kernel lock on ``st``'s file:
+    it names the process, its user and its command line; a reason is required (it goes to the
+    audit log). Gracefully first: SIGTERM (docs/gui.md, "End holder process")."""
     name = printable(os.path.basename(st.path))
-    text = (f"End PID {pid}, which holds a kernel lock on {name}?\n\nPath: "
-            f"{printable(st.path)}\n\nOnly the kernel knows this lock: deleting the file would "
-            "not release it. Lockwarden sends the process SIGTERM (it may clean up). Do this "
-            "only if it hangs: whatever it was doing stops.")
+    text = (f"End {printable(facts.name)} (PID {facts.pid}), which holds a kernel lock on "
+            f"{name}?\n\n{_process_lines(facts)}\nPath: {printable(st.path)}\n\n"
+            "Only the kernel knows this lock: deleting the file would not release it. "
+            "Lockwarden asks the process to end (SIGTERM), so it can clean up, and waits "
+            f"{TERM_GRACE:g} s for it; if it is still running then, you will be asked before it "
+            "is killed. Do this only if it hangs: whatever it was doing stops.")
     return ConfirmDialog("End holder process…", text, "End process", ask_reason=True,
                          parent=parent)
 
@@ -179,3 +199,15 @@ class UnsavedDialog(ConfirmDialog):
 def unsaved_dialog(st: LockStatus, why: Reason, parent: QWidget | None = None) -> UnsavedDialog:
     """Confirmation for a forced release of ``st``, a file standing for unsaved work ``why``."""
     return UnsavedDialog(st, why, parent)
+
+
+def kill_holder_dialog(st: LockStatus, facts: ProcessFacts,
+                       parent: QWidget | None = None) -> ConfirmDialog:
+    """The second confirmation: the holder did not exit within :data:`TERM_GRACE` s of
+    SIGTERM; kill it (SIGKILL, which it cannot catch nor clean up after)?"""
+    text = (f"{printable(facts.name)} (PID {facts.pid}) is still running {TERM_GRACE:g} s after "
+            f"it was asked to end, and still holds the lock on "
+            f"{printable(os.path.basename(st.path))}.\n\n{_process_lines(facts)}\n\n"
+            "Kill it (SIGKILL)? It cannot clean up: files it was writing may be left "
+            "half-written.")
+    return ConfirmDialog("Kill holder process…", text, "Kill process", parent=parent)

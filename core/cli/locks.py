@@ -127,11 +127,13 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
                      f"{describe_holder(now)}")
         return EXIT_NO
     status = done.status
-    if status.state is State.FREE:
+    if status.state is State.FREE and not status.empty_free:
         out.note(f"not released: {path} is not held")
         return EXIT_NO
     if out.json:
         out.data({**status.to_dict(), "kept": done.kept.to_dict() if done.kept else None})
+    elif status.empty_free:
+        out.result(f"removed {path}: an empty lock file that nobody held or had open")
     else:
         extra = f" (was {describe_holder(status)})" if force else ""
         kept = f"; the file is in {done.kept.where()}" if done.kept else ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from core.holder import process_label
 from core.reasons import human_duration, printable
 from core.record import LockStatus, State
 
@@ -49,8 +50,11 @@ def status_text(status: LockStatus) -> str:
             lines.append(f"tool: {d['tool']}")
         if d["kind"]:
             lines.append(f"kind: {d['kind']}")
-        if d["holder"]:
+        if d["holder"] and status.record is not None:  # else the process line names it
             lines.append(f"holder: {d['holder']}")
+        process = process_label(status)
+        if process:
+            lines.append(f"process: {process}")
         if d["host"]:
             lines.append(f"host: {d['host']}")
         lines.append(f"liveness: {d['liveness']}")
@@ -84,7 +88,8 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def table(statuses: Sequence[LockStatus]) -> str:
     """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT KIND HOLDER/TAG PATH
-    (KIND: ``marker``, ``kernel``, ``-``).
+    (KIND: ``marker``, ``kernel``, ``-``; HOLDER/TAG: the recorded owner, the holder process's
+    name and user (:func:`core.holder.process_label`), the tag).
 
     Unreadable entries show their reason in the HOLDER/TAG column. An empty list prints
     ``(no lock files)``."""
@@ -97,12 +102,12 @@ def table(statuses: Sequence[LockStatus]) -> str:
             who = s.error or "unreadable"
         else:
             who = " ".join(x for x in ((rec.holder if rec else None),
+                                       process_label(s, pid=False) or None,
                                        (repr(rec.tag) if rec and rec.tag else None)) if x)
         rows.append([
             s.state.value,
             _age(s),
-            str(rec.pid) if rec and rec.pid is not None else (
-                str(s.kernel_pid) if s.kernel_pid is not None else "-"),
+            str(s.holder_pid) if s.holder_pid is not None else "-",
             s.liveness.value,
             rec.format if rec else ("kernel" if s.kernel_held else "-"),
             s.kind or "-",

@@ -4,20 +4,37 @@ release it. An explicit, confirmed human decision, always audited (``end_holder`
 
 The holder is the PID the kernel names for the file at the moment of the action
 (:attr:`core.record.LockStatus.kernel_pid`, from ``/proc/locks`` and ``/proc/<pid>/fdinfo``),
-re-checked right before the signal: its start time must be the one seen, so a PID reused by
-another process is never signalled. SIGTERM first (the holder may clean up); the caller decides
-whether to escalate.
+re-checked right before the signal: its start time must be the one seen -- the one the person
+confirmed, when the caller passes it -- so a PID reused by another process is never signalled.
+
+Gracefully first (docs/gui.md, "End holder process"): :data:`signal.SIGTERM` lets the holder
+clean up; :func:`wait_for_exit` waits a bounded time (:data:`TERM_GRACE`) for it to go, woken by
+the process's exit itself (a pidfd on Linux); only if it is still there, and only after a second
+confirmation, the caller sends ``SIGKILL`` through :func:`end_holder` again. Each signal is one
+audit entry.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 
 from core.engine.operations import holder_summary, record_audit
 from core.errors import LockError
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect
+from core.verdicts.liveness import ProcessFacts, process_facts
+
+TERM_GRACE = 5.0
+"""Seconds the holder is given to exit after ``SIGTERM`` before a person is asked whether to
+kill it (``SIGKILL``)."""
+
+KILL_SIGNAL: int = getattr(signal, "SIGKILL", signal.SIGTERM)
+"""``SIGKILL`` (``SIGTERM`` where the platform has none)."""
+
+_START_TOLERANCE = 0.01
+"""Seconds by which two reads of one process's start time may differ (psutil rounds)."""
 
 
 class NotKernelHeld(LockError):
@@ -29,23 +46,39 @@ class NotKernelHeld(LockError):
         super().__init__(message)
 
 
-def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = None,
-               sig: int = signal.SIGTERM, expected_pid: int | None = None) -> int:
-    """Send ``sig`` (default SIGTERM) to the process the kernel names as the holder of the lock
-    on ``path``; returns its PID. Audited as ``end_holder`` (holder, PID, process start,
-    reason), durable.
+def holder_process(path: str, *, policy: StalePolicy | None = None) -> ProcessFacts | None:
+    """The process the kernel names as the holder of the lock on ``path``, with what a
+    person needs to recognise it (name, user, start time, command line:
+    :class:`core.verdicts.liveness.ProcessFacts`); ``None`` when no kernel lock names a live
+    one. Never raises."""
+    pid = inspect(path, policy=policy).kernel_pid
+    return process_facts(pid) if pid is not None else None
 
-    ``expected_pid``: the PID the user confirmed; when the kernel now names another holder
-    (the confirmed one let go and someone else took the lock meanwhile), nothing is signalled.
+
+def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = None,
+               sig: int = signal.SIGTERM, expected_pid: int | None = None,
+               expected_start: float | None = None) -> int:
+    """Send ``sig`` (default SIGTERM) to the process the kernel names as the holder of the lock
+    on ``path``; returns its PID. Audited as ``end_holder`` (holder, PID, process name, user,
+    start time, command line, signal, reason), durable.
+
+    Args:
+        path: the lock file.
+        reason: why, for the audit log.
+        policy: the stale policy to judge with.
+        sig: the signal (``SIGTERM``; :data:`KILL_SIGNAL` after a second confirmation).
+        expected_pid: the PID the user confirmed; when the kernel now names another holder
+            (the confirmed one let go and someone else took the lock meanwhile), nothing is
+            signalled.
+        expected_start: the start time (Unix s) of the process the user confirmed
+            (:attr:`ProcessFacts.start`); another process under that PID is never signalled.
 
     Raises:
         NotKernelHeld: no kernel lock decides the verdict, the kernel names no PID or another
             PID than ``expected_pid``, the PID is this process, init, or no longer the process
-            seen (reused or gone).
+            seen or confirmed (reused or gone).
         PermissionError: the process belongs to another user (nothing was signalled).
     """
-    import psutil
-
     status = inspect(path, policy=policy)
     pid = status.kernel_pid
     if not status.kernel_held or pid is None:
@@ -57,22 +90,55 @@ def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = No
     if pid in (1, os.getpid()):
         raise NotKernelHeld(f"{path}: the holder is PID {pid}, which Lockwarden never ends",
                             status)
-    try:
-        proc = psutil.Process(pid)
-        start, name = proc.create_time(), proc.name()
-    except psutil.NoSuchProcess:
-        raise NotKernelHeld(f"{path}: PID {pid} has already exited", status) from None
+    facts = process_facts(pid)
+    if facts is None:
+        raise NotKernelHeld(f"{path}: PID {pid} has already exited", status)
+    if expected_start is not None and abs(facts.start - expected_start) > _START_TOLERANCE:
+        raise NotKernelHeld(f"{path}: PID {pid} is now another process than the one "
+                            "confirmed; nothing was signalled", status)
     again = inspect(path, policy=policy)
-    try:
-        same = again.kernel_pid == pid and psutil.Process(pid).create_time() == start
-    except psutil.NoSuchProcess:
-        same = False
-    if not same:
+    now = process_facts(pid)
+    if again.kernel_pid != pid or now is None or abs(now.start - facts.start) > _START_TOLERANCE:
         raise NotKernelHeld(f"{path}: the holder changed while it was checked; nothing was "
                             "signalled", again)
     os.kill(pid, sig)
     record_audit(path, "end_holder", details={
-        "holder": holder_summary(status), "pid": pid, "process_name": name,
-        "process_start": start, "signal": signal.Signals(sig).name, "reason": reason,
+        "holder": holder_summary(status), "pid": pid, "process_name": facts.name,
+        "process_user": facts.user, "process_start": facts.start,
+        "cmdline": list(facts.cmdline), "signal": signal.Signals(sig).name, "reason": reason,
     }, durable=True)
     return pid
+
+
+def wait_for_exit(pid: int, start: float, timeout: float) -> bool:
+    """Wait at most ``timeout`` seconds for process ``pid`` (the one that started at ``start``,
+    Unix s) to exit; True once it has (a zombie counts: it exited), False when it still runs.
+    Woken by the exit itself through a pidfd where the OS has one (Linux >= 5.3), else by
+    psutil's wait. Never raises."""
+    import psutil
+
+    facts = process_facts(pid)
+    if facts is None or abs(facts.start - start) > _START_TOLERANCE:
+        return True  # gone (or the PID is someone else's now)
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is not None:
+        try:
+            fd = pidfd_open(pid)
+        except OSError:
+            return True  # no such process any more
+        try:
+            again = process_facts(pid)  # opened after the check: the pidfd is that process's
+            if again is None or abs(again.start - start) > _START_TOLERANCE:
+                return True
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(max(timeout, 0.0) * 1000))
+        finally:
+            os.close(fd)
+    try:
+        psutil.Process(pid).wait(timeout=max(timeout, 0.0))
+    except psutil.TimeoutExpired:
+        return process_facts(pid) is None
+    except psutil.Error:
+        return True
+    return True

@@ -214,10 +214,11 @@ def is_a_lock(status: LockStatus) -> bool:
     """True when ``status`` is a verdict on something a forced operation may remove or
     replace: a file some lock format reads (any :class:`~core.record.LockRecord`), or an empty
     regular file (lock files of flock(1), dpkg and many tools are empty; an empty file is also
-    what a writer that crashed before writing leaves). False for anything else: a file no
-    format reads (a text file, a binary, one over 64 KiB). Free paths are not locks either.
+    what a writer that crashed before writing leaves), also one judged ``free`` because nobody
+    holds it or has it open (``empty_free``). False for anything else: a file no format reads
+    (a text file, a binary, one over 64 KiB). Free paths are not locks either.
     docs/engine.md, "What force may remove"."""
-    if status.record is not None:
+    if status.record is not None or status.empty_free:
         return True
     return status.state is not State.FREE and status.file is not None and status.file.size == 0
 
@@ -383,7 +384,10 @@ def force_release_kept(
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files (never removed).
         ReadOnlyLock: a regular file that is not a lock (:func:`is_a_lock`), one a kernel
-            lock holds (never removed), or a claim in an af ledger (audited).
+            lock holds (never removed; an empty file is removed holding its ``flock``, so one
+            locked meanwhile is refused too: :mod:`core.engine.unheld`), or a claim in an af
+            ledger (audited).
+        LockHeld: an empty file another process has open (it may lock it next).
         UnsavedChanges: the file stands for unsaved work and not ``discard_unsaved``
             (audited; nothing removed).
         NotKept: the foreign file could be kept neither in the trash nor in quarantine
@@ -446,15 +450,19 @@ def release_path_kept(
     ``pid`` and this host (sema's and semats' release check, ``docs/specs/semats.txt``
     "Lock Release"), checked under the directory guard; with ``force`` it is removed whoever
     holds it (audited as ``force_release``; a foreign file with content is kept in the trash
-    or quarantine, as :func:`force_release_kept` does). Judged under ``policy`` (default
+    or quarantine, as :func:`force_release_kept` does) -- also an empty file nobody holds or
+    has open (``free``, :attr:`core.record.LockStatus.empty_free`), removed holding its
+    ``flock`` (:mod:`core.engine.unheld`). Judged under ``policy`` (default
     :data:`core.stale_policy.DEFAULT_POLICY`).
 
     Raises:
         LockLost: no lock, or it is not ``pid``'s on this host (and not ``force``).
         UnreadableError: the path is a symlink, FIFO, directory or device, or one of the
             engine's own files.
-        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`);
-            a claim in an af ledger (audited ``release_refused``, result ``refused``).
+        ReadOnlyLock: ``force`` and a regular file that is not a lock (:func:`is_a_lock`), or
+            an empty file a kernel lock holds by the time it is removed; a claim in an af
+            ledger (audited ``release_refused``, result ``refused``).
+        LockHeld: ``force`` and an empty file another process has open (it may lock it next).
         UnsavedChanges: ``force``, the file stands for unsaved work and not
             ``discard_unsaved`` (audited).
         NotKept: ``force``, and the foreign file could not be kept (nothing removed).
@@ -466,7 +474,7 @@ def release_path_kept(
     refuse_ledger_claim(p, status)
     if force and status.anchor_tool:
         refuse_not_a_lock(p, status, "release")  # raises: a tool's kernel-lock anchor
-    if status.state is State.FREE:
+    if status.state is State.FREE and not (force and status.empty_free):
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise LockLost(f"{p}: there is no lock to release")
     fmt = status.record.format if status.record else None

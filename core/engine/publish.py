@@ -37,7 +37,8 @@ from typing import Literal, NamedTuple
 
 from core.engine import exchange as _exchange
 from core.engine.exchange import DirGuard, ExchangeUnsupported
-from core.errors import LockError, LockLost, UnreadableError
+from core.engine.unheld import holding_empty
+from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock, UnreadableError
 from core.fsutil import (
     WRITE_EXCL_FLAGS,
     describe_mode,
@@ -306,8 +307,9 @@ class Outcome(NamedTuple):
 
 
 def accept_stale(status: LockStatus) -> bool:
-    """The take-over rule of a plain acquire: break only a ``stale`` lock."""
-    return status.state is State.STALE
+    """The take-over rule of a plain acquire: break only a ``stale`` lock, or replace an empty
+    file nobody holds or has open (``free``: :attr:`core.record.LockStatus.empty_free`)."""
+    return status.state is State.STALE or status.empty_free
 
 
 def publish_or_take_over(staged: Staged, policy: StalePolicy) -> Outcome:
@@ -320,10 +322,10 @@ def publish_or_take_over(staged: Staged, policy: StalePolicy) -> Outcome:
         if publish(staged):
             return Outcome("published", status)
         status = inspect(staged.path, policy=policy)
-        if status.state is State.FREE:
+        if status.state is State.FREE and not status.empty_free:
             continue
         refuse_unreadable(staged.path, status)  # symlink/FIFO/dir slipped in: clear error
-        if status.state is not State.STALE:
+        if not accept_stale(status):
             return Outcome("refused", status)
         out = take_over(staged, status, accept_stale, policy)
         if out.kind != "retry":
@@ -343,7 +345,9 @@ def take_over(
     (re-read and re-judged under the guard) it is still the judged file and ``accept``
     approves the new verdict (docs/engine.md, "Reclaim is race-free", steps 1-5). The judged
     file, once out and verified, goes to ``dispose`` (default: unlinked); if that raises, the
-    judged file is swapped back and the exception propagates.
+    judged file is swapped back and the exception propagates. An empty
+    file is replaced holding its ``flock`` until it is gone (:mod:`core.engine.unheld`):
+    ``"refused"`` when a process holds it or has it open by then.
 
     Raises:
         GuardTimeout: the directory guard stayed held by another process.
@@ -352,7 +356,7 @@ def take_over(
         UnreadableError: something not a regular file is at the path.
     """
     path = staged.path
-    with DirGuard(os.path.dirname(path)) as guard:
+    with DirGuard(os.path.dirname(path)) as guard, contextlib.ExitStack() as hold:
         crash_point("reclaim_after_guard")
         cur = read_regular(path)
         if cur is None:
@@ -367,6 +371,13 @@ def take_over(
             return Outcome("retry", now_status)  # another file now: judge it afresh
         if not accept(now_status):
             return Outcome("refused", now_status)
+        if not cur_data.strip():  # an empty file: hold its flock while it goes (unheld.py)
+            try:
+                hold.enter_context(holding_empty(path, cur_info))
+            except LockLost:
+                return Outcome("retry", now_status)
+            except (ReadOnlyLock, LockHeld):
+                return Outcome("refused", inspect(path, policy=policy))
         if cur_info.dev in _no_exchange_devs:
             return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
         try:
@@ -484,10 +495,13 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
     replace files without the guard) and delete it -- or hand it to ``dispose`` (a forced
     removal keeps foreign files: :class:`core.engine.trash.Disposal`); put it back if it is not
     ours, or if ``dispose`` raises (docs/engine.md, "Release never deletes a successor's
-    lock"). Returns the removed file's bytes and identity.
+    lock"). An empty file is removed holding its ``flock``
+    (:func:`core.engine.unheld.holding_empty`). Returns the removed file's bytes and identity.
 
     Raises:
         LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
+        ReadOnlyLock: an empty file a process holds a kernel lock on now (left in place).
+        LockHeld: an empty file another process has open (left in place).
         GuardTimeout: the directory guard stayed held by another process.
     """
     with DirGuard(os.path.dirname(path)):
@@ -503,16 +517,20 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
         seen = read_regular(path)
         if seen is None or not ours(seen[0], seen[1]):
             raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
-        try:
-            os.rename(path, rel)
-        except FileNotFoundError:
-            raise LockLost(f"{path}: the lock file is gone") from None
-        crash_point("release_after_rename_out")
-        out = read_regular(rel)
-        if out is None or not ours(out[0], out[1]):
-            _put_back(rel, path)
-            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
-        _dispose(rel, path, out, dispose)
+        with contextlib.ExitStack() as hold:
+            if not seen[0].strip():  # an empty file: hold its flock while it goes (unheld.py)
+                hold.enter_context(holding_empty(path, seen[1]))
+            try:
+                os.rename(path, rel)
+            except FileNotFoundError:
+                raise LockLost(f"{path}: the lock file is gone") from None
+            crash_point("release_after_rename_out")
+            out = read_regular(rel)
+            if out is None or not ours(out[0], out[1]):
+                _put_back(rel, path)
+                raise LockLost(f"{path}: the lock file now belongs to someone else; left in "
+                               "place")
+            _dispose(rel, path, out, dispose)
     return out
 
 

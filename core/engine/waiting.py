@@ -71,12 +71,16 @@ def wait(
 
 
 def local_holder_pid(status: LockStatus) -> int | None:
-    """The PID to watch for exit while ``status`` stops us: a live holder on this host, else
-    None (a dead one's exit is past; a remote or unknown one cannot be watched)."""
+    """The PID to watch for exit while ``status`` stops us: a live holder on this host -- the
+    one the lock records, else the process its evidence names (the kernel lock's holder, the
+    process that has an empty file open) -- else None (a dead one's exit is past; a remote or
+    unknown one cannot be watched)."""
     rec = status.record
-    if rec is None or rec.pid is None or status.state is State.FREE:
+    if status.state is State.FREE or status.liveness is not Liveness.ALIVE:
         return None
-    if status.liveness is not Liveness.ALIVE:
+    if rec is None:
+        return status.evidence.pid
+    if rec.pid is None:
         return None
     return rec.pid if on_this_host(rec.host) else None
 

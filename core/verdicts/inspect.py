@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -30,10 +29,21 @@ from core.record import (
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts.liveness import ProcessSnapshot, check, evidence
-from core.verdicts.policy import free_status, judge, judge_unparsed, judge_unreadable
+from core.verdicts.policy import (
+    free_status,
+    judge,
+    judge_empty,
+    judge_unparsed,
+    judge_unreadable,
+)
 
 if TYPE_CHECKING:
     from core.kernel.locks import Holding
+    from core.kernel.openfiles import KernelView
+
+EMPTY_REREADS = 3
+"""Times :func:`inspect` reads an empty file again when it changed while it was judged (its
+writer wrote and closed it between the read and the look at who has it open)."""
 
 
 def inspect(
@@ -65,20 +75,39 @@ def inspect(
     string or path-like, as any file function would.)
     """
     policy = policy or DEFAULT_POLICY
-    now = now or datetime.now(UTC)
+    fixed_now = now
+    for _ in range(EMPTY_REREADS):
+        now = fixed_now or datetime.now(UTC)
+        try:
+            data, info = _read_settled(path)
+        except FileNotFoundError:
+            claim = _ledger_claim(path, policy=policy, procs=procs, now=now)
+            if claim is not None:
+                return claim
+            return free_status(path, policy=policy, now=now)
+        except UnreadableError as exc:
+            return judge_unreadable(path, kind=exc.kind, detail=exc.reason, policy=policy,
+                                    now=now)
+        except OSError as exc:  # anything read_lock_file did not foresee
+            return judge_unreadable(path, kind=UnreadableKind.OS_ERROR, detail=os_reason(exc),
+                                    policy=policy, now=now)
+        status = inspect_bytes(path, data, info, policy=policy, procs=procs, now=now)
+        if not status.empty_free or _same_file(path, info):
+            return status
+    return status
+
+
+def _same_file(path: str, info: FileInfo | None) -> bool:
+    """True when ``path`` is still the file ``info`` describes (inode, device, size, mtime):
+    a verdict of ``free`` on an empty file stands only if nobody wrote it meanwhile."""
+    if info is None:
+        return True
     try:
-        data, info = _read_settled(path)
-    except FileNotFoundError:
-        claim = _ledger_claim(path, policy=policy, procs=procs, now=now)
-        if claim is not None:
-            return claim
-        return free_status(path, policy=policy, now=now)
-    except UnreadableError as exc:
-        return judge_unreadable(path, kind=exc.kind, detail=exc.reason, policy=policy, now=now)
-    except OSError as exc:  # anything read_lock_file did not foresee
-        return judge_unreadable(path, kind=UnreadableKind.OS_ERROR, detail=os_reason(exc),
-                                policy=policy, now=now)
-    return inspect_bytes(path, data, info, policy=policy, procs=procs, now=now)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns) == (
+        info.ino, info.dev, info.size, info.mtime_ns)
 
 
 def inspect_bytes(
@@ -90,6 +119,7 @@ def inspect_bytes(
     procs: ProcessSnapshot | None = None,
     now: datetime | None = None,
     mtime: float | None = None,
+    kernel: KernelView | None = None,
 ) -> LockStatus:
     """The verdict on a lock whose bytes were already read (by the scanner).
 
@@ -99,6 +129,9 @@ def inspect_bytes(
         file: the identity of the file the bytes came from, or ``None``.
         policy, procs, now: as :func:`inspect`.
         mtime: the file's modification time (Unix s); default ``file.mtime_ns``.
+        kernel: the kernel's locks and open files for a batch of verdicts
+            (:class:`core.kernel.openfiles.KernelView`: ``/proc/locks`` read once, one walk of
+            the open descriptors for all empty files); default a view for this file alone.
 
     An empty file on which the kernel holds a lock (flock, fcntl, OFD: cargo, uv, dpkg,
     ``flock(1)``, filelock's ``FileLock``) is ``held`` (``kernel_lock_held``), never stale:
@@ -111,10 +144,13 @@ def inspect_bytes(
     never replaced; so is an anchor whose content no format reads (Gradle writes an
     information region into its lock files, docs/specs/devtool-locks.md §1 row Gradle). An empty git
     lock file (``HEAD.lock``) is a ``git-lock``.
-    Other empty bytes (or only whitespace) and bytes no format accepts go to
-    :func:`core.verdicts.policy.judge` as ``empty_or_partial`` (``writing`` while young; an old
-    empty file is ``stale``; garbage stays ``unreadable``). Parsed records get a liveness check
-    (:func:`core.verdicts.liveness.check`) and a verdict. Never raises for the content of ``data``.
+    Other empty bytes (or only whitespace) are judged by
+    :func:`core.verdicts.policy.judge_empty` with the processes that have the file open
+    (``free`` when nobody does; ``writing`` while someone does; never ``stale``, never
+    ``unreadable``). Bytes no format accepts go to :func:`core.verdicts.policy.judge_unparsed`
+    (``writing`` while young; garbage stays ``unreadable``). Parsed records get a liveness
+    check (:func:`core.verdicts.liveness.check`) and a verdict. Never raises for the content of
+    ``data``.
     """
     policy = policy or DEFAULT_POLICY
     now = now or datetime.now(UTC)
@@ -122,19 +158,24 @@ def inspect_bytes(
         mtime = file.mtime_ns / 1e9
     empty = not data.strip()
     if empty:
-        kernel = _kernel_verdict(path, file, policy=policy, now=now, any_file=True)
-        if kernel is not None:
-            return kernel
+        view = kernel if kernel is not None else _view()
+        held, error = view.holders(path)
+        verdict = _kernel_verdict(path, file, held, error, policy=policy, now=now,
+                                  any_file=True)
+        if verdict is not None:
+            return verdict
         if not _named_by_path(path):
-            return judge_unparsed(path, empty=True, detail="the file is empty", policy=policy,
-                                  now=now, file=file, mtime=mtime)
+            return _judge_empty(path, file, view, error, policy=policy, now=now, mtime=mtime)
     try:
         record = _parse(data, path)
     except ParseError as exc:  # partial: "writing" within the grace, else unreadable
         # an anchor with content of its own (Gradle's info region) is still an anchor
-        kernel = _kernel_verdict(path, file, policy=policy, now=now, any_file=False)
-        if kernel is not None:
-            return kernel
+        if anchor_tool(path) is not None:
+            held, error = (kernel if kernel is not None else _view()).holders(path)
+            verdict = _kernel_verdict(path, file, held, error, policy=policy, now=now,
+                                      any_file=False)
+            if verdict is not None:
+                return verdict
         return judge_unparsed(path, empty=False, detail=exc.reason, policy=policy, now=now,
                               file=file, mtime=mtime)
     return judge_record(path, record, policy=policy, procs=procs, now=now, file=file,
@@ -214,6 +255,14 @@ def _named_by_path(path: str) -> bool:
     return git.lock_target(path) is not None
 
 
+def _view() -> KernelView:
+    """A :class:`core.kernel.openfiles.KernelView` for one verdict (imported lazily: the CLI's
+    ``status`` of a file with content never needs it)."""
+    from core.kernel.openfiles import KernelView
+
+    return KernelView()
+
+
 def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus | None:
     """The ``held`` verdict of a kernel lock (flock, POSIX, OFD) on ``path`` whatever the file
     holds -- a pidfile with content can be flock'ed too -- or ``None`` when the kernel shows
@@ -221,11 +270,35 @@ def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus
     (:func:`core.engine.operations.refuse_not_a_lock`). Never raises."""
     from core.stale_policy import DEFAULT_POLICY
 
-    held, _ = _kernel_lookup(path)
+    held, _ = _view().holders(path)
     if not held:
         return None
     return _held_status(path, held[0], None, policy=policy or DEFAULT_POLICY,
                         now=datetime.now(UTC), tool=anchor_tool(path))
+
+
+def _judge_empty(path: str, file: FileInfo | None, view: KernelView, kernel_error: str | None,
+                 *, policy: StalePolicy, now: datetime, mtime: float | None) -> LockStatus:
+    """:func:`core.verdicts.policy.judge_empty` with the processes that have the file open
+    (:meth:`core.kernel.openfiles.KernelView.open_by`) and the first one's name and user."""
+    openers: tuple[int, ...] | None = None
+    if file is not None:
+        openers = view.open_by(file.dev, file.ino, mtime)
+    opener = _process_evidence(openers[0]) if openers else None
+    return judge_empty(path, openers=openers, policy=policy, now=now, file=file, mtime=mtime,
+                       kernel_error=kernel_error, opener=opener)
+
+
+def _process_evidence(pid: int | None) -> Evidence:
+    """:class:`~core.record.Evidence` naming process ``pid``: start time, name and user
+    (:func:`core.verdicts.liveness.process_facts`); only the PID when it cannot be read."""
+    from core.verdicts.liveness import boot_time, process_facts
+
+    facts = process_facts(pid) if pid else None
+    if facts is None:
+        return Evidence(pid=pid)
+    return Evidence(pid=pid, process_start=facts.start, process_name=facts.name,
+                    process_user=facts.user, process_uid=facts.uid, boot_time=boot_time())
 
 
 def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StalePolicy,
@@ -247,16 +320,16 @@ def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StaleP
                       checked_at=now, file=file, policy=policy, read_only=True)
 
 
-def _kernel_verdict(path: str, file: FileInfo | None, *, policy: StalePolicy, now: datetime,
-                    any_file: bool) -> LockStatus | None:
-    """The verdict the kernel's locks decide for ``path``: ``held`` (``kernel_lock_held``) when
-    one is held on it -- on any file with ``any_file``, else only on a known tool's anchor --
-    else, for an anchor (:func:`core.kernel.anchors.anchor_tool`), ``free`` or ``unchecked``
-    (:func:`anchor_status`); ``None`` when the kernel decides nothing."""
+def _kernel_verdict(path: str, file: FileInfo | None, held: list[Holding], error: str | None,
+                    *, policy: StalePolicy, now: datetime, any_file: bool) -> LockStatus | None:
+    """The verdict the kernel's locks (``held``, or ``error``: why they could not be read)
+    decide for ``path``: ``held`` (``kernel_lock_held``) when one is held on it -- on any file
+    with ``any_file``, else only on a known tool's anchor -- else, for an anchor
+    (:func:`core.kernel.anchors.anchor_tool`), ``free`` or ``unchecked`` (:func:`anchor_status`);
+    ``None`` when the kernel decides nothing."""
     tool = anchor_tool(path)
     if tool is None and not any_file:
         return None
-    held, error = _kernel_lookup(path)
     if held:
         return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
     if tool is not None:
@@ -264,36 +337,18 @@ def _kernel_verdict(path: str, file: FileInfo | None, *, policy: StalePolicy, no
     return None
 
 
-def _kernel_lookup(path: str) -> tuple[list[Holding], str | None]:
-    """The kernel locks on ``path`` (:func:`core.kernel.locks.kernel_holders`; empty when none)
-    and ``None``, or ``[]`` and why they could not be read (no ``/proc/locks``: not Linux, a
-    restricted container). On Linux without ``/proc/locks`` the ``F_GETLK`` fallback cannot
-    see flock locks (docs/formats.md, "Where there is no /proc/locks"), so finding none there
-    is not "none" but "cannot tell". Never raises."""
-    from core.kernel.locks import kernel_holders
-
-    try:
-        if not sys.platform.startswith("linux"):
-            return kernel_holders([path]).get(path) or [], None
-        try:
-            return kernel_holders([path], source="proc").get(path) or [], None
-        except OSError:
-            held = kernel_holders([path], source="getlk").get(path) or []
-            return held, (None if held else "no /proc/locks here, and F_GETLK cannot see "
-                          "flock locks")
-    except Exception as exc:
-        return [], os_reason(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
-
-
 def _held_status(path: str, h: Holding, file: FileInfo | None, *, policy: StalePolicy,
                  now: datetime, tool: str | None) -> LockStatus:
     """``held`` with ``kernel_lock_held`` for the kernel lock ``h`` on ``path``; ``tool``
-    names a known anchor's tool (then the verdict is also ``read_only``)."""
+    names a known anchor's tool (then the verdict is also ``read_only``). The evidence names
+    the holder process the kernel names (name, user, start time)."""
     pid = h.pids[0] if h.pids else None
+    who = _process_evidence(pid)
     return LockStatus(path, State.HELD, liveness=Liveness.ALIVE if pid else Liveness.UNKNOWN,
-                      reasons=(Reason.of(Code.KERNEL_LOCK_HELD, pid=pid, kind=h.lock.kind.value,
-                                         access=h.lock.access.value, file=path, tool=tool),),
-                      checked_at=now, file=file, policy=policy, evidence=Evidence(pid=pid),
+                      reasons=(Reason.of(Code.KERNEL_LOCK_HELD, pid=pid, name=who.process_name,
+                                         kind=h.lock.kind.value, access=h.lock.access.value,
+                                         file=path, tool=tool),),
+                      checked_at=now, file=file, policy=policy, evidence=who,
                       read_only=tool is not None)
 
 

@@ -326,17 +326,81 @@ def boot_time() -> float | None:
 
 
 def evidence(record: LockRecord, reasons: list[Reason]) -> Evidence:
-    """The :class:`~core.record.Evidence` of a :func:`check`: the PID looked up, the start time
-    and name of the process found under it, and this host's boot time."""
+    """The :class:`~core.record.Evidence` of a :func:`check`: the PID looked up, the start time,
+    name and user of the process found alive under it (:func:`process_owner`: one look-up
+    per live holder), and this host's boot time."""
     start: float | None = None
     name: str | None = None
+    alive = False
     for r in reasons:
         if r.code in (Code.HOLDER_ALIVE, Code.HOLDER_ALIVE_UNVERIFIED):
             s, n = r.get("start"), r.get("name")
             start = float(s) if isinstance(s, int | float) else None
             name = n if isinstance(n, str) else None
+            alive = True
+    uid, user = process_owner(record.pid) if alive and record.pid else (None, None)
     return Evidence(pid=record.pid, process_start=start, process_name=name,
-                    boot_time=boot_time())
+                    boot_time=boot_time(), process_user=user, process_uid=uid)
+
+
+@functools.lru_cache(maxsize=256)
+def user_name(uid: int) -> str:
+    """The login name of ``uid`` (``pwd``), or the number as text when it has none (a
+    container's user, a deleted account). Cached: names of UIDs do not change while we run."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def process_owner(pid: int) -> tuple[int | None, str | None]:
+    """``(real UID, user name)`` of process ``pid`` (psutil; the UID is ``None`` on Windows,
+    where the name is psutil's ``DOMAIN\\user``); ``(None, None)`` when there is no such
+    process or it cannot be read. Never raises."""
+    try:
+        proc = psutil.Process(pid)
+        try:
+            uid = int(proc.uids().real)
+        except AttributeError:  # Windows: no UIDs
+            return None, proc.username()
+    except (psutil.Error, OSError, ValueError):
+        return None, None
+    return uid, user_name(uid)
+
+
+class ProcessFacts(NamedTuple):
+    """What a person needs to recognise a process before ending it (docs/gui.md, "End holder
+    process"): its PID, name, user, start time (Unix s; identifies it against PID reuse) and
+    command line (arguments; empty when not readable)."""
+
+    pid: int
+    name: str
+    user: str | None
+    uid: int | None
+    start: float
+    cmdline: tuple[str, ...]
+
+
+def process_facts(pid: int) -> ProcessFacts | None:
+    """The :class:`ProcessFacts` of ``pid``, or ``None`` when there is no such process (or
+    it is a zombie, or even its start time cannot be read). Never raises."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            start = proc.create_time()
+            name = proc.name()
+            try:
+                cmdline = tuple(proc.cmdline())
+            except psutil.AccessDenied:
+                cmdline = ()
+    except (psutil.Error, OSError):
+        return None
+    uid, user = process_owner(pid)
+    return ProcessFacts(pid, name, user, uid, start, cmdline)
 
 
 def _predates(start: float | None, written: float | None, taken_at: float) -> bool:

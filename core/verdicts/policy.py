@@ -16,7 +16,8 @@ from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, St
 from core.stale_policy import StalePolicy
 
 __all__ = [
-    "free_status", "judge", "judge_unparsed", "judge_unreadable", "taskmcp_decision",
+    "free_status", "judge", "judge_empty", "judge_unparsed", "judge_unreadable",
+    "taskmcp_decision",
 ]
 
 BOOT_SLACK = 1.0
@@ -53,14 +54,15 @@ def judge_unparsed(
     """The verdict on bytes that are empty (``empty``) or that no format parses (``detail``:
     the parser's reason). Never raises.
 
-    Rules: younger than ``writing_grace`` (by mtime) -> ``writing`` (a peer created the file
-    with ``O_EXCL`` and is still writing); empty and older than ``stale_after`` -> ``stale``
-    (sema creates the file, then writes it: a crash in between leaves an empty file forever,
-    docs/DESIGN.md "Defects"); else ``unreadable`` with the parse reason (garbage is never stale:
-    never deleted)."""
+    Rules: empty -> :func:`judge_empty` without knowing who has the file open; younger than
+    ``writing_grace`` (by mtime) -> ``writing`` (a peer created the file with ``O_EXCL`` and is
+    still writing); else ``unreadable`` with the parse reason (garbage is never stale: never
+    deleted)."""
     if mtime is None and file is not None:
         mtime = file.mtime_ns / 1e9
-    kind = UnreadableKind.EMPTY if empty else UnreadableKind.PARSE
+    if empty:
+        return judge_empty(path, openers=None, policy=policy, now=now, file=file, mtime=mtime)
+    kind = UnreadableKind.PARSE
 
     def status(state: State, reason: Reason) -> LockStatus:
         return LockStatus(path, state, reasons=(reason,), error=detail, checked_at=now,
@@ -69,9 +71,66 @@ def judge_unparsed(
     age = now.timestamp() - mtime if mtime is not None else None
     if age is not None and -policy.writing_grace <= age < policy.writing_grace:
         return status(State.WRITING, Reason.of(Code.WRITING, empty=empty, age_s=max(age, 0.0)))
-    if empty and age is not None and age > policy.stale_after:
-        return status(State.STALE, Reason.of(Code.EMPTY_LEFT_BY_CRASH, age_s=age))
     return status(State.UNREADABLE, Reason.of(Code.UNREADABLE, kind=kind.value, detail=detail))
+
+
+def judge_empty(
+    path: str,
+    *,
+    openers: tuple[int, ...] | None,
+    policy: StalePolicy,
+    now: datetime,
+    file: FileInfo | None = None,
+    mtime: float | None = None,
+    kernel_error: str | None = None,
+    opener: Evidence | None = None,
+) -> LockStatus:
+    """The verdict on an empty (or whitespace-only) file on which the kernel shows no lock
+    (docs/DESIGN.md, "Two kinds of locks": an empty file that no kernel lock holds and no
+    process has open is free). Never raises.
+
+    Args:
+        openers: the other processes that have the file open (``()``: none), or ``None`` when
+            that cannot be told (:meth:`core.kernel.openfiles.KernelView.open_by`).
+        kernel_error: why the kernel's locks could not be read (then a kernel lock may hold
+            the file unseen), or ``None``.
+        opener: the first opener's process (name, user), for the evidence.
+        policy, now, file, mtime: as :func:`judge_unparsed`.
+
+    Rules, in order:
+        - a process has it open -> ``writing`` (``empty_open``), whatever its age: its writer
+          is writing it (sema creates the file, then writes it), or about to lock it
+          (filelock and ``flock(1)`` open, then ``flock``);
+        - younger than ``writing_grace`` and nobody known to have it open (``openers`` is
+          ``None``, or the kernel's locks are unreadable) -> ``writing`` (``writing``);
+        - the kernel's locks cannot be read -> ``held``, liveness ``unknown``
+          (``empty_unchecked``);
+        - otherwise -> ``free`` (``empty_free``): what filelock, portalocker, fasteners and
+          ``flock(1)`` leave when they release, and what a sema that crashed between its
+          create and its write leaves (nobody holds that either; docs/verdicts.md). Never
+          ``stale``, never ``unreadable``.
+    """
+    if mtime is None and file is not None:
+        mtime = file.mtime_ns / 1e9
+    age = now.timestamp() - mtime if mtime is not None else None
+    young = age is not None and -policy.writing_grace <= age < policy.writing_grace
+
+    def status(state: State, reason: Reason, *, liveness: Liveness = Liveness.UNKNOWN,
+               evidence: Evidence | None = None) -> LockStatus:
+        return LockStatus(path, state, liveness=liveness, reasons=(reason,), checked_at=now,
+                          file=file, policy=policy, evidence=evidence or Evidence())
+
+    if openers:
+        who = opener or Evidence(pid=openers[0])
+        return status(State.WRITING, Reason.of(Code.EMPTY_OPEN, pid=openers[0],
+                                               name=who.process_name, count=len(openers)),
+                      liveness=Liveness.ALIVE, evidence=who)
+    if young and (openers is None or kernel_error is not None):
+        return status(State.WRITING, Reason.of(Code.WRITING, empty=True,
+                                               age_s=max(age or 0.0, 0.0)))
+    if kernel_error is not None:
+        return status(State.HELD, Reason.of(Code.EMPTY_UNCHECKED, detail=kernel_error))
+    return status(State.FREE, Reason.of(Code.EMPTY_FREE, open_seen=openers is not None))
 
 
 def judge(

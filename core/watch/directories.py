@@ -31,6 +31,8 @@ from core.watch.watched_dir import DirStatus, Proof, SpecKey, WatchedDir
 __all__ = ["DIRECT_LOOKUPS", "DirStatus", "Directories", "WatchedDir", "take_snapshot"]
 
 if TYPE_CHECKING:
+    from core.kernel.openfiles import KernelView, OpenFiles
+    from core.record import LockStatus
     from core.verdicts.liveness import ProcessSnapshot
 
 log = logging.getLogger("core.watch.watcher")  # one logger for everything the watcher does
@@ -52,9 +54,41 @@ the tree's own walk (:func:`core.watch.scan.list_dir`) is repeated instead (docs
 _UNWATCHED = " (for sub-directories not watched)"
 """The end of a project tree's message while some of its directories could not be watched."""
 
+OPEN_SCAN_GAP = 0.5
+"""Seconds during which one walk of the open descriptors
+(:func:`core.kernel.openfiles.scan_open_files`) serves every round of the watcher, at least: a
+burst of rounds walks ``/proc`` at most twice a second. A file changed after the walk started
+is not judged from it (its writer may have opened it after the walk passed): an empty one is
+``writing`` until its writing grace ends, then judged with the next walk, or ``free`` when
+none is due yet (docs/watching.md, "Empty files")."""
+
+OPEN_SCAN_DUTY = 20.0
+"""The gap between two walks is also at least this many times the last walk's duration, so the
+walks never take more than 1/20 (5 %) of one core, however many descriptors the host has."""
+
 REWALK_DELAY = 0.05
 """Seconds after which a project tree is walked again when a rescan started watching a new
 sub-directory: files created in it before its watch existed are found then."""
+
+
+def _blank(read: _scan.FileRead) -> bool:
+    """True when the file read was empty or only whitespace: only such a file needs the
+    kernel's view (:meth:`Directories.kernel_view`)."""
+    return read.data is not None and not read.data.strip()
+
+
+def _awaits_walk(st: LockStatus) -> bool:
+    """True for an empty file whose verdict a walk of the open descriptors may change: open by
+    a process (``empty_open``), young and not yet seen by a walk (``writing``), or free without
+    a walk that saw it (``empty_free`` with ``open_seen`` false)."""
+    from core.reasons import Code
+
+    for r in st.reasons:
+        if r.code in (Code.EMPTY_OPEN, Code.WRITING):
+            return True
+        if r.code is Code.EMPTY_FREE and not r.get("open_seen"):
+            return True
+    return False
 
 
 def take_snapshot() -> ProcessSnapshot | None:
@@ -86,6 +120,8 @@ class Directories:
         self.sources = Sources()
         self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
         self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round
+        self.round_view: KernelView | None = None  # the kernel's locks and open files
+        self._open_files: OpenFiles | None = None  # the last walk of the open descriptors
         self.dirty = True  # a directory's mode, message or error may have changed
         self.rescan_interval = rescan_interval
         self._emit = emit
@@ -113,6 +149,29 @@ class Directories:
 
     def _put(self, path: str, entry: Entry) -> None:
         self.inventory.put(path, entry, now_ts=time.time(), procs=self.procs)
+
+    def new_round(self) -> None:
+        """Forget this round's process snapshot and kernel view (the next round takes its
+        own); the walk of the open descriptors is kept for :data:`OPEN_SCAN_GAP` s."""
+        self.round_procs = None
+        if self.round_view is not None and self.round_view.open_files is not None:
+            self._open_files = self.round_view.open_files
+        self.round_view = None
+
+    def kernel_view(self) -> KernelView:
+        """This round's :class:`core.kernel.openfiles.KernelView`: ``/proc/locks`` read at most
+        once per round, the open descriptors walked at most once per round and reused for
+        :data:`OPEN_SCAN_GAP` s, or :data:`OPEN_SCAN_DUTY` times the walk's duration when that
+        is longer."""
+        if self.round_view is None:
+            from core.kernel.openfiles import KernelView
+
+            recent = self._open_files
+            if recent is not None and time.time() - recent.taken_at >= max(
+                    OPEN_SCAN_GAP, OPEN_SCAN_DUTY * recent.seconds):
+                recent = None
+            self.round_view = KernelView(open_files=recent)
+        return self.round_view
 
     def procs_for_reads(self, n: int) -> ProcessSnapshot | None:
         """Processes to judge ``n`` freshly read files with: ``None`` (direct look-ups) for a
@@ -144,7 +203,8 @@ class Directories:
             if old is not None:
                 self.inventory.drop(old.owner, path)
             return
-        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC))
+        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC),
+                                  kernel=self.kernel_view() if _blank(read) else None)
         self._put(path, Entry(status, d, d.policy, read, file_sig(st)))
         parent = os.path.dirname(path)
         if os.path.basename(parent) == _scan.CLAIMS_DIR:
@@ -160,7 +220,8 @@ class Directories:
                 and rec.pid not in procs:
             procs = None  # not in the snapshot: look the PID up now
         if e.read is not None:
-            status = _scan.judge_read(e.read, policy=e.policy, procs=procs, now=now)
+            status = _scan.judge_read(e.read, policy=e.policy, procs=procs, now=now,
+                                      kernel=self.kernel_view() if _blank(e.read) else None)
         elif rec is not None:
             status = _scan.judge_claim(rec, policy=e.policy, procs=procs, now=now)
         else:
@@ -454,7 +515,7 @@ class Directories:
             for path in [p for p in d.watches if p != d.root]:
                 if not os.path.isdir(path):
                     unschedule(d.watches.pop(path))
-        self._kernel_locks_taken()
+        self._empty_files_unsettled()
         if not self.inventory.has_holders:
             return
         prev, new = self.procs, take_snapshot()
@@ -464,15 +525,31 @@ class Directories:
             if e is not None:
                 self.rejudge(path, e, new)
 
-    def _kernel_locks_taken(self) -> None:
+    def _empty_files_unsettled(self) -> None:
+        """What happens to empty files without any event the watcher follows (docs/watching.md,
+        "Empty files"): a kernel lock taken on one (:meth:`_kernel_locks_taken`), and a file
+        whose verdict waits for a walk of the open descriptors -- ``writing`` because a
+        process had it open (closing a file it only read makes ``IN_CLOSE_NOWRITE``, which is
+        not followed), ``writing`` or ``free`` because no walk could speak for it yet -- judged
+        again with this round's walk (:meth:`kernel_view`: at most one per
+        :data:`OPEN_SCAN_GAP`), and only while there are such files."""
+        candidates = self.inventory.unlocked_empty_files()
+        if not candidates:
+            return
+        self._kernel_locks_taken(candidates)
+        if not self.kernel_view().can_walk:
+            return  # no /proc: the writing grace alone decides (core.verdicts.policy)
+        for path in candidates:
+            e = self.inventory.get(path)
+            if e is not None and _awaits_walk(e.status):
+                self.rejudge(path, e, self.procs)
+
+    def _kernel_locks_taken(self, candidates: list[str]) -> None:
         """Re-read the empty files on which a kernel lock was taken since they were judged
         (a free dpkg/cargo/uv anchor turns held): one ``/proc/locks`` read per liveness pass,
         only while there are such files (docs/specs/devtool-locks.md §2.6: read it on file
         events and on the liveness tick, never in a loop). Nothing happens where the kernel's
         locks cannot be read."""
-        candidates = self.inventory.unlocked_empty_files()
-        if not candidates:
-            return
         from core.kernel.locks import kernel_holders
 
         try:

@@ -228,7 +228,7 @@ class Inventory:
 
     def unlocked_empty_files(self) -> list[str]:
         """Paths of the empty files no kernel lock held when they were judged (free
-        kernel-lock anchors, empty files judged ``writing`` or ``stale``): a kernel lock taken
+        kernel-lock anchors, empty files judged ``free`` or ``writing``): a kernel lock taken
         on one changes nothing of the file, so only a look at the kernel's locks sees it
         (:meth:`core.watch.directories.Directories.liveness_pass`)."""
         return [p for p, e in self._entries.items()
@@ -275,9 +275,11 @@ class Inventory:
         rec = entry.status.record
         self._unindex(path)
         # a file no format reads but the kernel holds a lock on (core.verdicts.inspect: held,
-        # kernel_lock_held) is re-judged when the holder named in its evidence exits
+        # kernel_lock_held) is re-judged when the holder named in its evidence exits; so is an
+        # empty file that is being written (empty_open), when the process that has it open exits
         pid = rec.pid if rec is not None else (
-            entry.status.evidence.pid if entry.status.state is State.HELD else None)
+            entry.status.evidence.pid if entry.status.state in (State.HELD, State.WRITING)
+            else None)
         # a holder alive by its pin (core.kernel.pin; its recorded PID means another process
         # here) is re-judged when the process the kernel names for the pin exits, or at every
         # liveness pass when the kernel names none

@@ -46,6 +46,7 @@ from core.record import FileInfo, LockRecord, LockStatus
 from core.watch.scope import dir_matcher, skips_dir, walkable, wanted_file
 
 if TYPE_CHECKING:
+    from core.kernel.openfiles import KernelView
     from core.stale_policy import StalePolicy
     from core.verdicts.liveness import ProcessSnapshot
 
@@ -331,10 +332,14 @@ def _read_tool_lock(path: str, kind: UnreadableKind) -> FileRead | None:
 
 
 def judge_read(
-    read: FileRead, *, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime
+    read: FileRead, *, policy: StalePolicy, procs: ProcessSnapshot | None, now: datetime,
+    kernel: KernelView | None = None,
 ) -> LockStatus:
     """The verdict on a :class:`FileRead` (:func:`core.verdicts.inspect.inspect_bytes`, or an
-    ``unreadable`` verdict from :func:`core.verdicts.policy.judge` with the read error)."""
+    ``unreadable`` verdict from :func:`core.verdicts.policy.judge` with the read error).
+    ``kernel``: the kernel's locks and open files for the whole batch of reads
+    (:class:`core.kernel.openfiles.KernelView`), so that a directory of empty files costs one
+    read of ``/proc/locks`` and one walk of the open descriptors, not one per file."""
     if read.error is not None or read.data is None:
         from core.verdicts.policy import judge_unreadable
 
@@ -344,7 +349,7 @@ def judge_read(
 
     mtime = read.file.mtime_ns / 1e9 if read.file is not None else None
     return inspect_bytes(read.path, read.data, read.file, policy=policy, procs=procs, now=now,
-                         mtime=mtime)
+                         mtime=mtime, kernel=kernel)
 
 
 def replay_claims(proof_dir: str) -> list[LockRecord]:
@@ -454,12 +459,16 @@ def judge_paths(
     """The verdict on every file of ``files`` and every claim replayed from the ``af`` proof
     directories ``proofs`` under ``policy`` at ``now``, with one process snapshot ``procs``,
     sorted by path; a file that vanished since it was listed is left out (as :func:`scan`
-    judges, for the CLI's own walk too). Never raises for what is on disk."""
+    judges, for the CLI's own walk too). One :class:`core.kernel.openfiles.KernelView` serves
+    every file. Never raises for what is on disk."""
+    from core.kernel.openfiles import KernelView
+
     out: list[LockStatus] = []
+    view = KernelView()
     for path in files:
         read = read_entry(path)
         if read is not None:
-            out.append(judge_read(read, policy=policy, procs=procs, now=now))
+            out.append(judge_read(read, policy=policy, procs=procs, now=now, kernel=view))
     for proof in proofs:
         claims = [judge_claim(r, policy=policy, procs=procs, now=now)
                   for r in replay_claims(proof)]

@@ -258,7 +258,7 @@ class Watcher:
             return
         if threading.current_thread() is self._thread:  # from a callback
             with self._lock:
-                self._rooms.round_procs = None
+                self._rooms.new_round()
                 self._rooms.rescan_all(force=True)
             self._q.put(_Wake("rescan"))
             return
@@ -400,7 +400,7 @@ class Watcher:
     def _work(self, items: list[_Message], dones: list[threading.Event]) -> None:
         """One round: handle the messages, then whatever timer is due."""
         rooms = self._rooms
-        rooms.round_procs = None
+        rooms.new_round()
         now_m = time.monotonic()
         for item in items:
             if isinstance(item, _Hint):

@@ -71,8 +71,10 @@ def test_once_the_holder_exits_it_is_an_ordinary_empty_file(
     assert proc.stdin is not None
     proc.stdin.close()  # cat ends, flock(1) exits: the kernel drops the lock
     assert proc.wait(timeout=30) == 0
-    st = json.loads(lw("status", str(path), "--json").stdout)
-    assert st["kind"] == "marker" and "kernel_lock_held" not in [r["code"] for r in st["reasons"]]
+    out = lw("status", str(path), "--json")
+    st = json.loads(out.stdout)
+    assert out.returncode == 0 and st["state"] == "free" and not st["locked"]
+    assert [r["code"] for r in st["reasons"]] == ["empty_free"]
     assert lw("release", str(path), "--force", "--reason", "left over").returncode == 0
     assert not path.exists()
 
@@ -97,7 +99,7 @@ def test_kill_holder_ends_the_holder_and_a_child_keeps_the_inherited_lock(
     assert second != first and psutil.Process(second).name() == "cat"
     assert lw("kill-holder", str(path), "--yes", "--reason", "hung too").returncode == 0
     psutil.Process(second).wait(timeout=30)
-    assert json.loads(lw("status", str(path), "--json").stdout)["kind"] == "marker"
+    assert json.loads(lw("status", str(path), "--json").stdout)["state"] == "free"
     from core import audit
 
     ops = [(e.operation, e.details.get("pid")) for e in audit.read(str(path.parent))]

@@ -1,0 +1,192 @@
+"""Who has a file open, and what the kernel says about files at one moment, read at most once
+(docs/DESIGN.md, "Two kinds of locks": an empty file that no kernel lock holds and no process
+has open is free; docs/verdicts.md, "Empty files").
+
+- :func:`scan_open_files` walks ``/proc/<pid>/fd`` of every process once and indexes the
+  open descriptors by the ``(st_dev, st_ino)`` of the file they point to (one ``stat`` per
+  descriptor), so that any number of files can then be looked up without another walk. This
+  process's own descriptors are left out: Lockwarden opens files to read them and, while it
+  removes an empty file, to hold its ``flock`` (:mod:`core.engine.unheld`); neither means that
+  someone else uses the file.
+- :class:`KernelView` is one moment's view for a batch of verdicts (one CLI ``status`` or
+  ``list``, one round of the watcher): ``/proc/locks`` is read at most once and the open-file
+  index built at most once, both lazily -- only when an empty file asks.
+
+What the index cannot see: descriptors of processes this user may not inspect (another user's
+processes, unless Lockwarden runs as root: their ``/proc/<pid>/fd`` is unreadable), and the
+descriptors of processes outside this PID namespace. A kernel *lock* such a process holds is
+still seen in ``/proc/locks``; only a file it keeps open without locking it is missed.
+
+Linux only (``/proc``); elsewhere :func:`scan_open_files` raises ``OSError`` and
+:meth:`KernelView.open_by` answers ``None`` ("cannot tell"). Cost: linear in the number of open
+descriptors of the host (measured in docs/verdicts.md, "Empty files"); nothing here waits or
+sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from core.kernel.locks import Holding, kernel_holders
+
+__all__ = ["KernelView", "OpenFiles", "scan_open_files"]
+
+FileId = tuple[int, int]
+"""``(st_dev, st_ino)`` of a file, as :func:`os.stat` gives them."""
+
+CLOCK_SLACK = 0.015
+"""Seconds by which a file's timestamps may lag the clock: the kernel stamps files with its
+coarse clock, one tick (4 ms at 250 Hz, 10 ms at 100 Hz) behind ``time.time()``. A file
+changed less than this before a walk started may have been opened after the walk passed it."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenFiles:
+    """The open descriptors of every visible process at one moment, by file.
+
+    Attributes:
+        by_file: ``(st_dev, st_ino) -> PIDs`` (sorted, each once) that have the file open.
+        taken_at: Unix time (s, UTC) at which the walk **started**: a file changed at or after
+            it may have been opened by a process the walk had already passed.
+        fds: descriptors examined.
+        seconds: how long the walk took (monotonic s).
+        hidden: processes whose descriptors could not be read (another user's, or gone).
+    """
+
+    by_file: Mapping[FileId, tuple[int, ...]] = field(default_factory=dict)
+    taken_at: float = 0.0
+    fds: int = 0
+    seconds: float = 0.0
+    hidden: int = 0
+
+    def open_by(self, dev: int, ino: int) -> tuple[int, ...]:
+        """The PIDs that had the file ``(dev, ino)`` open, ``()`` for none."""
+        return self.by_file.get((dev, ino), ())
+
+
+def scan_open_files(proc: str = "/proc", *, exclude: tuple[int, ...] | None = None
+                    ) -> OpenFiles:
+    """Walk ``/proc/<pid>/fd`` of every process once (see the module docstring).
+
+    Args:
+        proc: the proc mount (tests).
+        exclude: PIDs whose descriptors are left out; default this process.
+
+    Raises:
+        OSError: ``proc`` cannot be listed (not Linux, or no ``/proc``).
+    """
+    skip = (os.getpid(),) if exclude is None else exclude
+    taken_at = time.time()
+    t0 = time.monotonic()
+    names = os.listdir(proc)
+    found: dict[FileId, set[int]] = {}
+    fds = hidden = 0
+    for name in names:
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in skip:
+            continue
+        base = f"{proc}/{name}/fd"
+        try:
+            entries = os.listdir(base)
+        except OSError:
+            hidden += 1
+            continue
+        for fd in entries:
+            fds += 1
+            try:
+                st = os.stat(f"{base}/{fd}")
+            except OSError:
+                continue  # closed meanwhile, or a descriptor of something without a file
+            found.setdefault((st.st_dev, st.st_ino), set()).add(pid)
+    return OpenFiles({k: tuple(sorted(v)) for k, v in found.items()}, taken_at, fds,
+                     time.monotonic() - t0, hidden)
+
+
+class KernelView:
+    """The kernel's locks and the open-file index for a batch of verdicts, each read at most
+    once and only when asked (see the module docstring). Not thread-safe: one owner at a time.
+
+    Args:
+        proc: the proc mount.
+        open_files: an index to reuse (the watcher passes a recent one,
+            docs/watching.md "Empty files"); default: built at the first :meth:`open_by`.
+    """
+
+    def __init__(self, *, proc: str = "/proc", open_files: OpenFiles | None = None) -> None:
+        self._proc = proc
+        self._text: str | None = None
+        self._text_error: OSError | None = None
+        self._text_read = False
+        self._open = open_files
+        self._open_error = False
+
+    @property
+    def can_walk(self) -> bool:
+        """True where the open descriptors can be walked at all (a ``/proc`` with
+        ``self/fd``: Linux); elsewhere :meth:`open_by` always answers ``None``."""
+        return self._open is not None or (
+            not self._open_error and os.path.isdir(os.path.join(self._proc, "self", "fd")))
+
+    @property
+    def open_files(self) -> OpenFiles | None:
+        """The open-file index, when one was built or given (``None`` otherwise)."""
+        return self._open
+
+    def _locks_text(self) -> str | None:
+        """``/proc/locks`` read once; ``None`` when it cannot be read (the error is kept)."""
+        if not self._text_read:
+            self._text_read = True
+            from core.kernel.locks import read_proc_locks
+
+            try:
+                self._text = read_proc_locks(os.path.join(self._proc, "locks"))
+            except OSError as exc:
+                self._text_error = exc
+        return self._text
+
+    def holders(self, path: str) -> tuple[list[Holding], str | None]:
+        """The kernel locks on ``path`` (:func:`core.kernel.locks.kernel_holders`; ``[]`` when
+        none) and ``None``, or ``[]`` and why they could not be read. On Linux without
+        ``/proc/locks`` the ``F_GETLK`` fallback cannot see flock locks (docs/formats.md,
+        "Where there is no /proc/locks"), so finding none there is "cannot tell", not "none".
+        Never raises."""
+        try:
+            if not sys.platform.startswith("linux"):
+                return kernel_holders([path]).get(path) or [], None
+            text = self._locks_text()
+            if text is not None:
+                return kernel_holders([path], text=text, proc=self._proc).get(path) or [], None
+            held = kernel_holders([path], source="getlk", proc=self._proc).get(path) or []
+            return held, (None if held else "no /proc/locks here, and F_GETLK cannot see "
+                          "flock locks")
+        except Exception as exc:
+            detail = (exc.strerror or str(exc)) if isinstance(exc, OSError) else (
+                f"{type(exc).__name__}: {exc}")
+            return [], detail
+
+    def open_by(self, dev: int, ino: int, changed_at: float | None) -> tuple[int, ...] | None:
+        """The other processes that have the file ``(dev, ino)`` open (``()``: none), or
+        ``None`` when that cannot be told: no ``/proc`` to walk, or an index built earlier was
+        taken before the file last changed (``changed_at``, Unix s, less :data:`CLOCK_SLACK`:
+        its writer may have opened it after the walk passed it). Builds the index at the first
+        call; a walk made by this call started after the caller read the file, so it speaks
+        for that file whatever its timestamps. Never raises."""
+        fresh = False
+        if self._open is None and not self._open_error:
+            try:
+                self._open = scan_open_files(self._proc)
+                fresh = True
+            except OSError:
+                self._open_error = True
+        if self._open is None:
+            return None
+        if not fresh and changed_at is not None and (
+                changed_at >= self._open.taken_at - CLOCK_SLACK):
+            return None
+        return self._open.open_by(dev, ino)
