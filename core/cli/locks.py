@@ -17,8 +17,8 @@ from core.cli.common import (
     Out,
     check_lock_path,
     checked_holder_pid,
-    holder_pid,
     refuse_unreadable,
+    releasing_pid,
     stale_policy,
 )
 
@@ -80,8 +80,10 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
 
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
     """``release PATH [--force] [--reason T]``: owner-checked release through
-    :func:`core.engine.operations.release_path` (holder = the caller's PID or ``--pid``);
-    ``--force`` removes anyone's lock (audited by the engine as ``force_release``).
+    :func:`core.engine.operations.release_path` for the holder
+    :func:`core.cli.common.releasing_pid` picks (``--pid``; else the lock's recorded PID when
+    it is this process or one of its ancestors; else the caller); ``--force`` removes anyone's
+    lock (audited by the engine as ``force_release``).
 
     The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
     only "not released", so the lock is looked at again (:func:`core.verdicts.inspect.inspect`) and
@@ -97,23 +99,25 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     from core.errors import LockLost
     from core.holder import describe_holder
     from core.record import State
+    from core.verdicts.inspect import inspect
 
     path: str = args.path
     force = bool(args.force)
     check_lock_path(path, must_be_file=True)
-    pid = holder_pid(args)
     policy = stale_policy(args)
+    pid = releasing_pid(args, inspect(path, policy=policy))
     try:
         status = release_path(path, pid=pid, force=force, reason=args.reason, policy=policy)
     except LockLost:
-        from core.verdicts.inspect import inspect
-
         now = inspect(path, policy=policy)
         if now.state is State.FREE:
             out.note(f"not released: {path} is not held")
-        else:
+        elif getattr(args, "pid", None) is not None:
             out.note(f"not released: {path} is not held by PID {pid} on this host: "
                      f"{describe_holder(now)}")
+        else:
+            out.note(f"not released: {path} is not held by the caller (PID {pid}) or a "
+                     f"process it runs under, on this host: {describe_holder(now)}")
         return EXIT_NO
     if status.state is State.FREE:
         out.note(f"not released: {path} is not held")
