@@ -221,7 +221,7 @@ lw status "$L" -q; echo "after=$?"
     holder = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert holder.stdout is not None and holder.stdin is not None
-    lines = []
+    lines: list[str] = []
     while not (lines and lines[-1].startswith("status=")):
         line = holder.stdout.readline()
         assert line, "the holder shell ended early"

@@ -172,7 +172,7 @@ def _hand_down(lock: Lock, out: Out) -> int | None:
 
     token = lock.token
     fd = pin.hand_down(lock.path, token) if token is not None else None
-    if fd is None and pin.fcntl is not None:
+    if fd is None and pin.available():
         out.note(f"run: {lock.path}: the command cannot inherit the lock's pin (flock refused "
                  "here); if this wrapper is killed, the lock is stale at once")
     return fd

@@ -50,7 +50,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no flock, no pin
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Keepers", "hand_down", "keepers", "pin", "pinned_by", "unpin"]
+__all__ = ["Keepers", "available", "hand_down", "keepers", "pin", "pinned_by", "unpin"]
 
 _pins: set[int] = set()
 """The descriptors of this process's pins (a forked child closes them)."""
@@ -119,6 +119,11 @@ def unpin(fd: int | None) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+def available() -> bool:
+    """True where ``flock`` exists (not on Windows): a pin can be taken at all."""
+    return fcntl is not None
 
 
 def hand_down(path: str, token: str) -> int | None:
