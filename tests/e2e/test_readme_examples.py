@@ -192,6 +192,8 @@ class Sandbox:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    if shutil.which("lockwarden", path=str(Path(sys.executable).parent)) is None:
+        pytest.fail("no lockwarden console script beside this Python: pip install -e .")
     box = Sandbox(tmp_path)
     try:
         yield box
