@@ -49,6 +49,7 @@ BETWEEN = {
     "env": "env ",
     "nice": "nice -n 1 ",
     "timeout": "timeout 60 ",
+    "busybox-timeout": "busybox timeout 60 ",  # an applet run by busybox's own name
     "sudo": 'sudo -n "$LW" ',  # sudo resets PATH: the shim by its absolute path
     "xargs": None,  # the path comes on stdin
 }
@@ -119,7 +120,8 @@ def test_first_example_releases_under_every_shell(
     shell: str, between: str, shim: Path, lockdir: Path
 ) -> None:
     argv = SHELLS[shell]
-    _need(argv[0], *(["xargs"] if between == "xargs" else []))
+    _need(argv[0], *(["xargs"] if between == "xargs" else []),
+          *(["busybox"] if between.startswith("busybox") else []))
     if between == "sudo" and not SUDO:
         pytest.skip("sudo does not run without a password here")
     lock = lockdir / "b.lock"

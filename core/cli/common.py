@@ -237,6 +237,8 @@ def _is_wrapper(name: str, cmdline: list[str] | None) -> bool:
         return True
     if name not in SHELLS or not cmdline:
         return False
+    if name == "busybox" and len(cmdline) > 1 and cmdline[1] in WRAPPERS:
+        return True  # `busybox timeout 5 lockwarden ...`: an applet by its name
     for i, word in enumerate(cmdline[1:-1], start=1):
         if word == "-c" or (len(word) > 1 and word[0] == "-" and word[1] != "-"
                             and "c" in word[1:] and word[1:].isalpha()):
