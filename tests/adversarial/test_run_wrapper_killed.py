@@ -266,6 +266,23 @@ def _pids(w: subprocess.Popen[str]) -> dict[str, int]:
     return said
 
 
+@contextlib.contextmanager
+def _ended_after(pids: dict[str, int]) -> Iterator[None]:
+    """Whatever the test's outcome, SIGKILL the command's processes still running afterwards
+    (through pidfds opened now, so a PID reused meanwhile is never signalled)."""
+    fds = []
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError):
+            fds.append(os.pidfd_open(pid))
+    try:
+        yield
+    finally:
+        for fd in fds:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+
+
 def _wait_replaced(lock: Path, ino: int, timeout: float = 30) -> None:
     """Block on the lock directory's inotify events until the lock file is another inode than
     ``ino`` (a refresh exchanged a renewed file in)."""
@@ -314,6 +331,12 @@ def test_sigkilled_wrapper_leaves_the_command_running_and_the_lock_held(
                          env=ENV, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     pids = _pids(w)
+    with _ended_after(pids):
+        _wrapper_killed(lock, fifo, w, pids, extra, subreaper)
+
+
+def _wrapper_killed(lock: Path, fifo: Path, w: subprocess.Popen[str], pids: dict[str, int],
+                    extra: list[str], subreaper: list[int]) -> None:
     assert status_json(lock)["pid"] == w.pid
     if extra:
         _wait_replaced(lock, os.stat(lock).st_ino)
@@ -362,16 +385,17 @@ def test_command_that_leaves_a_child_behind_keeps_the_lock_until_it_exits(
                          env=ENV, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     pids = _pids(w)
-    _, err = w.communicate(timeout=60)
-    assert w.returncode == 0, err
-    assert "stays held" in err and f"PID {pids['child']} (cat)" in err, err
-    st = status_json(lock)
-    assert st["state"] == "held" and _pinned_by(st) == pids["child"], st
-    assert _try(lock) == 1
-    _release_child(fifo)
-    reap_adopted(pids["child"], subreaper)
-    assert status_json(lock)["state"] == "stale"
-    assert _try(lock) == 0
+    with _ended_after(pids):
+        _, err = w.communicate(timeout=60)
+        assert w.returncode == 0, err
+        assert "stays held" in err and f"PID {pids['child']} (cat)" in err, err
+        st = status_json(lock)
+        assert st["state"] == "held" and _pinned_by(st) == pids["child"], st
+        assert _try(lock) == 1
+        _release_child(fifo)
+        reap_adopted(pids["child"], subreaper)
+        assert status_json(lock)["state"] == "stale"
+        assert _try(lock) == 0
 
 
 def test_no_overlap_when_wrappers_are_sigkilled_amid_racers(
