@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from core.reasons import human_duration, printable, render_all
+from core.reasons import Code, human_duration, printable, render_all
 from core.record import LockRecord, LockStatus, State
 
 
@@ -69,7 +69,7 @@ def _phrase(status: LockStatus) -> str:
         return f"unreadable: {printable(status.error or 'unknown reason')}"
     rec = status.record
     who = holder_name(rec) or process_label(status)  # a kernel lock's holder, a file's opener
-    holder = f"{who} ({status.liveness.value})" if who else ""
+    holder = f"{who} ({_liveness(status)})" if who else ""
     age = human_duration(max(status.age_s, 0.0)) if status.age_s is not None else None
     if status.state in (State.HELD, State.WRITING):
         text = status.state.value + (f" by {holder}" if holder else "")
@@ -80,3 +80,15 @@ def _phrase(status: LockStatus) -> str:
     if rec is not None and rec.tag:
         text += f", tag '{printable(rec.tag)}'"
     return text
+
+
+def _liveness(status: LockStatus) -> str:
+    """``alive``, ``dead``...; for a holder alive by its pin (reason ``holder_pinned``,
+    docs/engine.md "The holder's pin") who keeps the pin: ``pinned by PID 7831 (sh)``."""
+    pin = next((r for r in status.reasons if r.code is Code.HOLDER_PINNED), None)
+    if pin is None:
+        return status.liveness.value
+    pid, name = pin.get("pid"), pin.get("name")
+    if pid is None:
+        return "pinned by a process this user may not inspect"
+    return printable(f"pinned by PID {pid}" + (f" ({name})" if name else ""))

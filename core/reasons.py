@@ -45,7 +45,7 @@ class Code(enum.StrEnum):
     HOLDER_ALIVE = "holder_alive"  # pid, name
     HOLDER_ALIVE_UNVERIFIED = "holder_alive_unverified"  # pid, name, why
     HOLDER_DEAD = "holder_dead"  # pid, zombie
-    HOLDER_PINNED = "holder_pinned"  # pid, recorded
+    HOLDER_PINNED = "holder_pinned"  # pid, recorded, name
     PID_REUSED = "pid_reused"  # pid, how, delta_s
     PREDATES_BOOT = "predates_boot"  # pid (optional), boot_at
     LIVENESS_UNCHECKED = "liveness_unchecked"  # detail
@@ -394,9 +394,10 @@ _WORDS: dict[Code, object] = {
         f"PID {r.get('pid')} exited"
         + (" (a zombie not yet reaped by its parent)" if r.get("zombie") else "")),
     Code.HOLDER_PINNED: lambda r: (
-        "the holder keeps its kernel pin on the lock file"
-        + (f" (PID {r.get('pid')} here)" if r.get("pid") is not None else "")
-        + f", so it is alive whatever the recorded PID {r.get('recorded')} means here"),
+        (f"{_label(r)} keeps" if r.get("pid") is not None else
+         "a process this user may not inspect keeps")
+        + " the kernel pin its holder took on the lock file, so the lock is alive while it "
+        f"runs, whatever the recorded PID {r.get('recorded')} means here"),
     Code.PID_REUSED: _reused,
     Code.PREDATES_BOOT: _predates_boot,
     Code.LIVENESS_UNCHECKED: lambda r: (

@@ -46,14 +46,14 @@ def test_pin_follows_the_lock_and_closes_with_it(tmp_path: Path) -> None:
     path = str(tmp_path / "a.lock")
     before = _fds()
     lk = Lock(path, ttl=60).acquire()
-    assert pinned_by(path) == (True, os.getpid())
+    assert pinned_by(path, os.getpid(), lk.token) == (True, os.getpid())
     lk.refresh()  # a new file: pinned again, the old pin closed
-    assert pinned_by(path) == (True, os.getpid())
+    assert pinned_by(path, os.getpid(), lk.token) == (True, os.getpid())
     assert _fds() == before + 1
     lk.release()
     assert _fds() == before and not os.path.exists(path)
     other = Lock(path, holder_pid=1).acquire()  # recorded for another process: no pin
-    assert pinned_by(path) == (False, None)
+    assert pinned_by(path, 1, other.token) == (False, None)
     other.release()
 
 
@@ -103,7 +103,7 @@ def test_a_pinned_lock_may_still_be_force_released(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdin is not None
         pid = int(holder.stdout.readline())
-        assert pinned_by(path) == (True, pid)
+        assert pinned_by(path, pid) == (True, pid)
         out = subprocess.run([sys.executable, "-m", "core", "release", path, "--force",
                               "--reason", "hung"], capture_output=True, text=True, cwd=ROOT,
                              timeout=60)
@@ -148,3 +148,34 @@ def test_another_users_flock_is_not_a_pin(tmp_path: Path) -> None:
         spoof.kill()
         spoof.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@linux
+def test_a_neighbours_flock_is_not_a_pin_even_of_the_same_user(tmp_path: Path) -> None:
+    """A process of the same user takes ``flock -s`` on a dead holder's lock file: the kernel
+    shows the neighbour's PID as the one that took that lock, not the recorded holder's, so it
+    is not the holder's pin (docs/engine.md, "The holder's pin"): the lock stays stale and
+    reclaimable while the neighbour holds its flock."""
+    if shutil.which("flock") is None:
+        pytest.skip("flock(1) (util-linux) is needed")
+    path = str(tmp_path / "job.lock")
+    dead = subprocess.Popen([sys.executable, "-c", HOLD, path, str(ROOT)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert dead.stdout is not None
+    dead_pid = int(dead.stdout.readline())
+    dead.kill()  # the holder dies; its lock stays
+    dead.wait()
+    spoof = subprocess.Popen(["flock", "-s", path, "sh", "-c", "echo ready; exec cat"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert spoof.stdout is not None and spoof.stdout.readline() == "ready\n"
+        held = Path("/proc/locks").read_text()
+        assert f" {spoof.pid} " in held  # the neighbour's flock is there, under its PID
+        st = inspect(path)
+        assert st.record is not None and st.record.pid == dead_pid
+        assert st.state is State.STALE, st.reasons
+        assert Code.HOLDER_PINNED not in {r.code for r in st.reasons}
+        reclaim(path).release()
+    finally:
+        spoof.kill()
+        spoof.wait()

@@ -43,7 +43,7 @@ def test_a_forked_child_does_not_keep_the_pin(tmp_path: Path) -> None:
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
     try:
-        assert pinned_by(path)[0]
+        assert pinned_by(path, proc.pid)[0]
         proc.kill()
         proc.wait()
         time.sleep(0.1)

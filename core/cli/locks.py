@@ -17,8 +17,8 @@ from core.cli.common import (
     Out,
     check_lock_path,
     checked_holder_pid,
-    holder_pid,
     refuse_unreadable,
+    releasing_pid,
     stale_policy,
 )
 
@@ -80,11 +80,12 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
 
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
     """``release PATH [--force [--discard-unsaved]] [--reason T]``: owner-checked release
-    through :func:`core.engine.operations.release_path_kept` (holder = the caller's PID or
-    ``--pid``); ``--force`` removes anyone's lock (audited by the engine as ``force_release``;
-    a foreign file with content goes to the trash or quarantine, and the line says where), but
-    a file holding unsaved editor changes only with ``--discard-unsaved`` (docs/engine.md,
-    "Unsaved work").
+    through :func:`core.engine.operations.release_path_kept` for the holder
+    :func:`core.cli.common.releasing_pid` picks (``--pid``; else the lock's recorded PID when
+    it is this process or one of its ancestors; else the caller); ``--force`` removes anyone's
+    lock (audited by the engine as ``force_release``; a foreign file with content goes to the
+    trash or quarantine, and the line says where), but a file holding unsaved editor changes
+    only with ``--discard-unsaved`` (docs/engine.md, "Unsaved work").
 
     The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
     only "not released", so the lock is looked at again (:func:`core.verdicts.inspect.inspect`) and
@@ -101,12 +102,13 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     from core.errors import LockLost, UnsavedChanges
     from core.holder import describe_holder
     from core.record import State
+    from core.verdicts.inspect import inspect
 
     path: str = args.path
     force = bool(args.force)
     check_lock_path(path, must_be_file=True)
-    pid = holder_pid(args)
     policy = stale_policy(args)
+    pid = releasing_pid(args, inspect(path, policy=policy))
     try:
         done = release_path_kept(path, pid=pid, force=force, reason=args.reason, policy=policy,
                                  discard_unsaved=bool(getattr(args, "discard_unsaved", False)))
@@ -117,14 +119,15 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
                  "move the file to the trash anyway)")
         return EXIT_NO
     except LockLost:
-        from core.verdicts.inspect import inspect
-
         now = inspect(path, policy=policy)
         if now.state is State.FREE:
             out.note(f"not released: {path} is not held")
-        else:
+        elif getattr(args, "pid", None) is not None:
             out.note(f"not released: {path} is not held by PID {pid} on this host: "
                      f"{describe_holder(now)}")
+        else:
+            out.note(f"not released: {path} is not held by the caller (PID {pid}) or a "
+                     f"process it runs under, on this host: {describe_holder(now)}")
         return EXIT_NO
     status = done.status
     if status.state is State.FREE and not status.empty_free:

@@ -1,39 +1,39 @@
 """``lockwarden run PATH [--timeout S] [--ttl S] -- CMD ARGS...``: hold a lock while a command
 runs, like flock(1).
 
-The holder recorded in the lock is this wrapper process (it lives exactly as long as CMD). The
-engine acquires (:class:`core.engine.lock.Lock`) and, with ``--ttl``, refreshes the lease at 75 % of
-the TTL (``auto_refresh``, docs/DESIGN.md "Refresh"). The lock is released on every exit path the
-wrapper survives: CMD exits 0 or fails, CMD is killed (even with SIGKILL), the wrapper gets
-SIGINT/SIGTERM/SIGHUP (forwarded to CMD; the release follows CMD's exit). If the wrapper itself
-is SIGKILLed, its lock names a dead PID with Lockwarden's token, which the engine judges stale
-at once (docs/DESIGN.md, "Default stale policy").
+The holder recorded in the lock is this wrapper process. The engine acquires
+(:class:`core.engine.lock.Lock`) and, with ``--ttl``, the wrapper refreshes the lease at 75 % of
+the TTL (docs/DESIGN.md "Refresh"). SIGINT/SIGTERM/SIGHUP are forwarded to CMD; the wrapper
+waits for CMD and releases the lock when it exits.
 
-SIGINT is not forwarded when the wrapper is in the terminal's foreground process group: the
-terminal already sent it to CMD, which shares that group (a second SIGINT could cut CMD's own
-clean-up short).
+**CMD inherits the lock's pin** (docs/engine.md, "The holder's pin"), as flock(1)'s command
+inherits its lock: before CMD starts, the wrapper opens the lock file again, takes a shared
+``flock`` on that description (:func:`core.kernel.pin.hand_down`) and passes the descriptor to
+CMD (``pass_fds``), closing its own copy. The kernel keeps that lock while any process of CMD
+-- CMD, its children, their children -- keeps the descriptor, and shows the wrapper's PID as
+the one that took it even after the wrapper died; the verdict counts it as the recorded
+holder's pin (:func:`core.kernel.pin.keepers`). So the lock lives exactly as long as a process
+of the command does, whatever happens to the wrapper:
 
-**CMD dies with the wrapper** (Linux). A lock whose holder (this wrapper) is dead is stale at
-once, so a CMD that outlived a SIGKILLed wrapper would run on while the next holder works. The
-child sets ``PR_SET_PDEATHSIG`` = SIGKILL before ``exec`` (:func:`die_with_parent`): the kernel
-sends it SIGKILL when the wrapper exits for any reason, before the wrapper becomes a zombie,
-i.e. before any acquirer can find it dead. The child then checks that its parent is still
-the wrapper (``os.getppid()``); if the wrapper died between ``fork`` and ``prctl``, it exits
-at once without running CMD.
+- the wrapper is SIGKILLed: CMD runs on (nothing kills it) and the lock stays ``held``
+  (``holder_pinned``) until the last process keeping the pin exits; then it is ``stale`` (its
+  recorded holder is dead) and the next acquire takes it;
+- CMD exits while processes it started still keep the pin (``sh -c 'job &'``): the wrapper
+  leaves the lock in place for them, says so on stderr, and exits with CMD's code; the lock is
+  ``held`` until they exit, then ``stale``. Otherwise it releases the lock (``free``).
 
-The setting is made in a ``preexec_fn`` (``posix_spawn`` cannot make it). ``preexec_fn`` is
-unsafe when other threads exist (a lock held by one of them at ``fork`` stays held in the
-child), so the wrapper starts none before the spawn: the lease refresher of ``--ttl`` is
-started after it (:func:`_refresher`), not by the engine at acquire time. Even so, the
-function run in the child takes no lock: one call of a libc function resolved beforehand,
-``os.getppid``, ``os._exit``; no import, no I/O.
+A lease does not keep the lock: once the wrapper is gone nobody renews it, and the lock reads
+``expired`` after its TTL while the pin keeps it from being taken (docs/cli.md, "``run``").
 
 CMD stays in the wrapper's process group (job control and the terminal's Ctrl-C work as with
-flock(1)). ``PR_SET_PDEATHSIG`` reaches CMD only: processes CMD starts itself are not killed
-with the wrapper (docs/cli.md, "``run``", for the limits and what to do). The setting is also
-dropped by the kernel when CMD execs a set-user-ID or file-capability program. Elsewhere
-(macOS, Windows) CMD is not tied to the wrapper; Windows would need a job object with
-``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` (not implemented).
+flock(1)); the pin, not the group, says which processes are the command's. SIGINT is not
+forwarded when the wrapper is in the terminal's foreground process group: the terminal already
+sent it to CMD (a second SIGINT could cut CMD's own clean-up short).
+
+Elsewhere: where the kernel's locks cannot be read (macOS, other systems without
+``/proc/locks``) a reader cannot see the pin, and a dead wrapper's lock is judged by its PID
+(stale); on Windows a job object without ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` whose handle
+CMD's processes inherit would play the pin's role (not implemented: docs/cli.md).
 
 Exit code: CMD's; ``128 + N`` when CMD died of signal ``N``; ``1`` when the lock was not had
 (held, or ``--timeout`` passed); ``126``/``127`` when CMD cannot be executed / is not found
@@ -47,9 +47,8 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -57,13 +56,6 @@ from core.cli.common import EXIT_NO, Out, refuse_unreadable, stale_policy
 
 if TYPE_CHECKING:
     from core.engine.lock import Lock
-
-PR_SET_PDEATHSIG = 1
-"""``prctl`` option: the signal sent to this process when its parent dies
-(``<linux/prctl.h>``)."""
-
-ORPHANED_EXIT = 128 + 9
-"""Exit status of a child that found the wrapper dead before ``exec`` (as if SIGKILLed)."""
 
 FORWARDED = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -136,45 +128,12 @@ class _Forwarder:
                 signal.signal(s, h)
 
 
-def die_with_parent(parent: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` tying the child to ``parent`` (the wrapper's PID): Linux
-    ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, then exit :data:`ORPHANED_EXIT` at once if
-    ``os.getppid()`` is no longer ``parent`` (it died before the ``prctl``). None where this
-    is not available (not Linux, or libc has no ``prctl``): CMD then runs untied.
-
-    The libc function is resolved here, in the parent, so the child only calls it (see the
-    module: no lock is taken between ``fork`` and ``exec``). In the child, a failing
-    ``prctl`` raises OSError, which :class:`subprocess.Popen` reports in the parent as
-    :exc:`subprocess.SubprocessError` (CMD is not run).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    get_errno = ctypes.get_errno
-    kill = int(signal.SIGKILL)
-
-    def preexec() -> None:
-        if prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0) != 0:
-            raise OSError(get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        if os.getppid() != parent:
-            os._exit(ORPHANED_EXIT)
-
-    return preexec
-
-
 def _refresher(lock: Lock, out: Out, stop: threading.Event) -> threading.Thread:
     """Renew ``lock`` at 75 % of its TTL until ``stop`` is set (docs/specs/task-mcp.txt
-    "Auto-Refresh Mechanism", as the engine's ``auto_refresh``), in a daemon thread started here --
-    after CMD is spawned, so that no thread exists at ``fork`` (module docstring).
+    "Auto-Refresh Mechanism", as the engine's ``auto_refresh``), in a daemon thread started
+    once CMD runs. A refresh replaces the lock file; CMD keeps the pin of the file it was
+    handed, which the verdict still counts (an earlier file of the same acquisition,
+    :func:`core.kernel.pin.keepers`).
 
     A lost lock ends the thread: :meth:`core.engine.lock.Lock.refresh` has then set ``lock.lost``
     and audited it, and :func:`run` reports it when CMD exits. Another failure is one note on
@@ -206,8 +165,32 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def _hand_down(lock: Lock, out: Out) -> int | None:
+    """The pin CMD inherits (:func:`core.kernel.pin.hand_down`), or None (a note says why
+    where ``flock`` exists but was refused: a file system without it)."""
+    from core.kernel import pin
+
+    token = lock.token
+    fd = pin.hand_down(lock.path, token) if token is not None else None
+    if fd is None and pin.available():
+        out.note(f"run: {lock.path}: the command cannot inherit the lock's pin (flock refused "
+                 "here); if this wrapper is killed, the lock is stale at once")
+    return fd
+
+
+def _still_pinned(lock: Lock) -> tuple[int, ...]:
+    """The processes other than this wrapper that keep the pin CMD inherited -- processes CMD
+    started and left running (:func:`core.kernel.pin.keepers`)."""
+    from core.kernel import pin
+
+    if lock.token is None:
+        return ()
+    return pin.keepers(lock.path, os.getpid(), lock.token, exclude=os.getpid()).pids
+
+
 def run(args: argparse.Namespace, out: Out) -> int:
-    """Acquire ``args.path``, run ``args.cmd``, release; return the exit code (see module).
+    """Acquire ``args.path``, run ``args.cmd`` with the lock's pin, release; return the exit
+    code (see module).
 
     Raises:
         CliError: the lock file cannot be read as a lock (exit 3).
@@ -221,11 +204,10 @@ def run(args: argparse.Namespace, out: Out) -> int:
 
         # the refresher's "lock lost" warning: reported below as one line of ours instead
         logging.getLogger("lockwarden.lock").addHandler(logging.NullHandler())
-    lock = Lock(  # no auto_refresh: its thread would exist at fork (module docstring)
+    lock = Lock(  # refreshed by _refresher, which reports a failure as one line of ours
         args.path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=os.getpid(),
         policy=stale_policy(args), durable=bool(args.durable),
     )
-    preexec = die_with_parent(os.getpid())
     stop_refresh = threading.Event()
     fwd = _Forwarder()
     with fwd.installed():
@@ -242,10 +224,13 @@ def run(args: argparse.Namespace, out: Out) -> int:
                 detail = describe_holder(exc.status) if exc.status else "held"
                 out.note(f"run: {what}{args.path}: {detail}; command not run")
                 return EXIT_NO
+            ran = False
             try:
+                pin_fd = _hand_down(lock, out)
                 fwd.starting = True
                 try:
-                    fwd.child = subprocess.Popen(args.cmd, preexec_fn=preexec)
+                    fwd.child = subprocess.Popen(
+                        args.cmd, pass_fds=() if pin_fd is None else (pin_fd,))
                 except FileNotFoundError:
                     out.note(f"run: {args.cmd[0]}: command not found")
                     return 127
@@ -255,12 +240,11 @@ def run(args: argparse.Namespace, out: Out) -> int:
                 except OSError as exc:
                     out.note(f"run: {args.cmd[0]}: {exc.strerror}")
                     return 126
-                except subprocess.SubprocessError:  # the preexec function failed
-                    out.note(f"run: {args.cmd[0]}: not run: it could not be tied to this "
-                             "process (prctl failed)")
-                    return 126
                 finally:
                     fwd.starting = False
+                    if pin_fd is not None:
+                        os.close(pin_fd)  # CMD's processes keep it now, not this wrapper
+                ran = True
                 if fwd.pending is not None:
                     fwd.forward(fwd.pending)
                 if lock.ttl is not None:
@@ -268,7 +252,14 @@ def run(args: argparse.Namespace, out: Out) -> int:
                 code = _exit_code(fwd.child.wait())
             finally:
                 stop_refresh.set()
-                if lock.is_held:
+                kept = _still_pinned(lock) if ran and lock.is_held else ()
+                if kept:
+                    # like flock(1): the lock is theirs until the last of them exits; it is
+                    # stale then (this wrapper, its recorded holder, is gone) -- module docstring
+                    out.note(f"run: {args.path} stays held: the command exited, but "
+                             f"processes it started ({_names(kept)}) keep the lock's pin; "
+                             "it becomes stale when the last of them exits")
+                elif lock.is_held:
                     try:
                         lock.release()
                     except LockLost as exc:
@@ -282,3 +273,17 @@ def run(args: argparse.Namespace, out: Out) -> int:
                 with contextlib.suppress(LockLost):
                     lock.release()
             return 128 + sig.signum
+
+
+def _names(pids: tuple[int, ...]) -> str:
+    """``PID 12 (sleep), PID 13 (cat)``: the processes named for a note (psutil)."""
+    import psutil
+
+    words = []
+    for pid in pids[:5]:
+        try:
+            words.append(f"PID {pid} ({psutil.Process(pid).name()})")
+        except psutil.Error:
+            words.append(f"PID {pid}")
+    more = f" and {len(pids) - 5} more" if len(pids) > 5 else ""
+    return ", ".join(words) + more

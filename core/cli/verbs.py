@@ -68,7 +68,8 @@ def _add_lock_opts(p: argparse.ArgumentParser) -> None:
     _add_write_opts(p, ttl_help="lease length in seconds, 1 s to one year (the lock expires "
                     "after it unless refreshed)")
     p.add_argument("--pid", type=cli_args.pid, metavar="N",
-                   help="holder PID to record (default: the calling process, i.e. the shell)")
+                   help="holder PID to record (default: the calling process, i.e. the shell; "
+                        "sudo, timeout, xargs... in between are skipped)")
     _add_stale_after(p)
 
 
@@ -127,7 +128,8 @@ def _args_release(p: argparse.ArgumentParser) -> None:
                    help="with --force: also a file holding unsaved editor changes (a Vim swap); "
                         "it goes to the trash")
     p.add_argument("--pid", type=cli_args.pid, metavar="N",
-                   help="holder PID to release for (default: the calling process)")
+                   help="holder PID to release for (default: the holder the lock names when it is "
+                        "this process or one that runs it, else the calling process)")
     _add_stale_after(p)
     _add_server_opts(p, patterns=True)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from core.engine.operations import describe, on_this_host, resolve_policy
 from core.errors import LockTimeout
 from core.fsutil import refuse_unreadable, validate_lock_path
+from core.reasons import Code
 from core.record import Liveness, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect
@@ -71,10 +72,11 @@ def wait(
 
 
 def local_holder_pid(status: LockStatus) -> int | None:
-    """The PID to watch for exit while ``status`` stops us: a live holder on this host -- the
-    one the lock records, else the process its evidence names (the kernel lock's holder, the
-    process that has an empty file open) -- else None (a dead one's exit is past; a remote or
-    unknown one cannot be watched)."""
+    """The PID to watch for exit while ``status`` stops us: a live holder on this host -- for a
+    lock alive by its holder's pin (reason ``holder_pinned``), the process keeping the pin;
+    else the one the lock records, else the process its evidence names (the kernel lock's
+    holder, the process that has an empty file open) -- else None (a dead one's exit is past;
+    a remote or unknown one cannot be watched)."""
     rec = status.record
     if status.state is State.FREE or status.liveness is not Liveness.ALIVE:
         return None
@@ -82,6 +84,12 @@ def local_holder_pid(status: LockStatus) -> int | None:
         return status.evidence.pid
     if rec.pid is None:
         return None
+    pin = next((r for r in status.reasons if r.code is Code.HOLDER_PINNED), None)
+    if pin is not None:
+        # alive by its pin (docs/engine.md, "The holder's pin"): the recorded PID is dead or
+        # another process; watch the process that keeps the pin (a re-check follows its exit)
+        keeper = pin.get("pid")
+        return keeper if isinstance(keeper, int) and keeper > 0 else None
     return rec.pid if on_this_host(rec.host) else None
 
 

@@ -30,19 +30,27 @@ Rules:
   (:func:`core.engine.operations.refuse_not_a_lock`).
 - Only a lock whose recorded holder is this process is pinned (a lock taken for another PID
   is not: the pin would outlive or predecease that holder).
+- One holder hands a pin on: ``lockwarden run`` gives its command a description of its own
+  (:func:`hand_down`), so the lock lives while the command does, as flock(1)'s lock does
+  (docs/cli.md, "``run``").
+- A pin counts only when the recorded holder took it (:func:`keepers`): the PID the kernel
+  shows for the ``flock`` is the lock's, it is on the lock file or on an earlier file carrying
+  the same token, and its keepers run as the file's owner or root. A neighbour's ``flock -s``
+  on a readable lock file shows the neighbour's PID and keeps nothing alive.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import NamedTuple
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no flock, no pin
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["pin", "pinned_by", "unpin"]
+__all__ = ["Keepers", "available", "hand_down", "keepers", "pin", "pinned_by", "unpin"]
 
 _pins: set[int] = set()
 """The descriptors of this process's pins (a forked child closes them)."""
@@ -113,33 +121,216 @@ def unpin(fd: int | None) -> None:
         pass
 
 
-def pinned_by(path: str) -> tuple[bool, int | None]:
-    """Whether a kernel lock is held on the file at ``path`` right now by its owner, and the
-    PID the kernel names for it in this PID namespace (``None`` when it names none: another
-    namespace, or a holder this user may not see) -- ``(False, None)`` when none is, or
-    nothing can be known (no ``/proc/locks``: :func:`core.kernel.locks.kernel_holders`).
+def available() -> bool:
+    """True where ``flock`` exists (not on Windows): a pin can be taken at all."""
+    return fcntl is not None
 
-    A lock whose named holders all run as another user than the file's owner is not the pin:
-    a reader of a shared directory could otherwise ``flock -s`` a dead holder's lock file and
-    keep it "alive" for ever. Root's processes count (root may hold anyone's lock). Never
-    raises."""
-    from core.kernel.locks import kernel_holders
+
+def hand_down(path: str, token: str) -> int | None:
+    """A pin for a command the holder starts (``lockwarden run``): a *new* open file
+    description of the lock file at ``path``, checked to hold ``token`` (this acquisition's
+    bytes, read through the descriptor), with a shared ``flock`` taken by this process.
+
+    The caller passes it to the command (``subprocess.Popen(pass_fds=...)``) and closes its
+    own copy at once: from then on the pin lives exactly as long as some process of the
+    command keeps the descriptor -- the command, its children, whatever happens to the holder
+    -- and the kernel keeps showing this process's PID as the one that took it
+    (docs/engine.md, "The holder's pin"). It is opened ``O_CLOEXEC`` (only ``pass_fds`` hands
+    it on) and is *not* one of :func:`pin`'s pins: a fork of the caller does not close it.
+
+    Returns:
+        The descriptor, or ``None`` when no pin could be taken: the file is gone or no longer
+        carries ``token``, ``flock`` is refused, or the platform has no ``flock``. Never
+        raises.
+    """
+    if fcntl is None or not token:
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if token.encode("ascii") not in os.pread(fd, MAX_READ, 0):
+            os.close(fd)
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (OSError, UnicodeEncodeError):
+        os.close(fd)
+        return None
+    return fd
+
+
+MAX_READ = 64 * 1024
+"""Bytes of a lock file read to find a token (the lock formats' limit, docs/DESIGN.md)."""
+
+
+class Keepers(NamedTuple):
+    """Who keeps a lock's pin (:func:`keepers`).
+
+    Attributes:
+        pids: the processes that hold it (in this PID namespace), sorted.
+        unnamed: a pin taken by the recorded holder is on the lock file itself, but no process
+            this reader may inspect carries it (processes of other users when not root): it
+            is there, held by someone nobody here can name.
+    """
+
+    pids: tuple[int, ...] = ()
+    unnamed: bool = False
+
+
+def keepers(path: str, holder: int, token: str | None, *, exclude: int | None = None,
+            proc: str = "/proc") -> Keepers:
+    """The processes keeping the pin of the lock at ``path`` whose recorded holder is PID
+    ``holder`` and whose acquisition is ``token`` (docs/engine.md, "The holder's pin").
+
+    A kernel lock counts as that holder's pin only when all of this holds:
+
+    - it is an ``flock`` taken by the recorded holder: the PID the kernel shows for it
+      (``/proc/locks``; the PID that called ``flock``, shown even after it died) is
+      ``holder``, or -- a holder in another PID namespace -- a live process whose PID in its
+      own namespace (the last ``NSpid`` of ``/proc/<pid>/status``) is ``holder``, on the
+      lock file itself. A neighbour's ``flock -s`` on a readable lock file shows the
+      neighbour's PID, so it is never a pin;
+    - it is on the lock file at ``path``, or on an earlier file of the same acquisition (one
+      a refresh replaced, which ``lockwarden run``'s command still keeps open): a file whose
+      content carries ``token``, read through the keeper's descriptor;
+    - its keepers run as the lock file's owner or as root.
+
+    Keepers are found through ``/proc/<pid>/fd`` and fdinfo (each descriptor's own ``lock:``
+    lines, so a lock of another description is never mixed in); ``exclude`` (a PID) is never
+    counted: the caller itself (``run`` asking whether anything else keeps it), or the
+    process that now has the recorded PID but is not the holder (a reused PID).
+
+    Returns:
+        :class:`Keepers`; empty where nothing can be known (no ``/proc/locks``: not Linux, a
+        restricted container; the file is gone). Never raises.
+    """
+    from core.kernel.locks import file_key, key_text, parse_line, read_proc_locks
 
     try:
-        held = kernel_holders([path]).get(path)
-        owner = os.lstat(path).st_uid
-    except Exception:  # no /proc/locks here, or the file went: nothing known, so no proof
-        return False, None
-    if not held:
-        return False, None
-    named = [p for h in held for p in h.pids]
-    if not named:
-        return True, None  # nobody this namespace can see: the holder's own namespace
-    for pid in named:
-        uid = _uid_of(pid)
-        if uid is None or uid in (owner, 0):
-            return True, pid
-    return False, None
+        st = os.lstat(path)
+        text = read_proc_locks(os.path.join(proc, "locks"))
+    except (OSError, ValueError):
+        return Keepers()
+    here = file_key(st)
+    here_text, device = key_text(here), key_text(here).rsplit(":", 1)[0] + ":"
+    who = str(holder)
+    wanted: dict[tuple[int, int, int], set[int]] = {}  # file -> lockers of its pins
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 8 or parts[1] != "FLOCK":  # "->" (a waiter) or another kind
+            continue
+        if not (parts[5] == here_text or (parts[4] == who and parts[5].startswith(device))):
+            continue
+        try:
+            lock = parse_line(line)
+        except Exception:  # a line of a future kernel: not ours
+            continue
+        if lock.key is None or lock.pid is None:
+            continue
+        if lock.pid == holder or (lock.key == here and _own_namespace_pid(lock.pid, proc)
+                                  == holder):
+            wanted.setdefault(lock.key, set()).add(lock.pid)
+    if not wanted:
+        return Keepers()
+    found, carried = _carriers(wanted, here, token, st.st_uid, exclude, proc)
+    unnamed = not found and not carried and any(
+        holder in lockers for key, lockers in wanted.items() if key == here)
+    return Keepers(tuple(sorted(found)), unnamed)
+
+
+def _carriers(wanted: dict[tuple[int, int, int], set[int]], here: tuple[int, int, int],
+              token: str | None, owner: int, exclude: int | None, proc: str
+              ) -> tuple[set[int], bool]:
+    """The processes (other than ``exclude``, running as ``owner`` or root) whose
+    descriptors carry one of ``wanted``'s pins, on ``here`` or on a file holding ``token``;
+    and whether any visible process carries one at all (before those filters)."""
+    from core.kernel.locks import LockKind, fdinfo_locks, file_key
+
+    found: set[int] = set()
+    carried = False
+    holds_token: dict[tuple[int, int, int], bool] = {here: True}
+    try:
+        pids = [int(n) for n in os.listdir(proc) if n.isdigit()]
+    except OSError:
+        return found, carried
+    for pid in pids:
+        base = f"{proc}/{pid}"
+        try:
+            fds = os.listdir(f"{base}/fd")
+        except OSError:
+            continue
+        for name in fds:
+            try:
+                key = file_key(os.stat(f"{base}/fd/{name}"))
+            except OSError:
+                continue
+            lockers = wanted.get(key)
+            if lockers is None:
+                continue
+            try:
+                with open(f"{base}/fdinfo/{name}", encoding="ascii", errors="replace") as f:
+                    info = f.read(1 << 20)
+            except OSError:
+                continue
+            if not any(lk.kind is LockKind.FLOCK and lk.pid in lockers
+                       for lk in fdinfo_locks(info)):
+                continue
+            carried = True
+            if pid == exclude or _uid_of(pid) not in (owner, 0):
+                continue
+            if key not in holds_token:
+                holds_token[key] = _carries_token(f"{base}/fd/{name}", token)
+            if holds_token[key]:
+                found.add(pid)
+    return found, carried
+
+
+def _carries_token(fd_path: str, token: str | None) -> bool:
+    """True when the file open at ``fd_path`` (``/proc/<pid>/fd/<n>``: an earlier, unlinked
+    file of the lock) holds ``token`` in its first :data:`MAX_READ` bytes. Never raises."""
+    if not token:
+        return False
+    try:
+        fd = os.open(fd_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        return token.encode("ascii") in os.pread(fd, MAX_READ, 0)
+    except (OSError, UnicodeEncodeError):
+        return False
+    finally:
+        os.close(fd)
+
+
+def _own_namespace_pid(pid: int, proc: str) -> int | None:
+    """The PID process ``pid`` has in its own PID namespace (the last ``NSpid`` field of
+    ``/proc/<pid>/status``; Linux >= 4.1), or ``None`` when it cannot be read. Never
+    raises."""
+    try:
+        with open(f"{proc}/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    fields = line.split()[1:]
+                    return int(fields[-1]) if fields and fields[-1].isdigit() else None
+    except OSError:
+        return None
+    return None
+
+
+def pinned_by(path: str, holder: int, token: str | None = None, *,
+              exclude: int | None = None) -> tuple[bool, int | None]:
+    """Whether the lock at ``path``, recorded for PID ``holder`` with acquisition ``token``,
+    is kept alive by its holder's pin right now (the rule: :func:`keepers`), and a PID (in
+    this PID namespace) of a process keeping it -- ``None`` when none can be named (another
+    user's processes, which this reader may not inspect). ``(False, None)`` when it is not,
+    or nothing can be known (no ``/proc/locks``). Never raises."""
+    found = keepers(path, holder, token, exclude=exclude)
+    if found.pids:
+        return True, found.pids[0]
+    return found.unnamed, None
 
 
 def _uid_of(pid: int) -> int | None:

@@ -209,18 +209,35 @@ def judge_record(
     except Exception as exc:  # psutil failure (e.g. /proc not mounted): judge without it
         liveness = Liveness.UNKNOWN
         reasons = [Reason.of(Code.LIVENESS_UNCHECKED, detail=str(exc))]
-    if liveness is not Liveness.ALIVE and record.written_by_lockwarden and file is not None:
-        # the holder's pin (core.kernel.pin): a kernel lock on our own lock file proves its
-        # holder alive where its PID proves nothing (another PID namespace)
+    if liveness is not Liveness.ALIVE and record.written_by_lockwarden and file is not None \
+            and record.pid is not None:
+        # the holder's pin (core.kernel.pin, docs/engine.md "The holder's pin"): an flock
+        # the recorded holder took on its lock file proves the lock alive where its PID
+        # proves nothing: the holder runs in another PID namespace, or it was `lockwarden run`,
+        # which handed the pin down to its command, and the command outlives it. The process
+        # that has the recorded PID now is not the holder (dead or reused): never counted.
         from core.kernel.pin import pinned_by
 
-        pinned, pin_pid = pinned_by(path)
+        pinned, pin_pid = pinned_by(path, record.pid, record.token, exclude=record.pid)
         if pinned:
             liveness = Liveness.ALIVE
-            reasons = [Reason.of(Code.HOLDER_PINNED, pid=pin_pid, recorded=record.pid),
+            reasons = [Reason.of(Code.HOLDER_PINNED, pid=pin_pid, recorded=record.pid,
+                                 name=_process_name(pin_pid)),
                        *reasons]
     return judge(path, record, liveness=liveness, liveness_reasons=reasons, policy=policy,
                  now=now, file=file, mtime=mtime, evidence=evidence(record, reasons))
+
+
+def _process_name(pid: int | None) -> str | None:
+    """The name of process ``pid`` (psutil), or ``None``. Never raises."""
+    if pid is None:
+        return None
+    import psutil
+
+    try:
+        return str(psutil.Process(pid).name())
+    except psutil.Error:
+        return None
 
 
 def _ledger_claim(
