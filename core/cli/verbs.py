@@ -141,6 +141,13 @@ def _args_list(p: argparse.ArgumentParser) -> None:
     _add_server_opts(p)
 
 
+def _args_watch(p: argparse.ArgumentParser) -> None:
+    _args_list(p)
+    p.add_argument("--max-watches", type=cli_args.count, metavar="N",
+                   help="with --project: watch at most N directories with inotify and walk "
+                   "the rest every 5 s (default: half of fs.inotify.max_user_watches)")
+
+
 def _args_run(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     p.add_argument("--timeout", type=cli_args.TIMEOUT, metavar="S",
@@ -336,6 +343,6 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden watch /tmp /run/lock
   lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done
   lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s""",
-         _args_list, _run_watch, via="cli"),
+         _args_watch, _run_watch, via="cli"),
 )
 """The engine's verbs, in ``lockwarden --help`` order (docs/cli.md, "Verbs")."""

@@ -99,9 +99,10 @@ class Printer:
                          f"{time.strftime('%H:%M:%S')}  dir      {d.path}  {d.mode}{msg}")
 
 
-def watch(specs: list[WatchSpec], out: Out) -> int:
+def watch(specs: list[WatchSpec], out: Out, *, tree_watch_limit: int | None = None) -> int:
     """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
-    SIGPIPE) when the reader of stdout went away."""
+    SIGPIPE) when the reader of stdout went away. ``tree_watch_limit``: the most directories
+    of project trees watched with inotify (:class:`core.watch.watcher.Watcher`)."""
     from core.watch.watcher import Watcher
 
     stop = threading.Event()
@@ -111,7 +112,8 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs)
+    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs,
+                      tree_watch_limit=tree_watch_limit)
     try:
         with printer.lock:  # changes wait until the inventory is out
             watcher.start()
@@ -147,4 +149,6 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: a directory is missing or not a directory (exit 3).
     """
-    return watch(watch_specs(args, stale_policy(args)), out)
+    limit = getattr(args, "max_watches", None)
+    return watch(watch_specs(args, stale_policy(args)), out,
+                 tree_watch_limit=max(1, limit) if limit is not None else None)
