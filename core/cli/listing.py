@@ -179,9 +179,10 @@ def judge(found: Found, policy: StalePolicy) -> list[LockStatus]:
 
 def cmd_list(args: argparse.Namespace, out: Out) -> int:
     """``list DIR... [--recursive] [--pattern GLOB] [--project] [--json]``: every lock file
-    with its
-    verdict (unreadable files listed with their reason), then one stderr line per directory
-    that could not be listed (``lockwarden: PATH: cannot be listed: reason``; printed even
+    with its verdict (unreadable files listed with their reason; a lock recorded on another
+    host judged by that host's report when the configuration has ``[fleet]``:
+    :func:`core.cli.fleet.fleet_judged`), then one stderr line per directory that could not
+    be listed (``lockwarden: PATH: cannot be listed: reason``; printed even
     with ``-q``, as every error). ``--json`` prints one array: the locks
     (``LockStatus.to_dict()``), then those errors (:meth:`ListError.to_dict`, told apart by
     ``"kind": "error"``).
@@ -195,6 +196,7 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     """
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
+    from core.record import Liveness
     from core.watch.scan import name_matcher
     from core.watch.scope import dir_matcher
 
@@ -208,6 +210,10 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     found = walk(roots, recursive=bool(args.recursive) or project, match=name_matcher(patterns),
                  skip=dir_matcher(PROJECT_SKIP_DIRS if project else ()), project=project)
     statuses = judge(found, stale_policy(args))
+    if any(st.liveness is Liveness.REMOTE for st in statuses):  # other hosts' reports
+        from core.cli.fleet import fleet_judged
+
+        statuses = fleet_judged(statuses, args)
     if out.json:
         out.data([*(s.to_dict() for s in statuses), *(e.to_dict() for e in found.errors)])
     elif not out.quiet:

@@ -34,12 +34,16 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
         CliError: the directory is missing (exit 3); the file is unreadable (exit 3, after
             the status is printed).
     """
-    from core.record import State
+    from core.record import Liveness, State
     from core.verdicts.inspect import inspect
 
     path: str = args.path
     check_lock_path(path, must_be_file=False)
     status = inspect(path, policy=stale_policy(args))
+    if status.liveness is Liveness.REMOTE:  # another host's lock: its own report, if any
+        from core.cli.fleet import fleet_judged
+
+        status = fleet_judged([status], args)[0]
     users = open_by_windows(path)
     if out.json:
         out.data({**status.to_dict(), **({"open_by": users} if users else {})})

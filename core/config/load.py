@@ -16,6 +16,7 @@ import stat
 import tomllib
 from typing import TypeGuard
 
+from core.config.fleet import parse_fleet
 from core.config.model import (
     POLLING_CHOICES,
     SERVER_KINDS,
@@ -374,6 +375,8 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
                 continue
             servers = (parse_server(name, raw, i, problems) for i, raw in enumerate(value))
             cfg.servers.extend(s for s in servers if s is not None)
+        elif name == "fleet":
+            cfg.fleet = parse_fleet(value, problems)
         elif name == "notifications":
             _parse_section(value, "notifications", cfg.notifications, problems)
         elif name == "ui":
