@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
+from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, json_text, one_line
 from core.record import Liveness, LockStatus
 
 if TYPE_CHECKING:
@@ -80,8 +80,8 @@ def _fleet_of(args: argparse.Namespace) -> tuple[Config, FleetSpec]:
 
 def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
     """``list --fleet``: every host's published locks, each with ``host`` (its publisher),
-    oldest heartbeat first per host; JSON: a list of verdict objects with ``host`` and
-    ``host_silent``.
+    sorted by host and path; JSON: a list of verdict objects with ``host_published``,
+    ``host_silent`` and ``heartbeat_age_s``.
 
     Raises:
         CliError: no ``[fleet]`` (exit 2); the database failed (exit 3).
@@ -98,25 +98,28 @@ def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
             conn.close()
     except FleetError as exc:
         raise CliError(str(exc)) from None
-    rows = []
-    for lock in snap.locks:
-        host = snap.hosts.get(lock.host)
-        silent = host is None or host.age_s > silence_bound(host.interval_s, spec.silent_after)
-        rows.append({**lock.verdict, "path": lock.path, "host_published": lock.host,
-                     "host_silent": silent,
-                     "heartbeat_age_s": None if host is None else round(host.age_s, 3)})
-    if out.json:
-        out.data(rows)
+    silent = {h.host: h.age_s > silence_bound(h.interval_s, spec.silent_after)
+              for h in snap.hosts.values()}
+    if out.json:  # each verdict as published, with its publisher: composed, never re-decoded
+        parts = []
+        for lock in snap.locks:
+            host = snap.hosts.get(lock.host)
+            extra = json_text({"host_published": lock.host,
+                               "host_silent": silent.get(lock.host, True),
+                               "heartbeat_age_s": None if host is None
+                               else round(host.age_s, 3)})
+            body = lock.verdict_json.strip()
+            parts.append(extra[:-1] + (", " + body[1:] if body != "{}" else "}"))
+        print("[" + ", ".join(parts) + "]", flush=True)
     elif not out.quiet:
         from core.cli.output import render_table
 
-        if not rows:
+        if not snap.locks:
             print(f"(no locks published; {len(snap.hosts)} host(s) in the fleet)", flush=True)
         else:
-            table = [[str(r["host_published"]) + (" (silent)" if r["host_silent"] else ""),
-                      str(r.get("state", "")), str(r.get("pid") or "-"),
-                      str(r.get("liveness", "")), str(r.get("holder") or "-"), str(r["path"])]
-                     for r in rows]
+            table = [[lock.host + (" (silent)" if silent.get(lock.host, True) else ""),
+                      lock.state, str(lock.pid or "-"), lock.liveness, lock.holder or "-",
+                      lock.path] for lock in snap.locks]
             print(render_table(["HOST", "STATE", "PID", "LIVENESS", "HOLDER", "PATH"], table),
                   flush=True)
     return EXIT_OK

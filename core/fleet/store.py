@@ -69,15 +69,24 @@ class PidReport:
     checked_at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FleetLock:
-    """One published lock: the publishing ``host``, its ``path`` there and its verdict
-    (:meth:`core.record.LockStatus.to_dict` as published)."""
+    """One published lock: the publishing ``host``, its ``path`` there, the columns a table
+    shows, and the whole verdict (:meth:`core.record.LockStatus.to_dict` as published) as the
+    JSON text the database holds (``verdict_json``; :meth:`verdict` decodes it)."""
 
     host: str
     path: str
-    verdict: dict[str, Any]
+    state: str
+    liveness: str
+    pid: int | None
+    holder: str | None
+    verdict_json: str
     updated_at: datetime
+
+    def verdict(self) -> dict[str, Any]:
+        """The published verdict as a dict."""
+        return dict(json.loads(self.verdict_json))
 
 
 @dataclass
@@ -338,11 +347,12 @@ def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
             snap.pids[(host, int(pid))] = PidReport(host, int(pid), liveness,
                                                     None if start is None else float(start),
                                                     _aware(checked))
-        if locks:
-            cur.execute("SELECT host, path, verdict, updated_at FROM lockwarden_locks"
-                        " ORDER BY host, path")
-            for host, path, verdict, updated in cur.fetchall():
-                snap.locks.append(FleetLock(host, path, dict(verdict), _aware(updated)))
+        if locks:  # the verdict as text: decoding 50,000 of them would cost seconds
+            cur.execute("SELECT host, path, state, liveness, pid, holder, verdict::text,"
+                        " updated_at FROM lockwarden_locks ORDER BY host, path")
+            for host, path, state, liveness, pid, holder, verdict, updated in cur.fetchall():
+                snap.locks.append(FleetLock(host, path, state, liveness, pid, holder, verdict,
+                                            _aware(updated)))
     return snap
 
 
