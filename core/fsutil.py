@@ -311,6 +311,29 @@ def _readlink(path: str) -> str:
         return ""
 
 
+def sticky_owner(path: str) -> str | None:
+    """The name of the user who owns ``path`` when only they (or root) may remove or replace
+    it because its directory is sticky (``/tmp``, ``/var/tmp``: the ``t`` bit, sticky(7))
+    and this process is neither that user nor root; else ``None``. A number stands for an
+    owner with no name. Never raises (``None`` when either cannot be stat'ed)."""
+    if not hasattr(os, "geteuid"):  # pragma: no cover - Windows
+        return None
+    try:
+        st = os.lstat(path)
+        dst = os.stat(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    me = os.geteuid()
+    if not dst.st_mode & stat.S_ISVTX or me == 0 or st.st_uid == me or dst.st_uid == me:
+        return None
+    try:
+        import pwd
+
+        return pwd.getpwuid(st.st_uid).pw_name
+    except (ImportError, KeyError):
+        return str(st.st_uid)
+
+
 def os_reason(exc: OSError) -> str:
     """Plain-words reason for an ``OSError`` met on a file in a lock directory (shown to
     people as the reason a file is unreadable or a log could not be written)."""

@@ -98,6 +98,10 @@ class Code(enum.StrEnum):
     DELETES_KEY = "deletes_key"  # key, token, signal
     REVOKES_LEASE = "revokes_lease"  # lease, keys, names
     RESETS_ROW = "resets_row"  # table, id
+    # the fleet: another host's report on its own PIDs (core.fleet, docs/fleet.md)
+    FLEET_REPORT = "fleet_report"  # host, pid, liveness, reported_at
+    FLEET_HOST_SILENT = "fleet_host_silent"  # host, silent_s
+    FLEET_PID_UNREPORTED = "fleet_pid_unreported"  # host, pid
 
 
 class UnreadableKind(enum.StrEnum):
@@ -167,7 +171,8 @@ _NOT_FILES = frozenset(
     }
 )
 
-TICKING: Mapping[str, int] = {"age_s": 1, "ago_s": 1, "left_s": -1, "ahead_s": -1, "idle_s": 1}
+TICKING: Mapping[str, int] = {"age_s": 1, "ago_s": 1, "left_s": -1, "ahead_s": -1, "idle_s": 1,
+                              "silent_s": 1}
 """Parameters that follow the clock: +1 grows with time, -1 shrinks. A verdict whose reasons
 differ only in these says nothing new (:func:`same_reasons`)."""
 
@@ -366,6 +371,13 @@ def _revokes_lease(r: Reason) -> str:
     return text
 
 
+def _fleet_report(r: Reason) -> str:
+    how = {"alive": "is alive", "dead": "has exited",
+           "reused": "now belongs to a later process (its holder has exited)"}
+    return (f"host {r.get('host')} reported at {_utc(r.get('reported_at'))} that PID "
+            f"{r.get('pid')} {how.get(str(r.get('liveness')), 'cannot be checked')}")
+
+
 _WORDS: dict[Code, object] = {
     Code.NO_LOCK_FILE: "no lock file",
     Code.NOT_CLAIMED: lambda r: f"node {r.get('node')} is not claimed in the ledger",
@@ -421,6 +433,13 @@ _WORDS: dict[Code, object] = {
         f"lock is {_dur(r, 'age_s')} old, older than the {_dur(r, 'limit_s')} stale limit"),
     Code.YOUNGER_THAN_STALE_AFTER: _younger,
     Code.PG_SESSION: _pg_session,
+    Code.FLEET_REPORT: _fleet_report,
+    Code.FLEET_HOST_SILENT: lambda r: (
+        f"host {r.get('host')} has sent no heartbeat for {_dur(r, 'silent_s')}: its reports "
+        "no longer count, so the lock is judged by its age and TTL"),
+    Code.FLEET_PID_UNREPORTED: lambda r: (
+        f"host {r.get('host')} publishes nothing on PID {r.get('pid')} (it does not watch "
+        "this lock), so the lock is judged by its age and TTL"),
     Code.SESSION_IDLE: lambda r: f"its session has been idle for {_dur(r, 'idle_s')}",
     Code.WAITERS: lambda r: (
         f"{r.get('count')} session{'' if r.get('count') == 1 else 's'} waiting for it"),

@@ -201,7 +201,9 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     """``list DIR... [--recursive] [--pattern GLOB] [--project] [--json] [--config PATH]``:
     every lock file with its verdict under the policy of the configured directory it is in
     (:func:`core.cli.common.cli_policies`; a note on stderr for each ``DIR`` judged with the
-    defaults), unreadable files listed with their reason, then one stderr line per directory
+    defaults; a lock recorded on another host judged by that host's report when the
+    configuration has ``[fleet]``: :func:`core.cli.fleet.fleet_judged`), unreadable files
+    listed with their reason, then one stderr line per directory
     that could not be listed (``lockwarden: PATH: cannot be listed: reason``; printed even
     with ``-q``, as every error). ``--json`` prints one array: the locks
     (``LockStatus.to_dict()`` plus ``policy``: :meth:`PolicyChoice.to_dict`), then those
@@ -216,6 +218,7 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     """
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
+    from core.record import Liveness
     from core.watch.scan import name_matcher
     from core.watch.scope import dir_matcher
 
@@ -234,6 +237,11 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
         if choice.needs_note:
             out.note(choice.note(root))
     judged = judge(found, policies)
+    if any(s.liveness is Liveness.REMOTE for s, _c in judged):  # other hosts' reports
+        from core.cli.fleet import fleet_judged
+
+        judged = list(zip(fleet_judged([s for s, _c in judged], args),
+                          [c for _s, c in judged], strict=True))
     if out.json:
         out.data([*({**s.to_dict(), "policy": c.to_dict()} for s, c in judged),
                   *(e.to_dict() for e in found.errors)])

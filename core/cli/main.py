@@ -281,7 +281,12 @@ def _report_exception(exc: BaseException) -> int:
 
 def _os_error_text(exc: OSError) -> str:
     """``"PATH: reason"``; an error on one of the engine's temp files names the lock instead
-    (``/tmp/x.lock: cannot write in /tmp: Permission denied``)."""
+    (``/tmp/x.lock: cannot write in /tmp: Permission denied``). A lock of another user in a
+    sticky directory (``/tmp``) that cannot be removed or replaced says whose it is and who
+    may (:func:`core.fsutil.sticky_owner`), not only "Operation not permitted"."""
+    import errno
+
+    from core.fsutil import sticky_owner
     from core.tempfiles import parse_temp_name
 
     name = exc.filename
@@ -290,8 +295,13 @@ def _os_error_text(exc: OSError) -> str:
         return reason
     head, base = os.path.split(name)
     parsed = parse_temp_name(base)
+    lock = os.path.join(head, parsed[0]) if parsed is not None else name
+    owner = sticky_owner(lock) if exc.errno in (errno.EPERM, errno.EACCES) else None
+    if owner is not None:
+        return (f"{lock}: owned by {owner}: in the sticky directory {head or '.'} only "
+                f"{owner} or root can remove or replace it")
     if parsed is not None:
-        return f"{os.path.join(head, parsed[0])}: cannot write in {head or '.'}: {reason}"
+        return f"{lock}: cannot write in {head or '.'}: {reason}"
     return f"{name}: {reason}"
 
 

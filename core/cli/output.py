@@ -119,18 +119,21 @@ def table(statuses: Sequence[LockStatus]) -> str:
 
 
 def audit_table(entries: Sequence[Mapping[str, object]]) -> str:
-    """Aligned table of ``lockwarden audit``: TIME OPERATION RESULT VIA USER PID LOCK."""
+    """Aligned table of ``lockwarden audit``: TIME OPERATION RESULT VIA USER PID LOCK. A field
+    an entry lacks shows ``-``; a line that is no entry (``error``: not JSON, too long, a run
+    of NUL bytes in a sparse log) says so in the LOCK column with its line number, instead of
+    a row of empty fields."""
     if not entries:
         return "(no audit entries)"
+
+    def cell(value: object) -> str:
+        return "-" if value is None or value == "" else str(value)
+
     rows = []
     for e in entries:
-        rows.append([
-            str(e.get("timestamp", "")),
-            str(e.get("operation", "")),
-            str(e.get("result", "")),
-            str(e.get("via", "")),
-            str(e.get("user", "")),
-            str(e.get("pid", "")),
-            str(e.get("lockPath", e.get("lock_path", ""))),
-        ])
+        error = e.get("error")
+        last = (f"(line {e.get('line')}: {error})" if error
+                else cell(e.get("lockPath", e.get("lock_path"))))
+        rows.append([cell(e.get("timestamp")), cell(e.get("operation")), cell(e.get("result")),
+                     cell(e.get("via")), cell(e.get("user")), cell(e.get("pid")), last])
     return render_table(["TIME", "OPERATION", "RESULT", "VIA", "USER", "PID", "LOCK"], rows)

@@ -40,7 +40,7 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
         CliError: the directory is missing (exit 3); the file is unreadable (exit 3, after
             the status is printed).
     """
-    from core.record import State
+    from core.record import Liveness, State
     from core.verdicts.inspect import inspect
 
     path: str = args.path
@@ -49,6 +49,10 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     status = inspect(path, policy=choice.policy)
     if choice.needs_note and status.state is not State.UNREADABLE:  # an error is one line
         out.note(choice.note(path))
+    if status.liveness is Liveness.REMOTE:  # another host's lock: its own report, if any
+        from core.cli.fleet import fleet_judged
+
+        status = fleet_judged([status], args)[0]
     users = open_by_windows(path)
     if out.json:
         out.data({**status.to_dict(), "policy": choice.to_dict(),

@@ -48,7 +48,8 @@ def _add_stale_after(p: argparse.ArgumentParser, *, configured: bool = False) ->
     if configured:
         p.add_argument("--config", type=cli_args.path, metavar="PATH",
                        help="configuration file whose watched directories' stale policies "
-                       "apply (default: $LOCKWARDEN_CONFIG, else the app's)")
+                       "apply, and whose [fleet] judges other hosts' locks (default: "
+                       "$LOCKWARDEN_CONFIG, else the app's)")
 
 
 def _add_write_opts(p: argparse.ArgumentParser, *, ttl_help: str) -> None:
@@ -78,9 +79,16 @@ def _add_force(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--reason", metavar="T", help="why (recorded in the audit log)")
 
 
-def _add_dirs(p: argparse.ArgumentParser) -> None:
+def _add_config(p: argparse.ArgumentParser) -> None:
+    """--config FILE: the configuration whose [fleet] judges other hosts' locks."""
+    p.add_argument("--config", type=cli_args.path, metavar="FILE",
+                   help="configuration file (default: the per-user one, or "
+                   "$LOCKWARDEN_CONFIG); its [fleet] judges locks of other hosts")
+
+
+def _add_dirs(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
     """DIR... of list/watch, with -r, --pattern, --stale-after."""
-    p.add_argument("dirs", type=cli_args.path, nargs="+", metavar="DIR")
+    p.add_argument("dirs", type=cli_args.path, nargs="*" if optional else "+", metavar="DIR")
     p.add_argument("-r", "--recursive", action="store_true", help="descend into subdirectories")
     p.add_argument("--pattern", action="append", metavar="GLOB",
                    help="file name pattern (repeatable; default *.lock *.pid *-lock); with "
@@ -154,8 +162,23 @@ def _args_reclaim(p: argparse.ArgumentParser) -> None:
 
 
 def _args_list(p: argparse.ArgumentParser) -> None:
+    _add_dirs(p, optional=True)
+    _add_server_opts(p)
+    p.add_argument("--fleet", action="store_true",
+                   help="every host's published locks, from the [fleet] database of --config "
+                   "(docs/fleet.md)")
+
+
+def _args_agent(p: argparse.ArgumentParser) -> None:
+    _add_config(p)
+
+
+def _args_watch(p: argparse.ArgumentParser) -> None:
     _add_dirs(p)
     _add_server_opts(p)
+    p.add_argument("--max-watches", type=cli_args.count, metavar="N",
+                   help="with --project: watch at most N directories with inotify and walk "
+                   "the rest every 5 s (default: half of fs.inotify.max_user_watches)")
 
 
 def _args_run(p: argparse.ArgumentParser) -> None:
@@ -246,6 +269,14 @@ def _run_wait(args: argparse.Namespace, out: Out) -> int:
 
 
 def _run_list(args: argparse.Namespace, out: Out) -> int:
+    if args.fleet:
+        if args.dirs:
+            raise CliError("list: --fleet lists every host's locks: name no DIR", EXIT_USAGE)
+        from core.cli.fleet import cmd_list_fleet
+
+        return cmd_list_fleet(args, out)
+    if not args.dirs:
+        raise CliError("list: name at least one DIR (or --fleet)", EXIT_USAGE)
     if any(_server_url(d) for d in args.dirs):
         from core.cli.remote import cmd_remote_list
 
@@ -253,6 +284,12 @@ def _run_list(args: argparse.Namespace, out: Out) -> int:
     from core.cli.listing import cmd_list
 
     return cmd_list(args, out)
+
+
+def _run_agent(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.fleet import cmd_agent
+
+    return cmd_agent(args, out)
 
 
 def _run_run(args: argparse.Namespace, out: Out) -> int:
@@ -353,6 +390,12 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden watch /tmp /run/lock
   lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done
   lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s""",
-         _args_list, _run_watch, via="cli"),
+         _args_watch, _run_watch, via="cli"),
+    Verb("agent", "publish this host's locks to the [fleet] database until interrupted",
+         """examples:
+  lockwarden agent                              # the per-user configuration's [fleet]
+  lockwarden agent --config /etc/lockwarden.toml
+  lockwarden list --fleet                       # every host's published locks""",
+         _args_agent, _run_agent, json=False, via="cli"),
 )
 """The engine's verbs, in ``lockwarden --help`` order (docs/cli.md, "Verbs")."""

@@ -108,11 +108,13 @@ class Printer:
 
 
 def watch(specs: list[WatchSpec], out: Out,
-          policy_of: Callable[[str], dict[str, object]] | None = None) -> int:
+          policy_of: Callable[[str], dict[str, object]] | None = None, *,
+          tree_watch_limit: int | None = None) -> int:
     """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
     SIGPIPE) when the reader of stdout went away. With ``policy_of`` (a lock's path to the
     ``policy`` field), each ``--json`` line of a lock carries the policy it was judged
-    under."""
+    under. ``tree_watch_limit``: the most directories of project trees watched with inotify
+    (:class:`core.watch.watcher.Watcher`)."""
     from core.watch.watcher import Watcher
 
     stop = threading.Event()
@@ -122,7 +124,8 @@ def watch(specs: list[WatchSpec], out: Out,
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs)
+    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs,
+                      tree_watch_limit=tree_watch_limit)
     try:
         with printer.lock:  # changes wait until the inventory is out
             watcher.start()
@@ -173,4 +176,6 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
                 return choice.to_dict()
         return choices[0][1].to_dict()
 
-    return watch(specs, out, policy_of)
+    limit = getattr(args, "max_watches", None)
+    return watch(specs, out, policy_of,
+                 tree_watch_limit=max(1, limit) if limit is not None else None)

@@ -150,6 +150,14 @@ def to_dict(config: Config) -> dict[str, Any]:
             "start_minimized": config.ui.start_minimized,
             "rescan_interval": float(config.ui.rescan_interval),
         },
+        **({"fleet": {
+            "dsn": config.fleet.dsn, "host": config.fleet.host,
+            "interval": float(config.fleet.interval),
+            "silent_after": float(config.fleet.silent_after),
+            **({"password_env": config.fleet.password_env} if config.fleet.password_env
+               else {}),
+            **({"keyring": True} if config.fleet.keyring else {}),
+        }} if config.fleet is not None else {}),
     }
 
 

@@ -16,6 +16,7 @@ import stat
 import tomllib
 from typing import TypeGuard
 
+from core.config.fleet import parse_fleet
 from core.config.model import (
     POLLING_CHOICES,
     SERVER_KINDS,
@@ -393,6 +394,8 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
                 if server is not None:
                     server.table_index = i
                     cfg.servers.append(server)
+        elif name == "fleet":
+            cfg.fleet = parse_fleet(value, problems)
         elif name == "notifications":
             _parse_section(value, "notifications", cfg.notifications, problems)
         elif name == "ui":

@@ -8,6 +8,7 @@ facade that also saves it. The file's layout is described in :mod:`core.config`.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from dataclasses import dataclass, field
 
@@ -310,6 +311,40 @@ class LoadError:
         return f"{where}: {self.message}"
 
 
+DEFAULT_INTERVAL = 2.0
+"""Seconds between two heartbeats of a publishing host."""
+
+DEFAULT_SILENT_AFTER = 15.0
+"""Seconds without a heartbeat after which a host is *silent*: its reports no longer judge
+its locks (docs/fleet.md, "Verdicts")."""
+
+
+@dataclass
+class FleetSpec:
+    """The ``[fleet]`` table (parsed by :mod:`core.config.fleet`; docs/fleet.md).
+
+    Attributes:
+        dsn: the PostgreSQL database (``postgresql://user@host:5432/db``); never a password.
+        password_env: environment variable holding the password, or None.
+        keyring: True: the password is in the OS keychain (service ``lockwarden``, user
+            :attr:`dsn`).
+        host: the name this host publishes under (default: :func:`socket.gethostname`).
+        interval: seconds between heartbeats.
+        silent_after: seconds after the last heartbeat at which a host counts as silent.
+    """
+
+    dsn: str
+    password_env: str | None = None
+    keyring: bool = False
+    host: str = ""
+    interval: float = DEFAULT_INTERVAL
+    silent_after: float = DEFAULT_SILENT_AFTER
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            self.host = socket.gethostname()
+
+
 @dataclass
 class Config:
     """The whole configuration.
@@ -320,6 +355,7 @@ class Config:
             :meth:`ProjectSpec.watch_spec` after :attr:`watches` (:meth:`all_watches`).
         servers: lock servers to list (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``).
         notifications, ui: see :class:`NotificationSettings`, :class:`UISettings`.
+        fleet: the ``[fleet]`` table (:class:`core.config.fleet.FleetSpec`), or None.
         path: the file it was loaded from / will be saved to (``None``: the default path).
         warnings: problems found while loading, each naming the key and the line
             (``"config.toml line 7: watch[1].stale_after must be a number of seconds, not
@@ -336,6 +372,7 @@ class Config:
     servers: list[ServerSpec] = field(default_factory=list)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     ui: UISettings = field(default_factory=UISettings)
+    fleet: FleetSpec | None = None
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
     watches_are_default: bool = False

@@ -111,13 +111,17 @@ class Directories:
         on_detach: called with a directory when it is detached (its debounced paths must be
             forgotten).
         rescan_interval: seconds between two rescans of a directory (> 0).
+        tree_watch_limit: the most directories of project trees watched with inotify
+            (default: :func:`core.watch.tree.default_limit`, half the user's watches); beyond
+            it a tree is walked every 5 s.
     """
 
     def __init__(self, emit: Callable[[WatchedDir, str, bool, bool], None],
-                 on_detach: Callable[[WatchedDir], None], *, rescan_interval: float) -> None:
+                 on_detach: Callable[[WatchedDir], None], *, rescan_interval: float,
+                 tree_watch_limit: int | None = None) -> None:
         self.dirs: list[WatchedDir] = []
         self.inventory = Inventory()
-        self.sources = Sources()
+        self.sources = Sources(tree_watch_limit=tree_watch_limit)
         self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
         self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round
         self.round_view: KernelView | None = None  # the kernel's locks and open files

@@ -149,7 +149,10 @@ def fallback_message(exc: OSError, *, instead: str | None = None) -> str:
     """The :class:`core.watch.watcher.DirStatus` message of a directory that polls because
     watchdog's event observer failed with ``exc`` (inotify limits named with their ``sysctl``);
     ``instead``: what is done instead (default "polling every 1 s")."""
-    if exc.errno == errno.ENOSPC:
+    if isinstance(exc, _tree.ShareReached):
+        what = (f"Lockwarden's share of inotify watches reached ({exc.limit} directories; "
+                f"'watch --max-watches N' sets it)")
+    elif exc.errno == errno.ENOSPC:
         what = "inotify watch limit reached (fs.inotify.max_user_watches)"
     elif exc.errno in (errno.EMFILE, errno.ENFILE):
         what = "inotify instance or file limit reached (fs.inotify.max_user_instances)"
@@ -284,7 +287,8 @@ class Sources:
     table (read once per :meth:`forget_mounts`). Used from the watcher's worker thread;
     :meth:`stop` from any thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tree_watch_limit: int | None = None) -> None:
+        self.tree_watch_limit = tree_watch_limit  # None: core.watch.tree.default_limit()
         self.events_obs: BaseObserver | None = None
         self.poll_obs: BaseObserver | None = None
         self.events_error: str | None = None  # why the event observer cannot be had
@@ -377,7 +381,7 @@ class Sources:
             return None
         if self.tree_obs is None:
             try:
-                self.tree_obs = _tree.TreeWatcher()
+                self.tree_obs = _tree.TreeWatcher(self.tree_watch_limit)
             except OSError as exc:
                 if exc.errno in INOTIFY_LIMIT_ERRNOS:
                     self.events_error = fallback_message(exc)

@@ -19,6 +19,7 @@ ReadDirectoryChangesW are recursive by nature and cost no per-directory resource
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
@@ -30,7 +31,38 @@ try:
 except ImportError:  # pragma: no cover - not Linux
     inotify_simple = None
 
-__all__ = ["TreeWatcher", "available"]
+__all__ = ["MAX_USER_WATCHES", "TREE_WATCH_SHARE", "ShareReached", "TreeWatcher", "available",
+           "default_limit"]
+
+MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
+"""Where Linux keeps the per-user limit of inotify watches (``fs.inotify.max_user_watches``)."""
+
+TREE_WATCH_SHARE = 0.5
+"""The share of the user's inotify watches that project trees may take (docs/watching.md,
+"Projects"): the rest stays for the user's editors, IDEs and build tools; directories beyond
+it are walked every 5 s instead of watched."""
+
+
+class ShareReached(OSError):
+    """Lockwarden's share of inotify watches (:data:`TREE_WATCH_SHARE` of the user's limit, or
+    the limit given) is taken: ``errno`` is ``ENOSPC`` (what the kernel says at its own limit),
+    ``limit`` how many watches the share allows."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(errno.ENOSPC, f"Lockwarden's share of inotify watches ({limit}) is taken")
+        self.limit = limit
+
+
+def default_limit(share: float = TREE_WATCH_SHARE, path: str = MAX_USER_WATCHES) -> int | None:
+    """How many directories project trees may watch: ``share`` (0 < share <= 1) of the
+    user's inotify watch limit read from ``path``; ``None`` when it cannot be read (no cap of
+    ours: the kernel's own ENOSPC still applies)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            total = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return max(1, int(total * share))
 
 log = logging.getLogger("core.watch.watcher")
 
@@ -67,14 +99,18 @@ class TreeWatcher:
     :meth:`schedule` and :meth:`unschedule` are called from the watcher's worker thread; the
     reader thread only calls the handlers' :meth:`Hinted.hint`, which must not block.
 
+    ``limit``: the most directories it watches at once (default :func:`default_limit`; ``None``
+    from there means no cap of ours); :meth:`schedule` raises :class:`ShareReached` beyond it.
+
     Raises:
         OSError: from the constructor when no inotify instance can be had (the caller then
             polls, :func:`core.watch.sources.fallback_message`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         if inotify_simple is None:  # pragma: no cover - callers check available()
             raise OSError("inotify is not available here")
+        self.limit = default_limit() if limit is None else max(1, int(limit))
         self._ino = inotify_simple.INotify(nonblocking=True)
         self._lock = threading.Lock()
         self._dirs: dict[int, tuple[str, Hinted]] = {}
@@ -90,9 +126,14 @@ class TreeWatcher:
         :meth:`unschedule`.
 
         Raises:
+            ShareReached: :attr:`limit` directories are watched already.
             OSError: ``path`` is gone or not a directory, or the inotify watch limit
                 (``fs.inotify.max_user_watches``, ``ENOSPC``) is reached.
         """
+        if self.limit is not None:
+            with self._lock:
+                if len(self._dirs) >= self.limit:
+                    raise ShareReached(self.limit)
         wd: int = self._ino.add_watch(path, _MASK & ~_F.DONT_FOLLOW if follow else _MASK)
         try:
             st = os.lstat(path)

@@ -136,6 +136,9 @@ class Watcher:
             watcher's own thread.
         rescan_interval: seconds between full rescans (> 0; default 30).
         liveness_interval: seconds between liveness passes (> 0; default 2).
+        tree_watch_limit: the most directories of project trees watched with inotify (default:
+            half of ``fs.inotify.max_user_watches``, :func:`core.watch.tree.default_limit`);
+            beyond it a tree is walked every 5 s and its status says why.
 
     Raises:
         ValueError: an interval that is not > 0.
@@ -160,6 +163,7 @@ class Watcher:
         on_dirs: Callable[[list[DirStatus]], None] | None = None,
         rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
         liveness_interval: float = LIVENESS_INTERVAL,
+        tree_watch_limit: int | None = None,
     ) -> None:
         if rescan_interval <= 0 or liveness_interval <= 0:
             raise ValueError("rescan_interval and liveness_interval must be positive seconds")
@@ -171,7 +175,8 @@ class Watcher:
         self._lock = threading.RLock()  # the inventory (held by the worker while it works)
         self._life = threading.Lock()  # started/closed flags
         self._rooms = Directories(self._post_hint, self._forget_pending,
-                                  rescan_interval=float(rescan_interval))
+                                  rescan_interval=float(rescan_interval),
+                                  tree_watch_limit=tree_watch_limit)
         # timers, in time.monotonic() seconds
         self._pending: dict[str, tuple[float, WatchedDir]] = {}  # debounced paths, due order
         self._urgent: dict[str, WatchedDir] = {}  # paths to read in this round (no debounce)

@@ -1,0 +1,177 @@
+"""The fleet on the command line (docs/fleet.md, docs/cli.md "Fleet"):
+
+- ``lockwarden agent [--config FILE]``: watch the configured directories and publish this
+  host's verdicts, heartbeat and PID liveness to the ``[fleet]`` database until SIGINT/SIGTERM;
+- ``lockwarden list --fleet [--config FILE] [--json]``: every host's published locks;
+- :func:`fleet_judged`: how ``status`` and ``list`` re-judge a lock recorded on another host by
+  that host's report when ``[fleet]`` is configured.
+
+A fleet database that is down, slow or refuses is one line on stderr; the local verdict stands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, json_text, one_line
+from core.record import Liveness, LockStatus
+
+if TYPE_CHECKING:
+    from core.config.model import Config, FleetSpec
+
+PROG = "lockwarden"
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    """The configuration ``--config`` names (default: the per-user file, or
+    ``LOCKWARDEN_CONFIG``); its warnings go to stderr."""
+    from core.config import load
+
+    cfg = load(getattr(args, "config", None))
+    for warning in cfg.warnings:
+        print(f"{PROG}: {one_line(warning)}", file=sys.stderr, flush=True)
+    return cfg
+
+
+def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,
+                 config: Config | None = None) -> list[LockStatus]:
+    """``statuses``, each lock recorded on another host re-judged by that host's report
+    (:func:`core.fleet.judge.judge_with_fleet`) when the configuration has ``[fleet]``;
+    unchanged otherwise, and when the fleet database fails (said once on stderr). The
+    database is asked only when some lock names another host."""
+    if not any(s.liveness is Liveness.REMOTE for s in statuses):
+        return list(statuses)
+    cfg = config if config is not None else load_config(args)
+    if cfg.fleet is None:
+        return list(statuses)
+    from core.fleet.judge import judge_with_fleet
+    from core.fleet.store import FleetError, connect, read_snapshot
+
+    spec = cfg.fleet
+    try:
+        conn = connect(spec)
+        try:
+            snap = read_snapshot(conn)
+        finally:
+            conn.close()
+    except FleetError as exc:
+        print(f"{PROG}: {one_line(str(exc))}; judged without the fleet", file=sys.stderr,
+              flush=True)
+        return list(statuses)
+    except Exception as exc:  # psycopg.Error from the read: same treatment
+        print(f"{PROG}: fleet: {one_line(str(exc))}; judged without the fleet",
+              file=sys.stderr, flush=True)
+        return list(statuses)
+    return [judge_with_fleet(s, snap, silent_after=spec.silent_after) for s in statuses]
+
+
+def _fleet_of(args: argparse.Namespace) -> tuple[Config, FleetSpec]:
+    cfg = load_config(args)
+    if cfg.fleet is None:
+        raise CliError(f"{cfg.path or 'the configuration'} has no [fleet] table "
+                       "(docs/fleet.md: dsn = \"postgresql://...\")", EXIT_USAGE)
+    return cfg, cfg.fleet
+
+
+def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
+    """``list --fleet``: every host's published locks, each with ``host`` (its publisher),
+    sorted by host and path; JSON: a list of verdict objects with ``host_published``,
+    ``host_silent`` and ``heartbeat_age_s``.
+
+    Raises:
+        CliError: no ``[fleet]`` (exit 2); the database failed (exit 3).
+    """
+    from core.fleet.judge import silence_bound
+    from core.fleet.store import FleetError, connect, read_snapshot
+
+    _cfg, spec = _fleet_of(args)
+    try:
+        conn = connect(spec)
+        try:
+            snap = read_snapshot(conn, locks=True)
+        finally:
+            conn.close()
+    except FleetError as exc:
+        raise CliError(str(exc)) from None
+    silent = {h.host: h.age_s > silence_bound(h.interval_s, spec.silent_after)
+              for h in snap.hosts.values()}
+    if out.json:  # each verdict as published, with its publisher: composed, never re-decoded
+        parts = []
+        for lock in snap.locks:
+            host = snap.hosts.get(lock.host)
+            extra = json_text({"host_published": lock.host,
+                               "host_silent": silent.get(lock.host, True),
+                               "heartbeat_age_s": None if host is None
+                               else round(host.age_s, 3)})
+            body = lock.verdict_json.strip()
+            parts.append(extra[:-1] + (", " + body[1:] if body != "{}" else "}"))
+        print("[" + ", ".join(parts) + "]", flush=True)
+    elif not out.quiet:
+        from core.cli.output import render_table
+
+        if not snap.locks:
+            print(f"(no locks published; {len(snap.hosts)} host(s) in the fleet)", flush=True)
+        else:
+            table = [[lock.host + (" (silent)" if silent.get(lock.host, True) else ""),
+                      lock.state, str(lock.pid or "-"), lock.liveness, lock.holder or "-",
+                      lock.path] for lock in snap.locks]
+            print(render_table(["HOST", "STATE", "PID", "LIVENESS", "HOLDER", "PATH"], table),
+                  flush=True)
+    return EXIT_OK
+
+
+def cmd_agent(args: argparse.Namespace, out: Out) -> int:
+    """``agent``: publish this host's watched locks until SIGINT/SIGTERM (see the module
+    docstring): after each change set of the watcher and at every heartbeat interval. A
+    failing database is said on stderr when it starts failing and when it is back; nothing
+    is lost meanwhile (the next publication after a reconnect sends every row).
+
+    Returns:
+        0 when stopped by a signal.
+
+    Raises:
+        CliError: no ``[fleet]`` (exit 2).
+    """
+    from core.fleet.store import FleetError, Publisher, redact
+    from core.watch.watcher import Watcher
+
+    cfg, spec = _fleet_of(args)
+    stop = threading.Event()
+    changed = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+        changed.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    watcher = Watcher(cfg.all_watches(), lambda _changes: changed.set())
+    publisher = Publisher(spec)
+    problem: str | None = None
+    try:
+        watcher.start()
+        out.note(f"publishing {len(cfg.all_watches())} watched directories as host "
+                 f"{spec.host} to {redact(spec.dsn)} every {spec.interval:g} s")
+        while not stop.is_set():
+            try:
+                publisher.publish(watcher.snapshot())
+                if problem is not None:
+                    out.note(f"fleet database {redact(spec.dsn)} is back: published")
+                problem = None
+            except FleetError as exc:
+                if str(exc) != problem:
+                    print(f"{PROG}: {one_line(str(exc))}; retrying every {spec.interval:g} s",
+                          file=sys.stderr, flush=True)
+                problem = str(exc)
+            changed.wait(spec.interval)
+            changed.clear()
+    finally:
+        watcher.close()
+        publisher.close()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return EXIT_OK

@@ -1,0 +1,82 @@
+"""The ``[fleet]`` table of the configuration: where this host publishes its locks and reads
+every other host's (docs/fleet.md, "Set-up").
+
+::
+
+    [fleet]
+    dsn = "postgresql://lw_host_a@db.example/lockwarden"   # never a password in the file
+    password_env = "LOCKWARDEN_FLEET_PASSWORD"              # or keyring = true
+    host = "build-7"         # default: this host's name
+    interval = 2             # seconds between heartbeats (> 0)
+    silent_after = 15        # seconds without a heartbeat after which a host is silent
+
+Loaded by :mod:`core.config.load`; problems are warnings naming the key, as for every table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from core.config.model import FleetSpec
+from core.config.model import describe_value as _describe
+from core.config.servers import Problems, check_url
+
+
+def _seconds(v: object) -> float | None:
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    return None
+
+
+def parse_fleet(raw: object, problems: Problems) -> FleetSpec | None:
+    """The ``[fleet]`` table as a :class:`~core.config.model.FleetSpec`; None when it is
+    unusable (no ``dsn``, a password in it). Every problem goes to ``problems``."""
+    sect = ("fleet", 0)
+    if not isinstance(raw, dict):
+        problems.add("fleet", f"must be a table, not {_describe(raw)}", section=None,
+                     name="fleet", fallback="ignored")
+        return None
+    dsn = raw.get("dsn")
+    why = (check_url("postgres", dsn.strip()) if isinstance(dsn, str) and dsn.strip()
+           else "is missing" if dsn is None else f"must be a URL, not {_describe(dsn)}")
+    if why:
+        problems.add("fleet.dsn", why, section=sect, name="dsn",
+                     fallback="this host does not publish to a fleet")
+        return None
+    assert isinstance(dsn, str)
+    spec = FleetSpec(dsn=dsn.strip())
+    for name, value in raw.items():
+        def bad(message: str, default: Any, name: str = name) -> None:
+            problems.add(f"fleet.{name}", message, section=sect, name=name,
+                         fallback=f"using {_describe(default)}")
+
+        if name == "dsn":
+            continue
+        if name == "password_env":
+            if isinstance(value, str) and value.replace("_", "a").isalnum() \
+                    and not value[:1].isdigit():
+                spec.password_env = value
+            else:
+                bad(f"must name an environment variable, not {_describe(value)}", None)
+        elif name == "keyring":
+            if isinstance(value, bool):
+                spec.keyring = value
+            else:
+                bad(f"must be true or false, not {_describe(value)}", False)
+        elif name == "host":
+            if isinstance(value, str) and value.strip() and value.isprintable():
+                spec.host = value.strip()
+            else:
+                bad(f"must be a host name, not {_describe(value)}", spec.host)
+        elif name in ("interval", "silent_after"):
+            seconds = _seconds(value)
+            if seconds is None:
+                bad(f"must be a finite positive number of seconds, not {_describe(value)}",
+                    getattr(spec, name))
+            else:
+                setattr(spec, name, seconds)
+        else:
+            problems.add(f"fleet.{name}", "unknown key", section=sect, name=name,
+                         fallback="ignored")
+    return spec

@@ -1,0 +1,151 @@
+"""The fleet at scale (docs/fleet.md): 50 hosts x 1,000 locks published to a private PostgreSQL;
+``list --fleet`` (the database read and the whole command); a change on one host reaching
+another host's view through LISTEN/NOTIFY, beside the anchor measured in the same run: a bare
+NOTIFY round trip between two connections. Prints figures; asserts nothing about speed
+(docs/DESIGN.md "Testing").
+
+    .venv/bin/python tests/benchmarks/bench_fleet.py [--hosts 50] [--locks 1000] [--samples 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from core.config.model import FleetSpec  # noqa: E402
+from core.fleet.schema import CHANNEL, migrate  # noqa: E402
+from core.fleet.store import Publisher, connect, read_snapshot  # noqa: E402
+from core.reasons import Code, Reason  # noqa: E402
+from core.record import Evidence, Liveness, LockRecord, LockStatus, State  # noqa: E402
+from tests.remote.servers import PG_PASSWORD, start_pg  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def ms(values: list[float]) -> str:
+    return (f"p50 {statistics.median(values) * 1e3:7.2f} ms  p95 {pct(values, 0.95) * 1e3:7.2f} ms"
+            f"  (n={len(values)})")
+
+
+def statuses(host: str, n: int, *, dead: int | None = None) -> list[LockStatus]:
+    """``n`` locks of ``host``: sema locks written by Lockwarden, holders alive (``dead``: the
+    index of one whose holder is dead)."""
+    now = datetime.now(UTC)
+    out = []
+    for i in range(n):
+        alive = i != dead
+        rec = LockRecord(path=f"/shared/{host}/l{i}.lock", format="sema", pid=10_000 + i,
+                         acquired_at=now, tag=f"job {i}", host=host,
+                         token=f"{i:032x}", start=1_700_000_000.0 + i)
+        liveness = Liveness.ALIVE if alive else Liveness.DEAD
+        out.append(LockStatus(rec.path, State.HELD if alive else State.STALE, liveness=liveness,
+                              reasons=(Reason.of(Code.HOLDER_ALIVE if alive else Code.HOLDER_DEAD,
+                                                 pid=rec.pid),),
+                              record=rec, checked_at=now,
+                              evidence=Evidence(pid=rec.pid, process_start=rec.start)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--locks", type=int, default=1000)
+    ap.add_argument("--samples", type=int, default=50)
+    args = ap.parse_args()
+    import psycopg
+
+    pg = start_pg()
+    os.environ["LW_FLEET_PW"] = PG_PASSWORD
+    dsn = f"postgresql://lw@127.0.0.1:{pg.port}/postgres"
+    try:
+        admin = psycopg.connect(dsn, password=PG_PASSWORD, autocommit=True)
+        migrate(admin)
+        print(f"fleet: {args.hosts} hosts x {args.locks} locks, PostgreSQL on 127.0.0.1, "
+              f"load {os.getloadavg()[0]:.2f}")
+
+        pubs = []
+        t0 = time.perf_counter()
+        per_host = []
+        for h in range(args.hosts):
+            spec = FleetSpec(dsn, password_env="LW_FLEET_PW", host=f"host{h:02d}")
+            pub = Publisher(spec, boot_id="bench", migrate_schema=False)
+            t = time.perf_counter()
+            pub.publish(statuses(spec.host, args.locks))
+            per_host.append(time.perf_counter() - t)
+            pubs.append(pub)
+        total = time.perf_counter() - t0
+        print(f"  first publication (every row):  {total:6.2f} s for all hosts; per host "
+              f"{ms(per_host)}")
+        same = []
+        for pub in pubs[:10]:
+            t = time.perf_counter()
+            pub.publish(statuses(pub.spec.host, args.locks))  # nothing changed: heartbeat
+            same.append(time.perf_counter() - t)
+        print(f"  heartbeat, nothing changed:     {ms(same)}  (diffing {args.locks} verdicts)")
+
+        reads = []
+        conn = connect(FleetSpec(dsn, password_env="LW_FLEET_PW", host="reader"))
+        for _ in range(10):
+            t = time.perf_counter()
+            snap = read_snapshot(conn, locks=True)
+            reads.append(time.perf_counter() - t)
+        print(f"  read every host's locks ({len(snap.locks)} rows): {ms(reads)}")
+        with tempfile.TemporaryDirectory() as d:
+            cfg = Path(d) / "c.toml"
+            cfg.write_text(f'[fleet]\ndsn = "{dsn}"\npassword_env = "LW_FLEET_PW"\n')
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            cli, bare = [], []
+            for _ in range(5):
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
+                bare.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "core", "list", "--fleet", "--config",
+                                str(cfg), "--json"], check=True, env=env,
+                               stdout=subprocess.DEVNULL)
+                cli.append(time.perf_counter() - t)
+            print(f"  lockwarden list --fleet --json: {ms(cli)}  [target <= 200 ms]; "
+                  f"python -c pass {ms(bare)}")
+
+        # change on host00 -> the reader sees it (NOTIFY, then a snapshot read)
+        listener = psycopg.connect(dsn, password=PG_PASSWORD, autocommit=True)
+        listener.execute(f"LISTEN {CHANNEL}")
+        notify_rtt, change = [], []
+        for i in range(args.samples):
+            t = time.perf_counter()
+            admin.execute("SELECT pg_notify(%s, %s)", (CHANNEL, "anchor"))
+            for _n in listener.notifies(timeout=5, stop_after=1):
+                pass
+            notify_rtt.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            pubs[0].publish(statuses(pubs[0].spec.host, args.locks, dead=i % args.locks))
+            for _n in listener.notifies(timeout=5, stop_after=1):
+                pass
+            read_snapshot(listener)  # the reader's view: hosts and PIDs
+            change.append(time.perf_counter() - t)
+        print(f"  change on one host -> another's view: {ms(change)}  [target p95 <= 1 s]")
+        print(f"  anchor: bare NOTIFY round trip:        {ms(notify_rtt)}")
+        for pub in pubs:
+            pub.close()
+        conn.close()
+        listener.close()
+        admin.close()
+    finally:
+        pg.stop()
+
+
+if __name__ == "__main__":
+    main()
