@@ -1,6 +1,6 @@
 """docs/cli.md "Start-up time": ``status`` imports neither ``shutil`` (argparse's help
-formatter would, and with it ``bz2`` and ``lzma``) nor ``tomli_w``; ``core.config`` imports
-``tomli_w`` only when it saves."""
+formatter would, and with it ``bz2`` and ``lzma``) nor ``tomli_w`` nor ``sqlite3`` (the
+history's store); ``core.config`` imports ``tomli_w`` only when it saves."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ PROBE = """
 import sys
 from core.cli.main import main
 code = main(sys.argv[1:])
-print("LOADED", sorted({"shutil", "bz2", "lzma", "tomli_w"} & set(sys.modules)), file=sys.stderr)
+heavy = {"shutil", "bz2", "lzma", "tomli_w", "sqlite3"}
+print("LOADED", sorted(heavy & set(sys.modules)), file=sys.stderr)
 sys.exit(code)
 """
 
 
-def test_status_imports_no_shutil_nor_tomli_w(lockdir: Path) -> None:
+def test_status_imports_no_shutil_nor_tomli_w_nor_sqlite3(lockdir: Path) -> None:
     lock = lockdir / "x.lock"
     lock.write_text("pid=1\ntimestamp=1\n")
     out = subprocess.run([sys.executable, "-c", PROBE, "status", str(lock)], capture_output=True,

@@ -5,7 +5,7 @@ module that runs it, imported only when the verb runs (docs/cli.md, "Start-up ti
 - :mod:`core.cli.locks`: ``try``, ``acquire``, ``release``, ``reclaim``;
 - :mod:`core.cli.status`: ``status``, ``wait``; :mod:`core.cli.listing`: ``list``;
 - :mod:`core.cli.run`, :mod:`core.cli.audit`, :mod:`core.cli.clean`, :mod:`core.cli.watch`;
-- :mod:`core.cli.kill`: ``kill-holder``;
+- :mod:`core.cli.kill`: ``kill-holder``; :mod:`core.cli.history`: ``history``, ``stats``;
 - :mod:`core.cli.remote`: ``list``, ``status``, ``release``, ``reclaim`` of a server lock's URL.
 
 :mod:`core.cli.main` builds the parser from :data:`BUILTIN_VERBS` plus the verbs a caller adds
@@ -167,6 +167,28 @@ def _args_clean(p: argparse.ArgumentParser) -> None:
                    help="leave temp files younger than S seconds alone (default 10)")
 
 
+def _args_watch(p: argparse.ArgumentParser) -> None:
+    _args_list(p)
+    p.add_argument("--no-history", action="store_true",
+                   help="do not record the changes in the history (docs/history.md)")
+
+
+def _args_history(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", type=cli_args.path, metavar="PATH|DIR|URL",
+                   help="a lock (it need not exist any more), a directory (every lock in it "
+                   "and below) or a lock server's URL")
+    p.add_argument("--since", metavar="SPAN",
+                   help="only what was seen in the last SPAN (e.g. 90m, 12h, 1d, 2w); "
+                   "default: everything kept")
+
+
+def _args_stats(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", type=cli_args.path, metavar="DIR|PATH|URL",
+                   help="a directory (every lock in it and below), a lock or a server URL")
+    p.add_argument("--since", metavar="SPAN",
+                   help="the window: the last SPAN (e.g. 12h, 1d, 2w; default 7d)")
+
+
 # handlers: each imports its module when its verb runs (start-up cost)
 
 
@@ -284,6 +306,18 @@ def _run_watch(args: argparse.Namespace, out: Out) -> int:
     return cmd_watch(args, out)
 
 
+def _run_history(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.history import cmd_history
+
+    return cmd_history(args, out)
+
+
+def _run_stats(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.history import cmd_stats
+
+    return cmd_stats(args, out)
+
+
 BUILTIN_VERBS: tuple[Verb, ...] = (
     Verb("try", "acquire a lock without waiting (reclaims a stale one)", """example:
   lockwarden try build.lock --tag nightly && make && lockwarden release build.lock
@@ -335,7 +369,18 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
          """examples:
   lockwarden watch /tmp /run/lock
   lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done
-  lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s""",
-         _args_list, _run_watch, via="cli"),
+  lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s
+  (changes are recorded in the history unless --no-history)""",
+         _args_watch, _run_watch, via="cli"),
+    Verb("history", "who held a lock, when and for how long (what the recorders saw)",
+         """examples:
+  lockwarden history /tmp/deploy.lock --since 1d
+  lockwarden history /tmp --json | jq 'select(.event == "reclaimed")'
+  (recorded by the app and `lockwarden watch`; oldest first)""",
+         _args_history, _run_history),
+    Verb("stats", "contention figures of a directory's locks: time held, longest hold...",
+         """examples:
+  lockwarden stats /tmp                         # the last 7 days
+  lockwarden stats ~/build --since 1d --json""", _args_stats, _run_stats),
 )
 """The engine's verbs, in ``lockwarden --help`` order (docs/cli.md, "Verbs")."""

@@ -1,4 +1,4 @@
-"""``lockwarden watch DIR... [--recursive] [--json]``: a headless monitor for scripts.
+"""``lockwarden watch DIR... [--recursive] [--json] [--no-history]``: a headless monitor.
 
 Prints the initial inventory, then one line per change delivered by
 :class:`core.watch.watcher.Watcher`
@@ -10,6 +10,10 @@ With ``--json`` every line is one JSON object: the fields of ``status --json``
 inventory from the changes (a script knows from then on every change is reported), and
 ``{"event": "dir", "path": ..., "mode": ..., "message": ...}`` lines report a watched
 directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
+
+Every change is also recorded in the history (docs/history.md) unless ``--no-history`` or
+``[history] enabled = false``; when history is paused (read-only data directory, disk full)
+a note on stderr says why and the monitor keeps going.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     import argparse
 
     from core.config import WatchSpec
+    from core.history.recorder import Recorder
     from core.record import LockStatus
     from core.watch.watcher import ChangeSet, DirStatus
 
@@ -99,9 +104,11 @@ class Printer:
                          f"{time.strftime('%H:%M:%S')}  dir      {d.path}  {d.mode}{msg}")
 
 
-def watch(specs: list[WatchSpec], out: Out) -> int:
+def watch(specs: list[WatchSpec], out: Out, recorder: Recorder | None = None) -> int:
     """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
-    SIGPIPE) when the reader of stdout went away."""
+    SIGPIPE) when the reader of stdout went away. ``recorder``: also record every change in
+    the history (docs/history.md, "Recording"); it runs on its own thread and never holds the
+    monitor up."""
     from core.watch.watcher import Watcher
 
     stop = threading.Event()
@@ -110,12 +117,19 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
+    def on_change(changes: ChangeSet) -> None:
+        if recorder is not None:
+            recorder.on_change(changes)
+        printer.on_change(changes)
+
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs)
+    watcher = Watcher(specs, on_change, on_dirs=printer.on_dirs)
     try:
         with printer.lock:  # changes wait until the inventory is out
             watcher.start()
             initial = watcher.snapshot()
+            if recorder is not None:
+                recorder.start(initial, [s.path for s in specs])
             if out.json:
                 for s in initial:
                     printer.status("initial", s)
@@ -129,6 +143,8 @@ def watch(specs: list[WatchSpec], out: Out) -> int:
             pass
     finally:
         watcher.close()
+        if recorder is not None:
+            recorder.close()
         for signum, handler in old.items():
             signal.signal(signum, handler)
     if printer.broken:
@@ -147,4 +163,7 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: a directory is missing or not a directory (exit 3).
     """
-    return watch(watch_specs(args, stale_policy(args)), out)
+    from core.cli.history import start_recorder
+
+    specs = watch_specs(args, stale_policy(args))
+    return watch(specs, out, start_recorder(out, disabled=args.no_history))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import platformdirs
 
+from core.config.history import HistorySettings
 from core.defaults import DEFAULT_STALE_AFTER, FORMAT_STALE_AFTER
 from core.stale_policy import StalePolicy
 
@@ -28,6 +29,7 @@ __all__ = [
     "SERVER_KINDS",
     "THEME_CHOICES",
     "Config",
+    "HistorySettings",
     "NotificationSettings",
     "ProjectSpec",
     "ServerSpec",
@@ -279,6 +281,7 @@ class Config:
             :meth:`ProjectSpec.watch_spec` after :attr:`watches` (:meth:`all_watches`).
         servers: lock servers to list (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``).
         notifications, ui: see :class:`NotificationSettings`, :class:`UISettings`.
+        history: ``[history]`` (:class:`core.config.history.HistorySettings`).
         path: the file it was loaded from / will be saved to (``None``: the default path).
         warnings: problems found while loading, each naming the key and the line
             (``"config.toml line 7: watch[1].stale_after must be a number of seconds, not
@@ -292,6 +295,7 @@ class Config:
     servers: list[ServerSpec] = field(default_factory=list)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     ui: UISettings = field(default_factory=UISettings)
+    history: HistorySettings = field(default_factory=HistorySettings)
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
     watches_are_default: bool = False
