@@ -127,6 +127,9 @@ def _args_wait(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_timeout(p)
     _add_stale_after(p)
+    p.add_argument("--notify", action="store_true",
+                   help="show a desktop notification when the lock is free (notify-send; "
+                   "printed when it is not installed)")
 
 
 def _args_reclaim(p: argparse.ArgumentParser) -> None:
@@ -334,7 +337,8 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden status /tmp/deploy.lock            # exit 0 free, 1 held
   lockwarden status /tmp/deploy.lock --json | jq .pid""", _args_status, _run_status),
     Verb("wait", "wait until a lock is free", """example:
-  lockwarden wait /tmp/deploy.lock --timeout 60 && echo "deploy finished\"""",
+  lockwarden wait /tmp/deploy.lock --timeout 60 && echo "deploy finished\"
+  lockwarden wait ~/build/.cache.lock --notify &   # a desktop notification when it is free""",
          _args_wait, _run_wait),
     Verb("list", "list every lock file in directories, with its verdict", """examples:
   lockwarden list /tmp /run/lock

@@ -108,12 +108,17 @@ class Recorder:
         self._thread.start()
 
     def on_change(self, changes: ChangeSet) -> None:
-        """The watcher's ``on_change``: queue the changes (never blocks, never raises)."""
+        """The watcher's ``on_change``: queue the changes (never blocks on the store; a removed
+        lock whose file is still there, as when its directory is no longer watched, is not a
+        transition)."""
         now = time.time()
         batch = [observation_of(s, s.checked_at.timestamp()) for s in changes.added]
         batch += [observation_of(s, s.checked_at.timestamp()) if s.present else gone(s.path, now)
                   for s in changes.changed]
-        batch += [gone(s.path, now) for s in changes.removed]
+        # a watcher also reports "removed" the locks of a directory it stops watching: only a
+        # lock that is gone (or an af claim, which has no file) went away
+        batch += [gone(s.path, now) for s in changes.removed
+                  if s.file is None or not os.path.lexists(s.path)]
         self._put(batch)
 
     def observe(self, statuses: Iterable[LockStatus], removed: Iterable[str] = ()) -> None:
