@@ -22,6 +22,7 @@ from app.commands import Commands
 from app.config_store import ConfigStore
 from app.demo import Demo
 from app.engine_calls import LockActions
+from app.history_setup import install as install_history
 from app.lockinfo import plural
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
@@ -112,6 +113,8 @@ class LockwardenApp(QObject):
         self.ops = Commands(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
                               dialog_parent=self.window, remote=self.remote, parent=self)
+        self.history = install_history(config=config, record=demo is None, window=self.window,
+                                       inventory=self.inventory, tray=self.tray, parent=self)
         self._connect_window()
         if self.tray is not None:
             self._connect_tray(self.tray)
@@ -260,6 +263,7 @@ class LockwardenApp(QObject):
         self.window.save_state()
         self.remote.close()
         self.inventory.close()
+        self.history.close()
         if self.demo is not None:
             self.demo.stop()
         self.window.close_for_quit()

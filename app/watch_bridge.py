@@ -83,6 +83,12 @@ class Inventory(QObject):
         self._kept_timer = QTimer(self)
         self._kept_timer.setInterval(KEPT_CHECK_MS)
         self._kept_timer.timeout.connect(self.check_kept)
+        self.change_listeners: list[Callable[[ChangeSet], None]] = []
+        """Also called with each change set, on the watcher's thread, before the GUI gets
+        it (the history recorder, :mod:`app.history_bridge`). Must only queue."""
+        self.start_listeners: list[Callable[[list[LockStatus], list[str]], None]] = []
+        """Called once per started watcher with its first inventory and the watched
+        directories, on a worker thread."""
 
     # -- called from any thread ---------------------------------------------------------------
 
@@ -104,6 +110,8 @@ class Inventory(QObject):
         the watcher also reports removed the entries of a directory it stops watching
         (Settings), which says nothing about the file. The engine's inspection decides
         whether it is gone (docs/gui.md "Watched directories and the locks the app holds")."""
+        for listener in self.change_listeners:
+            listener(changes)
         kept = set(self.kept()) if changes.removed else set()
         recheck = [s.path for s in changes.removed if s.path in kept]
         ups: list[Update] = [(s.path, None) for s in changes.removed if s.path not in kept]
@@ -239,7 +247,10 @@ class Inventory(QObject):
                 w.start()
                 if self._watcher is not w:  # closed or replaced meanwhile
                     return
-                self.push_initial(w.snapshot())
+                initial = w.snapshot()
+                for listener in self.start_listeners:
+                    listener(initial, [s.expanded_path for s in specs])
+                self.push_initial(initial)
                 self.push_dirs(w.dir_status())
             except RuntimeError:  # closed before it started, or the app is gone
                 return

@@ -129,7 +129,7 @@ def watch(specs: list[WatchSpec], out: Out, recorder: Recorder | None = None) ->
             watcher.start()
             initial = watcher.snapshot()
             if recorder is not None:
-                recorder.start(initial, [s.path for s in specs])
+                recorder.start(initial, [s.expanded_path for s in specs])
             if out.json:
                 for s in initial:
                     printer.status("initial", s)

@@ -98,10 +98,14 @@ class Recorder:
 
     def start(self, initial: Sequence[LockStatus] = (), dirs: Sequence[str] = ()) -> None:
         """Start the thread and record the inventory a watcher starts with: each lock as it
-        is now, and ``vanished`` for each lock in ``dirs`` recorded as present that is not in
-        ``initial`` (it went away while nothing recorded). Returns at once."""
+        was judged, and ``vanished`` for each lock in ``dirs`` recorded as present that is not
+        in ``initial`` and not on disk (it went away while nothing recorded). Changes queued
+        before this call are kept (each observation is written in time order). Returns at
+        once; a second call does nothing."""
+        if self._thread is not None:
+            return
         now = time.time()
-        batch = [observation_of(s, now) for s in initial if s.present]
+        batch = [observation_of(s, s.checked_at.timestamp()) for s in initial if s.present]
         self._thread = threading.Thread(target=self._run, args=(list(dirs), now),
                                         name="lockwarden-history", daemon=True)
         self._put(batch)
@@ -160,52 +164,55 @@ class Recorder:
             timeout = RETRY_S if self.paused else max(0.1, self._next_prune - time.time())
             if self._unmatched:
                 timeout = min(timeout, AUDIT_POLL_S)
+            items: list[list[Observation] | None] = []
             try:
-                item = self._q.get(timeout=timeout)
+                items.append(self._q.get(timeout=timeout))
             except queue.Empty:
-                item = []
-            taken = 1
-            batch: list[Observation] = []
+                pass
             while True:
-                if item is None:
-                    stop = True
-                else:
-                    batch += item
                 try:
-                    item = self._q.get_nowait()
-                    taken += 1
+                    items.append(self._q.get_nowait())
                 except queue.Empty:
                     break
-            if stop:
-                taken -= 1
-            self._write(batch)
+            stop = any(i is None for i in items)
+            self._write([o for i in items if i is not None for o in i])
             self._match_late()
             with self._idle:
-                self._done += taken
+                self._done += sum(1 for i in items if i is not None)
                 self._idle.notify_all()
         if self._store is not None:
             self._store.close()
             self._store = None
 
     def _vanished(self, dirs: list[str], now: float) -> None:
-        """Queue ``vanished`` for locks recorded as present in ``dirs`` but not there now.
-        Runs before any change is written: the initial batch is the first queued."""
+        """Write what is queued so far (the inventory and changes before :meth:`start`) with
+        ``vanished`` for locks recorded as present in ``dirs`` but gone now."""
         assert self._store is not None
         try:
             present = self._store.present(dirs)
         except HistoryUnavailable as exc:
             self._pause(exc.reason)
             return
-        first = self._q.get()
-        seen = {o.lock for o in first or []}
-        batch = list(first or [])
+        batch: list[Observation] = []
+        taken, stop = 0, False
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            taken += 1
+            if item is None:
+                stop = True
+                break
+            batch += item
+        seen = {o.lock for o in batch}
         batch += [gone(lock, now, event="vanished") for lock in present if lock not in seen
                   and not os.path.lexists(lock)]
         self._write(batch)
         with self._idle:
-            self._done += 1
+            self._done += taken - (1 if stop else 0)
             self._idle.notify_all()
-        if first is None:
+        if stop:
             self._q.put(None)
 
     def _open(self) -> None:

@@ -1,0 +1,130 @@
+"""History in the app (docs/gui.md "History", "Notify me when free"): the app records what its
+watcher sees, the History pane shows the selected lock's timeline, figures and transitions,
+"Notify me when free" tells once when a held lock is released or its holder dies, and a data
+directory that cannot be written shows a visible reason while the table keeps working. Real
+files, a real holder process, real Qt (offscreen)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from core.history.model import Observation
+from core.history.store import HistoryStore, default_path
+
+
+def sema(path: Path, pid: int) -> None:
+    path.write_text(f"pid={pid}\ntimestamp={int(time.time())}\ntag=build\n")
+
+
+def select(lw: Any, qtbot: Any, path: Path) -> None:
+    qtbot.waitUntil(lambda: lw.window.select_path(str(path)))
+
+
+def test_the_app_records_and_the_pane_shows_the_lock(make_app: Any, lockdir: Path,
+                                                     qtbot: Any) -> None:
+    lw = make_app([lockdir], stale_after=1.0)  # another tool's lock: stale 1 s after death
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done)
+    holder = subprocess.Popen(["sleep", "600"])
+    try:
+        lock = lockdir / "build.lock"
+        sema(lock, holder.pid)
+        select(lw, qtbot, lock)
+        holder.kill()
+        holder.wait()
+        qtbot.waitUntil(lambda: (st := lw.window.current_status()) is not None
+                        and st.state.value == "stale", timeout=10000)
+    finally:
+        holder.kill()
+        holder.wait()
+    rec = lw.history.recorder.recorder
+    assert rec is not None and rec.flush()
+    store = HistoryStore(readonly=True)
+    rows = store.transitions(str(lock))
+    store.close()
+    assert [(r.event, r.pid) for r in rows] == [("acquired", holder.pid),
+                                               ("stale", holder.pid)]
+
+    lw.history.act_history.trigger()  # Ctrl+Shift+H: the dock opens on the selected lock
+    pane = lw.history.pane
+    qtbot.waitUntil(lambda: pane.current is not None and len(pane.current.rows) == 2)
+    assert pane.target == str(lock)
+    assert pane.table.rowCount() == 2
+    assert pane.table.item(0, 2).text() == "acquired" and pane.table.item(1, 1).text() == "stale"
+    assert "Held" in pane.figures.text() and "1 distinct holder" in pane.figures.text()
+    spans = pane.timeline.spans[str(lock)]
+    assert [s.state for s in spans] == ["held", "stale"]
+    pane.timeline.repaint()
+    assert pane.timeline.last_paint_ms > 0
+    pane.step_zoom(+1)  # Last day -> Last week
+    assert pane.window_s == 7 * 86400.0
+
+
+def test_notify_me_when_free_tells_once(make_app: Any, lockdir: Path, qtbot: Any) -> None:
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done)
+    lock = lockdir / "deploy.lock"
+    sema(lock, os.getpid())
+    select(lw, qtbot, lock)
+    parts = lw.history
+    qtbot.waitUntil(lambda: parts.act_notify.isEnabled())
+    assert parts.act_notify in lw.window.build_context_menu().actions()
+    parts.act_notify.trigger()
+    assert parts.free.paths() == [str(lock)] and parts.act_notify.isChecked()
+    with qtbot.waitSignal(parts.free.freed, timeout=10000) as got:
+        lock.unlink()
+    assert got.args[0] == str(lock) and "free" in got.args[1]
+    assert "deploy.lock is free" in lw.window.statusBar().currentMessage()
+    assert parts.free.paths() == []  # dropped after one notification
+
+
+def test_an_unwritable_data_directory_shows_why_and_the_table_keeps_working(
+        make_app: Any, lockdir: Path, qtbot: Any, tmp_path: Path,
+        monkeypatch: Any) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the data directory should be\n")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))
+    lw = make_app([lockdir])
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))  # make_app set its own
+    lw.history.recorder.recorder.path = None  # default path: under the file
+    lw.start(show_window=True)
+    label = lw.history.paused_label
+    qtbot.waitUntil(lambda: label.isVisible(), timeout=10000)
+    assert "History paused" in label.text() and str(blocker) in label.toolTip()
+    lock = lockdir / "still.lock"
+    sema(lock, os.getpid())
+    select(lw, qtbot, lock)  # the monitor goes on
+    assert blocker.read_text().startswith("a file")
+
+
+def test_a_week_of_a_busy_lock_draws(qtbot: Any, tmp_path: Path) -> None:
+    from app.history_view import HistoryPane
+
+    db = tmp_path / "h.sqlite3"
+    store = HistoryStore(str(db))
+    now = time.time()
+    week = 7 * 86400.0
+    obs = []
+    for i in range(5000):
+        t = now - week + 60 + i * (week - 120) / 5000
+        obs.append(Observation("/l/busy.lock", t, ("held", "stale", "free")[i % 3],
+                               pid=100 + i % 7, ident=str(i)))
+    store.record(obs)
+    store.close()
+    pane = HistoryPane(db_path=str(db))
+    qtbot.addWidget(pane)
+    pane.resize(900, 400)
+    pane.show()
+    pane.zoom.setCurrentIndex(3)  # last week
+    pane.show_path("/l/busy.lock")
+    qtbot.waitUntil(lambda: pane.current is not None)
+    assert pane.current is not None and len(pane.current.rows) == 5000
+    assert pane.current.stats is not None and len(pane.current.stats.holders) == 7
+    pane.timeline.repaint()
+    assert pane.timeline.last_paint_ms > 0
+    assert default_path() != str(db)
