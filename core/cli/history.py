@@ -15,7 +15,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from core.cli.common import EXIT_IO, EXIT_OK, EXIT_USAGE, CliError, Out, json_text
+from core.cli.common import EXIT_IO, EXIT_OK, EXIT_USAGE, CliError, Out
 from core.reasons import human_duration, printable
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def cmd_history(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: a bad ``--since`` (exit 2); the store cannot be read (exit 3).
     """
-    from core.history.model import HistoryUnavailable, iso
+    from core.history.model import HistoryUnavailable
 
     since = since_of(args.since, time.time())
     lock, under = target_of(args.path)
@@ -92,37 +92,14 @@ def cmd_history(args: argparse.Namespace, out: Out) -> int:
     if store is None:
         return EXIT_OK
     try:
-        rows = store.rows(lock, under=under, since=since)
+        rows = store.lines(lock, under=under, since=since, as_json=out.json)
     except HistoryUnavailable as exc:
         raise CliError(f"history unavailable: {exc.reason}", EXIT_IO) from None
     finally:
         store.close()
-    write = sys.stdout.write
-    if out.json:
-        keys = ("id", "lock", "t", "state", "event", "holder", "pid", "process", "host", "tag",
-                "reasons", "audit_id")
-        for r in rows:
-            d = dict(zip(keys, r, strict=True))
-            d["reasons"] = str(d["reasons"]).split(",") if d["reasons"] else []
-            d["time"] = iso(float(d["t"]))
-            d["t"] = round(float(d["t"]), 3)
-            write(json_text(d) + "\n")
-    else:
-        many = under is not None
-        lines = []
-        for _id, lk, t, state, event, holder, pid, process, host, tag, reasons, _a in rows:
-            who = " ".join(str(p) for p in (
-                holder, f"pid {pid}" if pid is not None else None,
-                f"({process})" if process else None, f"on {host}" if host else None) if p)
-            text = f"{iso(float(t))}  {state:<10} {event:<14} {who or '-'}"
-            if tag:
-                text += f"  tag '{tag}'"
-            if reasons:
-                text += f"  [{reasons}]"
-            lines.append(printable(f"{lk}  {text}" if many else text))
-        if lines:
-            write("\n".join(lines) + "\n")
-    sys.stdout.flush()
+    if rows:  # JSON from SQLite escapes control characters; text lines are escaped here
+        sys.stdout.write("\n".join(rows if out.json else map(printable, rows)) + "\n")
+        sys.stdout.flush()
     if not rows:
         out.note(f"no transitions recorded for {args.path}"
                  + (f" in the last {args.since}" if args.since else ""))

@@ -12,7 +12,6 @@ Times are Unix seconds, UTC.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +128,10 @@ def iso(t: float) -> str:
 
 
 def _digest(parts: list[Any]) -> str:
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+    """A 128-bit BLAKE2b digest (hex) of ``parts``, each as ``repr`` (so ``None`` and ``"None"``
+    differ), unit-separated: the same in every process (not Python's salted ``hash``)."""
+    text = "\x1f".join(map(repr, parts))
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
 def observation_of(status: LockStatus, t: float) -> Observation:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from core.audit.model import log_path_for
 from core.history.model import (
     HistoryUnavailable,
     Observation,
@@ -27,7 +28,7 @@ from core.history.model import (
     gone,
     observation_of,
 )
-from core.history.store import ACTION_EVENTS, ACTION_OPERATIONS, HistoryStore
+from core.history.store import ACTION_EVENTS, ACTION_OPERATIONS, HistoryStore, safe_text
 
 if TYPE_CHECKING:
     from core.audit import AuditEntry
@@ -92,7 +93,9 @@ class Recorder:
         self._done = 0
         self._next_prune = 0.0
         self._audit_cache: dict[str, list[AuditEntry]] = {}
-        self._unmatched: list[tuple[float, Transition]] = []  # (give up at, row)
+        # rows of actions still without their audit entry, by audit log: (give up at, row)
+        self._unmatched: dict[str, list[tuple[float, Transition]]] = {}
+        self._next_match = 0.0
 
     # -- any thread ---------------------------------------------------------------------------
 
@@ -176,7 +179,7 @@ class Recorder:
                     break
             stop = any(i is None for i in items)
             self._write([o for i in items if i is not None for o in i])
-            self._match_late()
+            self._match_late(force=stop)
             with self._idle:
                 self._done += sum(1 for i in items if i is not None)
                 self._idle.notify_all()
@@ -205,7 +208,7 @@ class Recorder:
                 stop = True
                 break
             batch += item
-        seen = {o.lock for o in batch}
+        seen = {safe_text(o.lock) for o in batch}
         batch += [gone(lock, now, event="vanished") for lock in present if lock not in seen
                   and not os.path.lexists(lock)]
         self._write(batch)
@@ -239,8 +242,9 @@ class Recorder:
                 rows = self._store.record(self._pending, self._audit)
                 self.written += len(rows)
                 late = time.time() + AUDIT_LATE_S
-                self._unmatched += [(late, r) for r in rows if r.audit_id is None
-                                    and r.event in ACTION_EVENTS and "://" not in r.lock]
+                for r in rows:
+                    if r.audit_id is None and r.event in ACTION_EVENTS and "://" not in r.lock:
+                        self._unmatched.setdefault(log_path_for(r.lock), []).append((late, r))
             self._pending = []
             if time.time() >= self._next_prune:
                 self._next_prune = time.time() + PRUNE_INTERVAL_S
@@ -250,29 +254,45 @@ class Recorder:
             self._store = None
             self._pause(exc.reason)
             return
+        except Exception:  # a bug: never let it end recording; this batch is logged and dropped
+            log.exception("lockwarden: history could not record %d observations",
+                          len(self._pending))
+            self._pending = []
+            return
         if self.paused is not None:
             self._resume()
 
-    def _match_late(self) -> None:
-        """Look again for the audit entries of recent actions (see :data:`AUDIT_LATE_S`)."""
-        if not self._unmatched or self._store is None:
-            return
-        self._audit_cache.clear()
+    def _match_late(self, *, force: bool = False) -> None:
+        """Look again, at most every :data:`AUDIT_POLL_S`, for the audit entries of recent
+        actions (see :data:`AUDIT_LATE_S`): one ``stat`` per audit log, read only when it
+        changed since the oldest row waiting for it."""
         now = time.time()
-        keep: list[tuple[float, Transition]] = []
+        if not self._unmatched or self._store is None or (now < self._next_match and not force):
+            return
+        self._next_match = now + AUDIT_POLL_S
+        self._audit_cache.clear()
         try:
-            for until, row in self._unmatched:
-                found = self._audit(row.lock, row.t, row.event)
-                if found is not None:
-                    self._store.annotate(row.id, *found)
-                elif until > now:
-                    keep.append((until, row))
+            for log, waiting in list(self._unmatched.items()):
+                try:
+                    changed = os.stat(log).st_mtime >= waiting[0][1].t - AUDIT_WINDOW_S
+                except OSError:
+                    changed = False
+                keep: list[tuple[float, Transition]] = []
+                for until, row in waiting:
+                    found = self._audit(row.lock, row.t, row.event) if changed else None
+                    if found is not None:
+                        self._store.annotate(row.id, *found)
+                    elif until > now:
+                        keep.append((until, row))
+                if keep:
+                    self._unmatched[log] = keep
+                else:
+                    del self._unmatched[log]
         except HistoryUnavailable as exc:
             self._store.close()
             self._store = None
             self._pause(exc.reason)
-            keep = []
-        self._unmatched = keep
+            self._unmatched = {}
 
     def _pause(self, reason: str) -> None:
         if self.paused != reason:
@@ -299,7 +319,7 @@ class Recorder:
         ops = ACTION_OPERATIONS.get(event)
         if "://" in lock or not ops:
             return None
-        from core.audit import log_path_for, tail
+        from core.audit import tail
 
         path = log_path_for(lock)
         entries = self._audit_cache.get(path)
