@@ -114,7 +114,8 @@ class LockwardenApp(QObject):
                               actions=self.actions, store=self.store,
                               dialog_parent=self.window, remote=self.remote, parent=self)
         self.history = install_history(config=config, record=demo is None, window=self.window,
-                                       inventory=self.inventory, tray=self.tray, parent=self)
+                                       inventory=self.inventory, tray=self.tray,
+                                       remote=self.remote, parent=self)
         self._connect_window()
         if self.tray is not None:
             self._connect_tray(self.tray)

@@ -23,6 +23,7 @@ from core.reasons import printable
 from core.record import LockStatus
 
 if TYPE_CHECKING:
+    from app.remote_poller import RemotePoller
     from app.tray import TrayController
     from app.watch_bridge import Inventory
     from app.window import MainWindow
@@ -43,7 +44,7 @@ class HistoryParts(QObject):
 
     def __init__(self, *, config: Config, record: bool, window: MainWindow,
                  inventory: Inventory, tray: TrayController | None,
-                 parent: QObject | None = None) -> None:
+                 remote: RemotePoller | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.window, self.tray, self.inventory = window, tray, inventory
         settings = config.history
@@ -54,6 +55,8 @@ class HistoryParts(QObject):
         self.recorder = HistoryRecorder(settings, self)
         inventory.change_listeners.append(self.recorder.on_change)
         inventory.start_listeners.append(self.recorder.on_started)
+        if remote is not None and self.recorder.recorder is not None:  # locks on servers
+            remote.poll_listeners.append(self.recorder.recorder.observe)
 
         self.paused_label = QLabel()
         self.paused_label.setAccessibleName("History status")
@@ -159,7 +162,8 @@ class HistoryParts(QObject):
 
 
 def install(*, config: Config, record: bool, window: MainWindow, inventory: Inventory,
-            tray: TrayController | None, parent: QObject) -> HistoryParts:
+            tray: TrayController | None, remote: RemotePoller | None,
+            parent: QObject) -> HistoryParts:
     """Build and connect the history's parts (see :class:`HistoryParts`)."""
     return HistoryParts(config=config, record=record, window=window, inventory=inventory,
-                        tray=tray, parent=parent)
+                        tray=tray, remote=remote, parent=parent)

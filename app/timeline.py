@@ -1,7 +1,8 @@
 """The history timeline (docs/gui.md "History"; docs/history.md): one row per lock, time left
 to right, drawn with QPainter.
 
-Held spans are coloured by holder (one hue per holder, the same every time), stale spans in
+Held spans are coloured by holder (one hue per holder, :func:`core.history.spans.holder_key`:
+a named agent keeps its colour across its processes; the same every time), stale spans in
 the stale colour with a hatch, expired spans in the expired colour, free time empty; Lockwarden's
 own actions (transitions naming an audit entry) and reclaims are markers (triangles) above
 the bar. Spans narrower than a pixel are gathered per pixel column (the worst state wins), so
@@ -78,7 +79,7 @@ class TimelineWidget(QWidget):
     def _summary(self) -> str:
         held = sum(s.length for v in self.spans.values() for s in v if s.state == "held")
         stale = sum(s.length for v in self.spans.values() for s in v if s.state == "stale")
-        holders = {s.holder for v in self.spans.values() for s in v if s.state == "held"}
+        holders = {s.who for v in self.spans.values() for s in v if s.state == "held"}
         return (f"{len(self.spans)} lock(s); held {held / 60:.1f} min by {len(holders)} "
                 f"holder(s); stale {stale / 60:.1f} min; {len(self.markers)} action(s)")
 
@@ -109,7 +110,7 @@ class TimelineWidget(QWidget):
     def _paint_row(self, p: QPainter, top: int, spans: list[Span]) -> None:
         width = self.width()
         columns: list[int] = [0] * (width + 1)  # worst state per pixel for sub-pixel spans
-        stale_brush = QBrush(QColor(STATE_COLORS["stale"]), Qt.BrushStyle.BDiagPattern)
+        stale_brush = QBrush(QColor(0, 0, 0, 110), Qt.BrushStyle.BDiagPattern)  # hatch on top
         p.setPen(Qt.PenStyle.NoPen)
         since = self.since
         scale = max(1, width - LABEL_W - 2) / (self.until - self.since)
@@ -130,9 +131,9 @@ class TimelineWidget(QWidget):
                 continue
             rect = QRectF(x0, top, x1 - x0, ROW_H)
             if rank == 1:
-                color = colors.get(s.holder)
+                color = colors.get(s.who)
                 if color is None:
-                    color = colors[s.holder] = holder_color(s.holder)
+                    color = colors[s.who] = holder_color(s.who)
                 p.fillRect(rect, color)
             else:
                 p.fillRect(rect, QColor(STATE_COLORS.get(s.state, STATE_COLORS["problem"])))

@@ -18,13 +18,15 @@ from core.history.model import Transition
 class Span:
     """One lock in one state with one holder from ``start`` to ``end`` (Unix s, UTC).
 
-    ``holder``: :func:`holder_label` of the transition that began it ("" when free)."""
+    ``holder``: :func:`holder_label` of the transition that began it ("" when free);
+    ``who``: its :func:`holder_key` (the timeline's colour, the distinct holders)."""
 
     lock: str
     start: float
     end: float
     state: str
     holder: str
+    who: str = ""
 
     @property
     def length(self) -> float:
@@ -38,6 +40,14 @@ def holder_label(t: Transition) -> str:
     parts = [p for p in (t.holder, f"pid {t.pid}" if t.pid is not None else None,
                          f"on {t.host}" if t.host else None) if p]
     return " ".join(parts)
+
+
+def holder_key(t: Transition) -> str:
+    """Who a holder is, across its holds: its name (with the host) when the lock names one
+    (``"ci-runner-1 on build-7"``: one agent, many processes), else the PID and host."""
+    if t.holder:
+        return f"{t.holder} on {t.host}" if t.host else t.holder
+    return holder_label(t)
 
 
 def spans_of(rows: Iterable[Transition], since: float, until: float,
@@ -55,7 +65,8 @@ def spans_of(rows: Iterable[Transition], since: float, until: float,
         t = current[lock]
         start = starts[lock]
         if end > start:
-            out.setdefault(lock, []).append(Span(lock, start, end, t.state, holder_label(t)))
+            out.setdefault(lock, []).append(
+                Span(lock, start, end, t.state, holder_label(t), holder_key(t)))
 
     for t in rows:
         if t.t >= until:
@@ -80,7 +91,8 @@ class Stats:
         held_s: seconds some holder held a lock (summed over the locks).
         longest_hold_s: the longest time one holder held one lock without a break.
         longest_hold: ``(lock, holder)`` of that hold, or ``None``.
-        holders: distinct holders (:func:`holder_label`).
+        holders: distinct holders (:func:`holder_key`: a named holder counts once
+            whatever its PIDs).
         stale_s, expired_s: seconds locks were stale / expired.
         reclaimed: transitions whose event is ``reclaimed``.
         released, force_released, handovers: ``released``; ``force_released``; a held lock
@@ -131,7 +143,7 @@ def stats_of(rows: Sequence[Transition], since: float, until: float,
         for s in lock_spans:
             if s.state == "held":
                 held += s.length
-                holders.setdefault(s.holder or "(unnamed)")
+                holders.setdefault(s.who or "(unnamed)")
                 run = run + s.length if s.holder == run_holder else s.length
                 run_holder = s.holder
                 if run > longest:
