@@ -37,12 +37,13 @@ class FreeWatch(QObject):
     """The locks the user asked to be told about.
 
     Signals:
-        freed(str, str, str): ``(path, title, body)``, once per request: the lock was released
-            (gone or free), reclaimed or taken over by another holder, or turned stale.
+        freed(str, str, str, str): ``(path, title, body, kind)``, once per request; ``kind``
+            is ``free`` (released: gone or free), ``taken`` (reclaimed or taken over by another
+            holder) or ``stale``.
         changed(): the set of watched locks changed (menus refresh their check marks).
     """
 
-    freed = Signal(str, str, str)
+    freed = Signal(str, str, str, str)
     changed = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -89,14 +90,15 @@ class FreeWatch(QObject):
                 continue
             name = os.path.basename(path)
             if st is None or st.state is State.FREE:
-                title, body = f"{name} is free", f"{path} was released"
+                kind, title, body = "free", f"{name} is free", f"{path} was released"
             elif st.state is State.STALE:
-                title, body = (f"{name} is stale", f"{path}: its holder is gone; the lock can "
-                               "be reclaimed")
+                kind, title, body = ("stale", f"{name} is stale",
+                                     f"{path}: its holder is gone; the lock can be reclaimed")
             elif st.state is State.HELD and holder_of(st) != before:
-                title, body = f"{name} changed hands", f"{path} was reclaimed or taken over"
+                kind, title, body = ("taken", f"{name} changed hands",
+                                     f"{path} was reclaimed or taken over")
             else:
                 continue
             del self._watched[path]
-            self.freed.emit(path, title, body)
+            self.freed.emit(path, title, body, kind)
             self.changed.emit()

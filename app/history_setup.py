@@ -23,6 +23,7 @@ from core.reasons import printable
 from core.record import LockStatus
 
 if TYPE_CHECKING:
+    from app.config_store import ConfigStore
     from app.remote_poller import RemotePoller
     from app.tray import TrayController
     from app.watch_bridge import Inventory
@@ -44,8 +45,10 @@ class HistoryParts(QObject):
 
     def __init__(self, *, config: Config, record: bool, window: MainWindow,
                  inventory: Inventory, tray: TrayController | None,
-                 remote: RemotePoller | None = None, parent: QObject | None = None) -> None:
+                 remote: RemotePoller | None = None, store: ConfigStore | None = None,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self.store = store
         self.window, self.tray, self.inventory = window, tray, inventory
         settings = config.history
         if not record:
@@ -149,7 +152,13 @@ class HistoryParts(QObject):
             return [("Notify me when free", lambda: self.free.add(st))]
         return []
 
-    def _freed(self, path: str, title: str, body: str) -> None:
+    def _freed(self, path: str, title: str, body: str, kind: str) -> None:
+        """One notification per request. A lock that turned stale is already announced by
+        the tray when ``[notifications] on_stale`` is on and not paused: not twice."""
+        notes = self.store.config.notifications if self.store is not None else None
+        if (kind == "stale" and self.tray is not None and notes is not None and notes.on_stale
+                and not notes.paused):
+            return
         if self.tray is not None and self.tray.icon.isVisible():
             self.tray.notify(title, body, warning=False, path=path)
         else:
@@ -162,8 +171,8 @@ class HistoryParts(QObject):
 
 
 def install(*, config: Config, record: bool, window: MainWindow, inventory: Inventory,
-            tray: TrayController | None, remote: RemotePoller | None,
+            tray: TrayController | None, remote: RemotePoller | None, store: ConfigStore,
             parent: QObject) -> HistoryParts:
     """Build and connect the history's parts (see :class:`HistoryParts`)."""
     return HistoryParts(config=config, record=record, window=window, inventory=inventory,
-                        tray=tray, remote=remote, parent=parent)
+                        tray=tray, remote=remote, store=store, parent=parent)

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.history.model import Observation
 from core.history.store import HistoryStore, default_path
 
@@ -128,3 +130,43 @@ def test_a_week_of_a_busy_lock_draws(qtbot: Any, tmp_path: Path) -> None:
     pane.timeline.repaint()
     assert pane.timeline.last_paint_ms > 0
     assert default_path() != str(db)
+
+
+@pytest.mark.parametrize("on_stale", [False, True])
+def test_notify_from_the_tray_when_the_holder_dies(make_app: Any, lockdir: Path,
+                                                    qtbot: Any, on_stale: bool) -> None:
+    """One notification either way: the tray's own "is stale" when asked for in Settings
+    (``on_stale``), else the one the user asked for."""
+    from tests.app_spies import SignalSpy
+
+    lw = make_app([lockdir], tray=True, stale_after=1.0, on_stale=on_stale)
+    lw.start(show_window=False)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done)
+    tray = lw.tray
+    assert tray is not None
+    notes = SignalSpy(tray.notified)
+    holder = subprocess.Popen(["sleep", "600"])
+    try:
+        lock = lockdir / "cache.lock"
+        sema(lock, holder.pid)
+        qtbot.waitUntil(lambda: lw.model.status_of(str(lock)) is not None)
+        tray.rebuild_menu()
+        sub = next(a.menu() for a in tray.menu.actions() if a.text().startswith("cache.lock"))
+        entry = next(x for x in sub.actions() if x.text() == "Notify me when free")
+        entry.trigger()
+        assert lw.history.free.paths() == [str(lock)]
+        tray.rebuild_menu()  # the entry now cancels
+        sub = next(a.menu() for a in tray.menu.actions() if a.text().startswith("cache.lock"))
+        assert "Don't notify when free" in [x.text() for x in sub.actions()]
+        holder.kill()  # SIGKILL: the lock stays and turns stale
+        holder.wait()
+        qtbot.waitUntil(lambda: "cache.lock is stale" in [t for t, _, _ in notes.calls],
+                        timeout=15000)
+        qtbot.waitUntil(lambda: lw.history.free.paths() == [])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lw.history.free.paths() == []
+    stale = [b for t, b, _ in notes.calls if t == "cache.lock is stale"]
+    assert len(stale) == 1
+    assert ("can be reclaimed" in stale[0]) is not on_stale  # whose notification it was
