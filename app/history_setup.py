@@ -149,7 +149,10 @@ class HistoryParts(QObject):
         if self.free.watching(st.path):
             return [("Don't notify when free", lambda: self.free.remove(st.path))]
         if wanted(st):
-            return [("Notify me when free", lambda: self.free.add(st))]
+            def watch() -> None:
+                self.free.add(st)
+
+            return [("Notify me when free", watch)]
         return []
 
     def _freed(self, path: str, title: str, body: str, kind: str) -> None:
