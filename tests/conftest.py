@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,11 @@ from tests.kernel_holders import procs  # noqa: F401  (real kernel-lock holders,
 # Widgets and models are tested offscreen; tray tests start their own Xvfb + trayer and run
 # Qt in a subprocess with QT_QPA_PLATFORM=xcb (docs/DESIGN.md, "Testing").
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# `lockwarden watch` and the app record what they see (docs/history.md): in tests, into a
+# throwaway data directory, never the user's (subprocesses inherit it through the environment)
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="lockwarden-test-data-")
+atexit.register(shutil.rmtree, os.environ["XDG_DATA_HOME"], True)
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = DATA / "fixtures"
