@@ -115,7 +115,8 @@ class LockwardenApp(QObject):
                               dialog_parent=self.window, remote=self.remote, parent=self)
         self.history = install_history(config=config, record=demo is None, window=self.window,
                                        inventory=self.inventory, tray=self.tray,
-                                       remote=self.remote, store=self.store, parent=self)
+                                       remote=self.remote, store=self.store, ops=self.ops,
+                                       parent=self)
         self._connect_window()
         if self.tray is not None:
             self._connect_tray(self.tray)

@@ -23,6 +23,7 @@ from core.reasons import printable
 from core.record import LockStatus
 
 if TYPE_CHECKING:
+    from app.commands import Commands
     from app.config_store import ConfigStore
     from app.remote_poller import RemotePoller
     from app.tray import TrayController
@@ -46,7 +47,7 @@ class HistoryParts(QObject):
     def __init__(self, *, config: Config, record: bool, window: MainWindow,
                  inventory: Inventory, tray: TrayController | None,
                  remote: RemotePoller | None = None, store: ConfigStore | None = None,
-                 parent: QObject | None = None) -> None:
+                 ops: Commands | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.store = store
         self.window, self.tray, self.inventory = window, tray, inventory
@@ -100,6 +101,8 @@ class HistoryParts(QObject):
         self.free.freed.connect(self._freed)
         if tray is not None:
             tray.lock_extras = self.tray_extras
+        if ops is not None:
+            ops.dialogOpened.connect(self._dialog_opened)
         self._sync_notify()
 
     # -- recorder -----------------------------------------------------------------------------
@@ -128,6 +131,22 @@ class HistoryParts(QObject):
         if self.dock.isVisible() and target is not None and any(p == target
                                                                 for p, _ in updates):
             self.pane.reload()
+
+    def _dialog_opened(self, dlg: object) -> None:
+        """The audit viewer gets "Show in timeline"."""
+        from app.dialogs.audit import AuditDialog
+
+        if isinstance(dlg, AuditDialog):
+            dlg.to_timeline.setVisible(True)
+            dlg.timelineRequested.connect(self.show_action)
+
+    def show_action(self, lock: str, digest: str, t: float) -> None:
+        """Open the History pane on ``lock`` at the change the audit entry ``digest`` (written
+        at ``t``, Unix s) made."""
+        self.dock.show()
+        self.dock.raise_()
+        self.window.select_path(lock)
+        self.pane.show_action(lock, digest, t)
 
     # -- Notify me when free ------------------------------------------------------------------
 
@@ -175,7 +194,7 @@ class HistoryParts(QObject):
 
 def install(*, config: Config, record: bool, window: MainWindow, inventory: Inventory,
             tray: TrayController | None, remote: RemotePoller | None, store: ConfigStore,
-            parent: QObject) -> HistoryParts:
+            ops: Commands, parent: QObject) -> HistoryParts:
     """Build and connect the history's parts (see :class:`HistoryParts`)."""
     return HistoryParts(config=config, record=record, window=window, inventory=inventory,
-                        tray=tray, remote=remote, store=store, parent=parent)
+                        tray=tray, remote=remote, store=store, ops=ops, parent=parent)

@@ -108,6 +108,8 @@ class HistoryPane(QWidget):
         super().__init__(parent)
         self.db_path = db_path
         self.target: str | None = None
+        self.focus: tuple[str, float] | None = None
+        """An audit entry's digest and time (Unix s) to select once loaded (:meth:`show_action`)."""
         self._gen = 0
         self.current: Loaded | None = None
         self.title = QLabel("Select a lock to see its history.")
@@ -162,6 +164,19 @@ class HistoryPane(QWidget):
         self.target = path
         self.reload()
 
+    def show_action(self, lock: str, digest: str, t: float) -> None:
+        """Show ``lock``'s history over the shortest window holding ``t`` (Unix s) and select
+        the transition that the audit entry ``digest`` caused (the audit viewer's "Show in
+        timeline"); the timeline marks ``t``."""
+        ago = time.time() - t
+        index = next((i for i, (_l, s) in enumerate(ZOOMS) if s > ago), len(ZOOMS) - 1)
+        self.focus = (digest, t)
+        self.target = lock
+        self.zoom.blockSignals(True)
+        self.zoom.setCurrentIndex(index)
+        self.zoom.blockSignals(False)
+        self.reload()
+
     def reload(self) -> None:
         """Read the store again for the current target and window (worker thread)."""
         self._gen += 1
@@ -209,5 +224,11 @@ class HistoryPane(QWidget):
                     item.setToolTip(f"Audit entry {t.audit_id} (the SHA-256 of its line)")
                 self.table.setItem(i, col, item)
         self.table.resizeColumnsToContents()
-        if rows:
+        focus, self.focus = self.focus, None
+        self.timeline.mark = focus[1] if focus is not None else None
+        hit = next((i for i, t in enumerate(rows) if focus and t.audit_id == focus[0]), None)
+        if hit is not None:
+            self.table.selectRow(hit)
+            self.table.scrollToItem(self.table.item(hit, 0))
+        elif rows:
             self.table.scrollToBottom()

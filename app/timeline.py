@@ -63,6 +63,8 @@ class TimelineWidget(QWidget):
         self.until = time.time()
         self.last_paint_ms = 0.0
         self._colors: dict[str, QColor] = {}
+        self.mark: float | None = None
+        """A time (Unix s) marked by a vertical line (the audit entry shown), or ``None``."""
 
     def set_data(self, spans: dict[str, list[Span]], markers: Sequence[Transition],
                  since: float, until: float) -> None:
@@ -102,6 +104,10 @@ class TimelineWidget(QWidget):
                     p.drawText(QRectF(LABEL_W + 4, top, self.width() / 3, ROW_H),
                                int(Qt.AlignmentFlag.AlignVCenter), os.path.basename(lock))
             self._paint_markers(p)
+            if self.mark is not None:
+                p.setPen(QPen(QColor(STATE_COLORS["problem"]), 2))
+                x = self.x_of(self.mark)
+                p.drawLine(QPointF(x, 0), QPointF(x, self.height() - AXIS_H))
             self._paint_axis(p)
         finally:
             p.end()

@@ -170,3 +170,46 @@ def test_notify_from_the_tray_when_the_holder_dies(make_app: Any, lockdir: Path,
     stale = [b for t, b, _ in notes.calls if t == "cache.lock is stale"]
     assert len(stale) == 1
     assert ("can be reclaimed" in stale[0]) is not on_stale  # whose notification it was
+
+
+def test_the_audit_viewer_shows_an_action_in_the_timeline(make_app: Any, lockdir: Path,
+                                                          qtbot: Any) -> None:
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done)
+    lock = lockdir / "mine.lock"
+    lw.actions.acquire(str(lock))
+    select(lw, qtbot, lock)
+    lw.ops.release(str(lock))
+    qtbot.waitUntil(lambda: not lock.exists() and lw.ops.busy == 0)
+    rec = lw.history.recorder.recorder
+    assert rec is not None
+    qtbot.waitUntil(lambda: rec.flush(0.1) and [r.event for r in _rows(str(lock))] == [
+        "acquired", "released"], timeout=10000)
+    # the engine logs an action right after making it: the recorder names the entry late
+    qtbot.waitUntil(lambda: all(r.audit_id for r in _rows(str(lock))), timeout=10000)
+    released = _rows(str(lock))[1]
+    assert released.event == "released" and released.audit_id
+
+    dlg = lw.ops.open_audit()
+    qtbot.waitUntil(lambda: dlg.ready)
+    assert dlg.to_timeline.isVisible()
+    row = next(i for i, r in enumerate(dlg._rows) if r["operation"] == "release")
+    dlg.table.selectRow(row)
+    assert dlg.to_timeline.isEnabled()
+    dlg.to_timeline.click()
+    pane = lw.history.pane
+    assert lw.history.dock.isVisible() and pane.target == str(lock)
+    qtbot.waitUntil(lambda: pane.current is not None and pane.table.selectedItems() != [])
+    picked = pane.table.currentRow()
+    assert pane.table.item(picked, 2).text() == "released"
+    assert released.audit_id.startswith(pane.table.item(picked, 7).text())
+    assert pane.timeline.mark is not None
+
+
+def _rows(lock: str) -> list[Any]:
+    store = HistoryStore(readonly=True)
+    try:
+        return store.transitions(lock)
+    finally:
+        store.close()
