@@ -97,7 +97,7 @@ def cmd_history(args: argparse.Namespace, out: Out) -> int:
         raise CliError(f"history unavailable: {exc.reason}", EXIT_IO) from None
     finally:
         store.close()
-    if rows:  # JSON from SQLite escapes control characters; text lines are escaped here
+    if rows and (out.json or not out.quiet):  # SQLite's JSON escapes control characters
         sys.stdout.write("\n".join(rows if out.json else map(printable, rows)) + "\n")
         sys.stdout.flush()
     if not rows:
@@ -137,8 +137,11 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     if out.json:
         out.data({"path": args.path, **st.to_dict()})
         return EXIT_OK
-    hold = (f"{human_duration(st.longest_hold_s)} ({st.longest_hold[1] or 'unnamed'} on "
-            f"{st.longest_hold[0]})" if st.longest_hold else "-")
+    hold = "-"
+    if st.longest_hold:
+        where, who = st.longest_hold
+        hold = f"{human_duration(st.longest_hold_s)}, by {who or 'an unnamed holder'}"
+        hold += f", of {where}" if under is not None else ""
     window = args.since or DEFAULT_STATS_SINCE
     for line in (
         f"{args.path}, last {window}: {st.locks} lock(s), {st.transitions} transition(s)",
