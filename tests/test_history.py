@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,19 @@ class Watch:
                                       *extra], env=env, text=True, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self.lines = Lines(self.proc)
+        self.err: list[str] = []  # stderr, read as it comes
+        self._err_seen = threading.Condition()
+        stderr = self.proc.stderr
+        assert stderr is not None
+
+        def pump() -> None:
+            for line in stderr:
+                with self._err_seen:
+                    self.err.append(line)
+                    self._err_seen.notify_all()
+
+        self._err_pump = threading.Thread(target=pump, daemon=True)
+        self._err_pump.start()
         self.lines.until(lambda o: o["event"] == "ready")
 
     def saw(self, path: Path, **fields: Any) -> dict[str, Any]:
@@ -51,9 +65,19 @@ class Watch:
         return self.lines.until(lambda o: o.get("path") == str(path) and o["event"] != "initial"
                                 and all(o.get(k) == v for k, v in fields.items()))
 
+    def err_line(self, text: str, timeout: float = 30) -> str:
+        """Wait for a line of stderr holding ``text`` and return it."""
+        with self._err_seen:
+            assert self._err_seen.wait_for(lambda: any(text in e for e in self.err), timeout), \
+                self.err
+            return next(e for e in self.err if text in e)
+
     def stop(self) -> str:
+        """SIGTERM, wait, and return all of stderr (exit 0, no traceback)."""
         self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=30)
+        self.proc.wait(timeout=30)
+        self._err_pump.join(30)
+        err = "".join(self.err)
         assert self.proc.returncode == 0, err
         assert "Traceback" not in err
         return err
@@ -61,7 +85,7 @@ class Watch:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.communicate()
+            self.proc.wait()
 
 
 def holder(env: dict[str, str], lock: Path, tag: str) -> subprocess.Popen[str]:

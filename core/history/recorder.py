@@ -46,6 +46,10 @@ PRUNE_INTERVAL_S = 3600.0
 MAX_PENDING = 100_000
 """Most observations kept while history is paused; older ones are dropped first."""
 
+BATCH_S = 0.1
+"""Least time between two transactions, in seconds: changes arriving meanwhile wait and go
+into the next one (a busy directory costs ten commits a second, not a hundred)."""
+
 AUDIT_LATE_S = 3.0
 """How long after writing a transition of an action (:data:`core.history.store.ACTION_EVENTS`)
 the recorder still looks for its audit entry: the engine appends the entry after the change,
@@ -92,6 +96,7 @@ class Recorder:
         self._queued = 0
         self._done = 0
         self._next_prune = 0.0
+        self._stop = threading.Event()
         self._audit_cache: dict[str, list[AuditEntry]] = {}
         # rows of actions still without their audit entry, by audit log: (give up at, row)
         self._unmatched: dict[str, list[tuple[float, Transition]]] = {}
@@ -147,6 +152,7 @@ class Recorder:
         t = self._thread
         if t is None:
             return
+        self._stop.set()
         self._q.put(None)
         t.join(timeout)
         self._thread = None
@@ -183,6 +189,8 @@ class Recorder:
             with self._idle:
                 self._done += sum(1 for i in items if i is not None)
                 self._idle.notify_all()
+            if not stop and items:
+                self._stop.wait(BATCH_S)  # gather what comes meanwhile (close() ends it)
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -224,9 +232,6 @@ class Recorder:
         except HistoryUnavailable as exc:
             self._store = None
             self._pause(exc.reason)
-            return
-        if self.paused is not None:
-            self._resume()
 
     def _write(self, batch: list[Observation]) -> None:
         self._pending += batch
@@ -296,7 +301,7 @@ class Recorder:
 
     def _pause(self, reason: str) -> None:
         if self.paused != reason:
-            log.warning("lockwarden: history paused: %s", reason)
+            log.info("lockwarden: history paused: %s", reason)  # the callback shows it
             self.paused = reason
             self._tell(reason)
 

@@ -113,7 +113,6 @@ CREATE TABLE transitions (
     UNIQUE (lock_id, chain)
 );
 CREATE INDEX transitions_lock_t ON transitions (lock_id, t);
-CREATE INDEX transitions_t ON transitions (t);
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1,)
@@ -455,8 +454,8 @@ class HistoryStore:
         return int((pages - free) * page)
 
     def prune(self, now: float, keep_s: float | None, max_bytes: int | None) -> int:
-        """Drop rows seen before ``now - keep_s`` (Unix s), then the oldest rows (a tenth at a
-        time) while :meth:`size_bytes` exceeds ``max_bytes``; give the pages back to the file
+        """Drop rows seen before ``now - keep_s`` (Unix s), then the first written rows (a tenth
+        at a time) while :meth:`size_bytes` exceeds ``max_bytes``; give the pages back to the file
         system. ``None`` disables either bound. Returns the number of rows dropped.
 
         Raises:
@@ -471,7 +470,7 @@ class HistoryStore:
             while max_bytes is not None and self.size_bytes() > max_bytes:
                 n = max(1, self.count() // 10)
                 gone = db.execute("DELETE FROM transitions WHERE id IN (SELECT id FROM "
-                                  "transitions ORDER BY t, id LIMIT ?)", (n,)).rowcount
+                                  "transitions ORDER BY id LIMIT ?)", (n,)).rowcount
                 dropped += gone
                 db.execute("PRAGMA incremental_vacuum")
                 if gone == 0:
