@@ -36,10 +36,10 @@ def since_of(text: str | None, now: float) -> float | None:
     """
     if text is None:
         return None
-    from core.config.history import parse_span
+    from core.reasons import parse_duration
 
     try:
-        return now - parse_span(text)
+        return now - parse_duration(text)
     except ValueError as exc:
         raise CliError(f"--since: {exc}", EXIT_USAGE) from None
 

@@ -12,39 +12,19 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-SPAN_UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
-                                "w": 7 * 86400.0}
-"""Units of :func:`parse_span`, in seconds."""
-
-MAX_SPAN_S = 100 * 365 * 86400.0
-"""Longest span accepted (100 years, in seconds)."""
-
-_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
+from core.reasons import parse_duration
 
 
 def parse_span(text: str | float) -> float:
-    """Seconds of a span: ``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"2w"``, or a number
-    of seconds (``3600`` or ``"3600"``).
+    """Seconds of a span such as ``"30d"`` (:func:`core.reasons.parse_duration`).
 
     Raises:
         ValueError: not a positive span of at most 100 years.
     """
-    if isinstance(text, bool):
-        raise ValueError(f"not a span of time: {text!r}")
-    if isinstance(text, int | float):
-        seconds = float(text)
-    else:
-        m = _SPAN.match(text)
-        if not m:
-            raise ValueError(f"not a span of time (e.g. 30d, 12h, 90m): {text!r}")
-        seconds = float(m.group(1)) * SPAN_UNITS[(m.group(2) or "s").lower()]
-    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SPAN_S:
-        raise ValueError(f"a span must be more than 0 and at most 100 years: {text!r}")
-    return seconds
+    return parse_duration(text)
 
 
 @dataclass

@@ -11,13 +11,17 @@ Times are Unix seconds, UTC.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from core.record import LockStatus, State
+if TYPE_CHECKING:
+    from core.record import LockStatus
 
-SKIPPED_STATES = frozenset({State.WRITING})
+# the values of core.record.State, as plain strings: reading history never imports the
+# verdicts' vocabulary (docs/cli.md, "Start-up time"); tests/test_history_model.py checks them
+FREE, HELD, STALE, EXPIRED, WRITING, UNREADABLE = (
+    "free", "held", "stale", "expired", "writing", "unreadable")
+
+SKIPPED_STATES = frozenset({WRITING})
 """States never recorded: a lock being written becomes ``held`` within the 2 s grace."""
 
 EVENTS = ("acquired", "holder_changed", "stale", "expired", "reclaimed", "renewed", "released",
@@ -37,8 +41,8 @@ EVENTS = ("acquired", "holder_changed", "stale", "expired", "reclaimed", "renewe
 - ``seen``: any other change of state (e.g. stale back to held after a clock step).
 """
 
-HELD_STATES = frozenset({State.HELD.value})
-DEAD_STATES = frozenset({State.STALE.value, State.EXPIRED.value})
+HELD_STATES = frozenset({HELD})
+DEAD_STATES = frozenset({STALE, EXPIRED})
 
 
 class HistoryUnavailable(Exception):
@@ -51,8 +55,7 @@ class HistoryUnavailable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(NamedTuple):
     """What a recorder saw of one lock at one moment (before it is compared with the last
     recorded transition).
 
@@ -82,8 +85,7 @@ class Observation:
     event: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
+class Transition(NamedTuple):
     """One recorded row (docs/history.md, "What is recorded").
 
     Attributes:
@@ -106,7 +108,7 @@ class Transition:
     process: str | None = None
     host: str | None = None
     tag: str | None = None
-    reasons: tuple[str, ...] = field(default_factory=tuple)
+    reasons: tuple[str, ...] = ()
     audit_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +132,8 @@ def iso(t: float) -> str:
 def _digest(parts: list[Any]) -> str:
     """A 128-bit BLAKE2b digest (hex) of ``parts``, each as ``repr`` (so ``None`` and ``"None"``
     differ), unit-separated: the same in every process (not Python's salted ``hash``)."""
+    import hashlib
+
     text = "\x1f".join(map(repr, parts))
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
@@ -151,7 +155,7 @@ def observation_of(status: LockStatus, t: float) -> Observation:
     state = status.state.value
     ident = _digest([state, pid, holder, host, token, acquired]) if status.present else ""
     return Observation(
-        lock=status.path, t=t, state=state if status.present else State.FREE.value,
+        lock=status.path, t=t, state=state if status.present else FREE,
         holder=holder, pid=pid, process=process, host=host,
         tag=rec.tag if rec is not None else None,
         reasons=tuple(r.code.value for r in status.reasons), ident=ident)
@@ -160,13 +164,13 @@ def observation_of(status: LockStatus, t: float) -> Observation:
 def gone(lock: str, t: float, *, event: str | None = None) -> Observation:
     """The observation of a lock that is no longer there (``free``); ``event``: as
     :attr:`Observation.event`."""
-    return Observation(lock=lock, t=t, state=State.FREE.value, event=event)
+    return Observation(lock=lock, t=t, state=FREE, event=event)
 
 
 def holder_key(state: str, ident: str) -> str:
     """What makes two consecutive observations the same: the state and the holder's
     identity (for ``free``: nothing more)."""
-    return state if state == State.FREE.value else f"{state}:{ident}"
+    return state if state == FREE else f"{state}:{ident}"
 
 
 def chain_key(prev_chain: str, key: str) -> str:
@@ -182,16 +186,16 @@ def event_between(prev_state: str | None, prev_ident: str | None, obs: Observati
     when there is none) and ``obs`` (one of :data:`EVENTS`); ``forced``: the audit log holds
     a ``force_release`` of this lock."""
     new = obs.state
-    if new == State.UNREADABLE.value:
+    if new == UNREADABLE:
         return "unreadable"
-    if new == State.FREE.value:
+    if new == FREE:
         if prev_state in DEAD_STATES:
             return "cleared"
         return "force_released" if forced else "released"
     if new in DEAD_STATES:
         return new
     if new in HELD_STATES:
-        if prev_state is None or prev_state in (State.FREE.value, State.UNREADABLE.value):
+        if prev_state is None or prev_state in (FREE, UNREADABLE):
             return "acquired"
         if prev_state in DEAD_STATES:
             return "renewed" if prev_ident == obs.ident else "reclaimed"
