@@ -234,3 +234,24 @@ def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Pa
 def test_bad_since_is_a_usage_error(tmp_path: Path) -> None:
     out = run(env_for(tmp_path), "history", str(tmp_path), "--since", "soon")
     assert out.returncode == 2 and "--since" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_history_escapes_control_characters_in_paths(tmp_path: Path, lockdir: Path) -> None:
+    import time
+
+    from core.history.model import Observation
+    from core.history.store import HistoryStore
+
+    env = env_for(tmp_path)
+    store = HistoryStore(str(tmp_path / "data" / "lockwarden" / "history.sqlite3"))
+    evil = str(lockdir / "a\nb\x1b[31m.lock")
+    store.record([Observation(evil, time.time(), "held", pid=7, ident="k"),
+                  Observation(str(lockdir / "plain.lock"), time.time(), "held", pid=8,
+                              ident="j")])
+    store.close()
+    out = run(env, "history", str(lockdir))
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and "\x1b" not in out.stdout
+    assert "a\\nb\\x1b[31m.lock" in lines[0] and "pid 7" in lines[0]
+    assert [json.loads(x)["lock"] for x in run(env, "history", str(lockdir), "--json")
+            .stdout.splitlines()] == [evil, str(lockdir / "plain.lock")]

@@ -14,10 +14,10 @@ from core.record import Evidence, Liveness, LockRecord, LockStatus, State
 
 
 def test_state_names_are_the_verdicts() -> None:
-    assert (model.FREE, model.HELD, model.STALE, model.EXPIRED, model.WRITING,
-            model.UNREADABLE) == tuple(s.value for s in (
-                State.FREE, State.HELD, State.STALE, State.EXPIRED, State.WRITING,
-                State.UNREADABLE))
+    verdicts = (State.FREE, State.HELD, State.STALE, State.EXPIRED, State.WRITING,
+                State.UNREADABLE)
+    names = (model.FREE, model.HELD, model.STALE, model.EXPIRED, model.WRITING, model.UNREADABLE)
+    assert names == tuple(s.value for s in verdicts)
 
 
 def status(state: State, pid: int, *, token: str = "t1", renewed: int = 0) -> LockStatus:

@@ -98,7 +98,10 @@ def cmd_history(args: argparse.Namespace, out: Out) -> int:
     finally:
         store.close()
     if rows and (out.json or not out.quiet):  # SQLite's JSON escapes control characters
-        sys.stdout.write("\n".join(rows if out.json else map(printable, rows)) + "\n")
+        text = "\n".join(rows)
+        if not out.json and printable(flat := text.replace("\n", " ")) is not flat:
+            text = "\n".join(map(printable, rows))  # a line to escape: line by line
+        sys.stdout.write(text + "\n")
         sys.stdout.flush()
     if not rows:
         out.note(f"no transitions recorded for {args.path}"
