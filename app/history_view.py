@@ -229,6 +229,8 @@ class HistoryPane(QWidget):
         hit = next((i for i, t in enumerate(rows) if focus and t.audit_id == focus[0]), None)
         if hit is not None:
             self.table.selectRow(hit)
-            self.table.scrollToItem(self.table.item(hit, 0))
+            first = self.table.item(hit, 0)
+            if first is not None:
+                self.table.scrollToItem(first)
         elif rows:
             self.table.scrollToBottom()

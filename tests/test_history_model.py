@@ -58,4 +58,4 @@ def test_durations() -> None:
     assert parse_duration("2w") == 14 * 86400 and parse_duration(45) == 45.0
     for bad in ("soon", "0", "-1d", "101y", True, "1e400"):
         with pytest.raises(ValueError):
-            parse_duration(bad)  # type: ignore[arg-type]
+            parse_duration(bad)
