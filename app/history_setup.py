@@ -9,6 +9,7 @@ Kept out of :mod:`app.window` and :mod:`app.tray`, which only expose hooks
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -128,8 +129,11 @@ class HistoryParts(QObject):
 
     def _updated(self, updates: list[tuple[str, LockStatus | None]]) -> None:
         target = self.pane.target
-        if self.dock.isVisible() and target is not None and any(p == target
-                                                                for p, _ in updates):
+        if not self.dock.isVisible() or target is None:
+            return
+        inside = target.rstrip(os.sep) + os.sep
+        if any(p == target or (self.pane.target_is_dir and p.startswith(inside))
+               for p, _ in updates):
             self.pane.reload()
 
     def _dialog_opened(self, dlg: object) -> None:

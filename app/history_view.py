@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QLabel,
@@ -56,10 +57,11 @@ class Loaded:
     error: str | None = None
 
 
-def load(target: str, since: float, until: float, db_path: str | None = None) -> Loaded:
+def load(target: str, since: float, until: float, db_path: str | None = None, *,
+         directory: bool | None = None) -> Loaded:
     """Read ``target``'s history (a lock path or URL, or a directory: every lock under it)
-    in ``[since, until)`` (Unix s). Never raises: a store that cannot be read gives
-    ``error``."""
+    in ``[since, until)`` (Unix s); ``directory``: whether ``target`` is one (default: ask
+    the file system). Never raises: a store that cannot be read gives ``error``."""
     from core.history.store import HistoryStore, default_path
 
     out = Loaded(target, since, until)
@@ -68,7 +70,9 @@ def load(target: str, since: float, until: float, db_path: str | None = None) ->
         out.error = ("Nothing recorded yet: history is recorded while Lockwarden (or "
                      "`lockwarden watch`) runs.")
         return out
-    lock, under = (None, target) if os.path.isdir(target) else (target, None)
+    if directory is None:
+        directory = os.path.isdir(target)
+    lock, under = (None, target) if directory else (target, None)
     try:
         store = HistoryStore(path, readonly=True)
         try:
@@ -108,6 +112,9 @@ class HistoryPane(QWidget):
         super().__init__(parent)
         self.db_path = db_path
         self.target: str | None = None
+        """What is shown: the selected lock, or its directory (:attr:`whole_dir`)."""
+        self.selected: str | None = None
+        self.target_is_dir = False
         self.focus: tuple[str, float] | None = None
         """An audit entry's digest and time (Unix s) to select once loaded (:meth:`show_action`)."""
         self._gen = 0
@@ -134,7 +141,12 @@ class HistoryPane(QWidget):
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setStretchLastSection(True)
         top = QHBoxLayout()
+        self.whole_dir = QCheckBox("Whole directory")
+        self.whole_dir.setToolTip("Every lock in the selected lock's directory: contention "
+                                  "figures for the directory")
+        self.whole_dir.toggled.connect(lambda _on: self._retarget())
         top.addWidget(self.title, 1)
+        top.addWidget(self.whole_dir)
         top.addWidget(self.zoom)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -158,10 +170,21 @@ class HistoryPane(QWidget):
         self.zoom.setCurrentIndex(max(0, min(len(ZOOMS) - 1, self.zoom.currentIndex() + step)))
 
     def show_path(self, path: str | None) -> None:
-        """Show ``path``'s history (a lock, a server URL or a directory); ``None`` clears."""
+        """Show ``path``'s history (a lock, a server URL or a directory; with
+        :attr:`whole_dir` checked, a lock's directory); ``None`` clears."""
+        self.selected = path
+        self._retarget()
+
+    def _retarget(self) -> None:
+        path = self.selected
+        local = path is not None and "://" not in path
+        self.whole_dir.setEnabled(local)
+        is_dir = path is not None and local and os.path.isdir(path)
+        if path is not None and local and self.whole_dir.isChecked() and not is_dir:
+            path, is_dir = os.path.dirname(path), True
         if path == self.target:
             return
-        self.target = path
+        self.target, self.target_is_dir = path, is_dir
         self.reload()
 
     def show_action(self, lock: str, digest: str, t: float) -> None:
@@ -171,7 +194,9 @@ class HistoryPane(QWidget):
         ago = time.time() - t
         index = next((i for i, (_l, s) in enumerate(ZOOMS) if s > ago), len(ZOOMS) - 1)
         self.focus = (digest, t)
-        self.target = lock
+        self.selected = self.target = lock
+        self.target_is_dir = False
+        self.whole_dir.setChecked(False)
         self.zoom.blockSignals(True)
         self.zoom.setCurrentIndex(index)
         self.zoom.blockSignals(False)
@@ -190,10 +215,10 @@ class HistoryPane(QWidget):
         until = time.time()
         since = until - self.window_s
         self.title.setText(printable(f"History of {target}"))
-        db = self.db_path
+        db, directory = self.db_path, self.target_is_dir
 
         def work() -> None:
-            result = load(target, since, until, db)
+            result = load(target, since, until, db, directory=directory)
             if gen == self._gen:
                 self.loaded.emit(result)
 
@@ -210,7 +235,7 @@ class HistoryPane(QWidget):
             self.figures.setText(stats_text(result.stats))
         rows = result.rows[-TABLE_LIMIT:]
         self.table.setRowCount(len(rows))
-        many = os.path.isdir(result.target)
+        many = len(result.spans) > 1 or self.target_is_dir
         for i, t in enumerate(rows):
             who = holder_label(t)
             if many:

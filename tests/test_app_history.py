@@ -213,3 +213,29 @@ def _rows(lock: str) -> list[Any]:
         return store.transitions(lock)
     finally:
         store.close()
+
+
+def test_whole_directory_gives_the_directory_figures(qtbot: Any, tmp_path: Path) -> None:
+    from app.history_view import HistoryPane
+
+    db = tmp_path / "h.sqlite3"
+    store = HistoryStore(str(db))
+    now = time.time()
+    store.record([Observation("/d/a.lock", now - 600, "held", holder="ci-1", pid=1, ident="1"),
+                  Observation("/d/b.lock", now - 500, "held", holder="ci-2", pid=2, ident="2"),
+                  Observation("/d/a.lock", now - 400, "free")])
+    store.close()
+    pane = HistoryPane(db_path=str(db))
+    qtbot.addWidget(pane)
+    pane.show_path("/d/a.lock")
+    qtbot.waitUntil(lambda: pane.current is not None and pane.current.target == "/d/a.lock")
+    assert pane.current is not None and pane.current.stats is not None
+    assert pane.current.stats.holders == ["ci-1"]
+    pane.whole_dir.setChecked(True)
+    assert pane.target == "/d"
+    qtbot.waitUntil(lambda: pane.current is not None and pane.current.target == "/d")
+    assert pane.current.stats is not None
+    assert sorted(pane.current.stats.holders) == ["ci-1", "ci-2"]
+    assert sorted(pane.timeline.spans) == ["/d/a.lock", "/d/b.lock"]
+    pane.show_path("redis://h:6379/0#lock:x")  # a server lock has no directory here
+    assert not pane.whole_dir.isEnabled() and pane.target == "redis://h:6379/0#lock:x"
