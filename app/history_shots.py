@@ -89,12 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         fill(db, base, time.time())
         for theme in ("light", "dark"):
             apply_theme(qapp, theme)
-            for name, target, zoom in (("lock", f"{base}/deploy.lock", 2), ("dir", base, 3)):
+            for name, whole, zoom in (("lock", False, 2), ("dir", True, 3)):
                 pane = HistoryPane(db_path=db)
                 pane.resize(1000, 560)
                 pane.zoom.setCurrentIndex(zoom)
+                pane.whole_dir.setChecked(whole)
                 pane.show()
-                pane.show_path(target)
+                pane.show_path(f"{base}/deploy.lock")
                 deadline = time.monotonic() + 30
                 while pane.current is None and time.monotonic() < deadline:
                     qapp.processEvents()

@@ -178,8 +178,8 @@ class HistoryPane(QWidget):
     def _retarget(self) -> None:
         path = self.selected
         local = path is not None and "://" not in path
-        self.whole_dir.setEnabled(local)
         is_dir = path is not None and local and os.path.isdir(path)
+        self.whole_dir.setEnabled(local and not is_dir)
         if path is not None and local and self.whole_dir.isChecked() and not is_dir:
             path, is_dir = os.path.dirname(path), True
         if path == self.target:
