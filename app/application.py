@@ -22,6 +22,7 @@ from app.commands import Commands
 from app.config_store import ConfigStore
 from app.demo import Demo
 from app.engine_calls import LockActions
+from app.history_setup import install as install_history
 from app.lockinfo import plural
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
@@ -117,6 +118,10 @@ class LockwardenApp(QObject):
                               dialog_parent=self.window, remote=self.remote, parent=self,
                               remember_logs=demo is None)
         self.undo = UndoBar(self.window, self.ops)
+        self.history = install_history(config=config, record=demo is None, window=self.window,
+                                       inventory=self.inventory, tray=self.tray,
+                                       remote=self.remote, store=self.store, ops=self.ops,
+                                       parent=self)
         self._connect_window()
         if self.tray is not None:
             self._connect_tray(self.tray)
@@ -267,6 +272,7 @@ class LockwardenApp(QObject):
         self.window.save_state()
         self.remote.close()
         self.inventory.close()
+        self.history.close()
         if self.demo is not None:
             self.demo.stop()
         self.window.close_for_quit()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -63,6 +63,10 @@ class RemotePoller(QObject):
         self._busy = False
         self._again = False
         self.problems: list[str] = []
+        self.poll_listeners: list[Callable[[list[LockStatus], list[str]], None]] = []
+        """Called in the GUI thread after each successful poll of a source with its locks and
+        the URLs of those gone since the last poll (the history recorder,
+        :mod:`app.history_setup`). Not called when polling stops."""
         self._timer = QTimer(self)
         self._timer.setInterval(500)
         self._timer.timeout.connect(self.poll)
@@ -187,6 +191,8 @@ class RemotePoller(QObject):
             gone = self._seen.get(base, set()) - paths
             self._seen[base] = paths
             self._inventory.push([*((st.path, st) for st in statuses), *((p, None) for p in gone)])
+            for listener in self.poll_listeners:
+                listener(statuses, sorted(gone))
         self._emit_problems()
         if again:  # a change arrived while this poll ran
             self.poll()

@@ -129,6 +129,9 @@ class TrayController(QObject):
         self._inventory = inventory
         self._actions = actions
         self._store = store
+        self.lock_extras: Callable[[LockStatus], list[tuple[str, Callable[[], None]]]] | None = None
+        """More entries of each lock's submenu, ``(text, slot)`` (the History parts' "Notify me
+        when free", :mod:`app.history_setup`)."""
         self.icon = QSystemTrayIcon(app_icon(), self)
         self.menu = QMenu()
         self.menu.aboutToShow.connect(self.rebuild_menu)
@@ -290,6 +293,8 @@ class TrayController(QObject):
                 add("Reclaim", self.reclaimRequested.emit)
             if forceable(st):
                 add("Force release…", self.forceReleaseRequested.emit)
+        for text, slot in self.lock_extras(st) if self.lock_extras is not None else ():
+            sub.addAction(text).triggered.connect(slot)
         sub.addSeparator()
         add("Copy path", self.copyPathRequested.emit)
         add("Open folder", self.openFolderRequested.emit)

@@ -84,6 +84,12 @@ class Inventory(QObject):
         self._kept_timer = QTimer(self)
         self._kept_timer.setInterval(KEPT_CHECK_MS)
         self._kept_timer.timeout.connect(self.check_kept)
+        self.change_listeners: list[Callable[[ChangeSet], None]] = []
+        """Also called with each change set, on the watcher's thread, before the GUI gets
+        it (the history recorder, :mod:`app.history_bridge`). Must only queue."""
+        self.start_listeners: list[Callable[[list[LockStatus], list[str]], None]] = []
+        """Called once per started watcher with its first inventory and the watched
+        directories, on a worker thread."""
 
     # -- called from any thread ---------------------------------------------------------------
 
@@ -114,6 +120,8 @@ class Inventory(QObject):
         Removals come with the directories' statuses of that moment, in the same batch: when a
         watched directory vanishes its locks are removed, and the GUI must know that the
         directory went (one notice for it), not take each lock for released."""
+        for listener in self.change_listeners:
+            listener(changes)
         kept = set(self.kept()) if changes.removed else set()
         recheck = [s.path for s in changes.removed if s.path in kept]
         ups: list[Update] = [(s.path, None) for s in changes.removed if s.path not in kept]
@@ -256,9 +264,12 @@ class Inventory(QObject):
                 w.start()
                 if self._watcher is not w:  # closed or replaced meanwhile
                     return
+                initial = w.snapshot()
+                for listener in self.start_listeners:
+                    listener(initial, [s.expanded_path for s in specs])
                 # the kept locks no watched directory covers are listed from the start
                 self.inspect_paths([p for p in self.kept() if not w.covers(p)])
-                self.push_initial(w.snapshot())
+                self.push_initial(initial)
                 self.push_dirs(w.dir_status())
             except RuntimeError:  # closed before it started, or the app is gone
                 return

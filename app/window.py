@@ -104,6 +104,9 @@ class MainWindow(QMainWindow):
         self._inventory = inventory
         self._actions = actions
         self._store = store
+        self.extra_context_actions: list[QAction | None] = []
+        """Added at the end of the table's context menu (``None``: a separator); the History
+        parts add theirs (:mod:`app.history_setup`)."""
         self.settings = settings
         self._hide_on_close = hide_on_close
         self._closing = False
@@ -425,7 +428,7 @@ class MainWindow(QMainWindow):
         menu = QMenu(self)
         for a in (self.act_release, self.act_reclaim, self.act_force, self.act_end_holder, None,
                   self.act_open_folder, self.act_copy, self.act_history, None, self.act_acquire,
-                  self.act_rescan):
+                  self.act_rescan, *self.extra_context_actions):
             if a is None:
                 menu.addSeparator()
             else:

@@ -108,3 +108,35 @@ def human_duration(seconds: float) -> str:
     if total < 86400:
         return f"{total // 3600}h {total % 3600 // 60}m"
     return f"{total // 86400}d {total % 86400 // 3600}h"
+
+
+DURATION_UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
+                                    "w": 7 * 86400.0}
+"""Units of :func:`parse_duration`, in seconds."""
+
+MAX_DURATION_S = 100 * 365 * 86400.0
+"""Longest duration :func:`parse_duration` accepts (100 years, in seconds)."""
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds of a duration written ``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"2w"``, or a
+    number of seconds (``3600`` or ``"3600"``): ``[history] keep`` and ``--since``
+    (docs/history.md, "Settings").
+
+    Raises:
+        ValueError: not a duration of more than 0 and at most 100 years.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a span of time: {text!r}")
+    if isinstance(text, int | float):
+        seconds = float(text)
+    else:
+        m = _DURATION.match(text)
+        if not m:
+            raise ValueError(f"not a span of time (e.g. 30d, 12h, 90m): {text!r}")
+        seconds = float(m.group(1)) * DURATION_UNITS[(m.group(2) or "s").lower()]
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_DURATION_S:
+        raise ValueError(f"a span must be more than 0 and at most 100 years: {text!r}")
+    return seconds

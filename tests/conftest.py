@@ -18,7 +18,8 @@ from tests.kernel_holders import procs  # noqa: F401  (real kernel-lock holders,
 # Qt in a subprocess with QT_QPA_PLATFORM=xcb (docs/DESIGN.md, "Testing").
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-# Forced operations keep the foreign files they remove in the desktop trash (send2trash:
+# `lockwarden watch` and the app record what they see (docs/history.md), and forced
+# operations keep the foreign files they remove in the desktop trash (send2trash:
 # $XDG_DATA_HOME/Trash for files on the home's file system) or in the quarantine folder under
 # platformdirs' data directory (docs/engine.md, "Nothing is simply unlinked"): the whole run,
 # and every process it starts, gets a private one, never the user's own. Set before anything

@@ -1,6 +1,7 @@
 """docs/cli.md "Start-up time": ``status`` imports neither ``shutil`` (argparse's help
 formatter would, and with it ``bz2`` and ``lzma``; so would platformdirs) nor a TOML writer
-(``tomlkit``, or the ``tomli_w`` of earlier versions), with or without a configuration file;
+(``tomlkit``, or the ``tomli_w`` of earlier versions) nor ``sqlite3`` (the history's store),
+with or without a configuration file;
 ``core.config`` imports ``tomlkit`` only when it saves."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ PROBE = """
 import sys
 from core.cli.main import main
 code = main(sys.argv[1:])
-print("LOADED", sorted({"shutil", "bz2", "lzma", "tomli_w", "tomlkit", "platformdirs"}
+print("LOADED", sorted({"shutil", "bz2", "lzma", "tomli_w", "tomlkit", "platformdirs",
+                        "sqlite3"}
                        & set(sys.modules)), file=sys.stderr)
 sys.exit(code)
 """

@@ -152,7 +152,7 @@ def test_the_checker_sees_lazy_imports_and_circles(tmp_path: Path) -> None:
 #: core's rooms from the bottom up: a module imports only its own room or rooms below it.
 #: ``""`` is core's root, the shared vocabulary every room speaks.
 CORE_ROOMS = ("", "kernel", "formats", "config", "audit", "verdicts", "engine", "watch",
-              "remote", "fleet", "cli")
+              "history", "remote", "fleet", "cli")
 #: The only modules at core's root: the vocabulary (and the package's own entry points).
 VOCABULARY = {"core", "core.__main__", "core.record", "core.reasons", "core.errors",
               "core.defaults", "core.stale_policy", "core.fsutil", "core.tempfiles",

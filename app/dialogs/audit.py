@@ -52,6 +52,7 @@ class AuditRow(TypedDict):
     details: str
     log: str
     entry: str
+    digest: str
 
 
 def _details_text(details: dict[str, object]) -> str:
@@ -99,6 +100,7 @@ def as_row(e: AuditEntry, log: str, seq: int) -> AuditRow:
         details=_details_text(e.details),
         log=log,
         entry=_entry_text(e),
+        digest=e.digest,
     )
 
 
@@ -148,6 +150,9 @@ class AuditDialog(QDialog):
 
     COLUMNS = ("Time", "Operation", "Lock", "User", "Via", "Result", "Details")
     loaded = Signal(object, object)
+    timelineRequested = Signal(str, str, float)
+    """"Show in timeline": the selected entry's lock, digest and time (Unix s); the app's
+    History pane shows the transition it caused (docs/gui.md "History")."""
 
     def __init__(self, sources: list[str], parent: QWidget | None = None, *,
                  lock: str | None = None) -> None:
@@ -207,7 +212,20 @@ class AuditDialog(QDialog):
         reload_ = QPushButton("Reload")
         reload_.clicked.connect(self.reload)
         bar.addWidget(reload_)
+        self.to_timeline = QPushButton("Show in timeline")
+        self.to_timeline.setToolTip("The History pane at the change this entry made")
+        self.to_timeline.setEnabled(False)
+        self.to_timeline.setVisible(False)  # shown by whoever handles timelineRequested
+        self.to_timeline.clicked.connect(self._timeline_clicked)
+        bar.addWidget(self.to_timeline)
         return bar
+
+    def _timeline_clicked(self) -> None:
+        row = self.table.currentRow()
+        if self.table.selectionModel().hasSelection() and 0 <= row < len(self._rows):
+            r = self._rows[row]
+            if r["lock"] and r["digest"]:
+                self.timelineRequested.emit(r["lock"], r["digest"], r["sort"][0])
 
     def _table(self) -> QTableWidget:
         table = QTableWidget(0, len(self.COLUMNS))
@@ -288,3 +306,4 @@ class AuditDialog(QDialog):
         rows = self._rows
         selected = self.table.selectionModel().hasSelection()
         self.entry.setPlainText(rows[row]["entry"] if selected and 0 <= row < len(rows) else "")
+        self.to_timeline.setEnabled(selected and 0 <= row < len(rows) and bool(rows[row]["lock"]))

@@ -347,7 +347,8 @@ WATCH_POLL_S = 5.0
 def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
     """``watch URL... [--json]``: every lock of each server, then one line per change
     (``added``, ``changed``, ``removed``: the events of ``watch DIR``, docs/cli.md "``watch``"),
-    listing each server every :data:`WATCH_POLL_S` seconds until SIGINT/SIGTERM. A server that
+    listing each server every :data:`WATCH_POLL_S` seconds until SIGINT/SIGTERM, recording the
+    changes in the history unless ``--no-history`` (docs/history.md). A server that
     fails is one line (``--json``: ``{"event": "error", "path", "error_kind", "error"}``) each
     time its failure changes; the others go on.
 
@@ -381,6 +382,11 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
 
     seen: dict[str, LockStatus] = {}
     failing: dict[str, str] = {}
+    from core.cli.history import start_recorder
+
+    recorder = start_recorder(out, disabled=bool(getattr(args, "no_history", False)))
+    if recorder is not None:
+        recorder.start()
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         first = True
@@ -412,6 +418,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
                     emit("changed", now[path])
             for path in sorted(set(seen) - set(now)):
                 emit("removed", seen[path])
+            if recorder is not None:  # the history (docs/history.md); equal verdicts are skipped
+                recorder.observe(now.values(), sorted(set(seen) - set(now)))
             if first:
                 shown = [redact_url(u) for u in urls]
                 printer.obj({"event": "ready", "dirs": shown},
@@ -423,6 +431,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
             signal.signal(signum, handler)
         for source in sources:
             source.close()
+        if recorder is not None:
+            recorder.close()
     if printer.broken:  # the reader of stdout went away: as ``watch DIR`` does
         silence_stdout()
         return 141

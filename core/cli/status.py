@@ -88,8 +88,9 @@ def open_by_windows(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_wait(args: argparse.Namespace, out: Out) -> int:
-    """``wait PATH [--timeout S]``: until the lock is free or stale (the next ``try`` would
-    take it; :func:`core.engine.waiting.wait`), under ``--stale-after`` as ``try`` judges.
+    """``wait PATH [--timeout S] [--notify]``: until the lock is free or stale (the next
+    ``try`` would take it; :func:`core.engine.waiting.wait`); ``--notify``: then one desktop
+    notification (:mod:`core.cli.notify`); under ``--stale-after`` as ``try`` judges.
 
     Returns:
         0 free or stale, 1 on timeout.
@@ -119,4 +120,17 @@ def cmd_wait(args: argparse.Namespace, out: Out) -> int:
         out.result(f"{path} is stale (its holder is gone): it can be taken")
     else:
         out.result(f"{path} is free")
+    if getattr(args, "notify", False):
+        _notify_free(path, status.state is State.STALE, out)
     return EXIT_OK
+
+
+def _notify_free(path: str, stale: bool, out: Out) -> None:
+    """``wait --notify``: a desktop notification that ``path`` is free (or stale); when none
+    can be shown, a note saying why (the result line was printed; :mod:`core.cli.notify`)."""
+    from core.cli.notify import desktop_notify
+
+    body = f"{path} is {'stale (its holder is gone)' if stale else 'free'}"
+    why = desktop_notify("Lock free" if not stale else "Lock stale", body)
+    if why is not None:  # the result line above already said it
+        out.note(f"no desktop notification: {why}")

@@ -5,7 +5,7 @@ module that runs it, imported only when the verb runs (docs/cli.md, "Start-up ti
 - :mod:`core.cli.locks`: ``try``, ``acquire``, ``release``, ``reclaim``;
 - :mod:`core.cli.status`: ``status``, ``wait``; :mod:`core.cli.listing`: ``list``;
 - :mod:`core.cli.run`, :mod:`core.cli.audit`, :mod:`core.cli.clean`, :mod:`core.cli.watch`;
-- :mod:`core.cli.kill`: ``kill-holder``;
+- :mod:`core.cli.kill`: ``kill-holder``; :mod:`core.cli.history`: ``history``, ``stats``;
 - :mod:`core.cli.remote`: ``list``, ``status``, ``release``, ``reclaim`` of a server lock's URL.
 
 :mod:`core.cli.main` builds the parser from :data:`BUILTIN_VERBS` plus the verbs a caller adds
@@ -152,6 +152,9 @@ def _args_wait(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_timeout(p)
     _add_stale_after(p)
+    p.add_argument("--notify", action="store_true",
+                   help="show a desktop notification when the lock is free (notify-send; "
+                   "printed when it is not installed)")
 
 
 def _args_reclaim(p: argparse.ArgumentParser) -> None:
@@ -173,12 +176,6 @@ def _args_agent(p: argparse.ArgumentParser) -> None:
     _add_config(p)
 
 
-def _args_watch(p: argparse.ArgumentParser) -> None:
-    _add_dirs(p)
-    _add_server_opts(p)
-    p.add_argument("--max-watches", type=cli_args.count, metavar="N",
-                   help="with --project: watch at most N directories with inotify and walk "
-                   "the rest every 5 s (default: half of fs.inotify.max_user_watches)")
 
 
 def _args_run(p: argparse.ArgumentParser) -> None:
@@ -205,6 +202,32 @@ def _args_clean(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="only print what would be removed")
     p.add_argument("--min-age", type=cli_args.MIN_AGE, default=10.0, metavar="S",
                    help="leave temp files younger than S seconds alone (default 10)")
+
+
+def _args_watch(p: argparse.ArgumentParser) -> None:
+    _add_dirs(p)
+    _add_server_opts(p)
+    p.add_argument("--max-watches", type=cli_args.count, metavar="N",
+                   help="with --project: watch at most N directories with inotify and walk "
+                   "the rest every 5 s (default: half of fs.inotify.max_user_watches)")
+    p.add_argument("--no-history", action="store_true",
+                   help="do not record the changes in the history (docs/history.md)")
+
+
+def _args_history(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", type=cli_args.path, metavar="PATH|DIR|URL",
+                   help="a lock (it need not exist any more), a directory (every lock in it "
+                   "and below) or a lock server's URL")
+    p.add_argument("--since", metavar="SPAN",
+                   help="only what was seen in the last SPAN (e.g. 90m, 12h, 1d, 2w); "
+                   "default: everything kept")
+
+
+def _args_stats(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", type=cli_args.path, metavar="DIR|PATH|URL",
+                   help="a directory (every lock in it and below), a lock or a server URL")
+    p.add_argument("--since", metavar="SPAN",
+                   help="the window: the last SPAN (e.g. 12h, 1d, 2w; default 7d)")
 
 
 # handlers: each imports its module when its verb runs (start-up cost)
@@ -338,6 +361,18 @@ def _run_watch(args: argparse.Namespace, out: Out) -> int:
     return cmd_watch(args, out)
 
 
+def _run_history(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.history import cmd_history
+
+    return cmd_history(args, out)
+
+
+def _run_stats(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.history import cmd_stats
+
+    return cmd_stats(args, out)
+
+
 BUILTIN_VERBS: tuple[Verb, ...] = (
     Verb("try", "acquire a lock without waiting (reclaims a stale one)", """example:
   lockwarden try build.lock --tag nightly && make && lockwarden release build.lock
@@ -354,7 +389,8 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden status /tmp/deploy.lock            # exit 0 free, 1 held
   lockwarden status /tmp/deploy.lock --json | jq .pid""", _args_status, _run_status),
     Verb("wait", "wait until a lock is free", """example:
-  lockwarden wait /tmp/deploy.lock --timeout 60 && echo "deploy finished\"""",
+  lockwarden wait /tmp/deploy.lock --timeout 60 && echo "deploy finished\"
+  lockwarden wait ~/build/.cache.lock --notify &   # a desktop notification when it is free""",
          _args_wait, _run_wait),
     Verb("list", "list every lock file in directories, with its verdict", """examples:
   lockwarden list /tmp /run/lock
@@ -389,8 +425,19 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
          """examples:
   lockwarden watch /tmp /run/lock
   lockwarden watch ~/proj --recursive --json | while read -r line; do ...; done
-  lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s""",
+  lockwarden watch redis://127.0.0.1:6379/0 --json   # a lock server, listed every 5 s
+  (changes are recorded in the history unless --no-history)""",
          _args_watch, _run_watch, via="cli"),
+    Verb("history", "who held a lock, when and for how long (what the recorders saw)",
+         """examples:
+  lockwarden history /tmp/deploy.lock --since 1d
+  lockwarden history /tmp --json | jq 'select(.event == "reclaimed")'
+  (recorded by the app and `lockwarden watch`; oldest first)""",
+         _args_history, _run_history),
+    Verb("stats", "contention figures of a directory's locks: time held, longest hold...",
+         """examples:
+  lockwarden stats /tmp                         # the last 7 days
+  lockwarden stats ~/build --since 1d --json""", _args_stats, _run_stats),
     Verb("agent", "publish this host's locks to the [fleet] database until interrupted",
          """examples:
   lockwarden agent                              # the per-user configuration's [fleet]

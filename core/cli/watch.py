@@ -1,4 +1,4 @@
-"""``lockwarden watch DIR... [--recursive] [--json]``: a headless monitor for scripts.
+"""``lockwarden watch DIR... [--recursive] [--json] [--no-history]``: a headless monitor.
 
 Prints the initial inventory, then one line per change delivered by
 :class:`core.watch.watcher.Watcher`
@@ -10,6 +10,10 @@ With ``--json`` every line is one JSON object: the fields of ``status --json``
 inventory from the changes (a script knows from then on every change is reported), and
 ``{"event": "dir", "path": ..., "mode": ..., "message": ...}`` lines report a watched
 directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
+
+Every change is also recorded in the history (docs/history.md) unless ``--no-history`` or
+``[history] enabled = false``; when history is paused (read-only data directory, disk full)
+a note on stderr says why and the monitor keeps going.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from core.config import WatchSpec
+    from core.history.recorder import Recorder
     from core.record import LockStatus
     from core.watch.watcher import ChangeSet, DirStatus
 
@@ -108,12 +113,14 @@ class Printer:
 
 
 def watch(specs: list[WatchSpec], out: Out,
-          policy_of: Callable[[str], dict[str, object]] | None = None, *,
-          tree_watch_limit: int | None = None) -> int:
+          policy_of: Callable[[str], dict[str, object]] | None = None,
+          recorder: Recorder | None = None, *, tree_watch_limit: int | None = None) -> int:
     """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
     SIGPIPE) when the reader of stdout went away. With ``policy_of`` (a lock's path to the
     ``policy`` field), each ``--json`` line of a lock carries the policy it was judged
-    under. ``tree_watch_limit``: the most directories of project trees watched with inotify
+    under. ``recorder``: also record every change in the history (docs/history.md,
+    "Recording"); it runs on its own thread and never holds the monitor up.
+    ``tree_watch_limit``: the most directories of project trees watched with inotify
     (:class:`core.watch.watcher.Watcher`)."""
     from core.watch.watcher import Watcher
 
@@ -123,13 +130,20 @@ def watch(specs: list[WatchSpec], out: Out,
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
+    def on_change(changes: ChangeSet) -> None:
+        if recorder is not None:
+            recorder.on_change(changes)
+        printer.on_change(changes)
+
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    watcher = Watcher(specs, printer.on_change, on_dirs=printer.on_dirs,
+    watcher = Watcher(specs, on_change, on_dirs=printer.on_dirs,
                       tree_watch_limit=tree_watch_limit)
     try:
         with printer.lock:  # changes wait until the inventory is out
             watcher.start()
             initial = watcher.snapshot()
+            if recorder is not None:
+                recorder.start(initial, [s.expanded_path for s in specs])
             if out.json:
                 for s in initial:
                     printer.status("initial", s)
@@ -143,6 +157,8 @@ def watch(specs: list[WatchSpec], out: Out,
             pass
     finally:
         watcher.close()
+        if recorder is not None:
+            recorder.close()
         for signum, handler in old.items():
             signal.signal(signum, handler)
     if printer.broken:
@@ -176,6 +192,8 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
                 return choice.to_dict()
         return choices[0][1].to_dict()
 
+    from core.cli.history import start_recorder
+
     limit = getattr(args, "max_watches", None)
-    return watch(specs, out, policy_of,
+    return watch(specs, out, policy_of, start_recorder(out, disabled=args.no_history),
                  tree_watch_limit=max(1, limit) if limit is not None else None)

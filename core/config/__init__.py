@@ -45,6 +45,11 @@ Stored as TOML (docs/DESIGN.md, "GUI": Settings) at
     start_minimized = false
     rescan_interval = 30             # seconds between full rescans of watched directories
 
+    [history]                        # what the watcher saw (docs/history.md)
+    enabled = true
+    keep = "30d"                     # retention: s, m, h, d, w
+    max_mb = 200
+
 With no file (or no ``[[watch]]`` table in it) the platform's usual lock directories are
 watched (:func:`default_watch_dirs`). :func:`load` never raises: a bad file gives warnings that
 name the key and the line, and defaults for what was bad (a file that does not parse at all:
@@ -150,6 +155,7 @@ def to_dict(config: Config) -> dict[str, Any]:
             "start_minimized": config.ui.start_minimized,
             "rescan_interval": float(config.ui.rescan_interval),
         },
+        "history": config.history.to_dict(),
         **({"fleet": {
             "dsn": config.fleet.dsn, "host": config.fleet.host,
             "interval": float(config.fleet.interval),

@@ -400,6 +400,14 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
             _parse_section(value, "notifications", cfg.notifications, problems)
         elif name == "ui":
             _parse_section(value, "ui", cfg.ui, problems)
+        elif name == "history":
+            from core.config.history import parse_history
+
+            def bad(key: str, message: str, fallback: str) -> None:
+                problems.add(key, message, section=("history", 0),
+                             name=key.rpartition(".")[2], fallback=fallback)
+
+            parse_history(value, cfg.history, bad)
         else:
             problems.add(name, "unknown key", section=None, name=name, fallback="ignored")
     if "watch" not in data or not isinstance(data.get("watch"), list):

@@ -12,6 +12,9 @@ import socket
 import sys
 from dataclasses import dataclass, field
 
+import platformdirs
+
+from core.config.history import HistorySettings
 from core.defaults import DEFAULT_STALE_AFTER, FORMAT_STALE_AFTER
 from core.stale_policy import StalePolicy
 
@@ -26,6 +29,7 @@ __all__ = [
     "SERVER_KINDS",
     "THEME_CHOICES",
     "Config",
+    "HistorySettings",
     "LoadError",
     "NotificationSettings",
     "ProjectSpec",
@@ -356,6 +360,7 @@ class Config:
         servers: lock servers to list (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``).
         notifications, ui: see :class:`NotificationSettings`, :class:`UISettings`.
         fleet: the ``[fleet]`` table (:class:`core.config.fleet.FleetSpec`), or None.
+        history: ``[history]`` (:class:`core.config.history.HistorySettings`).
         path: the file it was loaded from / will be saved to (``None``: the default path).
         warnings: problems found while loading, each naming the key and the line
             (``"config.toml line 7: watch[1].stale_after must be a number of seconds, not
@@ -373,6 +378,7 @@ class Config:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     ui: UISettings = field(default_factory=UISettings)
     fleet: FleetSpec | None = None
+    history: HistorySettings = field(default_factory=HistorySettings)
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
     watches_are_default: bool = False
@@ -396,7 +402,6 @@ def default_config_path() -> str:
     env = os.environ.get(CONFIG_ENV, "").strip()
     if env:
         return expand_path(env)
-    import platformdirs  # here: it imports tempfile and shutil, which status does not need
 
     return os.path.join(platformdirs.user_config_dir("lockwarden", appauthor=False), CONFIG_NAME)
 
