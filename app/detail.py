@@ -37,7 +37,7 @@ from core.errors import UnreadableError
 from core.fsutil import read_lock_file
 from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
-from core.tools import kind_words, removal_words, safe_action
+from core.tools import force_words, kind_words, safe_action
 from core.verdicts.liveness import hostname
 
 RAW_LIMIT = 64 * 1024
@@ -75,8 +75,9 @@ class DetailPane(QWidget):
     FIELDS = ("Path", "State", "Rule", "Safe action", "Tool", "Kind", "Force release",
               "Format", "Holder", "PID", "Host", "Liveness", "Acquired", "Expires", "TTL",
               "Tag", "Token")
-    """The fields, in order. "Force release" says what releasing a lock on a server does there
-    (:func:`core.tools.removal_words`); times are local, UTC in their tooltips."""
+    """The fields, in order. "Force release" says what a forced release does
+    (:func:`core.tools.force_words`: on a server its action there; a file removed or kept in
+    the trash); times are local, UTC in their tooltips."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -188,7 +189,7 @@ class DetailPane(QWidget):
         v["Safe action"].setText(safe_action(st))
         v["Tool"].setText(st.tool)
         v["Kind"].setText(kind_words(st))
-        v["Force release"].setText(removal_words(st))
+        v["Force release"].setText(force_words(st))
         v["Holder"].setText(printable(holder_text(st, hostname())))
         v["PID"].setText("" if st.holder_pid is None else str(st.holder_pid))
         if rec is None and st.kernel_held:

@@ -72,6 +72,25 @@ def removal_words(status: LockStatus) -> str:
     return " and ".join(render(r) for r in rec.removal)
 
 
+def force_words(status: LockStatus) -> str:
+    """What a forced release of this lock would do, in words, for the detail pane: on a server
+    :func:`removal_words`; for a file, whether it is removed (a lock Lockwarden wrote, an empty
+    file, holding its flock) or moved to the desktop trash where Undo finds it (anything else
+    with content: docs/engine.md, "Nothing is simply unlinked"); "" where no forced release is
+    offered (nothing there, a kernel lock, a read-only lock)."""
+    if status.kind == "server":
+        return removal_words(status)
+    if status.empty_free:
+        return "removes the empty file, holding its flock (refused if a process has it open)"
+    rec = status.record
+    if rec is None or status.read_only or status.kind == "kernel":
+        return ""
+    if rec.written_by_lockwarden:
+        return "removes the lock file (written by Lockwarden)"
+    return ("moves the file to the desktop trash (or Lockwarden's quarantine folder), where "
+            "Undo finds it")
+
+
 def safe_action(status: LockStatus) -> str:
     """What to do with this lock, in words: the tool's own safe action when a reason names one,
     else by state (reclaim or release a stale lock, wait for a held one -- saying whether its

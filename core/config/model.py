@@ -12,8 +12,6 @@ import socket
 import sys
 from dataclasses import dataclass, field
 
-import platformdirs
-
 from core.config.history import HistorySettings
 from core.defaults import DEFAULT_STALE_AFTER, FORMAT_STALE_AFTER
 from core.stale_policy import StalePolicy
@@ -402,6 +400,7 @@ def default_config_path() -> str:
     env = os.environ.get(CONFIG_ENV, "").strip()
     if env:
         return expand_path(env)
+    import platformdirs  # here: it imports tempfile and shutil, which status does not need
 
     return os.path.join(platformdirs.user_config_dir("lockwarden", appauthor=False), CONFIG_NAME)
 

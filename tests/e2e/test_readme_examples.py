@@ -369,6 +369,55 @@ def rule_server(box: Sandbox, line: str) -> Callable[[Run], None]:
     return check
 
 
+def _dirty_swap(box: Sandbox, line: str) -> Path:
+    """A real Vim swap with unsaved changes of a dead Vim (tests/data/devtools/vim), at the
+    example's path."""
+    swap = box.path(_operand(_words(line)))
+    shutil.copyfile(ROOT / "tests" / "data" / "devtools" / "vim" / "dead-dirty.notes.txt.swp",
+                    swap)
+    return swap
+
+
+def rule_discard_unsaved(box: Sandbox, line: str) -> Callable[[Run], None]:
+    swap = _dirty_swap(box, line)
+
+    def check(run: Run) -> None:
+        assert run.code == 0 and "released" in run.out and "trash" in run.out, run
+        assert not swap.exists()
+        kept = list((box.root / "xdg" / "data" / "Trash" / "files").iterdir())
+        assert [k.name for k in kept] == [swap.name]  # kept, not deleted
+    return check
+
+
+def rule_refuse_unsaved(box: Sandbox, line: str) -> Callable[[Run], None]:
+    swap = _dirty_swap(box, line)
+    before = swap.read_bytes()
+
+    def check(run: Run) -> None:
+        assert run.code == 1 and "vim -r" in run.err, run
+        assert swap.read_bytes() == before
+    return check
+
+
+def rule_wait_notify(box: Sandbox, line: str) -> Callable[[Run], None]:
+    lock = box.path(_operand(_words(line)))
+    lock.parent.mkdir(parents=True, exist_ok=True)  # free: the wait ends at once
+
+    def check(run: Run) -> None:
+        assert run.code == 0 and "Traceback" not in run.err, run
+    return check
+
+
+def rule_history(box: Sandbox, line: str) -> Callable[[Run], None]:
+    if "jq" in line and shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    box.path(_operand(_words(line))).mkdir(parents=True, exist_ok=True)
+
+    def check(run: Run) -> None:  # nothing recorded yet in the sandbox: said, not an error
+        assert run.code == 0 and "Traceback" not in run.err, run
+    return check
+
+
 RULES: list[tuple[str, Rule]] = [
     (r"://", rule_server),
     (r"^lockwarden try .* && make && lockwarden release ", rule_try_make_release),
@@ -381,6 +430,10 @@ RULES: list[tuple[str, Rule]] = [
     (r"^lockwarden release \S+ --force --reason ", rule_force_release),
     (r"^lockwarden audit ", rule_audit),
     (r"^lockwarden kill-holder ", rule_kill_holder),
+    (r"^lockwarden release --force \S+\.swp --discard-unsaved ", rule_discard_unsaved),
+    (r"^lockwarden release --force \S+\.swp$", rule_refuse_unsaved),
+    (r"^lockwarden wait \S+ --notify", rule_wait_notify),
+    (r"^lockwarden (history|stats) ", rule_history),
 ]
 """The first rule whose pattern matches the example (``re.S``) prepares and checks it;
 ``watch`` runs until it is stopped and is handled apart (:func:`_run_watch`)."""
