@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, json_text, one_line
+from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
 from core.record import Liveness, LockStatus
 
 if TYPE_CHECKING:
@@ -87,41 +87,36 @@ def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
         CliError: no ``[fleet]`` (exit 2); the database failed (exit 3).
     """
     from core.fleet.judge import silence_bound
-    from core.fleet.store import FleetError, connect, read_snapshot
+    from core.fleet.store import FleetError, connect, locks_json, read_snapshot
 
     _cfg, spec = _fleet_of(args)
     try:
         conn = connect(spec)
         try:
+            if out.json:  # built by the database: one text, no per-row objects
+                print(locks_json(conn, silent_after=spec.silent_after), flush=True)
+                return EXIT_OK
             snap = read_snapshot(conn, locks=True)
         finally:
             conn.close()
     except FleetError as exc:
         raise CliError(str(exc)) from None
+    except Exception as exc:  # psycopg.Error from a read
+        raise CliError(f"fleet database: {one_line(str(exc))}") from None
+    if out.quiet:
+        return EXIT_OK
+    from core.cli.output import render_table
+
     silent = {h.host: h.age_s > silence_bound(h.interval_s, spec.silent_after)
               for h in snap.hosts.values()}
-    if out.json:  # each verdict as published, with its publisher: composed, never re-decoded
-        parts = []
-        for lock in snap.locks:
-            host = snap.hosts.get(lock.host)
-            extra = json_text({"host_published": lock.host,
-                               "host_silent": silent.get(lock.host, True),
-                               "heartbeat_age_s": None if host is None
-                               else round(host.age_s, 3)})
-            body = lock.verdict_json.strip()
-            parts.append(extra[:-1] + (", " + body[1:] if body != "{}" else "}"))
-        print("[" + ", ".join(parts) + "]", flush=True)
-    elif not out.quiet:
-        from core.cli.output import render_table
-
-        if not snap.locks:
-            print(f"(no locks published; {len(snap.hosts)} host(s) in the fleet)", flush=True)
-        else:
-            table = [[lock.host + (" (silent)" if silent.get(lock.host, True) else ""),
-                      lock.state, str(lock.pid or "-"), lock.liveness, lock.holder or "-",
-                      lock.path] for lock in snap.locks]
-            print(render_table(["HOST", "STATE", "PID", "LIVENESS", "HOLDER", "PATH"], table),
-                  flush=True)
+    if not snap.locks:
+        print(f"(no locks published; {len(snap.hosts)} host(s) in the fleet)", flush=True)
+    else:
+        table = [[lock.host + (" (silent)" if silent.get(lock.host, True) else ""),
+                  lock.state, str(lock.pid or "-"), lock.liveness, lock.holder or "-",
+                  lock.path] for lock in snap.locks]
+        print(render_table(["HOST", "STATE", "PID", "LIVENESS", "HOLDER", "PATH"], table),
+              flush=True)
     return EXIT_OK
 
 

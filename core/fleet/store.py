@@ -356,6 +356,30 @@ def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
     return snap
 
 
+def locks_json(conn: Any, *, silent_after: float) -> str:
+    """Every published lock as one JSON array (text), built by the database in one row: each
+    verdict as published plus ``host_published``, ``host_silent`` (no heartbeat for
+    ``silent_after`` s and three of its intervals: :func:`core.fleet.judge.silence_bound`) and
+    ``heartbeat_age_s``, sorted by host and path. No per-row Python objects: 50,000 rows cost
+    what their bytes cost (docs/fleet.md, "Bounds").
+
+    Raises:
+        psycopg.Error: the database failed.
+    """
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT coalesce(json_agg(l.verdict || jsonb_build_object("
+            " 'host_published', l.host,"
+            " 'host_silent', extract(epoch FROM now() - h.heartbeat_at)"
+            "   > greatest(%s, 3 * h.interval_s),"
+            " 'heartbeat_age_s', round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3))"
+            " ORDER BY l.host, l.path), '[]')::text"
+            " FROM lockwarden_locks l JOIN lockwarden_hosts h ON h.host = l.host",
+            (silent_after,))
+        row = cur.fetchone()
+    return str(row[0]) if row else "[]"
+
+
 def _aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
