@@ -171,3 +171,23 @@ def test_full_collections_wait_their_interval():
         c.stop()
         gc.callbacks.remove(on_gc)
         gc.set_threshold(*threshold)
+
+
+def test_a_burst_of_new_objects_is_frozen_not_walked():
+    seen: list[int] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    c = GarbageCollector(interval_ms=3_600_000)
+    frozen = gc.get_freeze_count()
+    gc.callbacks.append(on_gc)
+    try:
+        burst = [[i] for i in range(collector.BURST + 1000)]  # a scan's statuses, say
+        c.collect()
+        assert seen == [] and gc.get_freeze_count() >= frozen + len(burst)
+    finally:
+        gc.callbacks.remove(on_gc)
+        c.stop()
+        gc.unfreeze()
