@@ -104,7 +104,7 @@ class LockFilterProxy(QAbstractTableModel):
         self._pos = None
         self.endResetModel()
 
-    def sourceModel(self) -> LockTableModel | None:  # type: ignore[override]
+    def sourceModel(self) -> LockTableModel | None:
         """The :class:`LockTableModel` shown, or ``None``."""
         return self._src
 

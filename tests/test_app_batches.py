@@ -66,6 +66,7 @@ def test_a_batch_re_sorts_the_proxy_once():
     proxy.rowsInserted.connect(lambda *_: events.append("insert"))
     proxy.rowsRemoved.connect(lambda *_: events.append("remove"))
     # 100 new rows between the old ones, 20 old rows re-aged (moving), 3 removed
+    batch: list[tuple[str, LockStatus | None]]
     batch = [(s.path, s) for s in (status(i) for i in range(1, 200, 2))]
     batch += [(s.path, s) for s in (status(i, age=1000.0 + i) for i in range(0, 40, 2))]
     batch += [(status(i).path, None) for i in (100, 150, 198)]
@@ -128,6 +129,7 @@ def test_proxy_order_is_the_sorted_filtered_source_over_random_batches():
                 batch.append((st.path, st))
         m.apply(batch)
         shown = [proxy.status_at(r) for r in range(proxy.rowCount())]
+        expected: list[LockStatus | None]
         expected = [m.status(r) for r in range(m.rowCount()) if proxy.accepts(r)]
         if proxy.sortColumn() >= 0:
             keys = m.column_sort_keys(proxy.sortColumn())
@@ -136,9 +138,9 @@ def test_proxy_order_is_the_sorted_filtered_source_over_random_batches():
                           reverse=proxy.sortOrder() == Qt.SortOrder.DescendingOrder)
             expected = [m.status(r) for r in rows]
         assert shown == expected, f"round {round_}"
-        for r, st in enumerate(shown):
-            assert st is not None
-            row = m.row_of(st.path)
+        for r, got in enumerate(shown):
+            assert got is not None
+            row = m.row_of(got.path)
             assert row is not None and proxy.mapFromSource(m.index(row, 0)).row() == r
             assert proxy.mapToSource(proxy.index(r, 0)).row() == row
 
@@ -156,7 +158,7 @@ def test_full_collections_wait_their_interval():
     gc.set_threshold(1, 1, 1)
     gc.callbacks.append(on_gc)
     try:
-        junk = []
+        junk: list[list[dict[str, int]]] = []
         for _ in range(12):
             junk.append([{} for _ in range(20)])
             c.collect()

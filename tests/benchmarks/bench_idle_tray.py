@@ -178,11 +178,11 @@ def main() -> int:
         if churn is not None:
             churn.terminate()
             churn.wait()
-            for p in Path("/tmp").glob(f"lockwarden-bench-churn-{churn.pid}-*.tmp"):
-                p.unlink(missing_ok=True)
-        for p in xprocs:
-            p.terminate()
-            p.wait()
+            for leftover in Path("/tmp").glob(f"lockwarden-bench-churn-{churn.pid}-*.tmp"):
+                leftover.unlink(missing_ok=True)
+        for xp in xprocs:
+            xp.terminate()
+            xp.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"idle tray over {args.seconds:.0f} s, default watches, /tmp churn "
           f"{args.churn:.0f} files/s; load average {os.getloadavg()[0]:.2f}")

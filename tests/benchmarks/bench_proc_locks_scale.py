@@ -169,11 +169,11 @@ def main() -> int:
         with_many = measure(d, str(flocked[0]), semas[0], args.rounds)
         total = time.perf_counter() - t0
     finally:
-        for p in procs:
-            if p.stdin is not None:
-                p.stdin.close()
-            p.terminate()
-            p.wait()
+        for proc in procs:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.terminate()
+            proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"/proc/locks at scale; {args.rounds} rounds, medians; load average "
           f"{os.getloadavg()[0]:.2f}; {total:.0f} s in all; taking {args.entries} POSIX "
