@@ -9,8 +9,10 @@ same user and configuration raises the first instance's window and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -18,7 +20,6 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Qt and the app are imported only when the GUI really starts
-    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.application import LockwardenApp
@@ -53,28 +54,54 @@ def _qapplication() -> QApplication:
     return qapp
 
 
-def _quit_on_signals(lw: LockwardenApp) -> QTimer:
-    """SIGINT/SIGTERM: release our locks and quit. The handler only sets a flag: Python runs
-    it between any two bytecodes of the GUI thread (maybe inside a locked section), so the
-    work is done by the returned pulse timer (200 ms; keep a reference), which also lets
-    Python see signals while Qt's loop runs."""
-    from PySide6.QtCore import QTimer
+class SignalWaker:
+    """SIGINT/SIGTERM: release our locks and quit, without a polling timer.
 
-    stop_requested: list[int] = []
+    Python's C-level handler writes the signal number to a socket (``signal.set_wakeup_fd``);
+    a ``QSocketNotifier`` on the other end wakes Qt's loop, and entering Python there runs the
+    Python handler, which only records the signal (it runs between any two bytecodes of the
+    GUI thread, maybe inside a locked section); the notifier's slot then quits. The app thus
+    wakes for a signal only, where a 200 ms timer woke it five times a second for nothing
+    (docs/performance.md "Idle tray"). Keep a reference; :meth:`stop` restores the previous
+    handlers and wakeup fd.
+    """
 
-    def on_signal(sig: int, _frame: FrameType | None) -> None:
-        stop_requested.append(sig)
+    def __init__(self, lw: LockwardenApp) -> None:
+        from PySide6.QtCore import QSocketNotifier
 
-    def pulse_tick() -> None:
-        if stop_requested and not lw.quitting:
-            lw.finish_quit(release=True)
+        self._lw = lw
+        self._requested: list[int] = []
+        self._read, self._write = socket.socketpair()
+        self._read.setblocking(False)
+        self._write.setblocking(False)
+        self._old_fd = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        self._old = {sig: signal.signal(sig, self._on_signal)
+                     for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.notifier = QSocketNotifier(self._read.fileno(), QSocketNotifier.Type.Read)
+        self.notifier.activated.connect(self._readable)
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    pulse = QTimer()
-    pulse.timeout.connect(pulse_tick)
-    pulse.start(200)
-    return pulse
+    def _on_signal(self, sig: int, _frame: FrameType | None) -> None:
+        self._requested.append(sig)
+
+    def _readable(self, *_args: object) -> None:
+        with contextlib.suppress(OSError):
+            self._read.recv(512)
+        if self._requested and not self._lw.quitting:
+            self._lw.finish_quit(release=True)
+
+    def stop(self) -> None:
+        """Restore the previous signal handlers and wakeup fd; close the socket pair."""
+        self.notifier.setEnabled(False)
+        signal.set_wakeup_fd(self._old_fd)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._read.close()
+        self._write.close()
+
+
+def _quit_on_signals(lw: LockwardenApp) -> SignalWaker:
+    """Quit cleanly on SIGINT/SIGTERM (:class:`SignalWaker`)."""
+    return SignalWaker(lw)
 
 
 def _report_startup(lw: LockwardenApp, report: str) -> None:

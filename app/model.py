@@ -4,9 +4,11 @@ place. Columns, roles and cell contents live in :mod:`app.columns`; sorting and 
 
 Rules (docs/DESIGN.md "GUI", docs/gui.md "Window"):
 
-- Rows are keyed by lock path. Updates change rows in place and emit ``dataChanged`` only for
-  the cells whose content changed; added/removed locks insert/remove rows. The model is never
-  reset after the first fill.
+- Rows are keyed by lock path. Updates change rows in place and emit ``dataChanged`` once per
+  contiguous block of changed rows, over the columns whose cells changed; added/removed locks
+  insert/remove rows. The model is never reset after the first fill. Each batch is framed by
+  :attr:`LockTableModel.batchStarted` and :attr:`LockTableModel.batchFinished`, so that the
+  proxy re-sorts once per batch (:mod:`app.proxy`).
 - Ages and expiry countdowns tick once a second: a timer emits ``dataChanged`` for the age and
   expires columns only.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +46,39 @@ Transition = tuple[LockStatus | None, LockStatus | None]
 """(old, new) status of one path whose state or holder changed; ``None`` for absent."""
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one :meth:`LockTableModel.apply` did, for :class:`app.proxy.LockFilterProxy`.
+
+    Attributes:
+        removed: source rows removed, numbered as before the batch, ascending.
+        changed: ``(row, first column, last column)`` per row changed in place, numbered as
+            after the batch, ascending.
+        inserted: first and last new row (appended at the end), or ``None``.
+        columns: the columns in which some cell changed (a sort by any other column keeps
+            its order).
+    """
+
+    removed: list[int]
+    changed: list[tuple[int, int, int]]
+    inserted: tuple[int, int] | None
+    columns: frozenset[int] = frozenset()
+
+
+def row_blocks(spans: Iterable[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """Group ``(row, first column, last column)`` spans, sorted by row, into blocks of
+    contiguous rows: ``(first row, last row, first column, last column)``, the columns the
+    union of the block's spans (one ``dataChanged`` each)."""
+    blocks: list[tuple[int, int, int, int]] = []
+    for row, c0, c1 in spans:
+        if blocks and blocks[-1][1] + 1 == row:
+            first, _last, b0, b1 = blocks[-1]
+            blocks[-1] = (first, row, min(b0, c0), max(b1, c1))
+        else:
+            blocks.append((row, row, c0, c1))
+    return blocks
+
+
 class LockTableModel(QAbstractTableModel):
     """Lock inventory rows keyed by lock path.
 
@@ -54,6 +90,9 @@ class LockTableModel(QAbstractTableModel):
         tick_ms: age refresh period in milliseconds (1000; 0 disables the timer).
 
     Signals:
+        batchStarted(list[int]): a batch begins; the rows it will remove (ascending), the
+            model still as before.
+        batchFinished(Batch): the batch's rows are in place (:class:`Batch`).
         transitions(list[tuple[LockStatus | None, LockStatus | None]]): after each applied
             batch, (old, new) per path whose state or holder changed, ``None`` for absent
             (the tray's notifications).
@@ -67,6 +106,8 @@ class LockTableModel(QAbstractTableModel):
     costs ~200 ms a second, while a uniform age shift never changes the order.
     """
 
+    batchStarted = Signal(object)
+    batchFinished = Signal(object)
     transitions = Signal(object)
     countsChanged = Signal()
     ticked = Signal()
@@ -83,7 +124,9 @@ class LockTableModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[LockStatus] = []
         self._keys: list[tuple[Hashable, ...]] = []
-        self._sort: list[tuple[str, ...]] = []
+        self._sort: dict[int, list[str]] = {}
+        """Sort keys of the columns sorted by so far (column -> key per row): computed for a
+        column on its first sort, then kept up to date row by row."""
         self._search: list[str | None] = []
         self._index: dict[str, int] = {}
         self._counts: Counter[State] = Counter()
@@ -123,11 +166,18 @@ class LockTableModel(QAbstractTableModel):
         :data:`app.columns.SORT_ROLE` and alignment of one cell; ``None`` for anything else."""
         if not index.isValid():
             return None
-        row, col = index.row(), index.column()
-        if row >= len(self._rows) or col >= NCOLS:
+        return self.cell(index.row(), index.column(), role)
+
+    def cell(self, row: int, col: int, role: int) -> Any:  # a QVariant, as data()
+        """:meth:`data` of source row ``row``, column ``col`` without a QModelIndex (the
+        proxy's path); ``None`` outside the table."""
+        if not (0 <= row < len(self._rows) and 0 <= col < NCOLS):
             return None
         if role == SORT_ROLE:  # hot path: the proxy asks this on every comparison
-            return self._sort[row][col]
+            keys = self._sort.get(col)
+            if keys is not None:
+                return keys[row]
+            return columns.sort_key(self._rows[row], Col(col), self.my_host)
         st = self._rows[row]
         if role == Qt.ItemDataRole.DisplayRole:  # escaped: a tag or path can hold anything
             return printable(columns.display(st, Col(col), self._now, self.my_host))
@@ -163,11 +213,16 @@ class LockTableModel(QAbstractTableModel):
 
     def apply(self, updates: Iterable[Update]) -> None:
         """Apply a batch of updates in order: a status for a new path inserts a row, for a
-        known path changes that row in place (``dataChanged`` on the changed cells only); a
-        ``None`` status or a ``free`` one removes the row -- except a free kernel-lock anchor
-        (:attr:`core.record.LockStatus.present`: its file is there, nobody holds it), which is
-        a row in state free. Emits :attr:`transitions` and
-        :attr:`countsChanged` once per batch."""
+        known path changes that row in place; a ``None`` status or a ``free`` one removes the
+        row -- except a free kernel-lock anchor (:attr:`core.record.LockStatus.present`: its
+        file is there, nobody holds it), which is a row in state free.
+
+        Signals, in this order: :attr:`batchStarted` (the rows about to go, the model still
+        unchanged); removals, one ``rowsRemoved`` per contiguous run, highest first; the
+        in-place changes, one ``dataChanged`` per contiguous block of changed rows (its columns
+        span every changed cell of the block); the new rows, one ``rowsInserted`` at the end;
+        :attr:`batchFinished`; then :attr:`transitions` and :attr:`countsChanged` once per
+        batch (docs/gui.md "Window")."""
         final: dict[str, LockStatus | None] = {}
         for path, st in updates:
             final[path] = st if st is not None and st.present else None
@@ -176,6 +231,7 @@ class LockTableModel(QAbstractTableModel):
         trans: list[Transition] = []
         removed: list[int] = []
         added: list[LockStatus] = []
+        changed: list[LockStatus] = []
         for path, st in final.items():
             row = self._index.get(path)
             if row is None:
@@ -190,11 +246,28 @@ class LockTableModel(QAbstractTableModel):
                 continue
             if old.state is not st.state or holder_changed(old, st):
                 trans.append((old, st))
-            self._change_row(row, st)
+            changed.append(st)
+        removed.sort()
+        self.batchStarted.emit(removed)
         if removed:
             self._remove_rows(removed)
+        spans: list[tuple[int, int, int]] = []
+        cols: set[int] = set()
+        for st in changed:
+            row = self._index[st.path]
+            row_cols = self._change_row(row, st)
+            if row_cols:
+                spans.append((row, row_cols[0], row_cols[-1]))
+                cols.update(row_cols)
+        spans.sort()
+        for first, last, c0, c1 in row_blocks(spans):
+            self.dataChanged.emit(self.index(first, c0), self.index(last, c1))
+        inserted: tuple[int, int] | None = None
         if added:
+            inserted = (len(self._rows), len(self._rows) + len(added) - 1)
             self._insert_rows(added)
+        self.batchFinished.emit(Batch(removed=removed, changed=spans, inserted=inserted,
+                                      columns=frozenset(cols)))
         if trans:
             self.transitions.emit(trans)
         if removed or added or trans:
@@ -209,7 +282,9 @@ class LockTableModel(QAbstractTableModel):
         ups += list(new.items())
         self.apply(ups)
 
-    def _change_row(self, row: int, st: LockStatus) -> None:
+    def _change_row(self, row: int, st: LockStatus) -> list[int]:
+        """Store ``st`` in ``row``; the columns whose cells changed, ascending (none: no
+        signal; :meth:`apply` emits one per block of rows)."""
         keys = columns.cell_keys(st, self.my_host)
         old_keys = self._keys[row]
         old = self._rows[row]
@@ -218,18 +293,12 @@ class LockTableModel(QAbstractTableModel):
             self._counts[old.state] -= 1
             self._counts[st.state] += 1
         if keys == old_keys:
-            return
+            return []
         self._keys[row] = keys
-        self._sort[row] = columns.sort_keys(st, self.my_host)
+        for col, col_keys in self._sort.items():
+            col_keys[row] = columns.sort_key(st, Col(col), self.my_host)
         self._search[row] = None
-        changed = [c for c in range(len(keys)) if keys[c] != old_keys[c]]
-        # one signal per run of adjacent changed columns
-        start = prev = changed[0]
-        for c in [*changed[1:], -2]:
-            if c != prev + 1:
-                self.dataChanged.emit(self.index(row, start), self.index(row, prev))
-                start = c
-            prev = c
+        return [c for c in range(len(keys)) if keys[c] != old_keys[c]]
 
     def _insert_rows(self, statuses: list[LockStatus]) -> None:
         first = len(self._rows)
@@ -238,7 +307,8 @@ class LockTableModel(QAbstractTableModel):
             self._rows.append(st)
             self._counts[st.state] += 1
             self._keys.append(columns.cell_keys(st, self.my_host))
-            self._sort.append(columns.sort_keys(st, self.my_host))
+            for col, col_keys in self._sort.items():
+                col_keys.append(columns.sort_key(st, Col(col), self.my_host))
             self._search.append(None)
             self._index[st.path] = first + i
         self.endInsertRows()
@@ -256,12 +326,16 @@ class LockTableModel(QAbstractTableModel):
             self.beginRemoveRows(QModelIndex(), first, last)
             for st in self._rows[first : last + 1]:
                 self._counts[st.state] -= 1
+                del self._index[st.path]
             del self._rows[first : last + 1]
             del self._keys[first : last + 1]
-            del self._sort[first : last + 1]
+            for col_keys in self._sort.values():
+                del col_keys[first : last + 1]
             del self._search[first : last + 1]
             self.endRemoveRows()
-        self._index = {st.path: i for i, st in enumerate(self._rows)}
+        index = self._index  # renumber only the rows after the lowest removed one
+        for i in range(rows[-1], len(self._rows)):
+            index[self._rows[i].path] = i
 
     def stop_ticking(self) -> None:
         """Stop the one-second age timer."""
@@ -293,6 +367,16 @@ class LockTableModel(QAbstractTableModel):
     def status(self, row: int) -> LockStatus:
         """Status of source row ``row``."""
         return self._rows[row]
+
+    def column_sort_keys(self, col: int) -> list[str]:
+        """The :data:`app.columns.SORT_ROLE` key of column ``col`` for every source row, in
+        row order (the proxy sorts source rows with it). The model's own list, kept up to
+        date from then on: read it, never change it."""
+        keys = self._sort.get(col)
+        if keys is None:
+            sort_key, c, host = columns.sort_key, Col(col), self.my_host
+            keys = self._sort[col] = [sort_key(st, c, host) for st in self._rows]
+        return keys
 
     def row_of(self, path: str) -> int | None:
         """Source row of ``path``, or ``None``."""

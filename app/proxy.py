@@ -1,85 +1,215 @@
 """Sorting and filtering of the lock table: :class:`LockFilterProxy` over
-:class:`app.model.LockTableModel` (docs/gui.md "Window")."""
+:class:`app.model.LockTableModel` (docs/gui.md "Window").
+
+The proxy keeps its row order as a Python list of source rows and sorts it with the model's
+precomputed keys (:meth:`app.model.LockTableModel.column_sort_keys`): a ``QSortFilterProxyModel``
+compares rows through ``data()``, one Python call per side of every comparison, which took 6 s
+to sort 100,000 rows and ~80 ms to place each 500 new ones (docs/performance.md "GUI under
+load"). Updates arrive as batches (:class:`app.model.Batch`): the rows a batch removes leave
+the proxy before they leave the model, new rows are appended in one block, and the order is
+restored once per batch, with one ``layoutChanged`` when it moved at all.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Sequence
+from typing import Any
 
-from PySide6.QtCore import QAbstractItemModel, QObject, QSortFilterProxyModel, Qt
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    Qt,
+)
 
-from app.columns import FILTER_ROLE, SORT_ROLE, STATUS_ROLE, Col
+from app.columns import NCOLS, Col
 from app.lockinfo import is_attention
-from app.model import LockTableModel, ModelIndex
+from app.model import Batch, LockTableModel, ModelIndex, row_blocks
 from core.record import LockStatus
 
+MANY_RUNS = 16
+"""Above this many separate runs of proxy rows to remove, the rows are first moved to the end
+in one layout change and removed as one block (each removal signal costs the view and the
+row list a pass)."""
 
-class LockFilterProxy(QSortFilterProxyModel):
-    """Sort/filter proxy over :class:`LockTableModel`.
 
-    Sorting uses :data:`app.columns.SORT_ROLE` (real types, evaluated in C++). Filtering: the
-    filter box text (case-insensitive substring, every word must match some column), "stale
-    only" (state stale or expired) and "held by me" (:meth:`LockTableModel.is_mine`).
+
+def runs_of(rows: Sequence[int]) -> list[tuple[int, int]]:
+    """Contiguous runs ``(first, last)`` of ascending ``rows``."""
+    runs: list[tuple[int, int]] = []
+    for r in rows:
+        if runs and runs[-1][1] + 1 == r:
+            runs[-1] = (runs[-1][0], r)
+        else:
+            runs.append((r, r))
+    return runs
+
+
+class LockFilterProxy(QAbstractTableModel):
+    """Sort/filter proxy over :class:`app.model.LockTableModel`: a flat table whose rows are
+    source rows in sorted, filtered order.
+
+    Sorting (:meth:`sort`) uses :data:`app.columns.SORT_ROLE` keys, ties keeping their
+    previous order; column ``-1`` is the source order. Filtering: the filter box text
+    (case-insensitive substring, every word must match some column), "stale only" (state stale
+    or expired) and "held by me" (:meth:`LockTableModel.is_mine`).
+
+    Each model batch reaches the view as: removals (before the model removes the rows), one
+    ``rowsInserted`` for the new rows (appended), one ``layoutChanged`` when the order moved
+    (the single re-sort of the batch), then one ``dataChanged`` per contiguous block of
+    changed proxy rows.
     """
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.setSortRole(SORT_ROLE)
-        self.setFilterRole(FILTER_ROLE)
-        self.setDynamicSortFilter(True)
+        self._src: LockTableModel | None = None
+        self._order: list[int] = []
+        self._pos: dict[int, int] | None = None
+        self._col = -1
+        self._desc = False
         self._words: list[str] = []
         self._stale_only = False
         self._mine_only = False
+        self._batch_rows = -1  # source rows before the batch in progress; -1 outside a batch
+
+    # -- source ------------------------------------------------------------------------------
 
     def setSourceModel(self, model: QAbstractItemModel) -> None:
-        """Attach ``model``; for a :class:`LockTableModel`, ticks are re-emitted by this proxy
-        (see :class:`LockTableModel`)."""
-        old = self.sourceModel()
-        if isinstance(old, LockTableModel):
+        """Attach ``model``, a :class:`LockTableModel` (its ticks are then re-emitted by this
+        proxy, see :class:`LockTableModel`). Raises ``TypeError`` for any other model."""
+        if not isinstance(model, LockTableModel):
+            raise TypeError("LockFilterProxy shows a LockTableModel")
+        self.beginResetModel()
+        old = self._src
+        if old is not None:
             old.ticked.disconnect(self._ticked)
+            old.batchStarted.disconnect(self._batch_started)
+            old.batchFinished.disconnect(self._batch_finished)
+            old.dataChanged.disconnect(self._source_data_changed)
+            old.modelReset.disconnect(self._source_reset)
+            old.layoutChanged.disconnect(self._source_reset)
             old.source_ticks = True
-        super().setSourceModel(model)
-        if isinstance(model, LockTableModel):
-            model.source_ticks = False
-            model.ticked.connect(self._ticked)
+        self._src = model
+        self._batch_rows = -1
+        model.source_ticks = False
+        model.ticked.connect(self._ticked)
+        model.batchStarted.connect(self._batch_started)
+        model.batchFinished.connect(self._batch_finished)
+        model.dataChanged.connect(self._source_data_changed)
+        model.modelReset.connect(self._source_reset)
+        model.layoutChanged.connect(self._source_reset)
+        self._order = self._sorted(self._accepted(range(model.rowCount())))
+        self._pos = None
+        self.endResetModel()
 
-    def _ticked(self) -> None:
-        n = self.rowCount()
-        if n:
-            self.dataChanged.emit(self.index(0, Col.AGE), self.index(n - 1, Col.EXPIRES),
-                                  [Qt.ItemDataRole.DisplayRole])
+    def sourceModel(self) -> LockTableModel | None:
+        """The :class:`LockTableModel` shown, or ``None``."""
+        return self._src
 
-    def _refilter(self, change: Callable[[], None]) -> None:
-        self.beginFilterChange()
-        change()
-        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+    # -- Qt model API ------------------------------------------------------------------------
+
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008
+        """Number of shown rows (0 under a valid parent: a flat table)."""
+        return 0 if parent.isValid() else len(self._order)
+
+    def columnCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008
+        """Number of columns (:class:`app.columns.Col`)."""
+        return 0 if parent.isValid() else NCOLS
+
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # QVariant
+        """The source cell's data (:meth:`LockTableModel.data`)."""
+        row = index.row()
+        if not index.isValid() or self._src is None or row >= len(self._order):
+            return None
+        return self._src.cell(self._order[row], index.column(), role)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:  # a QVariant, as Qt's own signature
+        """Column titles from the source; row numbers (1-based) vertically."""
+        if orientation == Qt.Orientation.Vertical:
+            return section + 1 if role == Qt.ItemDataRole.DisplayRole else None
+        return None if self._src is None else self._src.headerData(section, orientation, role)
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Sort by ``column`` (``-1``: source order) in ``order``: one ``layoutChanged``."""
+        self._col = column if 0 <= column < NCOLS else -1
+        self._desc = order == Qt.SortOrder.DescendingOrder
+        self._relayout(self._sorted(self._order))
+
+    def sortColumn(self) -> int:
+        """The column sorted by, ``-1`` for the source order."""
+        return self._col
+
+    def sortOrder(self) -> Qt.SortOrder:
+        """The sort order."""
+        return Qt.SortOrder.DescendingOrder if self._desc else Qt.SortOrder.AscendingOrder
+
+    # -- mapping -----------------------------------------------------------------------------
+
+    def mapToSource(self, index: ModelIndex) -> QModelIndex:
+        """The source index of proxy ``index`` (invalid for an invalid one)."""
+        if not index.isValid() or self._src is None or index.row() >= len(self._order):
+            return QModelIndex()
+        return self._src.index(self._order[index.row()], index.column())
+
+    def mapFromSource(self, index: ModelIndex) -> QModelIndex:
+        """The proxy index of source ``index``; invalid when it is filtered out."""
+        if not index.isValid():
+            return QModelIndex()
+        row = self._positions().get(index.row())
+        return QModelIndex() if row is None else self.index(row, index.column())
+
+    def _positions(self) -> dict[int, int]:
+        """Source row -> proxy row (built once per order change, on demand)."""
+        if self._pos is None:
+            self._pos = dict(zip(self._order, range(len(self._order)), strict=True))
+        return self._pos
+
+    def _where(self, rows: set[int]) -> dict[int, int]:
+        """Proxy row of each shown source row in ``rows``: a scan per row for a few (building
+        the whole map costs ~20 ms at 100,000 rows), the map for more."""
+        if self._pos is not None or len(rows) > 4:
+            pos = self._positions()
+            return {r: p for r in rows if (p := pos.get(r)) is not None}
+        found: dict[int, int] = {}
+        for r in rows:
+            with contextlib.suppress(ValueError):  # filtered out
+                found[r] = self._order.index(r)
+        return found
+
+    # -- filters -----------------------------------------------------------------------------
 
     def set_text(self, text: str) -> None:
         """Filter box text; empty shows everything."""
         words = text.lower().split()
         if words != self._words:
-            self._refilter(lambda: setattr(self, "_words", words))
+            self._words = words
+            self._refilter()
 
     def set_stale_only(self, on: bool) -> None:
         """Quick filter: only stale and expired locks."""
         if on != self._stale_only:
-            self._refilter(lambda: setattr(self, "_stale_only", on))
+            self._stale_only = on
+            self._refilter()
 
     def set_held_by_me(self, on: bool) -> None:
         """Quick filter: only locks held by this app's process."""
         if on != self._mine_only:
-            self._refilter(lambda: setattr(self, "_mine_only", on))
+            self._mine_only = on
+            self._refilter()
 
     @property
     def active(self) -> bool:
         """True when any filter is on."""
         return bool(self._words or self._stale_only or self._mine_only)
 
-    def filterAcceptsRow(self, source_row: int, source_parent: ModelIndex) -> bool:
-        """Row passes the text and quick filters."""
-        if not (self._words or self._stale_only or self._mine_only):
-            return True
-        model = self.sourceModel()
-        if not isinstance(model, LockTableModel):
+    def accepts(self, source_row: int) -> bool:
+        """Source row ``source_row`` passes the text and quick filters."""
+        model = self._src
+        if model is None or not self.active:
             return True
         st = model.status(source_row)
         if self._stale_only and not is_attention(st.state):
@@ -91,10 +221,174 @@ class LockFilterProxy(QSortFilterProxyModel):
             return all(w in text for w in self._words)
         return True
 
+    def _accepted(self, rows: Sequence[int] | range) -> list[int]:
+        if not self.active:
+            return list(rows)
+        return [r for r in rows if self.accepts(r)]
+
+    def _refilter(self) -> None:
+        model = self._src
+        if model is None:
+            return
+        keep = set(self._accepted(range(model.rowCount())))
+        self._remove_proxy_rows([p for p, r in enumerate(self._order) if r not in keep])
+        shown = set(self._order)
+        self._add_rows([r for r in sorted(keep) if r not in shown])
+
+    # -- row operations ----------------------------------------------------------------------
+
+    def _sorted(self, rows: list[int]) -> list[int]:
+        if self._src is None or self._col < 0:
+            return sorted(rows)
+        keys = self._src.column_sort_keys(self._col)
+        return sorted(rows, key=keys.__getitem__, reverse=self._desc)
+
+    def _relayout(self, order: list[int]) -> None:
+        """Show ``order`` (the same rows, moved): one layout change, persistent indexes (the
+        selection) follow their rows; nothing when the order did not move."""
+        if order == self._order:
+            return
+        self.layoutAboutToBeChanged.emit()
+        old = self._order
+        persistent = self.persistentIndexList()
+        self._order = order
+        self._pos = None
+        if persistent:  # the selection: a few indexes on one or two rows
+            where = self._where({old[i.row()] for i in persistent if 0 <= i.row() < len(old)})
+            moved = []
+            for idx in persistent:
+                row = idx.row()
+                new = where.get(old[row]) if 0 <= row < len(old) else None
+                moved.append(QModelIndex() if new is None else self.index(new, idx.column()))
+            self.changePersistentIndexList(persistent, moved)
+        self.layoutChanged.emit()
+
+    def _remove_proxy_rows(self, rows: list[int]) -> None:
+        """Remove proxy ``rows`` (ascending), highest run first; many runs are first moved to
+        the end (one layout change) and removed as one block."""
+        if not rows:
+            return
+        runs = runs_of(rows)
+        if len(runs) > MANY_RUNS:
+            gone = set(rows)
+            kept = [r for p, r in enumerate(self._order) if p not in gone]
+            self._relayout(kept + [self._order[p] for p in rows])
+            runs = [(len(kept), len(self._order) - 1)]
+        for first, last in reversed(runs):
+            self.beginRemoveRows(QModelIndex(), first, last)
+            del self._order[first : last + 1]
+            self._pos = None
+            self.endRemoveRows()
+
+    def _add_rows(self, rows: list[int]) -> None:
+        """Show source ``rows``: one insertion at the end (sorted among themselves), then one
+        re-sort of the whole order."""
+        if not rows:
+            return
+        rows = self._sorted(rows)
+        n = len(self._order)
+        self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
+        self._order.extend(rows)
+        self._pos = None
+        self.endInsertRows()
+        if n:
+            self._relayout(self._sorted(self._order))
+
+    # -- batches from the source -------------------------------------------------------------
+
+    def _batch_started(self, removed: list[int]) -> None:
+        """The model is about to apply a batch removing source rows ``removed``: those leave
+        this proxy now, while the model still has them (a view reading the selected row as it
+        goes reads the right lock)."""
+        assert self._src is not None
+        self._batch_rows = self._src.rowCount()
+        if removed:
+            pos = self._positions()
+            self._remove_proxy_rows(sorted(p for r in removed if (p := pos.get(r)) is not None))
+
+    def _batch_finished(self, batch: Batch) -> None:
+        """The batch is in place: renumber, re-filter the changed rows, append the new ones,
+        re-sort once, then one ``dataChanged`` per block of changed proxy rows."""
+        n_before, self._batch_rows = self._batch_rows, -1
+        if batch.removed:
+            self._renumber(batch.removed, n_before)
+        self._changed(batch.changed, inserted=batch.inserted, columns=batch.columns)
+
+    def _renumber(self, removed: list[int], n_before: int) -> None:
+        """Source rows ``removed`` (ascending) are gone: shift the source rows after them."""
+        new_number: list[int] = []
+        prev = 0
+        for k, r in enumerate(removed):
+            new_number.extend(range(prev - k, r - k))
+            new_number.append(-1)
+            prev = r + 1
+        new_number.extend(range(prev - len(removed), n_before - len(removed)))
+        self._order = list(map(new_number.__getitem__, self._order))
+        self._pos = None
+
+    def _changed(self, spans: list[tuple[int, int, int]], *,
+                 inserted: tuple[int, int] | None = None,
+                 columns: frozenset[int] | None = None) -> None:
+        """Rows ``spans`` (source row, first and last column) changed and rows ``inserted``
+        were appended: re-filter, show the new, re-sort once when the sort column is among
+        ``columns`` (default: the spans' columns), then ``dataChanged`` per proxy block."""
+        add: list[int] = []
+        if spans and self.active:
+            pos = self._positions()
+            out = [p for r, _c0, _c1 in spans if (p := pos.get(r)) is not None
+                   and not self.accepts(r)]
+            add = [r for r, _c0, _c1 in spans if r not in pos and self.accepts(r)]
+            self._remove_proxy_rows(sorted(out))
+        if inserted is not None:
+            add += self._accepted(range(inserted[0], inserted[1] + 1))
+        if add:
+            self._add_rows(add)
+        elif self._col >= 0 and spans and (
+                self._col in columns if columns is not None
+                else any(c0 <= self._col <= c1 for _r, c0, c1 in spans)):
+            self._relayout(self._sorted(self._order))
+        if spans:
+            pos = self._positions()
+            shown = sorted((p, c0, c1) for r, c0, c1 in spans if (p := pos.get(r)) is not None)
+            for first, last, c0, c1 in row_blocks(shown):
+                self.dataChanged.emit(self.index(first, c0), self.index(last, c1))
+
+    def _source_data_changed(self, top: QModelIndex, bottom: QModelIndex,
+                             roles: Sequence[int] = ()) -> None:
+        """A ``dataChanged`` outside a batch (the model's own ticks, when not routed here):
+        treated as a change of those rows. Inside a batch :meth:`_batch_finished` handles
+        it."""
+        if self._batch_rows >= 0 or not top.isValid():
+            return
+        self._changed([(r, top.column(), bottom.column())
+                       for r in range(top.row(), bottom.row() + 1)])
+
+    def _source_reset(self, *_args: object) -> None:
+        """The source was reset or re-laid out: rebuild (the model does neither after its
+        first fill; kept for safety)."""
+        model = self._src
+        if model is None:
+            return
+        self.beginResetModel()
+        self._order = self._sorted(self._accepted(range(model.rowCount())))
+        self._pos = None
+        self.endResetModel()
+
+    def _ticked(self) -> None:
+        n = len(self._order)
+        if n:
+            self.dataChanged.emit(self.index(0, Col.AGE), self.index(n - 1, Col.EXPIRES),
+                                  [Qt.ItemDataRole.DisplayRole])
+
+    # -- queries -----------------------------------------------------------------------------
+
     def status_at(self, row: int) -> LockStatus | None:
         """Status of proxy row ``row`` or ``None``."""
-        idx = self.index(row, 0)
-        if not idx.isValid():
+        if self._src is None or not 0 <= row < len(self._order):
             return None
-        value = self.data(idx, STATUS_ROLE)
-        return value if isinstance(value, LockStatus) else None
+        return self._src.status(self._order[row])
+
+    def source_row(self, row: int) -> int:
+        """Source row of proxy row ``row`` (``IndexError`` outside the table)."""
+        return self._order[row]
+

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from PySide6.QtCore import QByteArray, QSettings, QSortFilterProxyModel
+from PySide6.QtCore import QAbstractItemModel, QByteArray, QSettings
 from PySide6.QtWidgets import QCheckBox, QHeaderView, QLineEdit, QMainWindow, QSplitter
 
 DEFAULT_SPLIT = [420, 260]
@@ -19,7 +19,7 @@ class Parts(NamedTuple):
     window: QMainWindow
     splitter: QSplitter
     header: QHeaderView
-    proxy: QSortFilterProxyModel
+    proxy: QAbstractItemModel  # app.proxy.LockFilterProxy: sort() is all this needs
     filter: QLineEdit
     stale_only: QCheckBox
     held_by_me: QCheckBox

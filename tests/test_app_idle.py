@@ -1,0 +1,48 @@
+"""An idle app wakes only when it has work (docs/performance.md "Idle tray"): no repeating
+timer faster than once a second, and SIGTERM still quits it cleanly, woken by the signal
+itself rather than by a polling timer."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from PySide6.QtCore import QTimer
+
+from app.main import SignalWaker, _quit_on_signals
+
+pytestmark = pytest.mark.usefixtures("qapp")
+
+
+@pytest.fixture
+def idle_app(make_app, qtbot, lockdir):
+    lw = make_app([lockdir])
+    lw.start(show_window=False)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done, timeout=10_000)
+    return lw
+
+
+def test_no_repeating_timer_faster_than_a_second(idle_app):
+    waker = _quit_on_signals(idle_app)
+    try:
+        fast = [(t.objectName() or repr(t), t.interval()) for t in gc.get_objects()
+                if isinstance(t, QTimer) and t.isActive() and not t.isSingleShot()
+                and t.interval() < 1000]
+        assert fast == []
+    finally:
+        waker.stop()
+
+
+def test_sigterm_quits_through_the_wakeup_socket(idle_app, qtbot):
+    waker = _quit_on_signals(idle_app)
+    assert isinstance(waker, SignalWaker)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        qtbot.waitUntil(lambda: idle_app.quitting, timeout=5_000)
+    finally:
+        waker.stop()
+    assert signal.getsignal(signal.SIGTERM) is not waker._on_signal
