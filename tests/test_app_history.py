@@ -192,7 +192,7 @@ def test_the_audit_viewer_shows_an_action_in_the_timeline(make_app: Any, lockdir
     assert released.event == "released" and released.audit_id
 
     dlg = lw.ops.open_audit()
-    qtbot.waitUntil(lambda: dlg.ready)
+    qtbot.waitUntil(lambda: dlg.ready, timeout=15_000)  # reads every known log: slow under load
     assert dlg.to_timeline.isVisible()
     row = next(i for i, r in enumerate(dlg._rows) if r["operation"] == "release")
     dlg.table.selectRow(row)
@@ -200,7 +200,8 @@ def test_the_audit_viewer_shows_an_action_in_the_timeline(make_app: Any, lockdir
     dlg.to_timeline.click()
     pane = lw.history.pane
     assert lw.history.dock.isVisible() and pane.target == str(lock)
-    qtbot.waitUntil(lambda: pane.current is not None and pane.table.selectedItems() != [])
+    qtbot.waitUntil(lambda: pane.current is not None and pane.table.selectedItems() != [],
+                    timeout=15_000)
     picked = pane.table.currentRow()
     assert pane.table.item(picked, 2).text() == "released"
     assert released.audit_id.startswith(pane.table.item(picked, 7).text())

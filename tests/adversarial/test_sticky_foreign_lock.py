@@ -25,7 +25,7 @@ def test_a_foreign_lock_in_a_sticky_directory_names_its_owner(shared_tmp: Path, 
     tmp_path = shared_tmp
     uid, gid = second_user()
     python = second_user_python(uid, gid)
-    site = site_for_second_user(tmp_path, ["platformdirs", "psutil", "tomli_w"])
+    site = site_for_second_user(tmp_path, ["platformdirs", "psutil"])
     sticky = tmp_path / "sticky"
     sticky.mkdir()
     sticky.chmod(0o1777)
