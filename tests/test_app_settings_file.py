@@ -71,7 +71,7 @@ SERVERS = """
 # added while the app ran (docs/remote.md)
 [[postgres]]
 dsn = "postgres://monitor@db.internal:5432/shop"
-password_env = "PGPASS"
+password_env = "LOCKWARDEN_PGPASS"
 
 [[redis]]
 url = "redis://cache.internal:6379/0"   # deploy locks
@@ -184,7 +184,7 @@ def test_lock_servers_are_added_edited_and_removed(app_on: Any, lockdir: Path) -
     assert editor.isVisible() and "never go in the configuration file" in editor.error
     editor.url.setText("redis://cache2.internal:6379/0")
     editor.password.setCurrentIndex(editor.password.findData("env"))
-    editor.password_env.setText("REDIS2_PASSWORD")
+    editor.password_env.setText("LOCKWARDEN_REDIS2_PASSWORD")
     editor.accept()
     assert not editor.isVisible() and group.list.count() == 3
     # edit the PostgreSQL table: its stale limit; remove the first Redis
@@ -201,11 +201,11 @@ def test_lock_servers_are_added_edited_and_removed(app_on: Any, lockdir: Path) -
     dlg.accept()
     saved = cfg.read_text()
     assert "hunter2" not in saved and "cache.internal" not in saved
-    assert "# added while the app ran" in saved and 'password_env = "PGPASS"' in saved
+    assert "# added while the app ran" in saved and 'password_env = "LOCKWARDEN_PGPASS"' in saved
     back = cfgmod.load(str(cfg))
     assert [(s.kind, s.url, s.password_env, s.stale_after) for s in back.servers] == [
-        ("postgres", "postgres://monitor@db.internal:5432/shop", "PGPASS", 120.0),
-        ("redis", "redis://cache2.internal:6379/0", "REDIS2_PASSWORD", 3600.0)]
+        ("postgres", "postgres://monitor@db.internal:5432/shop", "LOCKWARDEN_PGPASS", 120.0),
+        ("redis", "redis://cache2.internal:6379/0", "LOCKWARDEN_REDIS2_PASSWORD", 3600.0)]
     assert [w for w in back.warnings if "colour" not in w] == []  # the servers load clean
 
 

@@ -33,7 +33,7 @@ SERVERS_ADDED_BY_HAND = """
 # added while the app ran, as docs/remote.md says
 [[postgres]]
 dsn = "postgres://monitor@db.internal:5432/shop"
-password_env = "PGPASS"
+password_env = "LOCKWARDEN_PGPASS"
 
 [[redis]]
 url = "redis://cache.internal:6379/0"   # the deploy locks
@@ -68,7 +68,7 @@ def test_an_edit_keeps_comments_unknown_keys_and_tables_added_meanwhile(tmp_path
     assert 'path = "~/build-locks"' in text  # not rewritten expanded
     back = config.load(str(path))
     assert [s.kind for s in back.servers] == ["postgres", "redis", "etcd"]
-    assert back.servers[0].password_env == "PGPASS"
+    assert back.servers[0].password_env == "LOCKWARDEN_PGPASS"
     assert back.notifications.on_acquire and back.watches[0].stale_after == 1200.0
     assert back.ui.theme == "dark"
 
@@ -181,7 +181,7 @@ def test_servers_are_added_edited_and_removed_in_place(tmp_path: Path) -> None:
                                           keyring=True), etcd, new_redis])
     config.save(mine, str(path), base=seen)
     text = path.read_text()
-    assert "redis://cache.internal" not in text and "PGPASS" not in text
+    assert "redis://cache.internal" not in text and "LOCKWARDEN_PGPASS" not in text
     assert "# added while the app ran" in text
     back = config.load(str(path))
     assert [(s.kind, s.url, s.keyring) for s in back.servers] == [

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GOOD = """\
 [[postgres]]
 dsn = "postgres://monitor@db.internal:5433/shop"
-password_env = "LW_TEST_PG_PW"
+password_env = "LOCKWARDEN_TEST_PG_PW"
 stale_after = 600
 
 [[redis]]
@@ -52,7 +52,7 @@ def test_the_three_server_tables_are_read_with_their_policies(tmp_path: Path) ->
     assert cfg.warnings == []
     pg, rd, et = cfg.servers
     assert (pg.kind, pg.url, pg.password_env, pg.stale_after) == (
-        "postgres", "postgres://monitor@db.internal:5433/shop", "LW_TEST_PG_PW", 600.0)
+        "postgres", "postgres://monitor@db.internal:5433/shop", "LOCKWARDEN_TEST_PG_PW", 600.0)
     assert pg.policy.stale_after == 600.0
     assert (rd.profiles, rd.patterns, rd.keyring) == (
         ["python-redis-lock", "redis-py"], ["deploy:*", "job:*"], True)
@@ -106,7 +106,7 @@ def test_save_and_load_again_keeps_the_servers(tmp_path: Path) -> None:
 
 def test_sources_are_built_with_the_password_from_the_environment(tmp_path: Path) -> None:
     cfg = config.load(write(tmp_path, GOOD))
-    sources, problems = sources_from_config(cfg, environ={"LW_TEST_PG_PW": "s3cret"})
+    sources, problems = sources_from_config(cfg, environ={"LOCKWARDEN_TEST_PG_PW": "s3cret"})
     assert [s.base_url for s in sources] == [
         "postgres://db.internal:5433/shop", "redis://cache.internal:6380/2",
         "etcd://etcd1:2379"]
@@ -116,7 +116,7 @@ def test_sources_are_built_with_the_password_from_the_environment(tmp_path: Path
     assert len(problems) == 1 and "keychain" in problems[0]
     missing, problems = sources_from_config(cfg, environ={})
     assert len(missing) == 3
-    assert any("password_env LW_TEST_PG_PW is not set" in p for p in problems)
+    assert any("password_env LOCKWARDEN_TEST_PG_PW is not set" in p for p in problems)
 
 
 def test_the_os_keychain_gives_the_password(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from core.config.model import FleetSpec
 from core.config.model import describe_value as _describe
-from core.config.servers import Problems, check_url
+from core.config.servers import Problems, check_password_env, check_url
 
 
 def _seconds(v: object) -> float | None:
@@ -54,11 +54,12 @@ def parse_fleet(raw: object, problems: Problems) -> FleetSpec | None:
         if name == "dsn":
             continue
         if name == "password_env":
-            if isinstance(value, str) and value.replace("_", "a").isalnum() \
-                    and not value[:1].isdigit():
+            why = check_password_env(value)
+            if why is None:
+                assert isinstance(value, str)
                 spec.password_env = value
             else:
-                bad(f"must name an environment variable, not {_describe(value)}", None)
+                bad(why, None)
         elif name == "keyring":
             if isinstance(value, bool):
                 spec.keyring = value

@@ -28,7 +28,20 @@ MAX_DEADLINE_S = 3600.0
 """The largest ``deadline`` a server table may set (s): one hour."""
 
 _URL_SCHEMES = {"postgres": ("postgres", "postgresql"), "redis": ("redis",)}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^LOCKWARDEN_[A-Za-z0-9_]+$")
+"""What ``password_env`` in a configuration file may name: only ``LOCKWARDEN_*`` variables, so
+that a configuration someone else wrote cannot send any secret of the environment (say
+``AWS_SECRET_ACCESS_KEY``) to a server of its choosing (docs/remote.md, "Configuration"). The
+command line's ``--password-env NAME`` is the user's own choice and takes any name."""
+
+
+def check_password_env(value: object) -> str | None:
+    """Why ``value`` cannot be a configuration file's ``password_env`` (:data:`_ENV_NAME`), or
+    None when it can."""
+    if isinstance(value, str) and _ENV_NAME.match(value):
+        return None
+    return ("must name a LOCKWARDEN_* environment variable (a configuration file may not send "
+            f"any other variable to a server), not {_describe(value)}")
 
 
 class Problems(Protocol):
@@ -179,11 +192,12 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         else:
             bad(f"must be true or false, not {_describe(value)}", False)
     elif name == "password_env":
-        if isinstance(value, str) and _ENV_NAME.match(value):
+        why = check_password_env(value)
+        if why is None:
+            assert isinstance(value, str)
             spec.password_env = value
         else:
-            bad(f"must name an environment variable (letters, digits, _), not "
-                f"{_describe(value)}", None)
+            bad(why, None)
     elif name in ("prefix", "username"):
         if isinstance(value, str):
             setattr(spec, name, value or (None if name == "username" else ""))

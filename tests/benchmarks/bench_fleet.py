@@ -68,7 +68,7 @@ def main() -> None:
     import psycopg
 
     pg = start_pg()
-    os.environ["LW_FLEET_PW"] = PG_PASSWORD
+    os.environ["LOCKWARDEN_FLEET_PW"] = PG_PASSWORD
     dsn = f"postgresql://lw@127.0.0.1:{pg.port}/postgres"
     try:
         admin = psycopg.connect(dsn, password=PG_PASSWORD, autocommit=True)
@@ -80,7 +80,7 @@ def main() -> None:
         t0 = time.perf_counter()
         per_host = []
         for h in range(args.hosts):
-            spec = FleetSpec(dsn, password_env="LW_FLEET_PW", host=f"host{h:02d}")
+            spec = FleetSpec(dsn, password_env="LOCKWARDEN_FLEET_PW", host=f"host{h:02d}")
             pub = Publisher(spec, boot_id="bench", migrate_schema=False)
             t = time.perf_counter()
             pub.publish(statuses(spec.host, args.locks))
@@ -97,7 +97,7 @@ def main() -> None:
         print(f"  heartbeat, nothing changed:     {ms(same)}  (diffing {args.locks} verdicts)")
 
         reads = []
-        conn = connect(FleetSpec(dsn, password_env="LW_FLEET_PW", host="reader"))
+        conn = connect(FleetSpec(dsn, password_env="LOCKWARDEN_FLEET_PW", host="reader"))
         for _ in range(10):
             t = time.perf_counter()
             snap = read_snapshot(conn, locks=True)
@@ -105,7 +105,7 @@ def main() -> None:
         print(f"  read every host's locks ({len(snap.locks)} rows): {ms(reads)}")
         with tempfile.TemporaryDirectory() as d:
             cfg = Path(d) / "c.toml"
-            cfg.write_text(f'[fleet]\ndsn = "{dsn}"\npassword_env = "LW_FLEET_PW"\n')
+            cfg.write_text(f'[fleet]\ndsn = "{dsn}"\npassword_env = "LOCKWARDEN_FLEET_PW"\n')
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
             cli, bare = [], []
             for _ in range(5):

@@ -34,7 +34,7 @@ from core.verdicts.inspect import inspect
 from tests.remote.servers import PG_PASSWORD, PgServer, start_pg
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LW_FLEET_PW": PG_PASSWORD}
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_FLEET_PW": PG_PASSWORD}
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -50,7 +50,7 @@ def _dsn(pg: PgServer, user: str = "lw") -> str:
 
 def _config(path: Path, pg: PgServer, watched: Path, *, silent_after: float = 3.0) -> Path:
     path.write_text(f'[[watch]]\npath = "{watched}"\n\n[fleet]\ndsn = "{_dsn(pg)}"\n'
-                    f'password_env = "LW_FLEET_PW"\ninterval = 0.5\n'
+                    f'password_env = "LOCKWARDEN_FLEET_PW"\ninterval = 0.5\n'
                     f"silent_after = {silent_after}\n")
     return path
 
@@ -229,12 +229,12 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
         migrate(admin)
         _role(admin, "lw_pub_a")
         _role(admin, "lw_pub_b")
-        monkeypatch.setenv("LW_FLEET_PW", PG_PASSWORD)
-        spec_a = FleetSpec(_dsn(fresh_db, "lw_pub_a"), password_env="LW_FLEET_PW", host="a")
+        monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
+        spec_a = FleetSpec(_dsn(fresh_db, "lw_pub_a"), password_env="LOCKWARDEN_FLEET_PW", host="a")
         pub_a = Publisher(spec_a, migrate_schema=False)
         pub_a.publish([])
         pub_a.close()
-        spec_b_as_a = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LW_FLEET_PW",
+        spec_b_as_a = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
                                 host="a")
         pub_b = Publisher(spec_b_as_a, migrate_schema=False)
         with pytest.raises(FleetError) as err:
@@ -245,7 +245,7 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
             cur.execute("SELECT owner FROM lockwarden_hosts WHERE host = 'a'")
             assert cur.fetchone() == ("lw_pub_a",)
         # a publishing role cannot create tables where it has no right
-        spec_b = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LW_FLEET_PW", host="b")
+        spec_b = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW", host="b")
         pub = Publisher(spec_b, migrate_schema=False)
         pub.publish([])  # its own host: fine
         pub.close()
@@ -281,8 +281,8 @@ def test_the_database_stopped_and_started_again_loses_nothing(
     try:
         watched = tmp_path / "locks"
         watched.mkdir()
-        monkeypatch.setenv("LW_FLEET_PW", PG_PASSWORD)
-        spec = FleetSpec(_dsn(pg), password_env="LW_FLEET_PW", host="fleet-db-test")
+        monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
+        spec = FleetSpec(_dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host="fleet-db-test")
         w = Watcher([WatchSpec(str(watched))], on_change)
         w.start()
         pub = Publisher(spec)

@@ -24,15 +24,15 @@ def test_a_configured_redis_with_password_env(tmp_path: Path) -> None:
         path = tmp_path / "config.toml"
         path.write_text(f'[[redis]]\nurl = "redis://127.0.0.1:{server.port}/0"\n'
                         'profiles = ["redis-py"]\npatterns = ["deploy:*"]\n'
-                        'password_env = "LW_REDIS_PW"\nstale_after = 60\n')
+                        'password_env = "LOCKWARDEN_REDIS_PW"\nstale_after = 60\n')
         cfg = config.load_strict(str(path))
-        (src,), problems = sources_from_config(cfg, environ={"LW_REDIS_PW": "pw-7"})
+        (src,), problems = sources_from_config(cfg, environ={"LOCKWARDEN_REDIS_PW": "pw-7"})
         assert problems == []
         with src:
             (st,) = src.list_locks()
         assert st.path == f"redis://127.0.0.1:{server.port}/0#deploy:web"
         assert st.policy is not None and st.policy.stale_after == 60
-        (bad,), _ = sources_from_config(cfg, environ={"LW_REDIS_PW": "wrong"})
+        (bad,), _ = sources_from_config(cfg, environ={"LOCKWARDEN_REDIS_PW": "wrong"})
         with pytest.raises(RemoteError) as err, bad:
             bad.list_locks()
         assert err.value.kind is RemoteErrorKind.AUTH_FAILED
