@@ -34,6 +34,7 @@ from app.watch_bridge import Inventory
 from app.window import MainWindow
 from core import audit
 from core import config as cfgmod
+from core.audit.write import add_lost_listener
 from core.config import Config
 from core.reasons import printable
 
@@ -65,6 +66,7 @@ class LockwardenApp(QObject):
     """
 
     quitRequested = Signal()
+    auditLost = Signal(str)  # an audit entry written nowhere, from any thread
 
     def __init__(
         self,
@@ -146,6 +148,11 @@ class LockwardenApp(QObject):
         ops.settingsApplied.connect(lambda: self.remote.set_config(self.store.config))
         self.remote.problemsChanged.connect(w.status_line.set_server_problems)
         self.remote.problemsChanged.connect(w.problems.set_server_problems)
+        # audit entries written nowhere (a full disk): emitted from worker threads, shown here
+        self.auditLost.connect(w.problems.add_audit_problem)
+        self._forget_lost = add_lost_listener(lambda path, op, error: self.auditLost.emit(
+            f"{op} of {printable(path)} was done, but its audit entry could not be written "
+            f"anywhere: {printable(error)}"))
 
     def _connect_tray(self, tray: TrayController) -> None:
         ops = self.ops
@@ -273,6 +280,7 @@ class LockwardenApp(QObject):
         self.remote.close()
         self.inventory.close()
         self.history.close()
+        self._forget_lost()
         if self.demo is not None:
             self.demo.stop()
         self.window.close_for_quit()
@@ -283,6 +291,7 @@ class LockwardenApp(QObject):
         """Delete the window, the tray menu and this object now (after :meth:`finish_quit`;
         used by tests and the screenshot script, which create several apps in one process)."""
         collector = self.gc
+        self._forget_lost()
         self.model.stop_ticking()
         self.ops.close_dialogs()
         if self.tray is not None:

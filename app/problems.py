@@ -29,7 +29,7 @@ from app.watch_bridge import Inventory
 from core.reasons import printable
 from core.watch.watcher import DirStatus
 
-SOURCES = ("configuration", "lock server", "directory")
+SOURCES = ("configuration", "audit", "lock server", "directory")
 """What a problem is about, in the order the panel lists them."""
 
 PROBLEM_DIR_MODES = ("missing", "error")
@@ -99,6 +99,11 @@ class ProblemsPanel(QDockWidget):
     def set_server_problems(self, problems: Sequence[str]) -> None:
         """The lock servers that failed their last poll or cannot be configured."""
         self._set("lock server", list(problems))
+
+    def add_audit_problem(self, text: str) -> None:
+        """An audit entry that could be written nowhere (``core.audit.write.add_lost_listener``;
+        docs/audit.md, "When an entry cannot be written"); the last 20 are kept."""
+        self._set("audit", [*self._by_source["audit"], text][-20:])
 
     def set_dir_problems(self, dirs: Sequence[DirStatus]) -> None:
         """The watched directories that are missing or failing."""

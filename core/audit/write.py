@@ -33,7 +33,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -123,6 +123,39 @@ lock is ``durable``: a crash of the process loses nothing (the page cache surviv
 power loss ends every holder anyway."""
 
 
+LostListener = Callable[[str, str, str], None]
+"""Called as ``listener(lock_path, operation, error)`` when an entry could be written nowhere."""
+
+_lost_listeners: list[LostListener] = []
+
+
+def add_lost_listener(listener: LostListener) -> Callable[[], None]:
+    """Call ``listener(lock_path, operation, error)`` (from the thread that appended) each time
+    an entry can be written neither to the lock's directory log nor to the per-user log (a
+    full disk, a read-only file system), so the user hears of it where they look: the CLI on
+    stderr, the app in its Problems panel (docs/audit.md, "When an entry cannot be written").
+    Returns the function that removes the listener. A listener that raises is ignored."""
+    _lost_listeners.append(listener)
+
+    def remove() -> None:
+        if listener in _lost_listeners:
+            _lost_listeners.remove(listener)
+    return remove
+
+
+def has_lost_listeners() -> bool:
+    """True when someone listens for entries written nowhere (:func:`add_lost_listener`)."""
+    return bool(_lost_listeners)
+
+
+def _report_lost(lock_path: str, operation: str, error: str) -> None:
+    for listener in list(_lost_listeners):
+        try:
+            listener(lock_path, operation, error)
+        except Exception:  # a listener's bug must not cost the operation
+            pass
+
+
 def append(
     lock_path: str,
     operation: str,
@@ -150,8 +183,9 @@ def append(
         :class:`AuditWrite`: ``fallback`` True when the lock's directory log was not used
         (``reason`` says why: it could not be written, or it lies in a git working tree or git
         directory, :mod:`core.audit.placement`) and the entry went to the per-user log;
-        ``log_path`` "" and ``error`` set when that failed too; ``repaired`` when an
-        interrupted write was repaired.
+        ``log_path`` "" and ``error`` set when that failed too (then every
+        :func:`add_lost_listener` listener is told); ``repaired`` when an interrupted write was
+        repaired.
 
     Never raises for I/O errors: auditing must not turn a done lock operation into a failure.
     """
@@ -173,9 +207,9 @@ def append(
         return AuditWrite(log_path=fallback, fallback=True, reason=reason, repaired=repaired)
     except Exception as exc:  # platformdirs or the file system: never raise from append
         where = fallback or "the per-user log directory"
-        return AuditWrite(
-            log_path="", fallback=True, error=f"{reason}; {where}: {explain(exc)}", reason=reason
-        )
+        error = f"{reason}; {where}: {explain(exc)}"
+        _report_lost(os.path.abspath(lock_path), operation, error)
+        return AuditWrite(log_path="", fallback=True, error=error, reason=reason)
 
 
 def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,

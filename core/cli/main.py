@@ -216,8 +216,10 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
         verb = verbs[args.verb]
         if verb.via is not None:
             from core import audit
+            from core.audit.write import add_lost_listener
 
             audit.set_via(verb.via)
+            add_lost_listener(_say_lost)  # an entry written nowhere is said, not only logged
         return verb.run(args, Out(args))
     except CliError as exc:
         if debug:
@@ -238,6 +240,14 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
 
             traceback.print_exc()
         return _report_exception(exc)
+
+
+def _say_lost(lock_path: str, operation: str, error: str) -> None:
+    """One stderr line for an audit entry that could be written nowhere (docs/audit.md, "When
+    an entry cannot be written"): the operation itself was done."""
+    text = (f"{operation} of {lock_path} was done, but its audit entry could not be written "
+            f"anywhere: {error}")
+    print(f"{PROG}: {one_line(text)}", file=sys.stderr, flush=True)
 
 
 def _report_exception(exc: BaseException) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
 from core import audit
+from core.audit.write import has_lost_listeners
 from core.engine.publish import Outcome, remove_if
 from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockLost, NotStale, ReadOnlyLock, UnsavedChanges
@@ -67,7 +68,7 @@ def record_audit(
     except Exception as exc:
         log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
         return
-    if w.error:
+    if w.error and not has_lost_listeners():  # else a listener has told the user
         log.warning("audit entry for %s of %s not written: %s", operation, path, w.error)
 
 
