@@ -221,9 +221,9 @@ class Watcher:
             rooms.apply_specs(self._specs)
             rooms.inventory.forget_changes()  # the initial inventory is not a change
             self._next_tick = time.monotonic() + self.liveness_interval
-        self._thread = threading.Thread(target=self._run, name="lockwarden-watcher",
-                                        daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="lockwarden-watcher", daemon=True)
+        thread.start()  # before it is published: close() never joins a thread not yet started
+        self._thread = thread
 
     def close(self) -> None:
         """Stop the worker and watchdog threads; returns within about
