@@ -20,7 +20,7 @@ from typing import Any
 
 from core.config.model import FleetSpec
 from core.config.model import describe_value as _describe
-from core.config.servers import Problems, check_password_env, check_url
+from core.config.servers import Problems, check_url, set_credential
 
 
 def _seconds(v: object) -> float | None:
@@ -53,18 +53,8 @@ def parse_fleet(raw: object, problems: Problems) -> FleetSpec | None:
 
         if name == "dsn":
             continue
-        if name == "password_env":
-            why = check_password_env(value)
-            if why is None:
-                assert isinstance(value, str)
-                spec.password_env = value
-            else:
-                bad(why, None)
-        elif name == "keyring":
-            if isinstance(value, bool):
-                spec.keyring = value
-            else:
-                bad(f"must be true or false, not {_describe(value)}", False)
+        if name in ("password_env", "keyring"):
+            set_credential(spec, name, value, bad)
         elif name == "host":
             if isinstance(value, str) and value.strip() and value.isprintable():
                 spec.host = value.strip()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -33,6 +34,34 @@ _ENV_NAME = re.compile(r"^LOCKWARDEN_[A-Za-z0-9_]+$")
 that a configuration someone else wrote cannot send any secret of the environment (say
 ``AWS_SECRET_ACCESS_KEY``) to a server of its choosing (docs/remote.md, "Configuration"). The
 command line's ``--password-env NAME`` is the user's own choice and takes any name."""
+
+
+class Credentials(Protocol):
+    """A table that names where its password comes from: a server table
+    (:class:`~core.config.model.ServerSpec`) or ``[fleet]``
+    (:class:`~core.config.model.FleetSpec`)."""
+
+    password_env: str | None
+    keyring: bool
+
+
+def set_credential(spec: Credentials, name: str, value: object,
+                   bad: Callable[[str, object], None]) -> None:
+    """Set ``password_env`` or ``keyring`` (``name``) of ``spec`` from the file's ``value``; a
+    value that cannot be one goes to ``bad(message, default)`` and leaves ``spec`` as it is.
+    The one place both keys are checked, for server tables and ``[fleet]`` alike."""
+    if name == "keyring":
+        if isinstance(value, bool):
+            spec.keyring = value
+        else:
+            bad(f"must be true or false, not {_describe(value)}", False)
+        return
+    why = check_password_env(value)
+    if why is None:
+        assert isinstance(value, str)
+        spec.password_env = value
+    else:
+        bad(why, None)
 
 
 def check_password_env(value: object) -> str | None:
@@ -186,18 +215,8 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
             spec.notifications = value
         else:
             bad(f"must be true or false, not {_describe(value)}", False)
-    elif name == "keyring":
-        if isinstance(value, bool):
-            spec.keyring = value
-        else:
-            bad(f"must be true or false, not {_describe(value)}", False)
-    elif name == "password_env":
-        why = check_password_env(value)
-        if why is None:
-            assert isinstance(value, str)
-            spec.password_env = value
-        else:
-            bad(why, None)
+    elif name in ("keyring", "password_env"):
+        set_credential(spec, name, value, bad)
     elif name in ("prefix", "username"):
         if isinstance(value, str):
             setattr(spec, name, value or (None if name == "username" else ""))
