@@ -225,6 +225,9 @@ class Publisher:
         self._migrate = migrate_schema
         self._conn: Any = None
         self._locks: dict[str, tuple[Any, ...]] = {}
+        # the verdict each published row was encoded from: the watcher hands the same
+        # (immutable) LockStatus back while a lock does not change, so it is not encoded again
+        self._encoded: dict[str, tuple[LockStatus, tuple[Any, ...]]] = {}
         self._pids: dict[int, tuple[bool, str, float | None]] = {}
         self._fresh = True  # after (re)connecting: every row again, leftovers deleted
 
@@ -261,7 +264,14 @@ class Publisher:
 
         statuses = list(statuses)
         host = self.spec.host
-        locks = {s.path: _lock_row(host, s) for s in statuses}
+        locks: dict[str, tuple[Any, ...]] = {}
+        encoded: dict[str, tuple[LockStatus, tuple[Any, ...]]] = {}
+        for st in statuses:
+            was = self._encoded.get(st.path)
+            row = was[1] if was is not None and was[0] is st else _lock_row(host, st)
+            locks[st.path] = row
+            encoded[st.path] = (st, row)
+        self._encoded = encoded
         pids = pid_reports(statuses, host)
         try:
             conn = self._connection()
