@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from core.reasons import Code, Reason
 from core.record import Liveness, LockRecord, LockStatus
@@ -53,7 +52,19 @@ from core.remote.base import (
     bounded,
     url_host,
 )
-from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry
+from core.remote.deadline import DEFAULT_DEADLINE_S
+from core.remote.etcd_wire import (
+    error_detail,
+    error_message,
+    group_keys,
+    grpc_code,
+    key_text,
+    lease_of,
+    metadata,
+    parse_when,
+    split_endpoint,
+    tracked_session,
+)
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts import liveness
 from core.verdicts.policy import judge
@@ -105,7 +116,7 @@ class EtcdSource(RemoteSource):
     ) -> None:
         if not endpoints:
             raise ValueError("etcd: at least one endpoint is needed")
-        self.endpoints = tuple(_split_endpoint(e) for e in endpoints)
+        self.endpoints = tuple(split_endpoint(e) for e in endpoints)
         _, host, port = self.endpoints[0]
         super().__init__(f"etcd://{url_host(host)}:{port}", policy=policy, deadline=deadline)
         self.prefix = prefix
@@ -140,9 +151,9 @@ class EtcdSource(RemoteSource):
             else:  # every key: from "\0" with range_end "\0" (etcd: "all keys >= key")
                 events, cancel = client.watch("\0", range_end="\0")
         except etcd_errors.Etcd3Exception as exc:
-            raise RemoteError(f"watch {self.base_url}: {_detail(exc)}",
+            raise RemoteError(f"watch {self.base_url}: {error_detail(exc)}",
                               kind=RemoteErrorKind.UNREACHABLE, url=self.base_url,
-                              detail=_detail(exc)) from exc
+                              detail=error_detail(exc)) from exc
         renew = threading.Event()
 
         def closer() -> None:
@@ -184,7 +195,7 @@ class EtcdSource(RemoteSource):
             proto, host, port = self.endpoints[self._at]
             client = etcd3gw.Etcd3Client(host=host, port=port, protocol=proto,
                                          timeout=self.timeout, api_path=None,
-                                         session=_tracked_session(self.sockets))
+                                         session=tracked_session(self.sockets))
             if self._auth is not None:
                 name, password = self._auth
                 try:
@@ -217,13 +228,13 @@ class EtcdSource(RemoteSource):
                 self.close()
                 self._at = (self._at + 1) % len(self.endpoints)
             except etcd_errors.Etcd3Exception as exc:
-                grpc = _grpc_code(exc.detail_text)
+                grpc = grpc_code(exc.detail_text)
                 kind = _GRPC_KINDS.get(grpc or -1, RemoteErrorKind.QUERY_FAILED)
                 raise RemoteError(f"{what} {self.base_url}: the server answered an error: "
-                                  f"{_message(exc.detail_text)}", kind=kind, url=self.base_url,
+                                  f"{error_message(exc.detail_text)}", kind=kind, url=self.base_url,
                                   detail=exc.detail_text,
                                   code=str(grpc) if grpc is not None else None) from exc
-        why = _detail(last)
+        why = error_detail(last)
         raise RemoteError(f"{what} {self.base_url}: no connection to "
                           f"{', '.join(self._endpoint_urls())}: {why}",
                           kind=RemoteErrorKind.UNREACHABLE, url=self.base_url, detail=why)
@@ -249,7 +260,7 @@ class EtcdSource(RemoteSource):
         once the lease is gone."""
         answer = self._post("lease time-to-live on", "/kv/lease/timetolive",
                             {"ID": lease, "keys": True})
-        keys = [_text(_decode(k)) for k in answer.get("keys", [])]
+        keys = [key_text(_decode(k)) for k in answer.get("keys", [])]
         return int(answer.get("TTL", -1)), int(answer.get("grantedTTL", 0)), keys
 
     @bounded("list")
@@ -261,7 +272,7 @@ class EtcdSource(RemoteSource):
                 ``permission_denied``, ``query_failed``.
         """
         now = datetime.now(UTC)
-        groups = _group(self._range(self.prefix))
+        groups = group_keys(self._range(self.prefix))
         statuses = [st for name, kvs in groups.items()
                     if (st := self._judge(name, kvs, now)) is not None]
         seen = {(s.path, s.record.token or "") for s in statuses if s.record}
@@ -276,7 +287,7 @@ class EtcdSource(RemoteSource):
             RemoteError: connection kinds, ``bad_key`` for a URL of another source.
         """
         name = self.key_of(lock_key)
-        kvs = _group(self._range(name + "/")).get(name, [])
+        kvs = group_keys(self._range(name + "/")).get(name, [])
         return self._judge(name, kvs, datetime.now(UTC))
 
     def _judge(self, name: str, kvs: list[dict[str, Any]], now: datetime) -> LockStatus | None:
@@ -293,12 +304,12 @@ class EtcdSource(RemoteSource):
         # explicit ID) with the key written again is another lock (docs/remote.md, "etcd")
         token = f"{lease_hex}@{int(head['create_revision'])}"
         first = self._first_seen.setdefault((path, token), now)
-        value = _text(_decode(head.get("value", "")))
-        meta = _metadata(value)
-        taken = _when(meta.get("acquired_at"))
+        value = key_text(_decode(head.get("value", "")))
+        meta = metadata(value)
+        taken = parse_when(meta.get("acquired_at"))
         pid = meta.get("pid") if isinstance(meta.get("pid"), int) else None
         host = meta.get("host") if isinstance(meta.get("host"), str) else None
-        waiters = [{"key": _text(_decode(kv["key"])), "lease": f"{int(kv['lease']):x}",
+        waiters = [{"key": key_text(_decode(kv["key"])), "lease": f"{int(kv['lease']):x}",
                     "create_revision": int(kv["create_revision"])} for kv in kvs[1:]]
         reasons = [Reason.of(Code.LEASE, lease=lease_hex, left_s=float(left),
                              granted_s=float(granted))]
@@ -316,7 +327,7 @@ class EtcdSource(RemoteSource):
             ttl=float(granted) or None,
             tag=meta.get("tag") if isinstance(meta.get("tag"), str) else name,
             token=token, raw=value,
-            metadata={"key": _text(_decode(head["key"])), "lease": lease_hex,
+            metadata={"key": key_text(_decode(head["key"])), "lease": lease_hex,
                       "create_revision": int(head["create_revision"]), "ttl_s": left,
                       "granted_ttl_s": granted, "lease_keys": lease_keys, "waiters": waiters,
                       "value": meta or None, "first_seen": first.isoformat()},
@@ -387,7 +398,7 @@ class EtcdSource(RemoteSource):
             RemoteError: ``bad_key`` (not hex), connection kinds.
         """
         answer = self._post("lease keepalive on", "/lease/keepalive",
-                            {"ID": _lease_of(token, self.base_url)})
+                            {"ID": lease_of(token, self.base_url)})
         return int(answer.get("result", {}).get("TTL", -1))
 
     def _revoke(self, lease: int) -> bool:
@@ -418,7 +429,7 @@ class EtcdSource(RemoteSource):
         """
         name = self.key_of(lock_key)
         path = self.path_of(name)
-        lease = _lease_of(seen_token, path)
+        lease = lease_of(seen_token, path)
         op = "force_release" if force else "release"
         before = self.status(name)
         details: dict[str, Any] = {"token": seen_token, "reason": reason}
@@ -448,138 +459,6 @@ class EtcdSource(RemoteSource):
             return ReleaseOutcome(path, seen_token, False, "gone", seconds, details)
         audit_remote(path, op, details=details, format=FORMAT)
         return ReleaseOutcome(path, seen_token, True, "revoked", seconds, details)
-
-
-def _tracked_session(registry: SocketRegistry) -> Any:
-    """A ``requests.Session`` whose connections register their sockets in ``registry`` (for
-    the deadline to cut, core.remote.deadline): urllib3's connection classes with
-    ``_new_conn`` recording the socket, mounted for http and https."""
-    import requests
-    from requests.adapters import HTTPAdapter
-    from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
-    class Conn(HTTPConnection):
-        def _new_conn(self) -> Any:
-            sock = super()._new_conn()
-            registry.add(sock)
-            return sock
-
-    class TLSConn(HTTPSConnection):
-        def _new_conn(self) -> Any:
-            sock = super()._new_conn()
-            registry.add(sock)
-            return sock
-
-    class Pool(HTTPConnectionPool):
-        ConnectionCls = Conn
-
-    class TLSPool(HTTPSConnectionPool):
-        ConnectionCls = TLSConn
-
-    class Adapter(HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TLSPool}
-
-    session = requests.Session()
-    for scheme in ("http://", "https://"):
-        session.mount(scheme, Adapter())
-    return session
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def _split_endpoint(endpoint: str) -> tuple[str, str, int]:
-    """``(protocol, host, port)`` of ``http://host:port``, ``https://...``, ``etcd://...``
-    (= http) or ``host:port``; the port defaults to 2379.
-
-    Raises:
-        ValueError: another scheme or a bad port."""
-    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-    if parts.scheme not in ("http", "https", "etcd"):
-        raise ValueError(f"etcd endpoint {endpoint!r}: http://, https:// or etcd:// expected")
-    return ("https" if parts.scheme == "https" else "http", parts.hostname or "127.0.0.1",
-            parts.port or 2379)
-
-
-def _group(kvs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Concurrency-API keys by lock name, each list by ascending ``create_revision`` (the
-    holder first): a key counts when its last segment is the hex of its own lease."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for kv in kvs:
-        lease = int(kv.get("lease", 0))
-        if not lease:
-            continue
-        name, sep, suffix = _text(_decode(kv["key"])).rpartition("/")
-        if sep and name and suffix == f"{lease:x}":
-            groups.setdefault(name, []).append(kv)
-    for members in groups.values():
-        members.sort(key=lambda kv: int(kv["create_revision"]))
-    return groups
-
-
-def _lease_of(token: str, url: str) -> int:
-    """The lease ID of a token (``<lease hex>@<create revision>`` or ``<lease hex>``).
-
-    Raises:
-        RemoteError: ``bad_key`` when it is neither."""
-    lease, _, revision = token.partition("@")
-    try:
-        if revision and not revision.isdigit():
-            raise ValueError(revision)
-        return int(lease, 16)
-    except ValueError:
-        raise RemoteError(f"{url}: {token!r} is not a lease ID in hex",
-                          kind=RemoteErrorKind.BAD_KEY, url=url) from None
-
-
-def _metadata(value: str) -> dict[str, Any]:
-    """The JSON object in a key's value, {} for an empty or non-JSON value."""
-    if not value.startswith("{"):
-        return {}
-    try:
-        meta = json.loads(value)
-    except ValueError:
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def _when(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
-def _grpc_code(body: str | None) -> int | None:
-    """The gRPC status ``code`` of the gateway's JSON error body, or None."""
-    try:
-        code = json.loads(body or "").get("code")
-    except (ValueError, AttributeError):
-        return None
-    return code if isinstance(code, int) else None
-
-
-def _message(body: str | None) -> str:
-    try:
-        return str(json.loads(body or "").get("message", body))
-    except (ValueError, AttributeError):
-        return str(body)
-
-
-def _detail(exc: Exception | None) -> str:
-    """The words of an etcd3gw exception (it keeps them in ``detail_text``, not ``args``)."""
-    text = getattr(exc, "detail_text", None) or str(exc or "")
-    return str(text) or type(exc).__name__
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
 
 
 __all__ = ["FORMAT", "EtcdSource"]

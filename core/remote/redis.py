@@ -39,7 +39,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,6 +54,12 @@ from core.remote.base import (
     url_host,
 )
 from core.remote.deadline import DEFAULT_DEADLINE_S, SocketRegistry
+from core.remote.redis_profiles import (
+    COMPARE_AND_DELETE,
+    PYTHON_REDIS_LOCK,
+    RedisProfile,
+    redis_py_profile,
+)
 from core.remote.redis_tokens import (
     MAX_VALUE_BYTES,
     holder_of,
@@ -89,68 +94,6 @@ MAX_LOCKS = 10_000
 locks" (:attr:`RedisSource.more_than`)."""
 SIGNAL_EXPIRE_MS = 1000
 """How long python-redis-lock's signal list lingers after a release (ms), as the library does."""
-
-
-# KEYS[1] lock key, KEYS[2] signal list or "" ; ARGV[1] token seen, ARGV[2] signal expiry ms.
-# Returns 1 when deleted, 0 when the key holds another value or is missing.
-# ARGV[3]: "" to compare the whole value with ARGV[1]; else the value's length, ARGV[1] then
-# being the SHA-1 hex of its first ARGV[4] bytes (a long value: long_token)
-_CAD = """
-if ARGV[3] == '' then
-    if redis.call('get', KEYS[1]) ~= ARGV[1] then
-        return 0
-    end
-else
-    if redis.call('type', KEYS[1]).ok ~= 'string'
-            or redis.call('strlen', KEYS[1]) ~= tonumber(ARGV[3])
-            or redis.sha1hex(redis.call('getrange', KEYS[1], 0, tonumber(ARGV[4]) - 1))
-               ~= ARGV[1] then
-        return 0
-    end
-end
-if KEYS[2] ~= '' then
-    redis.call('del', KEYS[2])
-    redis.call('lpush', KEYS[2], 1)
-    redis.call('pexpire', KEYS[2], ARGV[2])
-end
-return redis.call('del', KEYS[1])
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class RedisProfile:
-    """What one locking library writes.
-
-    Attributes:
-        format: ``LockRecord.format`` of its locks (``redis-py``, ``python-redis-lock``).
-        patterns: SCAN ``MATCH`` patterns of its lock keys.
-        prefix: what the library puts before the lock's name (``lock:``), "" for none.
-        signal_prefix: prefix of the list its waiters block on (``lock-signal:``), or "" when
-            it has none; the list for lock ``<prefix><name>`` is ``<signal_prefix><name>``.
-    """
-
-    format: str
-    patterns: tuple[str, ...]
-    prefix: str = ""
-    signal_prefix: str = ""
-
-    def name_of(self, key: str) -> str:
-        """The lock's name: ``key`` without :attr:`prefix`."""
-        return key[len(self.prefix):] if self.prefix and key.startswith(self.prefix) else key
-
-    def signal_key(self, key: str) -> str:
-        """The signal list of lock ``key``, or "" when the library has none."""
-        return self.signal_prefix + self.name_of(key) if self.signal_prefix else ""
-
-
-def redis_py_profile(*patterns: str) -> RedisProfile:
-    """redis-py's ``Lock`` (``redis.lock.Lock``): keys named exactly as the caller chose, so the
-    patterns must be given (e.g. ``"deploy:*"``); its default token is ``uuid1().hex``."""
-    return RedisProfile("redis-py", tuple(patterns))
-
-
-PYTHON_REDIS_LOCK = RedisProfile("python-redis-lock", ("lock:*",), "lock:", "lock-signal:")
-"""python-redis-lock: ``lock:<name>``, signal list ``lock-signal:<name>``, random token."""
 
 
 class RedisSource(RemoteSource):
@@ -496,7 +439,7 @@ class RedisSource(RemoteSource):
         long = parse_long_token(seen_token)
         digest, length = (long[1], str(long[0])) if long else (raw_of(seen_token), "")
         deleted = self._call("EVAL on", lambda r: r.eval(
-            _CAD, 2, raw_of(key), raw_of(signal), digest, SIGNAL_EXPIRE_MS, length,
+            COMPARE_AND_DELETE, 2, raw_of(key), raw_of(signal), digest, SIGNAL_EXPIRE_MS, length,
             MAX_VALUE_BYTES))
         seconds = time.monotonic() - t0
         self._acquired.discard((key, seen_token))
