@@ -133,3 +133,29 @@ def test_verdicts_under_a_cut_table(tmp_path: Path, procs: list[subprocess.Popen
     monkeypatch.setattr(table_mod, "TABLE_MAX_BYTES", 16 << 20)  # read whole again: free
     st = inspect(str(free))
     assert st.state is State.FREE and kernel_status(str(free)) is None
+
+
+@linux
+def test_a_forced_release_is_refused_while_the_table_cannot_tell(
+        lockdir: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stale lock with content (a dead PID) that a kernel lock might hold unseen is not
+    deleted by ``release --force`` while the table is cut off: the message says why (the
+    kernel's lock table, not "a process holds it"), nothing is changed; once the table is read
+    whole it is released."""
+    from core.cli.main import main as core_main
+    from tests.test_cli import dead_pid
+
+    path = lockdir / "stale.lock"
+    path.write_text(f"pid={dead_pid()}\ntimestamp=1000\ntag=left\n")
+    os.utime(path, (1000, 1000))
+    hold(procs, "flock", lockdir / "other.lock")  # /proc/locks has a line to cut
+    monkeypatch.setattr(table_mod, "TABLE_MAX_BYTES", 0)
+    code = core_main(["release", str(path), "--force", "--reason", "left over"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "kernel's lock table is too large" in err and "nothing was changed" in err
+    assert "a process holds" not in err and path.exists()
+    monkeypatch.setattr(table_mod, "TABLE_MAX_BYTES", 16 << 20)
+    assert core_main(["release", str(path), "--force", "--reason", "left over"]) == 0
+    assert not path.exists()
