@@ -228,9 +228,9 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
     (:func:`is_a_lock`), on a file a kernel lock holds (:attr:`LockStatus.kernel_held`) or may
     hold unseen (``kernel_table_too_large``: docs/verdicts.md, "When the kernel's lock table is
-    too large"), or on a known tool's kernel-lock anchor held or not (:attr:`LockStatus.anchor_tool`: dpkg, apt,
-    cargo, uv, Gradle; docs/specs/devtool-locks.md §0); nothing is changed and nothing
-    audited.
+    too large"), or on a known tool's kernel-lock anchor held or not
+    (:attr:`LockStatus.anchor_tool`: dpkg, apt, cargo, uv, Gradle; docs/specs/devtool-locks.md
+    §0); nothing is changed and nothing audited.
 
     Raises:
         ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or

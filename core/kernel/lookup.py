@@ -48,6 +48,7 @@ from core.kernel.locks import (
     _regular_files,
     fdinfo_locks,
     held_in_text,
+    key_text,
 )
 from core.kernel.table import Table, read_table
 
@@ -76,7 +77,8 @@ class Lookup:
 
 
 def look_up(paths: Iterable[str], *, table: Table | None = None, proc: str = "/proc",
-            openers: Callable[[os.stat_result], Iterable[int] | None] | None = None) -> Lookup:
+            openers: Callable[[os.stat_result], Iterable[int] | None] | None = None,
+            index: Mapping[str, list[str]] | None = None) -> Lookup:
     """The kernel locks on each of ``paths``, asking each file first (see the module
     docstring).
 
@@ -87,6 +89,8 @@ def look_up(paths: Iterable[str], *, table: Table | None = None, proc: str = "/p
             (:class:`core.kernel.openfiles.KernelView`); default read it now
             (:func:`core.kernel.table.read_table`), only when a path is a regular file.
         proc: the proc mount (tests).
+        index: ``table``'s lines by file (:func:`core.kernel.table.lines_by_file`), built
+            once for a batch; default scan ``table``'s text.
         openers: for step 3, the processes that have a file (its ``stat``) open, from an
             index already built (:meth:`core.kernel.openfiles.KernelView.openers`), or ``None``
             for "walk them all"; default walk every process once.
@@ -102,7 +106,9 @@ def look_up(paths: Iterable[str], *, table: Table | None = None, proc: str = "/p
     asked = _getlk_holders(stats, proc, strict=False)
     if table is None:
         table = read_table(os.path.join(proc, "locks"))
-    held = held_in_text(table.text, stats, proc)
+    text = table.text if index is None else "\n".join(
+        line for key in stats for line in index.get(key_text(key), ()))
+    held = held_in_text(text, stats, proc)
     for path, h in asked.items():
         held.setdefault(path, h)  # taken after the table passed it, or beyond a cut
     if table.complete:

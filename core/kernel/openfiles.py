@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from core.kernel.locks import Holding, kernel_holders
-from core.kernel.table import Table
+from core.kernel.table import Table, lines_by_file
 
 __all__ = ["Answer", "KernelView", "OpenFiles", "scan_open_files"]
 
@@ -139,6 +139,7 @@ class KernelView:
     def __init__(self, *, proc: str = "/proc", open_files: OpenFiles | None = None) -> None:
         self._proc = proc
         self._text: Table | None = None
+        self._index: dict[str, list[str]] | None = None
         self._text_error: OSError | None = None
         self._text_read = False
         self._open = open_files
@@ -191,7 +192,10 @@ class KernelView:
             if table is not None:
                 from core.kernel.lookup import look_up
 
-                found = look_up([path], table=table, proc=self._proc, openers=self.openers)
+                if self._index is None:
+                    self._index = lines_by_file(table.text)
+                found = look_up([path], table=table, proc=self._proc, openers=self.openers,
+                                index=self._index)
                 return Answer(found.held.get(path) or [], None, found.unknown.get(path))
             held = kernel_holders([path], source="getlk", proc=self._proc).get(path) or []
             return Answer(held, None if held else "no /proc/locks here, and F_GETLK cannot "
