@@ -115,16 +115,25 @@ def look_up(paths: Iterable[str], *, table: Table | None = None, proc: str = "/p
         return Lookup(held, {}, table)
     rest = {key: left for key, entries in stats.items()
             if (left := [(p, st) for p, st in entries if p not in held])}
-    pids: set[int] | None = set()
-    for entries in rest.values():
-        some = openers(entries[0][1]) if openers is not None and pids is not None else None
-        if some is None:
-            pids = None
-            break
-        pids.update(some)
-    held.update(_held_by_fdinfo(rest, proc, pids))
+    held.update(_held_by_fdinfo(rest, proc, _openers_of(rest, openers)))
     unknown = {p: table for entries in rest.values() for p, _ in entries if p not in held}
     return Lookup(held, unknown, table)
+
+
+def _openers_of(stats: _Files,
+                openers: Callable[[os.stat_result], Iterable[int] | None] | None
+                ) -> set[int] | None:
+    """The processes that have one of ``stats``' files open, by ``openers``; ``None`` (walk
+    every process) when there is no ``openers`` or it cannot tell for one file."""
+    if openers is None:
+        return None
+    pids: set[int] = set()
+    for entries in stats.values():
+        some = openers(entries[0][1])
+        if some is None:
+            return None
+        pids.update(some)
+    return pids
 
 
 def _held_by_fdinfo(stats: _Files, proc: str, pids: set[int] | None
