@@ -159,3 +159,25 @@ def test_a_forced_release_is_refused_while_the_table_cannot_tell(
     monkeypatch.setattr(table_mod, "TABLE_MAX_BYTES", 16 << 20)
     assert core_main(["release", str(path), "--force", "--reason", "left over"]) == 0
     assert not path.exists()
+
+
+@linux
+def test_a_terraform_label_is_judged_from_its_state_file_beyond_a_cut(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Terraform's lock is a POSIX lock on the state file, which ``F_GETLK`` on that file
+    settles whatever the table: a label without it stays a leftover (``no_kernel_lock``), and
+    one whose state file a process locks is held, named."""
+    data = Path(__file__).parent / "data" / "devtools" / "terraform"
+    info = tmp_path / ".terraform.tfstate.lock.info"
+    info.write_bytes((data / ".terraform.tfstate.lock.info").read_bytes())
+    state = tmp_path / "terraform.tfstate"
+    state.write_text("{}")
+    hold(procs, "flock", tmp_path / "other.lock")  # /proc/locks has a line to cut
+    monkeypatch.setattr(table_mod, "TABLE_MAX_BYTES", 0)
+    st = inspect(str(info))
+    assert st.state is State.STALE and [r.code for r in st.reasons] == [Code.NO_KERNEL_LOCK]
+    holder = hold(procs, "posix", state)
+    st = inspect(str(info))
+    assert st.state is State.HELD and st.reasons[0].code is Code.KERNEL_LOCK_HELD
+    assert st.reasons[0].get("pid") == holder.pid
