@@ -211,6 +211,8 @@ _RULES: tuple[tuple[Code, str], ...] = (
     (Code.EMPTY_FREE, "an empty file that no kernel lock holds and no process has open is "
                       "free, never stale"),
     (Code.EMPTY_UNCHECKED, "an empty file whose kernel locks cannot be read may be held"),
+    (Code.KERNEL_TABLE_TOO_LARGE, "a file on which no lock could be seen in a kernel lock "
+                                  "table too large to read whole may be held, never free"),
     # developer tools' own rules (docs/specs/devtool-locks.md §1), before the generic ones
     (Code.KERNEL_LOCK_HELD, "only the kernel knows: a kernel lock is held while its holder "
                             "keeps the file open, and is never stale"),

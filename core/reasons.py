@@ -93,6 +93,7 @@ class Code(enum.StrEnum):
     KERNEL_ANCHOR_UNCHECKED = "kernel_anchor_unchecked"  # tool, file, detail
     NO_KERNEL_LOCK = "no_kernel_lock"  # file
     LEASE = "lease"  # lease, left_s, granted_s
+    KERNEL_TABLE_TOO_LARGE = "kernel_table_too_large"  # file, bytes, seconds, cut, tool
     # what releasing a lock on a server does (core.remote; LockRecord.removal, docs/remote.md)
     TERMINATES_SESSION = "terminates_session"  # pid, user, app
     DELETES_KEY = "deletes_key"  # key, token, signal
@@ -242,6 +243,18 @@ def advance(reasons: Iterable[Reason], seconds: float) -> tuple[Reason, ...]:
 def _dur(r: Reason, name: str) -> str:
     value = r.get(name)
     return human_duration(float(value)) if isinstance(value, int | float) else "?"
+
+
+def _table_too_large(r: Reason) -> str:
+    n, secs = r.get("bytes"), r.get("seconds")
+    size = f"{n / 1048576:.1f} MiB" if isinstance(n, int) else "?"
+    took = f"{secs:.2f} s" if isinstance(secs, int | float) else "?"
+    bound = "its size bound" if r.get("cut") == "bytes" else "its time bound"
+    return (f"the kernel's lock table is too large to tell whether a kernel lock holds "
+            f"{r.get('file')}" + (f" ({r.get('tool')}'s lock)" if r.get("tool") else "")
+            + f": /proc/locks was cut off at {bound} ({size} read in {took}) and neither the "
+            "file itself nor a process that has it open shows a lock; it may be held, so it is "
+            "never judged free or stale")
 
 
 def _utc(iso: Param) -> str:
@@ -502,6 +515,7 @@ _WORDS: dict[Code, object] = {
     Code.KERNEL_ANCHOR_UNCHECKED: lambda r: (
         f"{r.get('file')} is {r.get('tool')}'s lock anchor, but the kernel's locks cannot be "
         f"read here ({r.get('detail')}): it may be held; it is never deleted"),
+    Code.KERNEL_TABLE_TOO_LARGE: _table_too_large,
     Code.NO_KERNEL_LOCK: lambda r: (
         f"no kernel lock on {r.get('file')}: this is a leftover label, and deleting it is "
         "harmless"),

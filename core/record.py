@@ -73,7 +73,7 @@ TOOLS: dict[str, str] = {
 """The tool of each format (:attr:`LockStatus.tool`)."""
 
 _ANCHOR_CODES = frozenset({Code.KERNEL_LOCK_HELD, Code.KERNEL_ANCHOR_FREE,
-                           Code.KERNEL_ANCHOR_UNCHECKED})
+                           Code.KERNEL_ANCHOR_UNCHECKED, Code.KERNEL_TABLE_TOO_LARGE})
 _FREE_FILE_CODES = frozenset({Code.KERNEL_ANCHOR_FREE, Code.EMPTY_FREE})
 
 WRITABLE_FORMATS: tuple[str, ...] = ("sema", "task-mcp", "af-ledger")
@@ -267,8 +267,8 @@ class LockStatus:
     def anchor_tool(self) -> str:
         """The tool whose kernel-lock anchor the path is (``"dpkg"``, ``"apt"``, ``"cargo"``,
         ``"uv"``, ``"gradle"``: :func:`core.kernel.anchors.anchor_tool`), read from the reasons
-        (``tool`` of ``kernel_lock_held``, ``kernel_anchor_free``,
-        ``kernel_anchor_unchecked``), else ``""``. Such a file is never deleted
+        (``tool`` of ``kernel_lock_held``, ``kernel_anchor_free``, ``kernel_anchor_unchecked``,
+        ``kernel_table_too_large``), else ``""``. Such a file is never deleted
         (docs/specs/devtool-locks.md §0)."""
         for r in self.reasons:
             if r.code in _ANCHOR_CODES:

@@ -35,6 +35,8 @@ _SAFE: tuple[tuple[Code, str], ...] = (
                       "will use it again (remove it only if no program uses the path any more)"),
     (Code.EMPTY_OPEN, "wait: a process has it open, to write it or to lock it"),
     (Code.EMPTY_UNCHECKED, "leave it: a kernel lock may hold it, and only the kernel knows"),
+    (Code.KERNEL_TABLE_TOO_LARGE, "leave it: a kernel lock may hold it, unseen among too many "
+                                  "locks; it is judged again at the next look"),
 )
 
 

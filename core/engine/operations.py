@@ -226,10 +226,11 @@ def is_a_lock(status: LockStatus) -> bool:
 
 def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
-    (:func:`is_a_lock`), on a file a kernel lock holds (:attr:`LockStatus.kernel_held`), or on
-    a known tool's kernel-lock anchor held or not (:attr:`LockStatus.anchor_tool`: dpkg, apt,
-    cargo, uv, Gradle; docs/specs/devtool-locks.md §0); nothing is changed and nothing
-    audited.
+    (:func:`is_a_lock`), on a file a kernel lock holds (:attr:`LockStatus.kernel_held`) or may
+    hold unseen (``kernel_table_too_large``: docs/verdicts.md, "When the kernel's lock table is
+    too large"), or on a known tool's kernel-lock anchor held or not
+    (:attr:`LockStatus.anchor_tool`: dpkg, apt, cargo, uv, Gradle; docs/specs/devtool-locks.md
+    §0); nothing is changed and nothing audited.
 
     Raises:
         ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
@@ -237,6 +238,10 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     """
     kernel = status if status.kernel_held else kernel_status(path, policy=status.policy)
     if kernel is not None and not _pinned_by_its_holder(status):
+        if not kernel.kernel_held:  # kernel_table_too_large: a lock may hold it, unseen
+            raise ReadOnlyLock(f"{path}: {render_all(kernel.reasons)}; Lockwarden never forces "
+                               f"a {operation} of it while it cannot tell; nothing was changed",
+                               kind=ReadOnlyKind.KERNEL_LOCK, status=kernel)
         pid = kernel.kernel_pid
         who = f"PID {pid}" if pid is not None else "a process"
         raise ReadOnlyLock(

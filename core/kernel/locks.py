@@ -25,14 +25,12 @@ What this module reads (Linux only):
   the descriptor) or ``-1``. :func:`fd_holders` finds the processes that really hold them.
 
 Mapping to files: :func:`file_key` gives ``(major, minor, inode)`` of a path's ``stat``;
-:func:`kernel_holders` joins ``/proc/locks`` with a set of paths and confirms flock/OFD holders
-through fdinfo when the listed PID is dead or ``-1``.
-
-Where ``/proc/locks`` cannot be read (macOS, BSD, a restricted container), :func:`kernel_holders`
-asks ``fcntl(F_GETLK)`` per file (:mod:`core.kernel.getlk`). On Linux that view misses flock
-locks (filelock, portalocker, cargo, uv look unlocked), which matters wherever "no kernel lock"
-lets something proceed (a delete or replace, Terraform's label judged leftover). On macOS it
-sees flock locks too, but without a PID.
+:func:`kernel_holders` joins the locks with a set of paths, asking each file first and reading
+``/proc/locks`` within bounds (:mod:`core.kernel.lookup`, :mod:`core.kernel.table`), and
+confirms flock/OFD holders through fdinfo when the listed PID is dead or ``-1``. Where
+``/proc/locks`` cannot be read it asks ``fcntl(F_GETLK)`` alone (:mod:`core.kernel.getlk`),
+which misses flock locks on Linux (filelock, portalocker, cargo, uv look unlocked) and sees
+them without a PID on macOS.
 
 Units: byte offsets are ints; PIDs are ints (``None`` for ``-1``); nothing here measures time.
 """
@@ -48,12 +46,11 @@ from typing import NamedTuple
 
 from core.errors import ParseError
 from core.kernel import getlk as kernel_getlk
-
-PROC_LOCKS = "/proc/locks"
-"""The system-wide lock list of Linux (``fs/locks.c``, ``locks_show``)."""
+from core.kernel.table import PROC_LOCKS, read_table
 
 MAX_PROC_LOCKS_BYTES = 64 * 1024 * 1024
-"""Most bytes of ``/proc/locks`` read (64 MiB: about a million locks at 55 bytes a line)."""
+"""Most bytes :func:`read_proc_locks` reads (64 MiB: a million lines). The verdicts read
+within a byte bound *and* a deadline instead (:mod:`core.kernel.table`)."""
 
 
 class LockKind(enum.StrEnum):
@@ -225,13 +222,9 @@ def parse_proc_locks(text: str, *, waiters: bool = False) -> list[KernelLock]:
 
 
 def read_proc_locks(path: str = PROC_LOCKS) -> str:
-    """The text of ``/proc/locks`` (or ``path``). Reading it takes the kernel's global
-    ``file_rwsem``, so callers poll gently (every 2-5 s or on file events,
-    docs/specs/devtool-locks.md §2.6 "Cost of polling").
-
-    Raises:
-        OSError: no ``/proc`` (not Linux, or a restricted container view).
-    """
+    """The text of ``/proc/locks`` (or ``path``), up to :data:`MAX_PROC_LOCKS_BYTES`, however
+    long that takes (verdicts use :func:`core.kernel.table.read_table`). Raises ``OSError``:
+    no ``/proc`` (not Linux, or a restricted container view)."""
     with open(path, "rb") as f:
         return f.read(MAX_PROC_LOCKS_BYTES).decode("ascii", errors="replace")
 
@@ -399,24 +392,25 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
     Args:
         paths: files to look up (``lstat``: a symlink is never followed, so it never matches;
             paths that cannot be ``lstat``-ed or are not regular files are left out).
-        text: a ``/proc/locks`` text already read; default read it now.
+        text: a ``/proc/locks`` text already read (then only it is consulted).
         proc: the proc mount (tests).
-        source: ``"proc"``: ``/proc/locks`` only; ``"getlk"``: ask ``F_GETLK`` per file
-            (:func:`core.kernel.getlk.getlk`) even where ``/proc/locks`` exists; ``"auto"``
-            (default): ``/proc/locks``, or ``F_GETLK`` when it cannot be read (macOS, BSD, a
-            restricted container view). ``text`` given means ``/proc/locks``.
+        source: ``"auto"`` (default): ``/proc/locks`` read within bounds
+            (:func:`core.kernel.table.read_table`), each file asked through ``F_GETLK`` too
+            when it was cut off; ``F_GETLK`` alone when it cannot be read (macOS, BSD, a
+            restricted container view); ``"proc"``: ``/proc/locks`` only (within bounds);
+            ``"getlk"``: ``F_GETLK`` per file (:func:`core.kernel.getlk.getlk`) even where
+            ``/proc/locks`` exists.
 
-    Through ``F_GETLK`` each file has at most one :class:`Holding` (the first conflicting
-    lock): a PID -> ``POSIX``, held by it (``confirmed_by="getlk"``); PID ``-1`` on Linux ->
-    ``OFDLCK``, named through fdinfo when ``/proc/<pid>`` is readable; PID ``-1`` elsewhere ->
-    ``UNKNOWN`` (flock or OFD on macOS), ``open_by`` listing who has the file open
-    (``"open_files"``).
+    Through ``F_GETLK`` a file has at most one :class:`Holding`: a PID -> ``POSIX``
+    (``confirmed_by="getlk"``); PID ``-1`` on Linux -> ``OFDLCK``, named through fdinfo;
+    elsewhere ``UNKNOWN`` (flock or OFD on macOS), ``open_by`` listing who has it open.
 
     Returns:
-        ``path -> [Holding, ...]`` for the paths that have a lock; blocked waiters are left
-        out. A path absent from the result has no kernel lock the source shows; through
-        ``F_GETLK`` on Linux that excludes flock locks, which it cannot see
-        (docs/specs/devtool-locks.md §2.6).
+        ``path -> [Holding, ...]`` for the paths that have a lock (waiters left out). A path
+        absent has no lock **the source shows**: ``F_GETLK`` on Linux misses flock locks, a
+        ``/proc/locks`` cut off at its bounds may miss any; to decide "no kernel lock" use
+        :func:`core.kernel.lookup.look_up` (docs/verdicts.md, "When the kernel's lock table
+        is too large").
 
     Raises:
         OSError: ``/proc/locks`` cannot be read (only when ``text`` is not given) and
@@ -432,12 +426,25 @@ def kernel_holders(paths: Iterable[str], *, text: str | None = None, proc: str =
         return {}
     if text is None and source != "getlk":
         try:
-            text = read_proc_locks(os.path.join(proc, "locks"))
+            table = read_table(os.path.join(proc, "locks"))
         except OSError:
             if source == "proc" or not kernel_getlk.available():
                 raise
+        else:
+            out = held_in_text(table.text, stats, proc)
+            if source == "auto" and not table.complete and kernel_getlk.available():
+                for path, held in _getlk_holders(stats, proc, strict=False).items():
+                    out.setdefault(path, held)  # a POSIX/OFD lock beyond the cut
+            return out
     if text is None:
         return _getlk_holders(stats, proc)
+    return held_in_text(text, stats, proc)
+
+
+def held_in_text(text: str, stats: Mapping[FileKey, list[tuple[str, os.stat_result]]],
+                 proc: str = "/proc") -> dict[str, list[Holding]]:
+    """The locks ``text`` (``/proc/locks``) shows on the files of ``stats`` (``file_key`` ->
+    ``[(path, stat), ...]``), their flock/OFD holders confirmed through fdinfo. Never raises."""
     out: dict[str, list[Holding]] = {}
     for key, locks in locks_on(text, stats).items():
         for path, st in stats[key]:
@@ -457,8 +464,10 @@ def _regular_files(paths: Iterable[str]) -> dict[FileKey, list[tuple[str, os.sta
     return stats
 
 
-def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], proc: str
-                   ) -> dict[str, list[Holding]]:
+def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], proc: str,
+                   *, strict: bool = True) -> dict[str, list[Holding]]:
+    """``F_GETLK`` on each file (see :func:`kernel_holders`); with ``strict``, raises the
+    ``OSError`` of the last file when no file could be asked, else never raises."""
     out: dict[str, list[Holding]] = {}
     unnamed: list[str] = []
     failed: OSError | None = None
@@ -485,7 +494,7 @@ def _getlk_holders(stats: Mapping[FileKey, list[tuple[str, os.stat_result]]], pr
             else:
                 out[path] = [Holding(path, lock, (), "none")]
                 unnamed.append(path)
-    if failed is not None and not answered:
+    if strict and failed is not None and not answered:
         raise failed  # no file could be queried: nothing known (not "no lock")
     if unnamed:
         for path, pids in kernel_getlk.open_by(unnamed).items():

@@ -9,8 +9,9 @@ has open is free; docs/verdicts.md, "Empty files").
   removes an empty file, to hold its ``flock`` (:mod:`core.engine.unheld`); neither means that
   someone else uses the file.
 - :class:`KernelView` is one moment's view for a batch of verdicts (one CLI ``status`` or
-  ``list``, one round of the watcher): ``/proc/locks`` is read at most once and the open-file
-  index built at most once, both lazily -- only when an empty file asks.
+  ``list``, one round of the watcher): ``/proc/locks`` is read at most once, within bounds
+  (:mod:`core.kernel.table`), each file is asked first (:mod:`core.kernel.lookup`), and the
+  open-file index built at most once, all lazily -- only when an empty file asks.
 
 What the index cannot see: descriptors of processes this user may not inspect (another user's
 processes, unless Lockwarden runs as root: their ``/proc/<pid>/fd`` is unreadable), and the
@@ -30,10 +31,12 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from core.kernel.locks import Holding, kernel_holders
+from core.kernel.table import Table, lines_by_file
 
-__all__ = ["KernelView", "OpenFiles", "scan_open_files"]
+__all__ = ["Answer", "KernelView", "OpenFiles", "scan_open_files"]
 
 FileId = tuple[int, int]
 """``(st_dev, st_ino)`` of a file, as :func:`os.stat` gives them."""
@@ -108,6 +111,21 @@ def scan_open_files(proc: str = "/proc", *, exclude: tuple[int, ...] | None = No
                      time.monotonic() - t0, hidden)
 
 
+class Answer(NamedTuple):
+    """What the kernel says about one file (:meth:`KernelView.answer`).
+
+    Attributes:
+        held: the kernel locks on it (``[]``: none found).
+        error: why the kernel's locks could not be read at all, or ``None``.
+        cut: the bounded read of ``/proc/locks`` (:class:`core.kernel.table.Table`) when it
+            was cut off and nothing was found on the file: then it may be held, unseen.
+    """
+
+    held: list[Holding]
+    error: str | None = None
+    cut: Table | None = None
+
+
 class KernelView:
     """The kernel's locks and the open-file index for a batch of verdicts, each read at most
     once and only when asked (see the module docstring). Not thread-safe: one owner at a time.
@@ -120,7 +138,8 @@ class KernelView:
 
     def __init__(self, *, proc: str = "/proc", open_files: OpenFiles | None = None) -> None:
         self._proc = proc
-        self._text: str | None = None
+        self._text: Table | None = None
+        self._index: dict[str, list[str]] | None = None
         self._text_error: OSError | None = None
         self._text_read = False
         self._open = open_files
@@ -138,37 +157,63 @@ class KernelView:
         """The open-file index, when one was built or given (``None`` otherwise)."""
         return self._open
 
-    def _locks_text(self) -> str | None:
-        """``/proc/locks`` read once; ``None`` when it cannot be read (the error is kept)."""
+    def _table(self) -> Table | None:
+        """``/proc/locks`` read once within bounds (:func:`core.kernel.table.read_table`);
+        ``None`` when it cannot be read (the error is kept)."""
         if not self._text_read:
             self._text_read = True
-            from core.kernel.locks import read_proc_locks
+            from core.kernel.table import read_table
 
             try:
-                self._text = read_proc_locks(os.path.join(self._proc, "locks"))
+                self._text = read_table(os.path.join(self._proc, "locks"))
             except OSError as exc:
                 self._text_error = exc
         return self._text
 
     def holders(self, path: str) -> tuple[list[Holding], str | None]:
-        """The kernel locks on ``path`` (:func:`core.kernel.locks.kernel_holders`; ``[]`` when
-        none) and ``None``, or ``[]`` and why they could not be read. On Linux without
+        """:meth:`answer` without the table's cut: the kernel locks on ``path`` (``[]`` when
+        none, or when nothing could be found in a table cut off) and ``None``, or ``[]`` and
+        why they could not be read. Never raises."""
+        found = self.answer(path)
+        return found.held, found.error
+
+    def answer(self, path: str) -> Answer:
+        """What the kernel says about ``path``: on Linux, the file asked first and
+        ``/proc/locks`` read within bounds once per view (:func:`core.kernel.lookup.look_up`);
+        where nothing was found but the table was cut off, :attr:`Answer.cut` says so ("cannot
+        tell", docs/verdicts.md "When the kernel's lock table is too large"). Without
         ``/proc/locks`` the ``F_GETLK`` fallback cannot see flock locks (docs/formats.md,
-        "Where there is no /proc/locks"), so finding none there is "cannot tell", not "none".
-        Never raises."""
+        "Where there is no /proc/locks"), so finding none there is "cannot tell" too
+        (:attr:`Answer.error`). Never raises."""
         try:
             if not sys.platform.startswith("linux"):
-                return kernel_holders([path]).get(path) or [], None
-            text = self._locks_text()
-            if text is not None:
-                return kernel_holders([path], text=text, proc=self._proc).get(path) or [], None
+                return Answer(kernel_holders([path]).get(path) or [])
+            table = self._table()
+            if table is not None:
+                from core.kernel.lookup import look_up
+
+                if self._index is None:
+                    self._index = lines_by_file(table.text)
+                found = look_up([path], table=table, proc=self._proc, openers=self.openers,
+                                index=self._index)
+                return Answer(found.held.get(path) or [], None, found.unknown.get(path))
             held = kernel_holders([path], source="getlk", proc=self._proc).get(path) or []
-            return held, (None if held else "no /proc/locks here, and F_GETLK cannot see "
-                          "flock locks")
+            return Answer(held, None if held else "no /proc/locks here, and F_GETLK cannot "
+                          "see flock locks")
         except Exception as exc:
             detail = (exc.strerror or str(exc)) if isinstance(exc, OSError) else (
                 f"{type(exc).__name__}: {exc}")
-            return [], detail
+            return Answer([], detail)
+
+    def openers(self, st: os.stat_result) -> tuple[int, ...] | None:
+        """The other processes that had the file ``st`` describes open at the index's walk
+        (built at the first call), or ``None`` where no walk can be made. Never raises."""
+        if self._open is None and not self._open_error:
+            try:
+                self._open = scan_open_files(self._proc)
+            except OSError:
+                self._open_error = True
+        return None if self._open is None else self._open.open_by(st.st_dev, st.st_ino)
 
     def open_by(self, dev: int, ino: int, changed_at: float | None) -> tuple[int, ...] | None:
         """The other processes that have the file ``(dev, ino)`` open (``()``: none), or

@@ -32,6 +32,7 @@ Rules (ages in seconds, from the file's mtime unless the format records a time):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable
@@ -41,7 +42,8 @@ import psutil
 
 from core.defaults import FORMAT_STALE_AFTER
 from core.formats import git, softfilelock
-from core.kernel.locks import Access, LockKind, kernel_holders
+from core.kernel.locks import Access, Holding, LockKind, kernel_holders
+from core.kernel.table import Table
 from core.reasons import Code, Reason
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
@@ -400,10 +402,14 @@ def judge_terraform(path: str, record: LockRecord, *, now: datetime, mtime: floa
     status = _Judge(path, record, policy, now, file)
     state_file = str(record.metadata.get("state_file") or "")
     try:
-        held = kernel_holders([state_file], text=locks_text).get(state_file, [])
+        held, cut = _state_file_locks(state_file, locks_text)
     except OSError as exc:
         return status(State.HELD, Liveness.UNKNOWN,
                       Reason.of(Code.LIVENESS_UNCHECKED, detail=f"/proc/locks: {exc}"))
+    if cut is not None and not held:
+        return status(State.HELD, Liveness.UNKNOWN, Reason.of(
+            Code.KERNEL_TABLE_TOO_LARGE, file=state_file, bytes=cut.bytes_read,
+            seconds=round(cut.seconds, 3), cut=cut.cut, tool=None))
     for h in held:
         if h.lock.kind in (LockKind.POSIX, LockKind.OFDLCK, LockKind.UNKNOWN) \
                 and h.lock.access is Access.WRITE:
@@ -413,6 +419,28 @@ def judge_terraform(path: str, record: LockRecord, *, now: datetime, mtime: floa
                 Code.KERNEL_LOCK_HELD, pid=pid, kind=h.lock.kind.value,
                 access=h.lock.access.value, file=state_file), proc=proc, found=pid)
     return status(State.STALE, Liveness.DEAD, Reason.of(Code.NO_KERNEL_LOCK, file=state_file))
+
+
+def _state_file_locks(state_file: str, locks_text: str | None
+                      ) -> tuple[list[Holding], Table | None]:
+    """The kernel locks on Terraform's state file, and the cut-off table where it may hide
+    one: only where ``F_GETLK`` could not ask the file (Terraform's lock is POSIX; docs/verdicts.md,
+    "When the kernel's lock table is too large"). Raises as ``kernel_holders``."""
+    if locks_text is not None:
+        return kernel_holders([state_file], text=locks_text).get(state_file, []), None
+    from core.kernel.getlk import getlk
+    from core.kernel.lookup import look_up
+
+    try:
+        found = look_up([state_file])
+    except OSError:  # no /proc/locks: F_GETLK alone
+        return kernel_holders([state_file]).get(state_file, []), None
+    cut = found.unknown.get(state_file)
+    if cut is not None:
+        with contextlib.suppress(OSError):
+            if getlk(state_file) is None:
+                cut = None  # asked: F_GETLK sees no POSIX or OFD lock on it
+    return found.held.get(state_file, []), cut
 
 
 def judge_softfilelock(path: str, record: LockRecord, *, now: datetime, mtime: float | None,

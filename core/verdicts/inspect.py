@@ -39,7 +39,8 @@ from core.verdicts.policy import (
 
 if TYPE_CHECKING:
     from core.kernel.locks import Holding
-    from core.kernel.openfiles import KernelView
+    from core.kernel.openfiles import Answer, KernelView
+    from core.kernel.table import Table
 
 EMPTY_REREADS = 3
 """Times :func:`inspect` reads an empty file again when it changed while it was judged (its
@@ -159,20 +160,20 @@ def inspect_bytes(
     empty = not data.strip()
     if empty:
         view = kernel if kernel is not None else _view()
-        held, error = view.holders(path)
-        verdict = _kernel_verdict(path, file, held, error, policy=policy, now=now,
-                                  any_file=True)
+        answer = view.answer(path)
+        verdict = _kernel_verdict(path, file, answer, policy=policy, now=now, any_file=True)
         if verdict is not None:
             return verdict
         if not _named_by_path(path):
-            return _judge_empty(path, file, view, error, policy=policy, now=now, mtime=mtime)
+            return _judge_empty(path, file, view, answer.error, policy=policy, now=now,
+                                mtime=mtime)
     try:
         record = _parse(data, path)
     except ParseError as exc:  # partial: "writing" within the grace, else unreadable
         # an anchor with content of its own (Gradle's info region) is still an anchor
         if anchor_tool(path) is not None:
-            held, error = (kernel if kernel is not None else _view()).holders(path)
-            verdict = _kernel_verdict(path, file, held, error, policy=policy, now=now,
+            answer = (kernel if kernel is not None else _view()).answer(path)
+            verdict = _kernel_verdict(path, file, answer, policy=policy, now=now,
                                       any_file=False)
             if verdict is not None:
                 return verdict
@@ -283,15 +284,22 @@ def _view() -> KernelView:
 def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus | None:
     """The ``held`` verdict of a kernel lock (flock, POSIX, OFD) on ``path`` whatever the file
     holds -- a pidfile with content can be flock'ed too -- or ``None`` when the kernel shows
-    none (or ``/proc/locks`` cannot be read). Used before anything deletes or replaces a file
+    none (or ``/proc/locks`` cannot be read). When the kernel's lock table was cut off at its
+    bounds and nothing on the file itself answered, ``held`` with unknown liveness
+    (``kernel_table_too_large``, :func:`table_too_large_status`): "cannot tell" is never "no
+    lock". Used before anything deletes or replaces a file
     (:func:`core.engine.operations.refuse_not_a_lock`). Never raises."""
     from core.stale_policy import DEFAULT_POLICY
 
-    held, _ = _view().holders(path)
-    if not held:
-        return None
-    return _held_status(path, held[0], None, policy=policy or DEFAULT_POLICY,
-                        now=datetime.now(UTC), tool=anchor_tool(path))
+    answer = _view().answer(path)
+    policy = policy or DEFAULT_POLICY
+    if answer.held:
+        return _held_status(path, answer.held[0], None, policy=policy,
+                            now=datetime.now(UTC), tool=anchor_tool(path))
+    if answer.cut is not None:
+        return table_too_large_status(path, answer.cut, None, policy=policy,
+                                      now=datetime.now(UTC), tool=anchor_tool(path))
+    return None
 
 
 def _judge_empty(path: str, file: FileInfo | None, view: KernelView, kernel_error: str | None,
@@ -337,21 +345,41 @@ def anchor_status(path: str, tool: str, file: FileInfo | None, *, policy: StaleP
                       checked_at=now, file=file, policy=policy, read_only=True)
 
 
-def _kernel_verdict(path: str, file: FileInfo | None, held: list[Holding], error: str | None,
-                    *, policy: StalePolicy, now: datetime, any_file: bool) -> LockStatus | None:
-    """The verdict the kernel's locks (``held``, or ``error``: why they could not be read)
+def _kernel_verdict(path: str, file: FileInfo | None, answer: Answer, *, policy: StalePolicy,
+                    now: datetime, any_file: bool) -> LockStatus | None:
+    """The verdict the kernel's locks (``answer``: :meth:`core.kernel.openfiles.KernelView.answer`)
     decide for ``path``: ``held`` (``kernel_lock_held``) when one is held on it -- on any file
-    with ``any_file``, else only on a known tool's anchor -- else, for an anchor
+    with ``any_file``, else only on a known tool's anchor; else ``held`` with unknown liveness
+    (``kernel_table_too_large``) when ``/proc/locks`` was cut off and nothing answered
+    (docs/verdicts.md, "When the kernel's lock table is too large"); else, for an anchor
     (:func:`core.kernel.anchors.anchor_tool`), ``free`` or ``unchecked`` (:func:`anchor_status`);
     ``None`` when the kernel decides nothing."""
     tool = anchor_tool(path)
     if tool is None and not any_file:
         return None
-    if held:
-        return _held_status(path, held[0], file, policy=policy, now=now, tool=tool)
+    if answer.held:
+        return _held_status(path, answer.held[0], file, policy=policy, now=now, tool=tool)
+    if answer.cut is not None:
+        return table_too_large_status(path, answer.cut, file, policy=policy, now=now, tool=tool)
     if tool is not None:
-        return anchor_status(path, tool, file, policy=policy, now=now, error=error)
+        return anchor_status(path, tool, file, policy=policy, now=now, error=answer.error)
     return None
+
+
+def table_too_large_status(path: str, table: Table, file: FileInfo | None, *,
+                           policy: StalePolicy, now: datetime, tool: str | None) -> LockStatus:
+    """``held`` with liveness ``unknown`` and ``kernel_table_too_large{file, bytes, seconds,
+    cut, tool}``: ``/proc/locks`` was cut off at its bounds (``table``,
+    :class:`core.kernel.table.Table`: bytes read, seconds taken, which bound) and neither the
+    file itself nor the processes that have it open showed a lock, so a kernel lock may hold
+    it unseen (docs/verdicts.md, "When the kernel's lock table is too large"). Never stale,
+    never free; ``read_only`` for a known tool's anchor (``tool``). Never raises."""
+    return LockStatus(path, State.HELD, liveness=Liveness.UNKNOWN,
+                      reasons=(Reason.of(Code.KERNEL_TABLE_TOO_LARGE, file=path,
+                                         bytes=table.bytes_read,
+                                         seconds=round(table.seconds, 3), cut=table.cut,
+                                         tool=tool),),
+                      checked_at=now, file=file, policy=policy, read_only=tool is not None)
 
 
 def _held_status(path: str, h: Holding, file: FileInfo | None, *, policy: StalePolicy,

@@ -7,16 +7,22 @@ without them, in one run. Any local user can do this (docs/specs/devtool-locks.m
 Measured (median of ``--rounds``):
 
 - ``lockwarden status PATH`` (a fresh ``python -m core`` each time) on an empty ``.lock`` file
-  held by ``flock(1)`` (the kernel decides: ``/proc/locks`` is read) and on a Lockwarden
-  (sema) lock held by a live process;
+  held by ``flock(1)`` and on a free one (the kernel decides both: docs/verdicts.md, "When the
+  kernel's lock table is too large"), and on a Lockwarden (sema) lock held by a live process;
 - a watcher pass: ``Watcher.start()`` (initial scan) and ``Watcher.rescan()`` of a directory
   of 100 lock files, 10 of them flock-held, 40 sema locks held;
-- anchors: one ``open``+``read`` of ``/proc/locks``, and ``python -c pass``.
+- anchors: one whole ``open``+``read`` of ``/proc/locks`` (once: with 200,000 entries it takes
+  about a minute), a bare ``F_GETLK`` on one file (``core.kernel.getlk.getlk``), and
+  ``python -c pass``;
+- with ``--before REV``: the two kernel-decided ``status`` figures again with the ``core`` of
+  git revision ``REV`` (extracted with ``git archive`` into a temporary directory), one round
+  each (they read the whole table).
 
 Target (docs/performance.md "/proc/locks at scale"): ``status`` and a watcher pass <= 1 s
 with 200,000 entries. Asserts nothing (docs/DESIGN.md "Testing"). Linux only.
 
     .venv/bin/python tests/benchmarks/bench_proc_locks_scale.py [--entries 200000] [--rounds 5]
+        [--before fe87ffb]
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.config import WatchSpec  # noqa: E402
+from core.kernel.getlk import getlk  # noqa: E402
 from core.watch.watcher import Watcher  # noqa: E402
 
 MANY_LOCKS = r"""
@@ -79,7 +86,7 @@ def median_ms(fn: Callable[[], object], rounds: int) -> float:
 
 
 def proc_locks_lines() -> int:
-    """Lines in /proc/locks now."""
+    """Lines in /proc/locks now (a whole read: slow with many entries)."""
     with open("/proc/locks", "rb") as f:
         return f.read().count(b"\n")
 
@@ -90,11 +97,19 @@ def read_proc_locks() -> bytes:
         return f.read()
 
 
-def cli_status(path: str) -> int:
-    """``python -m core status PATH`` in a fresh process; its exit code."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "core", "status", path], env=env,
+def cli_status(path: str, tree: Path = ROOT) -> int:
+    """``python -m core status PATH`` in a fresh process (``core`` from ``tree``); its exit
+    code."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run([sys.executable, "-m", "core", "status", path], env=env, cwd=str(tree),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+
+
+def timed_status(path: str, rounds: int, tree: Path = ROOT) -> tuple[float, int]:
+    """(median ms, last exit code) of :func:`cli_status`."""
+    codes: list[int] = []
+    ms = median_ms(lambda: codes.append(cli_status(path, tree)), rounds)
+    return ms, codes[-1]
 
 
 def watcher_pass(d: str) -> tuple[float, float, int]:
@@ -111,18 +126,34 @@ def watcher_pass(d: str) -> tuple[float, float, int]:
         w.close()
 
 
-def measure(d: Path, flocked: str, sema: str, rounds: int) -> dict[str, float]:
-    """Every figure once per round (medians)."""
-    out: dict[str, float] = {"lines": proc_locks_lines()}
-    out["read"] = median_ms(read_proc_locks, rounds)
-    out["status_flock"] = median_ms(lambda: cli_status(flocked), rounds)
-    out["status_sema"] = median_ms(lambda: cli_status(sema), rounds)
+def measure(d: Path, flocked: str, free: str, sema: str, rounds: int,
+            before: Path | None) -> dict[str, float]:
+    """Every figure (medians of ``rounds``; the whole read and ``before`` once)."""
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    out["lines"] = proc_locks_lines()
+    out["read"] = (time.perf_counter() - t0) * 1000
+    out["getlk"] = median_ms(lambda: getlk(flocked), max(rounds, 50))
+    out["status_flock"], out["code_flock"] = timed_status(flocked, rounds)
+    out["status_free"], out["code_free"] = timed_status(free, rounds)
+    out["status_sema"], out["code_sema"] = timed_status(sema, rounds)
     passes = [watcher_pass(str(d)) for _ in range(rounds)]
     out["start"] = statistics.median(p[0] for p in passes)
     out["rescan"] = statistics.median(p[1] for p in passes)
     out["found"] = passes[0][2]
-    out["codes"] = cli_status(flocked) * 10 + cli_status(sema)
+    if before is not None:
+        out["before_flock"], out["before_code_flock"] = timed_status(flocked, 1, before)
+        out["before_free"], out["before_code_free"] = timed_status(free, 1, before)
     return out
+
+
+def old_tree(rev: str, into: Path) -> Path:
+    """The ``core`` package of git revision ``rev`` extracted under ``into``."""
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "core"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 def main() -> int:
@@ -131,6 +162,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=200_000, help="POSIX locks held (200000)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds per figure (5)")
+    ap.add_argument("--before", metavar="REV", help="also time status with this revision's core")
     args = ap.parse_args()
     flock = shutil.which("flock")
     if flock is None:
@@ -139,6 +171,7 @@ def main() -> int:
     procs: list[subprocess.Popen[str]] = []
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
+        before = old_tree(args.before, tmp / "before") if args.before else None
         d = tmp / "locks"
         d.mkdir()
         flocked = [d / f"k{i:02d}.lock" for i in range(10)]
@@ -147,6 +180,8 @@ def main() -> int:
             p.write_bytes(b"")
         for i in range(50):
             (d / f"free{i:02d}.lock").write_bytes(b"")
+        old = time.time() - 7200
+        os.utime(d / "free00.lock", (old, old))
         for p in flocked:  # flock(1) holding each until its stdin closes
             procs.append(subprocess.Popen([flock, "-x", str(p), "cat"], stdin=subprocess.PIPE,
                                           stdout=subprocess.DEVNULL, text=True))
@@ -158,7 +193,8 @@ def main() -> int:
         t0 = time.perf_counter()
         py = median_ms(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True),
                        args.rounds)
-        without = measure(d, str(flocked[0]), semas[0], args.rounds)
+        files = (str(flocked[0]), str(d / "free00.lock"), semas[0])
+        without = measure(d, *files, args.rounds, before)
         many = subprocess.Popen([sys.executable, "-c", MANY_LOCKS, str(tmp / "ranges"),
                                  str(args.entries), str(PER_FILE)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
@@ -166,7 +202,7 @@ def main() -> int:
         t1 = time.perf_counter()
         assert many.stdout is not None and many.stdout.readline().strip() == "ready"
         take = time.perf_counter() - t1
-        with_many = measure(d, str(flocked[0]), semas[0], args.rounds)
+        with_many = measure(d, *files, args.rounds, before)
         total = time.perf_counter() - t0
     finally:
         for proc in procs:
@@ -178,19 +214,29 @@ def main() -> int:
     print(f"/proc/locks at scale; {args.rounds} rounds, medians; load average "
           f"{os.getloadavg()[0]:.2f}; {total:.0f} s in all; taking {args.entries} POSIX "
           f"locks took {take:.1f} s")
-    print(f"{'':44} {'without':>10} {'with':>10}")
+    print(f"{'':52} {'without':>10} {'with':>10}")
     rows = [
         ("lines in /proc/locks", "lines", "{:10.0f}"),
-        ("anchor: open+read of /proc/locks (ms)", "read", "{:10.1f}"),
+        ("anchor: one whole open+read of /proc/locks (ms)", "read", "{:10.1f}"),
+        ("anchor: a bare F_GETLK on one file (ms)", "getlk", "{:10.3f}"),
         ("status PATH, flock(1)-held empty file (ms)", "status_flock", "{:10.1f}"),
+        ("  its exit code (1 = held)", "code_flock", "{:10.0f}"),
+        ("status PATH, free empty file, 2 h old (ms)", "status_free", "{:10.1f}"),
+        ("  its exit code (0 = free, 1 = held)", "code_free", "{:10.0f}"),
         ("status PATH, held sema lock (ms)", "status_sema", "{:10.1f}"),
         ("watcher: Watcher.start, 100 locks (ms)", "start", "{:10.1f}"),
         ("watcher: Watcher.rescan (ms)", "rescan", "{:10.1f}"),
         ("locks the watcher lists", "found", "{:10.0f}"),
-        ("status exit codes (flock*10 + sema; 11 = both held)", "codes", "{:10.0f}"),
     ]
+    if args.before:
+        rows += [
+            (f"before ({args.before}): status, flock-held (ms)", "before_flock", "{:10.1f}"),
+            ("  its exit code", "before_code_flock", "{:10.0f}"),
+            (f"before ({args.before}): status, free empty (ms)", "before_free", "{:10.1f}"),
+            ("  its exit code", "before_code_free", "{:10.0f}"),
+        ]
     for label, key, fmt in rows:
-        print(f"{label:<44} {fmt.format(without[key])} {fmt.format(with_many[key])}")
+        print(f"{label:<52} {fmt.format(without[key])} {fmt.format(with_many[key])}")
     print(f"anchor: python -c pass {py:.1f} ms; target: status and a watcher pass <= 1000 ms "
           "with 200,000 entries")
     return 0
