@@ -314,13 +314,14 @@ class LockActions(QObject):
 
     def end_holder(self, path: str, *, reason: str | None = None,
                    expected_pid: int | None = None, expected_start: float | None = None,
-                   kill: bool = False, grace: float = 0.0) -> bool:
+                   kill: bool = False, grace: float = 0.0, own_session: bool = False) -> bool:
         """End the process the kernel names as holder of ``path`` -- only while it is still
         ``expected_pid`` started at ``expected_start``, the one the user confirmed
         (:func:`core.engine.end_holder.end_holder`, audited): SIGTERM, or SIGKILL with
         ``kill``; then wait up to ``grace`` seconds for it to exit
-        (:func:`core.engine.end_holder.wait_for_exit`). Returns True when it has exited
-        (always True with ``grace`` 0). Raises :class:`ActionError`."""
+        (:func:`core.engine.end_holder.wait_for_exit`). ``own_session``: the user was told the
+        process is their own shell or session leader. Returns True when it has exited (always
+        True with ``grace`` 0). Raises :class:`ActionError`."""
         import signal
 
         from core.engine.end_holder import KILL_SIGNAL, end_holder, wait_for_exit
@@ -329,7 +330,8 @@ class LockActions(QObject):
             try:
                 pid = end_holder(path, reason=reason or None, expected_pid=expected_pid,
                                  expected_start=expected_start,
-                                 sig=KILL_SIGNAL if kill else signal.SIGTERM)
+                                 sig=KILL_SIGNAL if kill else signal.SIGTERM,
+                                 own_session=own_session)
                 gone = True
                 if grace > 0 and expected_start is not None:
                     gone = wait_for_exit(pid, expected_start, grace)
