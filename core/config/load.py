@@ -211,7 +211,8 @@ def _parse_watch(
     for name, value in raw.items():
         if name == "path":
             continue
-        if name in ("recursive", "allow_higher_privilege", "allow_emergency"):
+        if name in ("recursive", "allow_higher_privilege", "allow_emergency",
+                    "readable_lock_files"):
             if isinstance(value, bool):
                 setattr(spec, name, value)
             else:

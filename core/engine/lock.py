@@ -237,7 +237,7 @@ class Lock:
                 return seen
         token = publish.new_token()
         built = self._build(token)
-        with publish.stage(self.path, token, built.data, built.mode,
+        with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
                            self.durable) as staged:
             out = publish.publish_or_take_over(staged, self.policy)
             if out.kind in ("published", "won"):
@@ -326,7 +326,7 @@ class Lock:
             token = publish.new_token()
             built = self._build(token, judge.reclaimed(status))
             keep = Disposal(self.path)  # a forced reclaim keeps a foreign file it replaces
-            with publish.stage(self.path, token, built.data, built.mode,
+            with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
                                durable=True) as staged:  # an explicit reclaim: made durable
                 out = publish.take_over(staged, status, judge, self.policy,
                                         keep if force else None)
@@ -415,7 +415,7 @@ class Lock:
             self._holders.keep(held.record)
             built = self._build(held.token, acquired=held.record.acquired_at)
             with publish.stage(self.path, publish.new_token(), built.data,
-                               built.mode, self.durable) as staged:
+                               self.policy.file_mode(built.mode), self.durable) as staged:
                 lost_why = publish.renew(staged, held.data, held.ident)
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait
