@@ -312,13 +312,16 @@ class LoadError:
     column: int | None = None
 
     def text(self) -> str:
-        """``config.toml line 3, column 7: invalid TOML: ...`` (the file's base name)."""
+        """``config.toml line 3, column 7: invalid TOML: ...`` (the file's base name); control
+        characters from the file escaped (:func:`core.text.printable`)."""
         where = os.path.basename(self.path) or self.path
         if self.line is not None:
             where += f" line {self.line}"
             if self.column is not None:
                 where += f", column {self.column}"
-        return f"{where}: {self.message}"
+        from core.text import printable
+
+        return printable(f"{where}: {self.message}")
 
 
 DEFAULT_INTERVAL = 2.0
