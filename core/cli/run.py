@@ -265,6 +265,8 @@ def run(args: argparse.Namespace, out: Out) -> int:
                         lock.release()
                     except LockLost as exc:
                         out.note(f"run: the lock was lost while the command ran: {exc}")
+                    for note in lock.notes:
+                        out.note(f"run: {args.path}: {note}")
                 elif lock.lost.is_set():  # found by the refresher: removed or replaced
                     out.note(f"run: the lock {args.path} was lost while the command ran "
                              "(removed or replaced by someone else)")

@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from core.kernel.locks import fd_holders
+from core.kernel.locks import fd_holders, file_key, locks_on, pid_running, read_proc_locks
 
-__all__ = ["holds_lock", "lock_holders", "open_pidfd", "own_session_role"]
+__all__ = ["describe_lockers", "holds_lock", "lock_holders", "lockers", "open_pidfd",
+           "own_session_role"]
 
 
 def lock_holders(path: str, *, pids: Iterable[int] | None = None,
@@ -90,3 +91,54 @@ def own_session_role(pid: int) -> str | None:
     except (OSError, AttributeError):
         pass
     return None
+
+
+def lockers(path: str, *, proc: str = "/proc") -> tuple[tuple[int, str | None], ...]:
+    """Who holds a kernel lock on the file or *directory* at ``path`` (a directory guard,
+    docs/engine.md "Why the guard is a flock on the directory"): ``(PID, user name)`` pairs,
+    the user ``None`` when it cannot be read. The PID ``/proc/locks`` shows when that process
+    runs; for an flock or OFD lock whose listed PID is dead or ``-1``, the processes whose
+    descriptor carries it (fdinfo; only those this user may inspect). Empty when nobody can be
+    named or ``/proc/locks`` cannot be read (not Linux). Never raises."""
+    try:
+        st = os.stat(path)
+        text = read_proc_locks(os.path.join(proc, "locks"))
+    except (OSError, ValueError):
+        return ()
+    pids: set[int] = set()
+    for lock in locks_on(text, [file_key(st)]).get(file_key(st), []):
+        if lock.pid is not None and pid_running(lock.pid, proc):
+            pids.add(lock.pid)
+        elif lock.kind.per_description:
+            pids.update(h.pid for h in fd_holders(st, proc=proc) if h.locks)
+    return tuple((pid, _user_of(pid, proc)) for pid in sorted(pids))
+
+
+def describe_lockers(path: str, *, proc: str = "/proc") -> str:
+    """:func:`lockers` in words: ``"PID 4242 (user ann)"``, several joined by ``", "``, or
+    ``"a process this user may not inspect"`` when nobody can be named. Never raises."""
+    found = lockers(path, proc=proc)
+    if not found:
+        return "a process this user may not inspect"
+    return ", ".join(f"PID {pid} (user {user or '?'})" for pid, user in found)
+
+
+def _user_of(pid: int, proc: str) -> str | None:
+    """The user name of process ``pid`` (the real UID of ``/proc/<pid>/status``, readable
+    for every process; its number when no name is known), or ``None``. Never raises."""
+    try:
+        with open(f"{proc}/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    uid = int(line.split()[1])
+                    break
+            else:
+                return None
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
