@@ -5,6 +5,7 @@ confirmation on a terminal; without one, ``--yes`` is required (exit 2)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from core.cli.common import EXIT_NO, EXIT_OK, EXIT_USAGE, CliError, Out, check_lock_path
@@ -41,12 +42,13 @@ def cmd_kill_holder(args: argparse.Namespace, out: Out) -> int:
             raise CliError("kill-holder asks before it ends a process; pass --yes to confirm "
                            "without a terminal", EXIT_USAGE)
         started = datetime.fromtimestamp(facts.start).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-        others = [str(p) for p in pids[1:]]
+        others = [str(p) for p in pids[1:] if p != os.getpid()]
         print(f"PID {pid} ({printable(facts.name)}, user {printable(facts.user or '?')}, "
               f"started {started}) holds a kernel lock on {printable(path)}.", file=sys.stderr)
         if others:
-            print(f"PID {', '.join(others)} share{'s' if len(others) == 1 else ''} it and "
-                  "keep the lock after this one ends.", file=sys.stderr)
+            one = len(others) == 1
+            print(f"PID{'' if one else 's'} {', '.join(others)} share{'s' if one else ''} it "
+                  f"and keep{'s' if one else ''} the lock after this one ends.", file=sys.stderr)
         if role is not None:
             print(f"WARNING: PID {pid} is {role}: ending it ends your session's programs.",
                   file=sys.stderr)
