@@ -126,3 +126,61 @@ def test_the_app_confirms_the_real_holder(make_app: Any, qtbot: Any,
     _wait_gone(child)
     qtbot.waitUntil(lambda: app.ops.busy == 0, timeout=10_000)
     assert taker.poll() is None
+
+
+GONE_TAKER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+child = os.fork()
+if child == 0:
+    os.read(0, 1)  # the child keeps the locked description until its stdin closes
+    os._exit(0)
+print(child, flush=True)  # and the taker exits: /proc/locks keeps showing its PID
+"""
+NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
+
+
+def _spawn_as(pid: int, argv: list[str]) -> subprocess.Popen[bytes] | None:
+    """Start ``argv`` so that it gets PID ``pid`` (the kernel's next PID set through
+    ``ns_last_pid``; other processes of the machine may take it first: a few attempts)."""
+    for _ in range(50):
+        with open(NS_LAST_PID, "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(argv)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+@pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK),
+                    reason="needs root to choose the next PID (ns_last_pid)")
+def test_a_process_that_got_the_takers_pid_is_not_ended(lockdir: Path) -> None:
+    path = lockdir / "uv.lock"
+    taker = subprocess.Popen([sys.executable, "-c", GONE_TAKER, str(path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert taker.stdout is not None
+    child = int(taker.stdout.readline())
+    assert taker.wait(timeout=30) == 0  # reaped: its PID is free
+    unrelated = _spawn_as(taker.pid, ["sleep", "600"])
+    try:
+        if unrelated is None:
+            pytest.skip(f"PID {taker.pid} was taken by another process first")
+        out = lw("kill-holder", str(path), "--yes", "--reason", "test")
+        assert out.returncode == 0, out.stderr
+        assert f"sent SIGTERM to PID {child}," in out.stdout
+        _wait_gone(child)
+        assert unrelated.poll() is None
+    finally:
+        assert taker.stdin is not None
+        taker.stdin.close()
+        for pid in (child,):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if unrelated is not None:
+            unrelated.kill()
+            unrelated.wait()

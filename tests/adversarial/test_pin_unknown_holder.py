@@ -1,7 +1,7 @@
 """Another user cannot keep a dead holder's lock alive (docs/engine.md, "The holder's pin";
 core/kernel/pin.py ``keepers``). A neighbour who can read a lock file takes ``flock -s`` on it
-from a process that has the recorded holder's PID (the holder died and the PID was reused --
-here the record names the neighbour's process, which is the same thing), forks a child that
+from a process that got the recorded holder's PID after the holder died (chosen here through
+``ns_last_pid``; a neighbour gets it by forking until the PID comes round), forks a child that
 keeps the descriptor and lets the locking process exit. The owner's Lockwarden cannot see
 another user's descriptors, so the pin was "held by someone nobody can name" -- and counted as
 alive: the lock was held, ``try`` failed and ``reclaim`` was refused for as long as the
@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import socket
 import stat
 import subprocess
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +45,35 @@ print(os.getpid(), flush=True)
 """
 
 
+HOLDER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from core.engine.lock import Lock
+from core.stale_policy import StalePolicy
+Lock(sys.argv[1], policy=StalePolicy(readable_lock_files=True)).acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
+
+
+def _spawn_as(pid: int, argv: list[str], **kw: Any) -> subprocess.Popen[str] | None:
+    """Start ``argv`` so that it gets PID ``pid`` (the kernel's next PID, set through
+    ``ns_last_pid``: what a neighbour gets by forking until the PID comes round; other
+    processes may take it first, so a few attempts)."""
+    for _ in range(50):
+        with open(NS_LAST_PID, "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(argv, text=True, **kw)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+@pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK),
+                    reason="needs root to choose the next PID (ns_last_pid)")
 def test_a_pin_nobody_can_name_keeps_nothing_alive(shared_tmp: Path) -> None:  # noqa: F811
     uid, gid = second_user()
     python = second_user_python(uid, gid)
@@ -54,37 +82,40 @@ def test_a_pin_nobody_can_name_keeps_nothing_alive(shared_tmp: Path) -> None:  #
     locks.mkdir()
     os.chown(locks, uid, gid)
     lock = locks / "deploy.lock"
-    lock.write_text("")
-    os.chown(lock, uid, gid)
-    lock.chmod(0o644)  # what Lockwarden wrote before: readable by everyone
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(shared_tmp)}
+    as_owner: dict[str, Any] = {"user": uid, "group": gid, "extra_groups": [], "cwd": "/",
+                                "env": env}
+    # the owner's holder takes a readable lock (what every lock was before) and is killed
+    holder = subprocess.Popen([python, "-I", "-c", HOLDER, str(lock), str(site)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              **as_owner)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    holder.kill()
+    holder.wait()
+    assert f"pid={holder.pid}" in lock.read_text()
+    # the neighbour's locking process gets the dead holder's PID, takes flock -s, forks and
+    # exits: /proc/locks shows the holder's PID for a pin only the neighbour's child keeps
     nobody = pwd.getpwnam("nobody")
-    neighbour = subprocess.Popen([python, "-I", "-c", NEIGHBOUR, str(lock)],
-                                 user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 cwd="/")
+    neighbour = _spawn_as(holder.pid, [python, "-I", "-c", NEIGHBOUR, str(lock)],
+                          user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
+    if neighbour is None:
+        pytest.skip(f"PID {holder.pid} was taken by another process first")
     try:
         assert neighbour.stdout is not None
-        taker = int(neighbour.stdout.readline())
+        assert int(neighbour.stdout.readline()) == holder.pid
         assert neighbour.wait(timeout=30) == 0  # the locking process is gone; its child holds
-        # the record of a holder whose PID is the neighbour's dead locking process (in place:
-        # the very inode the neighbour locked)
-        with open(lock, "r+") as f:
-            f.write(f"pid={taker}\ntimestamp={int(time.time())}\nhost={socket.gethostname()}\n"
-                    f"token={'ab' * 16}\n")
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(shared_tmp)}
 
         def lw(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([python, "-I", "-c", RUN, str(site), *args], user=uid,
-                                  group=gid, extra_groups=[], capture_output=True, text=True,
-                                  timeout=60, cwd="/", env=env)
+            return subprocess.run([python, "-I", "-c", RUN, str(site), *args],
+                                  capture_output=True, text=True, timeout=60, **as_owner)
 
         st = json.loads(lw("status", str(lock), "--json").stdout)
-        codes = [r["code"] for r in st["reasons"]]
-        assert "holder_pinned" not in codes, st
+        assert "holder_pinned" not in [r["code"] for r in st["reasons"]], st
         assert st["state"] == "stale", st
         out = lw("try", str(lock))
         assert out.returncode == 0, out.stderr
-        assert f"pid={taker}" not in lock.read_text()
+        assert f"pid={holder.pid}" not in lock.read_text()
     finally:
         assert neighbour.stdin is not None
         neighbour.stdin.close()
