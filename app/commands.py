@@ -33,7 +33,7 @@ from app.dialogs import (
     unsaved_dialog,
 )
 from app.dialogs.confirm import ConfirmDialog, kill_holder_dialog
-from app.engine_calls import ActionError, LockActions
+from app.engine_calls import ActionError, LockActions, policy_for
 from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
 from app.remote_poller import RemotePoller
@@ -210,7 +210,8 @@ class Commands(QObject):
                 err: str | None = None
                 try:
                     self._actions.acquire(req.path, format=req.format, tag=req.tag,
-                                          ttl=req.ttl)
+                                          ttl=req.ttl,
+                                          policy=policy_for(self._store.config, req.path))
                 except ActionError as exc:
                     err = str(exc)
                 except Exception as exc:  # never a traceback in the user's face

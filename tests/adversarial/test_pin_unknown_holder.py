@@ -176,3 +176,21 @@ def test_the_directory_policy_of_the_configuration_decides(tmp_path: Path,
     assert out.returncode == 0, out.stderr
     for mode in (stat.S_IMODE(tried.stat().st_mode), int(out.stdout.strip(), 8)):
         assert mode & 0o044 == (0o044 if readable else 0), oct(mode)
+
+
+@pytest.mark.parametrize("readable", [False, True])
+def test_the_app_acquires_under_the_directory_policy(make_app: Any, lockdir: Path, qtbot: Any,
+                                                     readable: bool) -> None:
+    from dataclasses import replace
+
+    app = make_app([lockdir])
+    cfg = app.store.config
+    app.store.set(replace(cfg, watches=[replace(w, readable_lock_files=readable)
+                                        for w in cfg.watches]))
+    app.start(show_window=False)
+    path = lockdir / "mine.lock"
+    dlg = app.ops.open_acquire(str(lockdir))
+    dlg.name.setText("mine.lock")
+    dlg.accept()
+    qtbot.waitUntil(lambda: app.ops.busy == 0 and app.actions.holds(str(path)), timeout=20000)
+    assert stat.S_IMODE(path.stat().st_mode) & 0o044 == (0o044 if readable else 0)
