@@ -19,6 +19,7 @@ from core.errors import LockLost
 from core.fsutil import describe_mode
 from core.record import FileInfo
 from core.tempfiles import temp_path
+from core.text import printable
 
 log = logging.getLogger("lockwarden.lock")
 
@@ -63,7 +64,7 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
             if dispose is not None:
                 raise
             note = f"released without the directory guard: {exc.strerror}"
-            log.warning("%s: %s", path, note)
+            log.warning("%s: %s", printable(path), note)
             if notes is not None:
                 notes.append(note)
         # a fresh random name: the token is readable in the lock file, so a name derived from
