@@ -33,7 +33,7 @@ from app.dialogs import (
     unsaved_dialog,
 )
 from app.dialogs.confirm import ConfirmDialog, kill_holder_dialog
-from app.engine_calls import ActionError, LockActions
+from app.engine_calls import ActionError, LockActions, policy_for
 from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
 from app.remote_poller import RemotePoller
@@ -210,7 +210,8 @@ class Commands(QObject):
                 err: str | None = None
                 try:
                     self._actions.acquire(req.path, format=req.format, tag=req.tag,
-                                          ttl=req.ttl)
+                                          ttl=req.ttl,
+                                          policy=policy_for(self._store.config, req.path))
                 except ActionError as exc:
                     err = str(exc)
                 except Exception as exc:  # never a traceback in the user's face
@@ -389,24 +390,26 @@ class Commands(QObject):
         (:data:`core.engine.end_holder.TERM_GRACE`) in a worker thread; if the process is
         still running, a second confirmation before SIGKILL (:meth:`open_kill_holder`).
         ``None`` when no kernel lock names a live holder (the user is told)."""
-        from core.engine.end_holder import TERM_GRACE
-        from core.verdicts.liveness import process_facts
+        from core.engine.end_holder import TERM_GRACE, holder_process
+        from core.kernel.proof import own_session_role
 
         st = self.status_for(path)
-        pid = st.kernel_pid if st is not None else None
-        facts = process_facts(pid) if pid is not None else None
+        facts = holder_process(path) if st is not None else None
         if st is None or facts is None:
-            self.show_error("Nothing to end", f"No kernel lock on {printable(path)} names a "
-                            "running holder process.")
+            self.show_error("Nothing to end", f"No running process can be proven to hold a "
+                            f"kernel lock on {printable(path)} (none is held, or its holder "
+                            "is another user's process).")
             return None
-        dlg = end_holder_dialog(st, facts, parent=self._parent)
+        own = own_session_role(facts.pid)
+        dlg = end_holder_dialog(st, facts, own=own, parent=self._parent)
 
         def go() -> None:
             reason = dlg.reason.text().strip()
 
             def work() -> None:
                 gone = self._actions.end_holder(path, reason=reason, expected_pid=facts.pid,
-                                                expected_start=facts.start, grace=TERM_GRACE)
+                                                expected_start=facts.start, grace=TERM_GRACE,
+                                                own_session=own is not None)
                 if not gone:
                     self._stillRunning.emit(path, st, facts, reason)
 
@@ -421,12 +424,15 @@ class Commands(QObject):
         """The second confirmation of :meth:`open_end_holder`: the holder ``facts`` is still
         running after SIGTERM; on OK it is killed (SIGKILL) -- only while it is still that
         process and still the holder (:func:`core.engine.end_holder.end_holder`)."""
-        dlg = kill_holder_dialog(st, facts, parent=self._parent)
+        from core.kernel.proof import own_session_role
+
+        own = own_session_role(facts.pid)
+        dlg = kill_holder_dialog(st, facts, own=own, parent=self._parent)
 
         def go() -> None:
             self._run(lambda: self._actions.end_holder(
                 path, reason=reason, expected_pid=facts.pid, expected_start=facts.start,
-                kill=True))
+                kill=True, own_session=own is not None))
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)

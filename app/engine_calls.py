@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from app.lockinfo import Update
+from core.config import Config
 from core.engine.lock import Lock
 from core.engine.operations import force_release_kept
 from core.engine.reclaiming import reclaim
@@ -26,6 +27,7 @@ from core.engine.trash import Kept
 from core.engine.trash import restore as restore_kept
 from core.errors import LockError, LockHeld, LockLost, NotStale, UnreadableError
 from core.record import LockStatus, State
+from core.stale_policy import StalePolicy
 
 
 class ActionError(Exception):
@@ -206,17 +208,20 @@ class LockActions(QObject):
     # -- operations (worker threads) ----------------------------------------------------------
 
     def acquire(
-        self, path: str, *, format: str = "sema", tag: str | None = None, ttl: float | None = None
+        self, path: str, *, format: str = "sema", tag: str | None = None, ttl: float | None = None,
+        policy: StalePolicy | None = None,
     ) -> Lock:
         """Acquire ``path`` without waiting, held by this process; a TTL lock (and every
         task-mcp lock, which always carries a lease) refreshes itself at 75% of the TTL
-        (``ttl`` in seconds). Returns the held :class:`core.engine.lock.Lock`. Raises
+        (``ttl`` in seconds). ``policy``: the watched directory's (its stale limits, and
+        whether the lock file may be readable by other users: docs/engine.md, "Who can read a
+        lock file"). Returns the held :class:`core.engine.lock.Lock`. Raises
         :class:`ActionError` when the lock is held or the directory is not usable."""
         with self._running(path):
             if self.holds(path):
                 raise ActionError("Already held", f"{path} is already held by this Lockwarden.")
             try:  # the Lock itself refuses a tag or TTL it cannot write (TagTooLong...)
-                lock = Lock(path, tag=tag or None, ttl=ttl, format=format,
+                lock = Lock(path, tag=tag or None, ttl=ttl, format=format, policy=policy,
                             auto_refresh=ttl is not None or format == "task-mcp")
                 lock.acquire(blocking=False)
             except (LockError, OSError, ValueError) as exc:
@@ -314,13 +319,14 @@ class LockActions(QObject):
 
     def end_holder(self, path: str, *, reason: str | None = None,
                    expected_pid: int | None = None, expected_start: float | None = None,
-                   kill: bool = False, grace: float = 0.0) -> bool:
+                   kill: bool = False, grace: float = 0.0, own_session: bool = False) -> bool:
         """End the process the kernel names as holder of ``path`` -- only while it is still
         ``expected_pid`` started at ``expected_start``, the one the user confirmed
         (:func:`core.engine.end_holder.end_holder`, audited): SIGTERM, or SIGKILL with
         ``kill``; then wait up to ``grace`` seconds for it to exit
-        (:func:`core.engine.end_holder.wait_for_exit`). Returns True when it has exited
-        (always True with ``grace`` 0). Raises :class:`ActionError`."""
+        (:func:`core.engine.end_holder.wait_for_exit`). ``own_session``: the user was told the
+        process is their own shell or session leader. Returns True when it has exited (always
+        True with ``grace`` 0). Raises :class:`ActionError`."""
         import signal
 
         from core.engine.end_holder import KILL_SIGNAL, end_holder, wait_for_exit
@@ -329,7 +335,8 @@ class LockActions(QObject):
             try:
                 pid = end_holder(path, reason=reason or None, expected_pid=expected_pid,
                                  expected_start=expected_start,
-                                 sig=KILL_SIGNAL if kill else signal.SIGTERM)
+                                 sig=KILL_SIGNAL if kill else signal.SIGTERM,
+                                 own_session=own_session)
                 gone = True
                 if grace > 0 and expected_start is not None:
                     gone = wait_for_exit(pid, expected_start, grace)
@@ -374,3 +381,18 @@ class LockActions(QObject):
         for path, replaced in found:
             self.heldChanged.emit()
             self.lost.emit(path, replaced)
+
+
+def policy_for(config: Config, path: str) -> StalePolicy | None:
+    """The policy of the watched directory of ``config`` a new lock at ``path`` would be in
+    (its stale limits, and whether lock files there are readable by other users:
+    docs/engine.md, "Who can read a lock file"); ``None`` (the defaults) when no watched
+    directory covers it."""
+    from core.config import expand_path
+    from core.watch.scan import dir_in_scope
+
+    where = os.path.dirname(os.path.abspath(path))
+    for spec in config.watches:
+        if dir_in_scope(spec, expand_path(spec.path), where):
+            return spec.policy
+    return None

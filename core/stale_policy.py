@@ -34,6 +34,11 @@ class StalePolicy:
         format_stale_after: per-format stale limits (format name, seconds) that replace
             ``stale_after`` for that format (default: af's ledger lock, 30 s;
             :data:`core.defaults.FORMAT_STALE_AFTER`).
+        readable_lock_files: lock files Lockwarden writes keep their format's mode (0644:
+            every user who can enter the directory reads who holds them, and can open them to
+            take a shared ``flock``); off by default: 0600, the owner only (docs/engine.md,
+            "The holder's pin", "Who can read a lock file"). A directory policy
+            (``readable_lock_files`` in a ``[[watch]]`` table).
 
     Raises:
         ValueError: a limit that is not a finite number > 0 (or a negative grace).
@@ -44,6 +49,7 @@ class StalePolicy:
     allow_higher_privilege: bool = False
     allow_emergency: bool = False
     format_stale_after: tuple[tuple[str, float], ...] = tuple(sorted(FORMAT_STALE_AFTER.items()))
+    readable_lock_files: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("stale_after", self.stale_after),
@@ -53,6 +59,12 @@ class StalePolicy:
         if not (_positive(self.writing_grace) or self.writing_grace == 0):
             raise ValueError(f"writing_grace must be a finite number of seconds >= 0, "
                              f"not {self.writing_grace!r}")
+
+    def file_mode(self, mode: int) -> int:
+        """The permission bits to create a lock file of a format whose own mode is ``mode``
+        with: ``mode`` itself when :attr:`readable_lock_files`, else only its owner's bits
+        (``mode & 0o600``; docs/engine.md, "Who can read a lock file")."""
+        return mode if self.readable_lock_files else mode & 0o600
 
     def limit_for(self, fmt: str | None) -> float:
         """The stale limit (seconds) for locks of format ``fmt``."""

@@ -133,14 +133,26 @@ def _process_lines(facts: ProcessFacts) -> str:
             f"Command line: {printable(cmd)}")
 
 
-def end_holder_dialog(st: LockStatus, facts: ProcessFacts,
+def _own_warning(facts: ProcessFacts, own: str | None) -> str:
+    """A paragraph saying that the process is the user's own shell or session leader
+    (:func:`core.kernel.proof.own_session_role`), or "" when it is not."""
+    if own is None:
+        return ""
+    return (f"Warning: PID {facts.pid} is {printable(own)}: ending it ends the programs of "
+            "your session.\n\n")
+
+
+def end_holder_dialog(st: LockStatus, facts: ProcessFacts, own: str | None = None,
                       parent: QWidget | None = None) -> ConfirmDialog:
     """Confirmation for ending the process ``facts`` that holds a kernel lock on ``st``'s file:
-    it names the process, its user and its command line; a reason is required (it goes to the
-    audit log). Gracefully first: SIGTERM (docs/gui.md, "End holder process")."""
+    it names the process, its user and its command line, and says so when it is the user's own
+    shell or session leader (``own``, :func:`core.kernel.proof.own_session_role`); a reason is
+    required (it goes to the audit log). Gracefully first: SIGTERM (docs/gui.md, "End holder
+    process")."""
     name = printable(os.path.basename(st.path))
     text = (f"End {printable(facts.name)} (PID {facts.pid}), which holds a kernel lock on "
-            f"{name}?\n\n{_process_lines(facts)}\nPath: {printable(st.path)}\n\n"
+            f"{name}?\n\n{_own_warning(facts, own)}{_process_lines(facts)}\n"
+            f"Path: {printable(st.path)}\n\n"
             "Only the kernel knows this lock: deleting the file would not release it. "
             "Lockwarden asks the process to end (SIGTERM), so it can clean up, and waits "
             f"{TERM_GRACE:g} s for it; if it is still running then, you will be asked before it "
@@ -201,13 +213,15 @@ def unsaved_dialog(st: LockStatus, why: Reason, parent: QWidget | None = None) -
     return UnsavedDialog(st, why, parent)
 
 
-def kill_holder_dialog(st: LockStatus, facts: ProcessFacts,
+def kill_holder_dialog(st: LockStatus, facts: ProcessFacts, own: str | None = None,
                        parent: QWidget | None = None) -> ConfirmDialog:
     """The second confirmation: the holder did not exit within :data:`TERM_GRACE` s of
-    SIGTERM; kill it (SIGKILL, which it cannot catch nor clean up after)?"""
+    SIGTERM; kill it (SIGKILL, which it cannot catch nor clean up after)? ``own`` as in
+    :func:`end_holder_dialog`."""
     text = (f"{printable(facts.name)} (PID {facts.pid}) is still running {TERM_GRACE:g} s after "
             f"it was asked to end, and still holds the lock on "
-            f"{printable(os.path.basename(st.path))}.\n\n{_process_lines(facts)}\n\n"
+            f"{printable(os.path.basename(st.path))}.\n\n{_own_warning(facts, own)}"
+            f"{_process_lines(facts)}\n\n"
             "Kill it (SIGKILL)? It cannot clean up: files it was writing may be left "
             "half-written.")
     return ConfirmDialog("Kill holder process…", text, "Kill process", parent=parent)

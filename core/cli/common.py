@@ -629,7 +629,8 @@ def watch_specs(args: argparse.Namespace, policies: CliPolicies) -> list[WatchSp
         spec = WatchSpec(literal, recursive=bool(args.recursive),
                          stale_after=policy.stale_after,
                          allow_higher_privilege=policy.allow_higher_privilege,
-                         allow_emergency=policy.allow_emergency, format_stale_after=limits)
+                         allow_emergency=policy.allow_emergency, format_stale_after=limits,
+                         readable_lock_files=policy.readable_lock_files)
         if getattr(args, "project", False):  # --project: as a [[projects]] root
             spec = ProjectSpec(literal, stale_after=policy.stale_after).watch_spec()
             spec.format_stale_after = limits

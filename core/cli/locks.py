@@ -10,6 +10,7 @@ Engine modules are imported inside each verb (start-up cost: docs/cli.md, "Start
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from core.cli.common import (
     EXIT_NO,
@@ -17,10 +18,14 @@ from core.cli.common import (
     Out,
     check_lock_path,
     checked_holder_pid,
+    cli_policies,
     refuse_unreadable,
     releasing_pid,
     stale_policy,
 )
+
+if TYPE_CHECKING:
+    from core.stale_policy import StalePolicy
 
 
 def cmd_try(args: argparse.Namespace, out: Out) -> int:
@@ -54,7 +59,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     path: str = args.path
     check_lock_path(path, must_be_file=True)
     pid = checked_holder_pid(args)
-    policy = stale_policy(args)
+    policy = writer_policy(args, path)
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
                 policy=policy, durable=bool(args.durable))
     try:
@@ -170,7 +175,7 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     path: str = args.path
     check_lock_path(path, must_be_file=True)
     pid = checked_holder_pid(args)
-    policy = stale_policy(args)
+    policy = writer_policy(args, path)
     try:
         lock = reclaim(path, force=bool(args.force), reason=args.reason, holder_pid=pid,
                        durable=bool(args.durable),
@@ -196,3 +201,21 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
         kept = f"; the file it replaced is in {lock.kept.where()}" if lock.kept else ""
         out.result(f"reclaimed {path} (pid {pid}); it was {describe_holder(displaced)}{kept}")
     return EXIT_OK
+
+
+def writer_policy(args: argparse.Namespace, path: str) -> StalePolicy:
+    """The policy of a verb that writes a lock file at ``path`` (``try``, ``acquire``,
+    ``reclaim``, ``run``): :func:`core.cli.common.stale_policy`, with the configured
+    directory's ``readable_lock_files`` (docs/engine.md, "Who can read a lock file") -- read
+    from the configuration even when ``--stale-after`` is given, since it is no verdict rule.
+
+    Raises:
+        CliError: ``--config PATH`` names no file (exit 3).
+    """
+    import dataclasses
+
+    policy = stale_policy(args)
+    config_args = argparse.Namespace(**{**vars(args), "stale_after": None})
+    if cli_policies(config_args).for_path(path).policy.readable_lock_files:
+        policy = dataclasses.replace(policy, readable_lock_files=True)
+    return policy

@@ -52,7 +52,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from core.cli.common import EXIT_NO, Out, refuse_unreadable, stale_policy
+from core.cli.common import EXIT_NO, Out, refuse_unreadable
+from core.cli.locks import writer_policy
 
 if TYPE_CHECKING:
     from core.engine.lock import Lock
@@ -206,7 +207,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
         logging.getLogger("lockwarden.lock").addHandler(logging.NullHandler())
     lock = Lock(  # refreshed by _refresher, which reports a failure as one line of ours
         args.path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=os.getpid(),
-        policy=stale_policy(args), durable=bool(args.durable),
+        policy=writer_policy(args, args.path), durable=bool(args.durable),
     )
     stop_refresh = threading.Event()
     fwd = _Forwarder()
@@ -264,6 +265,8 @@ def run(args: argparse.Namespace, out: Out) -> int:
                         lock.release()
                     except LockLost as exc:
                         out.note(f"run: the lock was lost while the command ran: {exc}")
+                    for note in lock.notes:
+                        out.note(f"run: {args.path}: {note}")
                 elif lock.lost.is_set():  # found by the refresher: removed or replaced
                     out.note(f"run: the lock {args.path} was lost while the command ran "
                              "(removed or replaced by someone else)")

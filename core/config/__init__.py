@@ -13,6 +13,7 @@ Stored as TOML (docs/DESIGN.md, "GUI": Settings) at
     allow_higher_privilege = false   # Task MCP reclaim policy flags
     allow_emergency = false          # (docs/specs/task-mcp.txt)
     format_stale_after = { "af-ledger" = 30 }   # per-format stale limits (s)
+    readable_lock_files = false      # true: other users may read lock files written here
 
     [[projects]]                     # a tree of repositories: developer tools' locks
     path = "~/src"                   # (git, Vim, Emacs, LibreOffice, Terraform), recursively,
@@ -133,6 +134,7 @@ def to_dict(config: Config) -> dict[str, Any]:
                 "allow_emergency": bool(w.allow_emergency),
                 **({"format_stale_after": dict(sorted(w.format_stale_after.items()))}
                    if w.format_stale_after else {}),
+                **({"readable_lock_files": True} if w.readable_lock_files else {}),
             }
             for w in config.watches
         ],

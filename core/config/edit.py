@@ -57,7 +57,7 @@ HEADER = (
     "# Lockwarden configuration (docs/watching.md, \"Configuration\"). Lockwarden edits this\n"
     "# file in place: comments and tables it does not know are kept.\n"
     "# [[watch]]: path, recursive, patterns, stale_after (s), polling (auto|on|off),\n"
-    "#            allow_higher_privilege, allow_emergency,\n"
+    "#            allow_higher_privilege, allow_emergency, readable_lock_files,\n"
     "#            format_stale_after = { format = seconds }\n"
     "# [[projects]]: path, skip (directory names), stale_after (s), polling\n"
     "# [[postgres]] dsn, [[redis]] url/profiles/patterns, [[etcd]] endpoints/prefix/username:\n"
@@ -166,6 +166,7 @@ def _watch_fields(w: Spec) -> dict[str, object]:
             "patterns": list(w.patterns), "stale_after": float(w.stale_after),
             "polling": w.polling, "allow_higher_privilege": bool(w.allow_higher_privilege),
             "allow_emergency": bool(w.allow_emergency),
+            "readable_lock_files": bool(w.readable_lock_files),
             "format_stale_after": {k: float(v) for k, v in sorted(w.format_stale_after.items())}}
 
 
@@ -178,6 +179,8 @@ def _watch_new(w: Spec) -> dict[str, object]:
         out["allow_higher_privilege"] = True
     if w.allow_emergency:
         out["allow_emergency"] = True
+    if w.readable_lock_files:
+        out["readable_lock_files"] = True
     if w.format_stale_after:
         out["format_stale_after"] = {k: _seconds(v)
                                      for k, v in sorted(w.format_stale_after.items())}

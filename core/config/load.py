@@ -36,6 +36,7 @@ from core.config.model import describe_value as _describe
 from core.config.servers import parse_server
 from core.errors import ConfigError
 from core.record import FORMATS
+from core.text import printable
 
 MAX_CONFIG_BYTES = 1024 * 1024
 """A configuration file larger than this (bytes) is refused: no real one comes near it."""
@@ -116,10 +117,12 @@ class _Problems:
             fallback: str | None) -> None:
         line = self.find_line(section, name)
         where = f"{self.label} line {line}" if line else self.label
-        text = f"{where}: {key}: {message}"
+        # key and table names come from the file: escaped, never raw ESC (docs/cli.md,
+        # "Control characters")
+        text = printable(f"{where}: {key}: {message}")
         if self.strict:
             raise ConfigError(text, key=key, line=line)
-        self.warnings.append(f"{text}; {fallback}" if fallback else text)
+        self.warnings.append(f"{text}; {printable(fallback)}" if fallback else text)
 
     def find_line(self, section: tuple[str, int] | None, name: str) -> int | None:
         """1-based line of ``name = ...`` inside ``section`` (``("watch", 0)`` = first
@@ -211,7 +214,8 @@ def _parse_watch(
     for name, value in raw.items():
         if name == "path":
             continue
-        if name in ("recursive", "allow_higher_privilege", "allow_emergency"):
+        if name in ("recursive", "allow_higher_privilege", "allow_emergency",
+                    "readable_lock_files"):
             if isinstance(value, bool):
                 setattr(spec, name, value)
             else:

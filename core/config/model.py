@@ -83,10 +83,12 @@ def _default_patterns() -> list[str]:
 
 def build_policy(stale_after: float, *, allow_higher_privilege: bool = False,
                  allow_emergency: bool = False,
-                 format_stale_after: dict[str, float] | None = None) -> StalePolicy:
+                 format_stale_after: dict[str, float] | None = None,
+                 readable_lock_files: bool = False) -> StalePolicy:
     """The :class:`~core.stale_policy.StalePolicy` of a ``[[watch]]`` or a server table:
-    ``stale_after`` (s), the Task MCP flags, and the per-format limits (the defaults of
-    :data:`core.defaults.FORMAT_STALE_AFTER` overridden by ``format_stale_after``).
+    ``stale_after`` (s), the Task MCP flags, the per-format limits (the defaults of
+    :data:`core.defaults.FORMAT_STALE_AFTER` overridden by ``format_stale_after``) and
+    whether lock files written there are readable by other users (``readable_lock_files``).
 
     Raises:
         ValueError: a limit that is not a finite number of seconds > 0.
@@ -97,6 +99,7 @@ def build_policy(stale_after: float, *, allow_higher_privilege: bool = False,
         allow_higher_privilege=bool(allow_higher_privilege),
         allow_emergency=bool(allow_emergency),
         format_stale_after=tuple(sorted((k, float(v)) for k, v in limits.items())),
+        readable_lock_files=bool(readable_lock_files),
     )
 
 
@@ -121,6 +124,9 @@ class WatchSpec:
             replace ``stale_after`` for locks of that format; formats not named keep the
             defaults of :data:`core.defaults.FORMAT_STALE_AFTER` (af's ledger lock: 30 s).
         skip: directory base names (fnmatch) a recursive walk never descends into.
+        readable_lock_files: lock files Lockwarden writes here keep their format's mode
+            (0644: other users read who holds them) instead of 0600; default false
+            (docs/engine.md, "Who can read a lock file").
         project: a project root (:class:`ProjectSpec`): only developer tools' locks are
             listed, git's ``*.lock`` and ``gc.pid`` only inside a git directory
             (:func:`core.watch.scope.wanted_file`), and on Linux each walked directory is watched on
@@ -141,6 +147,7 @@ class WatchSpec:
     skip: list[str] = field(default_factory=list)
     project: bool = False
     table_index: int | None = field(default=None, compare=False, repr=False)
+    readable_lock_files: bool = False
 
     @property
     def policy(self) -> StalePolicy:
@@ -155,7 +162,8 @@ class WatchSpec:
         return build_policy(self.stale_after,
                             allow_higher_privilege=self.allow_higher_privilege,
                             allow_emergency=self.allow_emergency,
-                            format_stale_after=self.format_stale_after)
+                            format_stale_after=self.format_stale_after,
+                            readable_lock_files=self.readable_lock_files)
 
     @property
     def expanded_path(self) -> str:
@@ -304,13 +312,16 @@ class LoadError:
     column: int | None = None
 
     def text(self) -> str:
-        """``config.toml line 3, column 7: invalid TOML: ...`` (the file's base name)."""
+        """``config.toml line 3, column 7: invalid TOML: ...`` (the file's base name); control
+        characters from the file escaped (:func:`core.text.printable`)."""
         where = os.path.basename(self.path) or self.path
         if self.line is not None:
             where += f" line {self.line}"
             if self.column is not None:
                 where += f", column {self.column}"
-        return f"{where}: {self.message}"
+        from core.text import printable
+
+        return printable(f"{where}: {self.message}")
 
 
 DEFAULT_INTERVAL = 2.0

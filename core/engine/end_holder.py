@@ -2,10 +2,14 @@
 one action Lockwarden offers on a lock only the kernel knows, because deleting its file would not
 release it. An explicit, confirmed human decision, always audited (``end_holder``, fsynced).
 
-The holder is the PID the kernel names for the file at the moment of the action
-(:attr:`core.record.LockStatus.kernel_pid`, from ``/proc/locks`` and ``/proc/<pid>/fdinfo``),
-re-checked right before the signal: its start time must be the one seen -- the one the person
-confirmed, when the caller passes it -- so a PID reused by another process is never signalled.
+The holder is a process proven to hold the lock *now* (docs/engine.md, "Ending a holder"): its
+own descriptor on the file carries the lock (``/proc/<pid>/fdinfo``,
+:mod:`core.kernel.proof`). The PID ``/proc/locks`` shows is only the process that *took* it,
+which may have handed the descriptor to a child and closed its own, or exited and had its PID
+reused. Right before the signal, through a pidfd opened first, the process is re-proven a
+holder and the one seen -- the one the person confirmed, when the caller passes its start time
+-- so neither a PID reused by another process nor a process that let go is ever signalled.
+The caller's own shell or session leader is never signalled unless the person was told.
 
 Gracefully first (docs/gui.md, "End holder process"): :data:`signal.SIGTERM` lets the holder
 clean up; :func:`wait_for_exit` waits a bounded time (:data:`TERM_GRACE`) for it to go, woken by
@@ -22,6 +26,7 @@ import signal
 
 from core.engine.operations import holder_summary, record_audit
 from core.errors import LockError
+from core.kernel.proof import holds_lock, lock_holders, open_pidfd, own_session_role
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect
 from core.verdicts.liveness import ProcessFacts, process_facts
@@ -47,67 +52,143 @@ class NotKernelHeld(LockError):
 
 
 def holder_process(path: str, *, policy: StalePolicy | None = None) -> ProcessFacts | None:
-    """The process the kernel names as the holder of the lock on ``path``, with what a
-    person needs to recognise it (name, user, start time, command line:
-    :class:`core.verdicts.liveness.ProcessFacts`); ``None`` when no kernel lock names a live
-    one. Never raises."""
-    pid = inspect(path, policy=policy).kernel_pid
-    return process_facts(pid) if pid is not None else None
+    """The process proven to hold the kernel lock on ``path`` now, with what a person needs
+    to recognise it (name, user, start time, command line:
+    :class:`core.verdicts.liveness.ProcessFacts`): the PID the kernel names
+    (:attr:`core.record.LockStatus.kernel_pid`) when its own descriptor carries the lock, else
+    the lowest PID among the processes whose descriptor does (:func:`holders`). ``None``
+    when no kernel lock is held or nobody can be proven to hold it (another user's
+    processes). Never raises."""
+    pids = holders(path, policy=policy)
+    return process_facts(pids[0]) if pids else None
+
+
+def holders(path: str, *, policy: StalePolicy | None = None) -> tuple[int, ...]:
+    """The PIDs proven to hold the kernel lock on ``path`` now (their descriptor's fdinfo
+    lists it: :func:`core.kernel.proof.lock_holders`), the one the kernel names first when it
+    is one of them. ``/proc/locks`` names the process that *took* the lock, which may have
+    closed its descriptor (a child keeps it) or exited (its PID reused): never trusted alone
+    (docs/engine.md, "Ending a holder"). Empty when no kernel lock decides the verdict or
+    nobody can be proven. Never raises."""
+    status = inspect(path, policy=policy)
+    if not status.kernel_held:
+        return ()
+    found = lock_holders(path)
+    named = status.kernel_pid
+    if named is not None and named in found:
+        return (named, *(p for p in found if p != named))
+    return found
 
 
 def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = None,
                sig: int = signal.SIGTERM, expected_pid: int | None = None,
-               expected_start: float | None = None) -> int:
-    """Send ``sig`` (default SIGTERM) to the process the kernel names as the holder of the lock
-    on ``path``; returns its PID. Audited as ``end_holder`` (holder, PID, process name, user,
-    start time, command line, signal, reason), durable.
+               expected_start: float | None = None, own_session: bool = False) -> int:
+    """Send ``sig`` (default SIGTERM) to the process that holds the kernel lock on ``path``
+    (:func:`holders`: ``expected_pid`` when given, else the first); returns its PID. Audited
+    as ``end_holder`` (holder, PID, process name, user, start time, command line, signal,
+    reason), durable.
+
+    The rule (docs/engine.md, "Ending a holder"): a pidfd is opened on the PID first
+    (:func:`core.kernel.proof.open_pidfd`); then, last, the process is re-proven the one
+    confirmed (its start time) and a holder *now* (its own descriptor's fdinfo lists a lock on
+    the file at ``path``); the signal goes through that pidfd, so it reaches that process or
+    nobody. Where there is no pidfd (not Linux), the same checks run just before ``kill``.
 
     Args:
         path: the lock file.
         reason: why, for the audit log.
         policy: the stale policy to judge with.
         sig: the signal (``SIGTERM``; :data:`KILL_SIGNAL` after a second confirmation).
-        expected_pid: the PID the user confirmed; when the kernel now names another holder
-            (the confirmed one let go and someone else took the lock meanwhile), nothing is
-            signalled.
+        expected_pid: the PID the user confirmed; when it is not (or no longer) a holder,
+            nothing is signalled.
         expected_start: the start time (Unix s) of the process the user confirmed
             (:attr:`ProcessFacts.start`); another process under that PID is never signalled.
+        own_session: the person was told that the process is their own shell or session
+            leader (:func:`core.kernel.proof.own_session_role`) and confirmed; without it such
+            a process is never signalled.
 
     Raises:
-        NotKernelHeld: no kernel lock decides the verdict, the kernel names no PID or another
-            PID than ``expected_pid``, the PID is this process, init, or no longer the process
+        NotKernelHeld: no kernel lock decides the verdict; nobody or another PID than
+            ``expected_pid`` is proven to hold it; the PID is this process, init, the caller's
+            own shell or session leader (without ``own_session``), or no longer the process
             seen or confirmed (reused or gone).
         PermissionError: the process belongs to another user (nothing was signalled).
     """
     status = inspect(path, policy=policy)
-    pid = status.kernel_pid
-    if not status.kernel_held or pid is None:
+    if not status.kernel_held:
         raise NotKernelHeld(f"{path}: no kernel lock names a holder process; nothing to end",
                             status)
-    if expected_pid is not None and pid != expected_pid:
-        raise NotKernelHeld(f"{path}: the holder is now PID {pid}, not PID {expected_pid} as "
-                            "confirmed; nothing was signalled", status)
-    if pid in (1, os.getpid()):
-        raise NotKernelHeld(f"{path}: the holder is PID {pid}, which Lockwarden never ends",
-                            status)
+    found = holders(path, policy=policy)
+    if expected_pid is not None:
+        if expected_pid not in found:
+            raise NotKernelHeld(f"{path}: PID {expected_pid} does not hold its kernel lock now "
+                                f"({_named(found)}); nothing was signalled", status)
+        pid = expected_pid
+    elif found:
+        pid = found[0]
+    else:
+        raise NotKernelHeld(f"{path}: no process can be proven to hold its kernel lock "
+                            "(another user's processes cannot be inspected); nothing was "
+                            "signalled", status)
+    if pid == 1:
+        raise NotKernelHeld(f"{path}: the holder is PID 1, which Lockwarden never ends", status)
+    role = own_session_role(pid)
+    if role == "this process":
+        raise NotKernelHeld(f"{path}: the holder is PID {pid}, this process, which Lockwarden "
+                            "never ends", status)
+    if role is not None and not own_session:
+        raise NotKernelHeld(f"{path}: the holder, PID {pid}, is {role}; nothing was "
+                            "signalled (confirm on a terminal to end it)", status)
     facts = process_facts(pid)
     if facts is None:
         raise NotKernelHeld(f"{path}: PID {pid} has already exited", status)
-    if expected_start is not None and abs(facts.start - expected_start) > _START_TOLERANCE:
-        raise NotKernelHeld(f"{path}: PID {pid} is now another process than the one "
-                            "confirmed; nothing was signalled", status)
-    again = inspect(path, policy=policy)
-    now = process_facts(pid)
-    if again.kernel_pid != pid or now is None or abs(now.start - facts.start) > _START_TOLERANCE:
-        raise NotKernelHeld(f"{path}: the holder changed while it was checked; nothing was "
-                            "signalled", again)
-    os.kill(pid, sig)
+    want = facts.start if expected_start is None else expected_start
+    pidfd = open_pidfd_or_gone(path, pid, status)
+    try:
+        now = process_facts(pid)  # after the pidfd: the pidfd is the process checked here
+        if now is None or abs(now.start - want) > _START_TOLERANCE:
+            raise NotKernelHeld(f"{path}: PID {pid} is now another process than the one "
+                                "confirmed; nothing was signalled", status)
+        if not holds_lock(path, pid):
+            raise NotKernelHeld(f"{path}: PID {pid} let go of the lock while it was checked; "
+                                "nothing was signalled", status)
+        try:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, sig)
+            else:
+                os.kill(pid, sig)
+        except ProcessLookupError:
+            raise NotKernelHeld(f"{path}: PID {pid} exited while it was checked; nothing was "
+                                "signalled", status) from None
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
     record_audit(path, "end_holder", details={
-        "holder": holder_summary(status), "pid": pid, "process_name": facts.name,
-        "process_user": facts.user, "process_start": facts.start,
-        "cmdline": list(facts.cmdline), "signal": signal.Signals(sig).name, "reason": reason,
+        "holder": holder_summary(status), "pid": pid, "process_name": now.name,
+        "process_user": now.user, "process_start": now.start,
+        "cmdline": list(now.cmdline), "signal": signal.Signals(sig).name, "reason": reason,
+        "own_session": role,
     }, durable=True)
     return pid
+
+
+def _named(pids: tuple[int, ...]) -> str:
+    if not pids:
+        return "no process can be proven to hold it"
+    return "held by PID " + ", ".join(str(p) for p in pids)
+
+
+def open_pidfd_or_gone(path: str, pid: int, status: object) -> int | None:
+    """:func:`core.kernel.proof.open_pidfd`, a vanished process said as :class:`NotKernelHeld`.
+
+    Raises:
+        NotKernelHeld: no process has PID ``pid`` any more.
+        OSError: the pidfd cannot be opened.
+    """
+    try:
+        return open_pidfd(pid)
+    except ProcessLookupError:
+        raise NotKernelHeld(f"{path}: PID {pid} has already exited", status) from None
 
 
 def wait_for_exit(pid: int, start: float, timeout: float) -> bool:

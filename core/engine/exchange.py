@@ -52,7 +52,12 @@ class ExchangeUnsupported(OSError):
 
 class GuardTimeout(LockError, OSError):
     """The directory guard was held by another process for longer than the bounded wait.
-    A :class:`~core.errors.LockError` (and an ``OSError`` with ``errno.ETIMEDOUT``)."""
+    A :class:`~core.errors.LockError` (and an ``OSError`` with ``errno.ETIMEDOUT``) whose
+    message names the holder: PID and user (:func:`core.kernel.proof.describe_lockers`)."""
+
+    def __str__(self) -> str:
+        """``DIR: PID 4242 (user ann) has held the lock guard ...``, without ``[Errno 110]``."""
+        return f"{self.filename}: {self.strerror}" if self.filename else str(self.strerror)
 
 @functools.cache
 def _load_exchange() -> tuple[str, Any] | None:
@@ -234,10 +239,13 @@ class DirGuard:
             raise
         if not held:
             os.close(fd)
+            from core.kernel.proof import describe_lockers
+
+            target = os.path.join(self.dirpath, GUARD_FILE_NAME) if file_lock else self.dirpath
             raise GuardTimeout(
                 errno.ETIMEDOUT,
-                f"another process has held the lock guard of this directory for more than "
-                f"{self.timeout:g} s",
+                f"{describe_lockers(target)} has held the lock guard of this directory (an "
+                f"flock on it) for more than {self.timeout:g} s",
                 self.dirpath,
             )
         return True

@@ -29,6 +29,7 @@ from core.engine.operations import (
     resolve_policy,
 )
 from core.engine.publish import Outcome, Staged
+from core.engine.remove import remove_if
 from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockHeld, LockLost, LockTimeout
 from core.formats import Built, Reclaimed, WriteRequest
@@ -94,7 +95,9 @@ class Lock:
         :class:`threading.Event` set when the lock was found to be no longer ours.
         ``reclaimed_from``: the stale lock this acquisition replaced, or None. ``kept``:
         where a forced reclaim put the foreign file it replaced
-        (:class:`core.engine.trash.Kept`: the trash or quarantine), or None.
+        (:class:`core.engine.trash.Kept`: the trash or quarantine), or None. ``notes``: what
+        the last release said (it went on without a directory guard another process held:
+        :func:`core.engine.remove.remove_if`).
 
     Raises:
         ValueError: unknown format, a TTL that is not a positive finite number of at most
@@ -141,6 +144,7 @@ class Lock:
         self.lost = threading.Event()
         self.reclaimed_from: LockStatus | None = None
         self.kept: Kept | None = None
+        self.notes: list[str] = []
         self._mutex = threading.RLock()
         self._owner_thread: int | None = None  # thread that acquired (for ``with``)
         self._held: _Held | None = None
@@ -237,7 +241,7 @@ class Lock:
                 return seen
         token = publish.new_token()
         built = self._build(token)
-        with publish.stage(self.path, token, built.data, built.mode,
+        with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
                            self.durable) as staged:
             out = publish.publish_or_take_over(staged, self.policy)
             if out.kind in ("published", "won"):
@@ -326,7 +330,7 @@ class Lock:
             token = publish.new_token()
             built = self._build(token, judge.reclaimed(status))
             keep = Disposal(self.path)  # a forced reclaim keeps a foreign file it replaces
-            with publish.stage(self.path, token, built.data, built.mode,
+            with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
                                durable=True) as staged:  # an explicit reclaim: made durable
                 out = publish.take_over(staged, status, judge, self.policy,
                                         keep if force else None)
@@ -351,7 +355,7 @@ class Lock:
         The file is removed only if it is still this acquisition's (same inode and the exact
         bytes written, which include the token), checked under the directory guard; a
         successor's lock is never deleted (docs/DESIGN.md "Lock operations", release;
-        :func:`core.engine.publish.remove_if`).
+        :func:`core.engine.remove.remove_if`).
 
         Args:
             force: remove whatever is at the path even if it is not ours (audited as
@@ -374,9 +378,10 @@ class Lock:
                            details={"reason": "the lock was lost earlier"}, format=self.format)
                     raise LockLost(f"{self.path}: this lock was lost earlier")
                 raise LockError(f"{self.path} is not held by this Lock object")
+            self.notes = []
             try:
-                publish.remove_if(self.path,
-                                  lambda d, i: d == held.data and (i.ino, i.dev) == held.ident)
+                remove_if(self.path, lambda d, i: d == held.data and (i.ino, i.dev) == held.ident,
+                          notes=self.notes)
             except LockLost as exc:
                 self._drop()
                 self.lost.set()
@@ -384,8 +389,8 @@ class Lock:
                        details={"token": held.token, "reason": str(exc)}, format=self.format)
                 raise
             self._drop()
-            _audit(self.path, "release", details={"token": held.token}, format=self.format,
-                   durable=self.durable)
+            _audit(self.path, "release", format=self.format, durable=self.durable, details={
+                "token": held.token, **({"guard": self.notes[0]} if self.notes else {})})
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -415,7 +420,7 @@ class Lock:
             self._holders.keep(held.record)
             built = self._build(held.token, acquired=held.record.acquired_at)
             with publish.stage(self.path, publish.new_token(), built.data,
-                               built.mode, self.durable) as staged:
+                               self.policy.file_mode(built.mode), self.durable) as staged:
                 lost_why = publish.renew(staged, held.data, held.ident)
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple, NoReturn
 
 from core import audit
 from core.audit.write import has_lost_listeners
-from core.engine.publish import Outcome, remove_if
+from core.engine.publish import Outcome
+from core.engine.remove import remove_if
 from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockLost, NotStale, ReadOnlyLock, UnsavedChanges
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE

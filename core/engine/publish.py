@@ -17,8 +17,8 @@ written comes from the formats (:func:`core.formats.build`); when and why, from
   out to ``.<name>.<pid>.<token>.lwswap``, verified, deleted, and ours linked in.
 - **Renew** (:func:`renew`): a refresh exchanges the renewed file in under the guard after
   checking the path still holds our acquisition, and checks what came out.
-- **Verified remove** (:func:`remove_if`): under the guard, check in place, rename out to
-  ``.<name>.<pid>.<random>.lwrel``, check again, delete; a foreign file is put back.
+- **Verified remove**: :func:`core.engine.remove.remove_if` (uses :func:`_put_back` and
+  :func:`read_regular` from here).
 
 Crash testing (test-only): when the environment variable :data:`CRASH_ENV` names one of
 :data:`CRASH_POINTS`, the process calls ``os._exit(137)`` at that step (docs/engine.md,
@@ -31,7 +31,6 @@ import contextlib
 import errno
 import logging
 import os
-import stat
 from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
@@ -41,7 +40,6 @@ from core.engine.unheld import holding_empty
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock, UnreadableError
 from core.fsutil import (
     WRITE_EXCL_FLAGS,
-    describe_mode,
     fsync_dir,
     read_lock_file,
     refuse_unreadable,
@@ -485,53 +483,6 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
             _no_exchange_devs.add(cur[1].dev)
             os.replace(tmp, path)
     return None
-
-
-def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
-              dispose: Dispose | None = None) -> tuple[bytes, FileInfo]:
-    """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
-    that is not ours is never touched), then move it out to ``.<name>.<pid>.<random>.lwrel``, check
-    again what was moved (closes the gap between the check and the move against tools that
-    replace files without the guard) and delete it -- or hand it to ``dispose`` (a forced
-    removal keeps foreign files: :class:`core.engine.trash.Disposal`); put it back if it is not
-    ours, or if ``dispose`` raises (docs/engine.md, "Release never deletes a successor's
-    lock"). An empty file is removed holding its ``flock``
-    (:func:`core.engine.unheld.holding_empty`). Returns the removed file's bytes and identity.
-
-    Raises:
-        LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
-        ReadOnlyLock: an empty file a process holds a kernel lock on now (left in place).
-        LockHeld: an empty file another process has open (left in place).
-        GuardTimeout: the directory guard stayed held by another process.
-    """
-    with DirGuard(os.path.dirname(path)):
-        # a fresh random name: the token is readable in the lock file, so a name derived from
-        # it could be occupied in advance by anyone who can write to the directory
-        rel = temp_path(path, new_token(), "rel")
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            raise LockLost(f"{path}: the lock file is gone") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise LockLost(f"{path}: now {describe_mode(st.st_mode)}, not our lock")
-        seen = read_regular(path)
-        if seen is None or not ours(seen[0], seen[1]):
-            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
-        with contextlib.ExitStack() as hold:
-            if not seen[0].strip():  # an empty file: hold its flock while it goes (unheld.py)
-                hold.enter_context(holding_empty(path, seen[1]))
-            try:
-                os.rename(path, rel)
-            except FileNotFoundError:
-                raise LockLost(f"{path}: the lock file is gone") from None
-            crash_point("release_after_rename_out")
-            out = read_regular(rel)
-            if out is None or not ours(out[0], out[1]):
-                _put_back(rel, path)
-                raise LockLost(f"{path}: the lock file now belongs to someone else; left in "
-                               "place")
-            _dispose(rel, path, out, dispose)
-    return out
 
 
 def _dispose(moved: str, path: str, out: tuple[bytes, FileInfo], dispose: Dispose | None) -> None:

@@ -36,7 +36,8 @@ Rules:
 - A pin counts only when the recorded holder took it (:func:`keepers`): the PID the kernel
   shows for the ``flock`` is the lock's, it is on the lock file or on an earlier file carrying
   the same token, and its keepers run as the file's owner or root. A neighbour's ``flock -s``
-  on a readable lock file shows the neighbour's PID and keeps nothing alive.
+  on a readable lock file shows the neighbour's PID and keeps nothing alive; nor does a pin
+  whose keepers nobody here can inspect (:func:`pinned_by`: unknown is not alive).
 """
 
 from __future__ import annotations
@@ -323,14 +324,19 @@ def _own_namespace_pid(pid: int, proc: str) -> int | None:
 def pinned_by(path: str, holder: int, token: str | None = None, *,
               exclude: int | None = None) -> tuple[bool, int | None]:
     """Whether the lock at ``path``, recorded for PID ``holder`` with acquisition ``token``,
-    is kept alive by its holder's pin right now (the rule: :func:`keepers`), and a PID (in
-    this PID namespace) of a process keeping it -- ``None`` when none can be named (another
-    user's processes, which this reader may not inspect). ``(False, None)`` when it is not,
-    or nothing can be known (no ``/proc/locks``). Never raises."""
+    is kept alive by its holder's pin right now (the rule: :func:`keepers`), and the PID (in
+    this PID namespace) of a process keeping it. ``(False, None)`` when it is not, or nothing
+    can be known (no ``/proc/locks``).
+
+    Only a keeper proven the holder's counts: a process this reader can inspect, running as
+    the lock file's owner or root. A pin nobody here can name (:attr:`Keepers.unnamed`: the
+    carriers are processes of another user) is *not* alive: the PID the kernel shows for it
+    may be a reused one, and another user who can open the file could keep a dead holder's
+    lock alive for ever that way (docs/engine.md, "The holder's pin"). Never raises."""
     found = keepers(path, holder, token, exclude=exclude)
     if found.pids:
         return True, found.pids[0]
-    return found.unnamed, None
+    return False, None
 
 
 def _uid_of(pid: int) -> int | None:

@@ -1,0 +1,96 @@
+"""Verified removal of a lock file (docs/engine.md, "Release never deletes a successor's lock",
+"Releasing without the guard"): check in place, rename out to ``.<name>.<pid>.<random>.lwrel``,
+check again what was moved, delete it (or hand it to a disposal); a foreign file is put back,
+never replacing anything. Split from :mod:`core.engine.publish`, whose helpers it uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Callable
+
+from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
+from core.engine.publish import Dispose, _dispose, _put_back, crash_point, new_token, read_regular
+from core.engine.unheld import holding_empty
+from core.errors import LockLost
+from core.fsutil import describe_mode
+from core.record import FileInfo
+from core.tempfiles import temp_path
+from core.text import printable
+
+log = logging.getLogger("lockwarden.lock")
+
+OWN_RELEASE_GUARD_WAIT = 1.0
+"""Seconds a holder releasing its own lock waits for the directory guard before it goes on
+without it (Lockwarden holds the guard for well under a millisecond; longer means a stuck or
+hostile process holds it)."""
+
+
+def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
+              dispose: Dispose | None = None, *,
+              notes: list[str] | None = None) -> tuple[bytes, FileInfo]:
+    """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
+    that is not ours is never touched), then move it out to ``.<name>.<pid>.<random>.lwrel``, check
+    again what was moved (closes the gap between the check and the move against tools that
+    replace files without the guard) and delete it -- or hand it to ``dispose`` (a forced
+    removal keeps foreign files: :class:`core.engine.trash.Disposal`); put it back if it is not
+    ours, or if ``dispose`` raises (docs/engine.md, "Release never deletes a successor's
+    lock"). An empty file is removed holding its ``flock``
+    (:func:`core.engine.unheld.holding_empty`). Returns the removed file's bytes and identity.
+
+    Raises:
+        LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
+        ReadOnlyLock: an empty file a process holds a kernel lock on now (left in place).
+        LockHeld: an empty file another process has open (left in place).
+        GuardTimeout: the directory guard stayed held by another process (a forced removal,
+            ``dispose`` given).
+
+    Without ``dispose`` -- a holder releasing its own lock, which ``ours`` proves -- a guard
+    that stays held past :data:`OWN_RELEASE_GUARD_WAIT` (another user's ``flock -x`` on a
+    shared directory) is not waited for: the release goes on without it, and the guard's holder
+    (PID, user) is logged and appended to ``notes`` (docs/engine.md, "Releasing without the
+    guard"). The check after the rename-out, not the guard, is what keeps a successor's lock
+    from being deleted.
+    """
+    with contextlib.ExitStack() as guarded:
+        try:
+            guarded.enter_context(DirGuard(os.path.dirname(path),
+                                           GUARD_TIMEOUT if dispose is not None
+                                           else OWN_RELEASE_GUARD_WAIT))
+        except GuardTimeout as exc:
+            if dispose is not None:
+                raise
+            note = f"released without the directory guard: {exc.strerror}"
+            log.warning("%s: %s", printable(path), note)
+            if notes is not None:
+                notes.append(note)
+        # a fresh random name: the token is readable in the lock file, so a name derived from
+        # it could be occupied in advance by anyone who can write to the directory
+        rel = temp_path(path, new_token(), "rel")
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise LockLost(f"{path}: the lock file is gone") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise LockLost(f"{path}: now {describe_mode(st.st_mode)}, not our lock")
+        seen = read_regular(path)
+        if seen is None or not ours(seen[0], seen[1]):
+            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
+        with contextlib.ExitStack() as hold:
+            if not seen[0].strip():  # an empty file: hold its flock while it goes (unheld.py)
+                hold.enter_context(holding_empty(path, seen[1]))
+            try:
+                os.rename(path, rel)
+            except FileNotFoundError:
+                raise LockLost(f"{path}: the lock file is gone") from None
+            crash_point("release_after_rename_out")
+            out = read_regular(rel)
+            if out is None or not ours(out[0], out[1]):
+                _put_back(rel, path)
+                raise LockLost(f"{path}: the lock file now belongs to someone else; left in "
+                               "place")
+            _dispose(rel, path, out, dispose)
+    return out
