@@ -179,3 +179,22 @@ def test_a_neighbours_flock_is_not_a_pin_even_of_the_same_user(tmp_path: Path) -
     finally:
         spoof.kill()
         spoof.wait()
+
+
+@linux
+def test_pin_is_found_when_the_lock_table_is_cut_off(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A /proc/locks read cut off at its byte bound (core/kernel/table.py: another user can
+    fill the table) still finds the holder's pin on the lock file itself, through fdinfo; a
+    lock recorded for another PID still has none."""
+    from core.kernel import table
+
+    monkeypatch.setattr(table, "TABLE_MAX_BYTES", 0)
+    assert not table.read_table().complete
+    path = str(tmp_path / "a.lock")
+    lk = Lock(path, ttl=60).acquire()
+    assert pinned_by(path, os.getpid(), lk.token) == (True, os.getpid())
+    lk.release()
+    other = Lock(path, holder_pid=1).acquire()
+    assert pinned_by(path, 1, other.token) == (False, None)
+    other.release()

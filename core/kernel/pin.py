@@ -199,6 +199,9 @@ def keepers(path: str, holder: int, token: str | None, *, exclude: int | None = 
       content carries ``token``, read through the keeper's descriptor;
     - its keepers run as the lock file's owner or as root.
 
+    ``/proc/locks`` is read within its byte bound and deadline (:mod:`core.kernel.table`);
+    when it is cut off, the pin on the lock file itself is still found (through fdinfo), a pin
+    on an earlier file of the acquisition or taken in another PID namespace may be missed.
     Keepers are found through ``/proc/<pid>/fd`` and fdinfo (each descriptor's own ``lock:``
     lines, so a lock of another description is never mixed in); ``exclude`` (a PID) is never
     counted: the caller itself (``run`` asking whether anything else keeps it), or the
@@ -208,13 +211,15 @@ def keepers(path: str, holder: int, token: str | None, *, exclude: int | None = 
         :class:`Keepers`; empty where nothing can be known (no ``/proc/locks``: not Linux, a
         restricted container; the file is gone). Never raises.
     """
-    from core.kernel.locks import file_key, key_text, parse_line, read_proc_locks
+    from core.kernel.locks import file_key, key_text, parse_line
+    from core.kernel.table import read_table
 
     try:
         st = os.lstat(path)
-        text = read_proc_locks(os.path.join(proc, "locks"))
+        table = read_table(os.path.join(proc, "locks"))
     except (OSError, ValueError):
         return Keepers()
+    text = table.text
     here = file_key(st)
     here_text, device = key_text(here), key_text(here).rsplit(":", 1)[0] + ":"
     who = str(holder)
@@ -234,6 +239,10 @@ def keepers(path: str, holder: int, token: str | None, *, exclude: int | None = 
         if lock.pid == holder or (lock.key == here and _own_namespace_pid(lock.pid, proc)
                                   == holder):
             wanted.setdefault(lock.key, set()).add(lock.pid)
+    if not table.complete:
+        # a table cut off at its bound (core.kernel.table) may hide the pin: look for the
+        # holder's flock on the lock file itself in every descriptor's fdinfo instead
+        wanted.setdefault(here, set()).add(holder)
     if not wanted:
         return Keepers()
     found, carried = _carriers(wanted, here, token, st.st_uid, exclude, proc)
