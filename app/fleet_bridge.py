@@ -1,0 +1,338 @@
+"""The app's part of the fleet (docs/fleet.md, "The app"; docs/gui.md, "Fleet"): with a
+``[fleet]`` table in the configuration the app does what ``lockwarden agent`` does and reads
+what the other hosts publish, all in one worker thread with its own connections -- the GUI
+thread never waits on the database.
+
+Each turn of the worker (every ``[fleet] interval`` seconds, at once after a change of the
+local watcher, and at once on a ``NOTIFY`` from another host):
+
+1. **publishes** this host's watched locks, heartbeat and PID liveness
+   (:class:`core.fleet.store.Publisher`), once the watcher's first scan is in;
+2. **reads** every host's heartbeat and PID reports (:func:`core.fleet.store.read_snapshot`),
+   the hosts' summaries and, after a ``NOTIFY`` from another host, their published locks
+   (:mod:`core.fleet.hosts`);
+3. **re-judges** this host's rows whose record names another host by that host's report
+   (:func:`core.fleet.judge.judge_with_fleet`, through :attr:`app.watch_bridge.Inventory.judge`,
+   so the watcher's later updates are judged the same way), and puts the other hosts' locks
+   in the table as fleet rows (:mod:`app.fleet_rows`), with whether actions on each are safe
+   from here.
+
+A database that is down, slow or refuses is a problem in the Problems panel
+(:attr:`FleetBridge.problemsChanged`); the local table goes on unchanged (rows are judged by
+the local rules while no current report is at hand), the worker tries again every interval,
+and the publisher sends every row again once the database is back, so nothing is lost.
+Nothing of the fleet (nor psycopg) is imported until a ``[fleet]`` table is configured.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.fleet_rows import Safety, action_safety, fleet_origin, published_status
+from app.lockinfo import Update
+from app.watch_bridge import Inventory
+from core.config import Config
+from core.record import Liveness, LockStatus
+
+if TYPE_CHECKING:
+    from core.config.model import FleetSpec
+    from core.fleet.hosts import HostSummary
+    from core.fleet.store import FleetSnapshot
+
+WAIT_STEP_S = 0.25
+"""Longest single wait of the worker, in seconds: how soon it sees a stop or a local change."""
+
+
+def _same(a: LockStatus, b: LockStatus) -> bool:
+    """Two verdicts a table shows alike (ticking reason parameters aside)."""
+    return (a.state, a.liveness, a.record, a.error, [r.stable() for r in a.reasons]) == \
+        (b.state, b.liveness, b.record, b.error, [r.stable() for r in b.reasons])
+
+
+class FleetBridge(QObject):
+    """Publishes and reads the fleet in a worker thread (module docstring).
+
+    Attributes (GUI thread): ``hosts`` (the last :class:`core.fleet.hosts.HostSummary` list),
+    ``hosts_current`` (False while the database cannot be read), ``problems`` (one line per
+    failing part), ``active`` (a ``[fleet]`` table is configured), ``spec``.
+
+    Signals (GUI thread):
+        problemsChanged(list[str]): the fleet's problems (empty when all is well).
+        hostsChanged(list[HostSummary]): the hosts' summaries after each read, or the last
+            ones again (``hosts_current`` False) when the read failed.
+    """
+
+    problemsChanged = Signal(object)
+    hostsChanged = Signal(object)
+    _result = Signal(object)
+
+    def __init__(self, inventory: Inventory, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._inventory = inventory
+        self._gen = 0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._snap: FleetSnapshot | None = None
+        self._silent_after = 15.0
+        self.spec: FleetSpec | None = None
+        self.hosts: list[HostSummary] = []
+        self.hosts_current = False
+        self.problems: list[str] = []
+        self._safety: dict[str, Safety] = {}
+        self._shown: set[str] = set()  # fleet rows in the table (GUI thread's view)
+        inventory.judge = self.judged
+        inventory.change_listeners.append(lambda _changes: self._wake.set())
+        self._result.connect(self._apply)
+
+    @property
+    def active(self) -> bool:
+        """True while a ``[fleet]`` table is configured."""
+        return self.spec is not None
+
+    # -- any thread ---------------------------------------------------------------------------
+
+    def judged(self, st: LockStatus) -> LockStatus:
+        """``st`` re-judged by the report of the host its record names, with the last snapshot
+        read (:func:`core.fleet.judge.judge_with_fleet`); ``st`` itself without a current
+        snapshot, for a lock this host can judge, and for a fleet row. Any thread."""
+        snap = self._snap
+        if snap is None or st.liveness is not Liveness.REMOTE or fleet_origin(st.path):
+            return st
+        from core.fleet.judge import judge_with_fleet
+
+        return judge_with_fleet(st, snap, silent_after=self._silent_after)
+
+    def safety(self, key: str) -> Safety | None:
+        """Whether actions on the fleet row ``key`` are safe here (:func:`app.fleet_rows.
+        action_safety`), or None when ``key`` is no fleet row (or not checked yet)."""
+        return self._safety.get(key)
+
+    # -- GUI thread ---------------------------------------------------------------------------
+
+    def set_config(self, config: Config) -> None:
+        """Follow ``config``'s ``[fleet]`` table: stop the old worker; without one, the fleet
+        rows leave the table and nothing more is done."""
+        self.close()
+        spec = config.fleet
+        self.spec = spec
+        if spec is None:
+            self.hosts, self.hosts_current = [], False
+            self.hostsChanged.emit([])
+            self._set_problems([])
+            return
+        self._silent_after = spec.silent_after
+        self._stop, self._wake = threading.Event(), threading.Event()
+        gen = self._gen
+        self._thread = threading.Thread(target=self._run, args=(spec, self._stop, self._wake,
+                                                                 gen),
+                                        name="lockwarden-fleet", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the worker (it closes its connections; this host's rows stay and turn silent)
+        and take the fleet rows out of the table. Waits up to ``timeout`` s for it."""
+        self._gen += 1
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+        self._snap = None
+        gone = [(key, None) for key in self._shown]
+        self._shown.clear()
+        self._safety.clear()
+        if gone:
+            self._inventory.push(gone)
+
+    def _set_problems(self, problems: list[str]) -> None:
+        if problems != self.problems:
+            self.problems = problems
+            self.problemsChanged.emit(list(problems))
+
+    def _apply(self, result: tuple[int, list[HostSummary] | None, list[str],
+                                   dict[str, Safety], set[str]]) -> None:
+        gen, hosts, problems, safety, shown = result
+        if gen != self._gen:  # a worker of an older configuration
+            return
+        self._safety = safety
+        self._shown = shown
+        self.hosts_current = hosts is not None
+        if hosts is not None:
+            self.hosts = hosts
+        self.hostsChanged.emit(list(self.hosts))
+        self._set_problems(problems)
+
+    # -- worker thread ------------------------------------------------------------------------
+
+    def _run(self, spec: FleetSpec, stop: threading.Event, wake: threading.Event,
+             gen: int) -> None:
+        from core.fleet.store import FleetError, Publisher
+
+        publisher = Publisher(spec)
+        reader: Any = None
+        rows: dict[str, LockStatus] = {}
+        safety: dict[str, Safety] = {}
+        judged: dict[str, LockStatus] = {}
+        need_locks = True
+        try:
+            while not stop.is_set():
+                pub_problem: str | None = None
+                w = self._inventory.watcher
+                if w is not None and self._inventory.initial_done:
+                    try:
+                        publisher.publish(w.snapshot())
+                    except FleetError as exc:
+                        pub_problem = str(exc)
+                    except Exception as exc:  # a driver's own error: said, never a crash
+                        pub_problem = f"fleet: {type(exc).__name__}: {exc}"
+                try:
+                    if reader is None:
+                        reader = self._connect(spec)
+                        need_locks = True
+                    read = self._read(reader, spec, need_locks)
+                    need_locks = False
+                    read_problem = None
+                except Exception as exc:
+                    read_problem = str(exc)
+                    self._drop(reader)
+                    reader, read = None, None
+                if stop.is_set():
+                    return
+                self._snap = None if read is None else read[0]
+                updates = self._rejudge(w, judged)
+                if read is not None and read[2] is not None:
+                    updates += self._fleet_rows(w, read[2], rows, safety)
+                if updates:
+                    self._inventory.push(updates)
+                problems = self._problems(spec, pub_problem, read_problem)
+                try:
+                    self._result.emit((gen, None if read is None else read[1], problems,
+                                       dict(safety), set(rows)))
+                except RuntimeError:  # the app is gone
+                    return
+                need_locks = self._wait(reader, spec, stop, wake) or need_locks
+        finally:
+            publisher.close()
+            self._drop(reader)
+
+    @staticmethod
+    def _connect(spec: FleetSpec) -> Any:
+        from core.fleet.schema import CHANNEL
+        from core.fleet.store import connect
+
+        conn = connect(spec)
+        conn.execute(f"LISTEN {CHANNEL}")
+        return conn
+
+    @staticmethod
+    def _drop(conn: Any) -> None:
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a broken connection: nothing to do
+                pass
+
+    @staticmethod
+    def _read(conn: Any, spec: FleetSpec, locks: bool) -> tuple[Any, Any, Any]:
+        """``(snapshot, host summaries, published locks or None)`` through ``conn``."""
+        from core.fleet.hosts import host_summaries, published_locks
+        from core.fleet.store import _error, read_snapshot
+
+        try:
+            snap = read_snapshot(conn)
+            hosts = host_summaries(conn, silent_after=spec.silent_after)
+            published = published_locks(conn, except_host=spec.host) if locks else None
+        except Exception as exc:
+            raise _error(spec, exc) from None
+        return snap, hosts, published
+
+    def _rejudge(self, w: Any, judged: dict[str, LockStatus]) -> list[Update]:
+        """This host's rows whose record names another host, judged again with the snapshot
+        just read (or by the local rules without one), where the verdict shown changes."""
+        if w is None:
+            return []
+        out: list[Update] = []
+        now: dict[str, LockStatus] = {}
+        for st in w.snapshot():
+            if st.liveness is not Liveness.REMOTE:
+                continue
+            new = self.judged(st)
+            now[st.path] = new
+            old = judged.get(st.path)
+            if old is None and new is st:
+                continue  # never re-judged, still not: the table has it already
+            if old is None or not _same(old, new):
+                out.append((st.path, new))
+        judged.clear()
+        judged.update(now)
+        return out
+
+    @staticmethod
+    def _fleet_rows(w: Any, published: list[Any], rows: dict[str, LockStatus],
+                    safety: dict[str, Safety]) -> list[Update]:
+        """The other hosts' published locks as fleet rows (those a watched directory of this
+        host covers are this host's own rows already), with their actions' safety."""
+        from core.verdicts.inspect import inspect
+
+        new: dict[str, LockStatus] = {}
+        out: list[Update] = []
+        for pl in published:
+            if w is not None and w.covers(pl.path):
+                continue
+            st = published_status(pl.host, pl.path, pl.verdict)
+            new[st.path] = st
+            old = rows.get(st.path)
+            if old is not None and _same(old, st):
+                continue
+            out.append((st.path, st))
+            try:
+                here = inspect(pl.path)
+            except Exception:  # unreadable here: no action from here
+                here = None
+            safety[st.path] = action_safety(pl.host, pl.path, st, here)
+        for key in [k for k in rows if k not in new]:
+            out.append((key, None))
+            safety.pop(key, None)
+        rows.clear()
+        rows.update(new)
+        return out
+
+    @staticmethod
+    def _problems(spec: FleetSpec, pub: str | None, read: str | None) -> list[str]:
+        every = f"tried again every {spec.interval:g} s; the local table goes on unchanged"
+        if pub and read and pub == read:
+            return [f"{pub}: not publishing as {spec.host} and not using the other hosts' "
+                    f"reports; {every}"]
+        out = []
+        if pub:
+            out.append(f"{pub}: not publishing as {spec.host}; {every}")
+        if read:
+            out.append(f"{read}: the other hosts' reports and locks are not current; {every}")
+        return out
+
+    @staticmethod
+    def _wait(reader: Any, spec: FleetSpec, stop: threading.Event,
+              wake: threading.Event) -> bool:
+        """Wait for the next turn: the interval, a local change (``wake``), a stop, or a
+        ``NOTIFY`` from another host (then True: read their locks again)."""
+        deadline = time.monotonic() + spec.interval
+        notified = False
+        while not stop.is_set() and not wake.is_set() and not notified:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if reader is None:
+                wake.wait(min(left, WAIT_STEP_S))
+                continue
+            try:
+                for n in reader.notifies(timeout=min(left, WAIT_STEP_S), stop_after=1):
+                    notified = notified or n.payload != spec.host
+            except Exception:  # a broken connection: the next read says so and reconnects
+                return True
+        wake.clear()
+        return notified
