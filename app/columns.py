@@ -17,7 +17,7 @@ from datetime import datetime
 
 from PySide6.QtCore import Qt
 
-from app.fleet_rows import host_of
+from app.fleet_rows import directory_of, host_of
 from app.lockinfo import STATE_WORDS, display_state, held_by_user, human_duration
 from core.holder import process_label
 from core.record import LockStatus, State
@@ -167,7 +167,7 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     if col == Col.LOCK:
         return os.path.basename(st.path)
     if col == Col.DIRECTORY:
-        return os.path.dirname(st.path)
+        return directory_of(st.path)
     if col == Col.HOLDER:
         return holder_text(st, my_host)
     if col == Col.TOOL:

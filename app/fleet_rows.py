@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,6 +48,15 @@ def real_path(key: str) -> str:
     """The lock's path on its own host: a fleet row's path, else ``key`` itself."""
     origin = fleet_origin(key)
     return key if origin is None else origin[1]
+
+
+def directory_of(key: str) -> str:
+    """The Directory column's text: ``host:/dir`` for a fleet row (as ``scp`` writes it),
+    else the path's directory."""
+    origin = fleet_origin(key)
+    if origin is None:
+        return os.path.dirname(key)
+    return f"{origin[0]}:{os.path.dirname(origin[1])}"
 
 
 def host_of(st: LockStatus, my_host: str) -> str:
@@ -103,7 +113,7 @@ def _reasons(raw: object) -> tuple[Reason, ...]:
 
 
 def published_status(host: str, path: str, verdict: Mapping[str, Any]) -> LockStatus:
-    """The read-only status of the lock ``host`` published at ``path`` with ``verdict`` (as
+    """The status of the lock ``host`` published at ``path`` with ``verdict`` (as
     :class:`core.fleet.hosts.PublishedLock` holds it), keyed by :func:`fleet_key`. Its state,
     liveness and reasons are the publishing host's: that host judged its own PIDs."""
     key = fleet_key(host, path)
@@ -128,7 +138,7 @@ def published_status(host: str, path: str, verdict: Mapping[str, Any]) -> LockSt
                          tag=_str(verdict.get("tag")))
     return LockStatus(path=key, state=state, liveness=liveness,
                       reasons=_reasons(verdict.get("reasons")), record=rec,
-                      error=_str(verdict.get("error")), read_only=True)
+                      error=_str(verdict.get("error")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from app.columns import Col
 from app.config_store import ConfigStore
 from app.detail import DetailPane
 from app.engine_calls import LockActions, lost_message
+from app.fleet_rows import fleet_origin
 from app.hosts_panel import HostFilter, HostsPanel
 from app.icons import app_icon
 from app.lockinfo import human_duration, under_any
@@ -190,6 +191,9 @@ class MainWindow(ActionsWindow):
         self.act_hosts.setEnabled(active)
         self._host_filter_action.setVisible(active)
         self.table.setColumnHidden(Col.HOST, not active)
+        header = self.table.horizontalHeader()
+        if active and header.visualIndex(Col.HOST) == Col.HOST:  # where it was added: last
+            header.moveSection(Col.HOST, Col.LOCK + 1)  # beside the lock, unless moved since
         if active and not was:
             self.hosts.show()
         elif not active:
@@ -363,7 +367,8 @@ class MainWindow(ActionsWindow):
         watched = [d.path for d in self._inventory.dirs]
         self.detail.show_status(st, age=self._age_text(st), mine=self._model.is_mine(st),
                                 now=self._model.now,
-                                outside=bool(watched) and not under_any(st.path, watched))
+                                outside=bool(watched) and not under_any(st.path, watched)
+                                and fleet_origin(st.path) is None)
 
     def _detail_updated(self, updates: list[tuple[str, LockStatus | None]]) -> None:
         """A new verdict on the shown lock: show it now, even when no table cell changed (a

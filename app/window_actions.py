@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TypeAlias
 
 from PySide6.QtCore import QPoint, Qt, Signal, SignalInstance
@@ -17,7 +16,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu
 
 from app.engine_calls import LockActions
-from app.fleet_rows import Safety, real_path
+from app.fleet_rows import Safety, fleet_origin, real_path
 from app.lockinfo import forceable, is_remote, not_a_lock_file, reclaimable
 from app.table import LockTable
 from core.reasons import printable
@@ -59,9 +58,15 @@ class ActionsWindow(QMainWindow):
     _tips: dict[QAction, str]
 
     def fleet_safety(self, key: str) -> Safety | None:
-        """Whether actions on the fleet row ``key`` are safe here; None for any other row."""
+        """Whether actions on the fleet row ``key`` are safe here (not yet known: no); None
+        for any other row."""
+        origin = fleet_origin(key)
+        if origin is None:
+            return None
         ask = self.fleet_safety_of
-        return None if ask is None else ask(key)
+        known = None if ask is None else ask(key)
+        return known or Safety(False, f"whether {origin[1]} here is the file {origin[0]} "
+                               "published is being checked")
 
     def current_status(self) -> LockStatus | None:
         """Status of the selected row, or ``None``."""
@@ -173,8 +178,6 @@ class ActionsWindow(QMainWindow):
     def _update_actions(self) -> None:
         st = self.current_status()
         safety = None if st is None else self.fleet_safety(st.path)
-        if st is not None and safety is not None and safety.ok:
-            st = replace(st, read_only=False)  # the same file here: acted on as ours are
         self._fleet_tooltips(safety)
         if safety is not None and not safety.ok:
             for a in self.fleet_guarded():
