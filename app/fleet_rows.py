@@ -103,7 +103,7 @@ def _reasons(raw: object) -> tuple[Reason, ...]:
         if not isinstance(item, dict):
             continue
         try:
-            code = Code(item.get("code"))
+            code = Code(str(item.get("code")))
         except ValueError:
             continue
         params = {k: v for k, v in item.items() if k not in ("code", "text")
@@ -118,11 +118,11 @@ def published_status(host: str, path: str, verdict: Mapping[str, Any]) -> LockSt
     liveness and reasons are the publishing host's: that host judged its own PIDs."""
     key = fleet_key(host, path)
     try:
-        state = State(verdict.get("state"))
+        state = State(str(verdict.get("state")))
     except ValueError:
         state = State.UNREADABLE
     try:
-        liveness = Liveness(verdict.get("liveness"))
+        liveness = Liveness(str(verdict.get("liveness")))
     except ValueError:
         liveness = Liveness.UNKNOWN
     fmt = _str(verdict.get("format"))

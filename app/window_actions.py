@@ -72,6 +72,14 @@ class ActionsWindow(QMainWindow):
         """Status of the selected row, or ``None``."""
         return self.table.selected_status()
 
+    def rescan(self) -> None:
+        """Rescan (F5, Ctrl+R): the window does it."""
+        raise NotImplementedError
+
+    def focus_filter(self) -> None:
+        """Find (Ctrl+F): the window does it."""
+        raise NotImplementedError
+
     def fleet_guarded(self) -> tuple[QAction, ...]:
         """The actions refused on a fleet row that is not safe from here."""
         return (self.act_release, self.act_reclaim, self.act_force, self.act_end_holder,
