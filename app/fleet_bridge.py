@@ -26,6 +26,7 @@ Nothing of the fleet (nor psycopg) is imported until a ``[fleet]`` table is conf
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -183,9 +184,10 @@ class FleetBridge(QObject):
             while not stop.is_set():
                 pub_problem: str | None = None
                 w = self._inventory.watcher
+                mine = w.snapshot() if w is not None else []  # one copy per turn
                 if w is not None and self._inventory.initial_done:
                     try:
-                        publisher.publish(w.snapshot())
+                        publisher.publish(mine)
                     except FleetError as exc:
                         pub_problem = str(exc)
                     except Exception as exc:  # a driver's own error: said, never a crash
@@ -204,7 +206,7 @@ class FleetBridge(QObject):
                 if stop.is_set():
                     return
                 self._snap = None if read is None else read[0]
-                updates = self._rejudge(w, judged)
+                updates = self._rejudge(mine, judged)
                 if read is not None and read[2] is not None:
                     updates += self._fleet_rows(w, read[2], rows, safety)
                 if updates:
@@ -251,14 +253,13 @@ class FleetBridge(QObject):
             raise _error(spec, exc) from None
         return snap, hosts, published
 
-    def _rejudge(self, w: Any, judged: dict[str, LockStatus]) -> list[Update]:
-        """This host's rows whose record names another host, judged again with the snapshot
-        just read (or by the local rules without one), where the verdict shown changes."""
-        if w is None:
-            return []
+    def _rejudge(self, mine: list[LockStatus], judged: dict[str, LockStatus]) -> list[Update]:
+        """This host's rows (``mine``, the watcher's inventory) whose record names another
+        host, judged again with the snapshot just read (or by the local rules without one),
+        where the verdict shown changes."""
         out: list[Update] = []
         now: dict[str, LockStatus] = {}
-        for st in w.snapshot():
+        for st in mine:
             if st.liveness is not Liveness.REMOTE:
                 continue
             new = self.judged(st)
@@ -290,8 +291,8 @@ class FleetBridge(QObject):
             if old is not None and _same(old, st):
                 continue
             out.append((st.path, st))
-            try:
-                here = inspect(pl.path)
+            try:  # the same engine reads the file here, if there is one
+                here = inspect(pl.path) if os.path.lexists(pl.path) else None
             except Exception:  # unreadable here: no action from here
                 here = None
             safety[st.path] = action_safety(pl.host, pl.path, st, here)

@@ -196,6 +196,14 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
     # back on a lock of this host: the actions' own tooltips
     assert w.select_path(str(mine / "local.lock"))
     assert "Not from here" not in w.act_force.toolTip()
+    # the shared lock force-released from here: the same engine, on the file itself
+    assert w.select_path(build) and w.act_force.isEnabled()
+    n = len(lw.ops.dialogs)
+    w.act_force.trigger()
+    dlg = lw.ops.dialogs[n]
+    dlg.reason.setText("build host B is down")
+    dlg.accept()
+    qtbot.waitUntil(lambda: not (shared / "build.lock").exists(), timeout=15_000)
 
 
 @pytest.mark.skipif(not UNSHARE, reason="hosts are simulated with UTS namespaces (root)")
