@@ -31,7 +31,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.fleet_rows import Safety, action_safety, fleet_origin, published_status
 from app.lockinfo import Update
@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 
 WAIT_STEP_S = 0.25
 """Longest single wait of the worker, in seconds: how soon it sees a stop or a local change."""
+
+STALL_S = 10.0
+"""Seconds without a finished turn of the worker (and at least three intervals) after which
+the database counts as hung: a problem says so and the other hosts' reports are no longer
+used. A server that stops answering on an open connection holds a client until the operating
+system gives up on it (``statement_timeout`` is the server's own clock); this is the app's."""
 
 
 def _same(a: LockStatus, b: LockStatus) -> bool:
@@ -86,9 +92,14 @@ class FleetBridge(QObject):
         self.problems: list[str] = []
         self._safety: dict[str, Safety] = {}
         self._shown: set[str] = set()  # fleet rows in the table (GUI thread's view)
+        self._last_turn = time.monotonic()
+        self._stalled = False
         inventory.judge = self.judged
         inventory.change_listeners.append(lambda _changes: self._wake.set())
         self._result.connect(self._apply)
+        self._watchdog = QTimer(self)
+        self._watchdog.setInterval(1000)
+        self._watchdog.timeout.connect(self._check_stall)
 
     @property
     def active(self) -> bool:
@@ -127,6 +138,9 @@ class FleetBridge(QObject):
             self._set_problems([])
             return
         self._silent_after = spec.silent_after
+        self._last_turn = time.monotonic()
+        self._stalled = False
+        self._watchdog.start()
         self._stop, self._wake = threading.Event(), threading.Event()
         gen = self._gen
         self._thread = threading.Thread(target=self._run, args=(spec, self._stop, self._wake,
@@ -138,6 +152,7 @@ class FleetBridge(QObject):
         """Stop the worker (it closes its connections; this host's rows stay and turn silent)
         and take the fleet rows out of the table. Waits up to ``timeout`` s for it."""
         self._gen += 1
+        self._watchdog.stop()
         self._stop.set()
         self._wake.set()
         thread, self._thread = self._thread, None
@@ -160,6 +175,8 @@ class FleetBridge(QObject):
         gen, hosts, problems, safety, shown = result
         if gen != self._gen:  # a worker of an older configuration
             return
+        self._last_turn = time.monotonic()
+        self._stalled = False
         self._safety = safety
         self._shown = shown
         self.hosts_current = hosts is not None
@@ -167,6 +184,23 @@ class FleetBridge(QObject):
             self.hosts = hosts
         self.hostsChanged.emit(list(self.hosts))
         self._set_problems(problems)
+
+    def _check_stall(self) -> None:
+        """Each second: a worker that has not finished a turn for :data:`STALL_S` (and three
+        intervals) waits on a hung database: say so, and judge by the local rules."""
+        spec = self.spec
+        quiet = time.monotonic() - self._last_turn
+        if spec is None or self._stalled or quiet <= max(STALL_S, 3 * spec.interval):
+            return
+        from core.fleet.store import redact
+
+        self._stalled = True
+        self._snap = None  # no current report: the watcher's next updates by the local rules
+        self.hosts_current = False
+        self.hostsChanged.emit(list(self.hosts))
+        self._set_problems([*self.problems, (
+            f"fleet database {redact(spec.dsn)}: no answer for {quiet:.0f} s (slow or hung): "
+            "the other hosts' reports are not used; the local table goes on unchanged")])
 
     # -- worker thread ------------------------------------------------------------------------
 

@@ -319,3 +319,47 @@ def test_without_a_fleet_no_host_column_no_hosts_panel(app_for: Any, tmp_path: P
     assert w.table.isColumnHidden(Col.HOST)
     assert not w.act_hosts.isEnabled() and not w.hosts.isVisible()
     assert not w.problems.problems("fleet")
+
+
+def test_a_hung_database_is_a_problem_and_the_local_table_goes_on(
+        app_for: Any, tmp_path: Path, qtbot: Any) -> None:
+    """A server that stops answering (SIGSTOP: the connection stays open, nothing times out
+    on the server's side) holds the worker, never the GUI thread: the app's own watchdog says
+    so, and everything is back once the server answers again."""
+    import psutil
+
+    pg = start_pg()
+    with open(os.path.join(pg.data, "postmaster.pid"), encoding="ascii") as f:
+        postmaster = psutil.Process(int(f.readline()))
+    server: list[psutil.Process] = []
+    try:
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        lw = app_for(mine, pg)
+        w = lw.window
+        qtbot.waitUntil(lambda: any(r[0] == "fleet-a" for r in w.hosts.rows()),
+                        timeout=30_000)
+        server += [postmaster, *postmaster.children(recursive=True)]  # the app's backends too
+        for p in server:
+            p.suspend()
+        _record(mine / "one.lock", os.getpid(), "fleet-a", "one")  # wakes the worker: hangs
+        qtbot.waitUntil(lambda: lw.model.status_of(str(mine / "one.lock")) is not None,
+                        timeout=20_000)
+        qtbot.waitUntil(lambda: any("no answer" in p for p in w.problems.problems("fleet")),
+                        timeout=60_000)
+        assert "cannot be read" in w.hosts.summary.text()
+        _record(mine / "two.lock", os.getpid(), "fleet-a", "two")  # the table goes on
+        qtbot.waitUntil(lambda: lw.model.status_of(str(mine / "two.lock")) is not None,
+                        timeout=20_000)
+        for p in server:
+            p.resume()
+        qtbot.waitUntil(lambda: not w.problems.problems("fleet"), timeout=60_000)
+        qtbot.waitUntil(lambda: any(r[0] == "fleet-a" and r[2] == "2"
+                                    for r in w.hosts.rows()), timeout=30_000)
+    finally:
+        for p in server:
+            try:
+                p.resume()
+            except psutil.Error:
+                pass
+        pg.stop()
