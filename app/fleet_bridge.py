@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.fleet_rows import Safety, action_safety, fleet_origin, published_status
+from app.fleet_rows import Safety, action_safety, fleet_key, fleet_origin, published_status
 from app.lockinfo import Update
 from app.watch_bridge import Inventory
 from core.config import Config
@@ -171,14 +171,15 @@ class FleetBridge(QObject):
             self.problemsChanged.emit(list(problems))
 
     def _apply(self, result: tuple[int, list[HostSummary] | None, list[str],
-                                   dict[str, Safety], set[str]]) -> None:
+                                   dict[str, Safety], set[str] | None]) -> None:
         gen, hosts, problems, safety, shown = result
         if gen != self._gen:  # a worker of an older configuration
             return
         self._last_turn = time.monotonic()
         self._stalled = False
         self._safety = safety
-        self._shown = shown
+        if shown is not None:  # None: the same rows as before
+            self._shown = shown
         self.hosts_current = hosts is not None
         if hosts is not None:
             self.hosts = hosts
@@ -210,10 +211,11 @@ class FleetBridge(QObject):
 
         publisher = Publisher(spec)
         reader: Any = None
-        rows: dict[str, LockStatus] = {}
+        rows: dict[str, dict[str, tuple[dict[str, Any], LockStatus]]] = {}  # host: key: row
         safety: dict[str, Safety] = {}
         judged: dict[str, LockStatus] = {}
-        need_locks = True
+        need: set[str] | None = None  # hosts whose locks to read; None: every host
+        heard: set[str] = set()  # NOTIFY payloads (hosts) heard while waiting
         try:
             while not stop.is_set():
                 pub_problem: str | None = None
@@ -226,42 +228,54 @@ class FleetBridge(QObject):
                         pub_problem = str(exc)
                     except Exception as exc:  # a driver's own error: said, never a crash
                         pub_problem = f"fleet: {type(exc).__name__}: {exc}"
+                asked = need
                 try:
                     if reader is None:
-                        reader = self._connect(spec)
-                        need_locks = True
-                    read = self._read(reader, spec, need_locks)
-                    need_locks = False
+                        reader = self._connect(spec, heard)
+                        asked = None
+                    read = self._read(reader, spec, asked)
+                    need = set()
                     read_problem = None
                 except Exception as exc:
                     read_problem = str(exc)
                     self._drop(reader)
-                    reader, read = None, None
+                    reader, read, need = None, None, None
                 if stop.is_set():
                     return
                 self._snap = None if read is None else read[0]
                 updates = self._rejudge(mine, judged)
                 if read is not None and read[2] is not None:
-                    updates += self._fleet_rows(w, read[2], rows, safety)
+                    updates += self._fleet_rows(w, read[2], asked, rows, safety)
                 if updates:
                     self._inventory.push(updates)
                 problems = self._problems(spec, pub_problem, read_problem)
+                shown = ({k for by_key in rows.values() for k in by_key}
+                         if any(st is None or fleet_origin(path) for path, st in updates)
+                         else None)
                 try:
                     self._result.emit((gen, None if read is None else read[1], problems,
-                                       dict(safety), set(rows)))
+                                       dict(safety), shown))
                 except RuntimeError:  # the app is gone
                     return
-                need_locks = self._wait(reader, spec, stop, wake) or need_locks
+                notified = self._wait(reader, spec, stop, wake, heard)
+                if notified is None or need is None:
+                    need = None
+                else:
+                    need |= notified
         finally:
             publisher.close()
             self._drop(reader)
 
     @staticmethod
-    def _connect(spec: FleetSpec) -> Any:
+    def _connect(spec: FleetSpec, heard: set[str]) -> Any:
+        """A reader connection that LISTENs. A NOTIFY that arrives while another query runs
+        is kept by psycopg (3.2.4+) and given first by the next ``notifies()``; ``heard``
+        starts empty."""
         from core.fleet.schema import CHANNEL
         from core.fleet.store import connect
 
         conn = connect(spec)
+        heard.clear()
         conn.execute(f"LISTEN {CHANNEL}")
         return conn
 
@@ -274,18 +288,20 @@ class FleetBridge(QObject):
                 pass
 
     @staticmethod
-    def _read(conn: Any, spec: FleetSpec, locks: bool) -> tuple[Any, Any, Any]:
-        """``(snapshot, host summaries, published locks or None)`` through ``conn``."""
+    def _read(conn: Any, spec: FleetSpec, hosts: set[str] | None) -> tuple[Any, Any, Any]:
+        """``(snapshot, host summaries, published locks)`` through ``conn``; the locks of
+        ``hosts`` only (None: of every host; an empty set: none read, None returned)."""
         from core.fleet.hosts import host_summaries, published_locks
         from core.fleet.store import _error, read_snapshot
 
         try:
             snap = read_snapshot(conn)
-            hosts = host_summaries(conn, silent_after=spec.silent_after)
-            published = published_locks(conn, except_host=spec.host) if locks else None
+            summaries = host_summaries(conn, silent_after=spec.silent_after)
+            published = None if hosts is not None and not hosts else published_locks(
+                conn, except_host=spec.host, hosts=None if hosts is None else sorted(hosts))
         except Exception as exc:
             raise _error(spec, exc) from None
-        return snap, hosts, published
+        return snap, summaries, published
 
     def _rejudge(self, mine: list[LockStatus], judged: dict[str, LockStatus]) -> list[Update]:
         """This host's rows (``mine``, the watcher's inventory) whose record names another
@@ -308,33 +324,42 @@ class FleetBridge(QObject):
         return out
 
     @staticmethod
-    def _fleet_rows(w: Any, published: list[Any], rows: dict[str, LockStatus],
+    def _fleet_rows(w: Any, published: list[Any], asked: set[str] | None,
+                    rows: dict[str, dict[str, tuple[dict[str, Any], LockStatus]]],
                     safety: dict[str, Safety]) -> list[Update]:
-        """The other hosts' published locks as fleet rows (those a watched directory of this
-        host covers are this host's own rows already), with their actions' safety."""
+        """The published locks of the hosts ``asked`` (None: every host) as fleet rows, in
+        ``rows`` (host: key: (verdict, status)); only those whose verdict changed are
+        updates. Those a watched directory of this host covers are this host's own rows
+        already. Each new or changed row's actions' safety is checked here."""
         from core.verdicts.inspect import inspect
 
-        new: dict[str, LockStatus] = {}
         out: list[Update] = []
+        seen: dict[str, set[str]] = {}
         for pl in published:
             if w is not None and w.covers(pl.path):
                 continue
-            st = published_status(pl.host, pl.path, pl.verdict)
-            new[st.path] = st
-            old = rows.get(st.path)
-            if old is not None and _same(old, st):
+            key = fleet_key(pl.host, pl.path)
+            seen.setdefault(pl.host, set()).add(key)
+            by_key = rows.setdefault(pl.host, {})
+            old = by_key.get(key)
+            if old is not None and old[0] == pl.verdict:
                 continue
-            out.append((st.path, st))
+            st = published_status(pl.host, pl.path, pl.verdict)
+            by_key[key] = (pl.verdict, st)
+            out.append((key, st))
             try:  # the same engine reads the file here, if there is one
                 here = inspect(pl.path) if os.path.lexists(pl.path) else None
             except Exception:  # unreadable here: no action from here
                 here = None
-            safety[st.path] = action_safety(pl.host, pl.path, st, here)
-        for key in [k for k in rows if k not in new]:
-            out.append((key, None))
-            safety.pop(key, None)
-        rows.clear()
-        rows.update(new)
+            safety[key] = action_safety(pl.host, pl.path, st, here)
+        for host in list(rows) if asked is None else sorted(asked & set(rows)):
+            keep = seen.get(host, set())
+            for key in [k for k in rows[host] if k not in keep]:
+                del rows[host][key]
+                safety.pop(key, None)
+                out.append((key, None))
+            if not rows[host]:
+                del rows[host]
         return out
 
     @staticmethod
@@ -351,13 +376,14 @@ class FleetBridge(QObject):
         return out
 
     @staticmethod
-    def _wait(reader: Any, spec: FleetSpec, stop: threading.Event,
-              wake: threading.Event) -> bool:
+    def _wait(reader: Any, spec: FleetSpec, stop: threading.Event, wake: threading.Event,
+              heard: set[str]) -> set[str] | None:
         """Wait for the next turn: the interval, a local change (``wake``), a stop, or a
-        ``NOTIFY`` from another host (then True: read their locks again)."""
+        ``NOTIFY`` from another host (its payload, the host, is added to ``heard``).
+        Returns the hosts that notified (read their locks again), or None when the connection
+        broke (read everything after reconnecting)."""
         deadline = time.monotonic() + spec.interval
-        notified = False
-        while not stop.is_set() and not wake.is_set() and not notified:
+        while not stop.is_set() and not wake.is_set() and not heard - {spec.host}:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -366,8 +392,11 @@ class FleetBridge(QObject):
                 continue
             try:
                 for n in reader.notifies(timeout=min(left, WAIT_STEP_S), stop_after=1):
-                    notified = notified or n.payload != spec.host
+                    heard.add(n.payload)
             except Exception:  # a broken connection: the next read says so and reconnects
-                return True
+                heard.clear()
+                return None
         wake.clear()
+        notified = heard - {spec.host}
+        heard.clear()
         return notified

@@ -10,6 +10,7 @@ Ages are the database's clock (``now() - heartbeat_at``), so the hosts' clocks d
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,9 +73,11 @@ def host_summaries(conn: Any, *, silent_after: float) -> list[HostSummary]:
                 for host, age, interval, silent, locks, attention, version in cur.fetchall()]
 
 
-def published_locks(conn: Any, *, except_host: str | None = None) -> list[PublishedLock]:
-    """Every published lock (but those of ``except_host``, this host: its own are shown from
-    its own watcher), sorted by host and path, each with its reason codes.
+def published_locks(conn: Any, *, except_host: str | None = None,
+                    hosts: Sequence[str] | None = None) -> list[PublishedLock]:
+    """The published locks of ``hosts`` (default: every host), but those of ``except_host``
+    (this host: its own are shown from its own watcher), sorted by host and path, each with
+    its reason codes. A reader that follows ``NOTIFY`` reads only the hosts that notified.
 
     Raises:
         psycopg.Error: the database failed.
@@ -82,7 +85,9 @@ def published_locks(conn: Any, *, except_host: str | None = None) -> list[Publis
     with conn.cursor() as cur:
         cur.execute(
             "SELECT host, path, (verdict || jsonb_build_object('reasons', reasons))::text"
-            " FROM lockwarden_locks WHERE %s::text IS NULL OR host <> %s ORDER BY host, path",
-            (except_host, except_host))
+            " FROM lockwarden_locks WHERE (%s::text IS NULL OR host <> %s)"
+            " AND (%s::text[] IS NULL OR host = ANY(%s)) ORDER BY host, path",
+            (except_host, except_host, None if hosts is None else list(hosts),
+             None if hosts is None else list(hosts)))
         return [PublishedLock(str(host), str(path), dict(json.loads(verdict)))
                 for host, path, verdict in cur.fetchall()]
