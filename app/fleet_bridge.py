@@ -48,8 +48,9 @@ WAIT_STEP_S = 0.25
 """Longest single wait of the worker, in seconds: how soon it sees a stop or a local change."""
 
 STALL_S = 10.0
-"""Seconds without a finished turn of the worker (and at least three intervals) after which
-the database counts as hung: a problem says so and the other hosts' reports are no longer
+"""Seconds without an answer of the database to the worker -- a publication or a read that
+came back, well or not -- (and at least three intervals) after which the database counts as
+hung: a problem says so and the other hosts' reports are no longer
 used. A server that stops answering on an open connection holds a client until the operating
 system gives up on it (``statement_timeout`` is the server's own clock); this is the app's."""
 
@@ -92,7 +93,7 @@ class FleetBridge(QObject):
         self.problems: list[str] = []
         self._safety: dict[str, Safety] = {}
         self._shown: set[str] = set()  # fleet rows in the table (GUI thread's view)
-        self._last_turn = time.monotonic()
+        self._last_answer = time.monotonic()
         self._stalled = False
         inventory.judge = self.judged
         inventory.change_listeners.append(lambda _changes: self._wake.set())
@@ -138,7 +139,7 @@ class FleetBridge(QObject):
             self._set_problems([])
             return
         self._silent_after = spec.silent_after
-        self._last_turn = time.monotonic()
+        self._last_answer = time.monotonic()
         self._stalled = False
         self._watchdog.start()
         self._stop, self._wake = threading.Event(), threading.Event()
@@ -175,7 +176,6 @@ class FleetBridge(QObject):
         gen, hosts, problems, safety, shown = result
         if gen != self._gen:  # a worker of an older configuration
             return
-        self._last_turn = time.monotonic()
         self._stalled = False
         self._safety = safety
         if shown is not None:  # None: the same rows as before
@@ -187,10 +187,10 @@ class FleetBridge(QObject):
         self._set_problems(problems)
 
     def _check_stall(self) -> None:
-        """Each second: a worker that has not finished a turn for :data:`STALL_S` (and three
-        intervals) waits on a hung database: say so, and judge by the local rules."""
+        """Each second: a worker whose database has not answered for :data:`STALL_S` (and
+        three intervals) waits on a hung database: say so, and judge by the local rules."""
         spec = self.spec
-        quiet = time.monotonic() - self._last_turn
+        quiet = time.monotonic() - self._last_answer
         if spec is None or self._stalled or quiet <= max(STALL_S, 3 * spec.interval):
             return
         from core.fleet.store import redact
@@ -228,6 +228,7 @@ class FleetBridge(QObject):
                         pub_problem = str(exc)
                     except Exception as exc:  # a driver's own error: said, never a crash
                         pub_problem = f"fleet: {type(exc).__name__}: {exc}"
+                    self._last_answer = time.monotonic()  # any thread reads it (a float)
                 asked = need
                 try:
                     if reader is None:
@@ -240,6 +241,7 @@ class FleetBridge(QObject):
                     read_problem = str(exc)
                     self._drop(reader)
                     reader, read, need = None, None, None
+                self._last_answer = time.monotonic()
                 if stop.is_set():
                     return
                 self._snap = None if read is None else read[0]
