@@ -150,8 +150,9 @@ class FleetBridge(QObject):
         self._thread.start()
 
     def close(self, timeout: float = 2.0) -> None:
-        """Stop the worker (it closes its connections; this host's rows stay and turn silent)
-        and take the fleet rows out of the table. Waits up to ``timeout`` s for it."""
+        """Stop the worker (it closes its connections; this host's rows stay and turn silent),
+        take the fleet rows out of the table and judge this host's rows by the local rules
+        again. Waits up to ``timeout`` s for the worker."""
         self._gen += 1
         self._watchdog.stop()
         self._stop.set()
@@ -159,10 +160,13 @@ class FleetBridge(QObject):
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
-        self._snap = None
-        gone = [(key, None) for key in self._shown]
+        had, self._snap = self._snap, None
+        gone: list[Update] = [(key, None) for key in self._shown]
         self._shown.clear()
         self._safety.clear()
+        w = self._inventory.watcher
+        if had is not None and w is not None:  # rows judged by the fleet: by the local rules
+            gone += [(st.path, st) for st in w.snapshot() if st.liveness is Liveness.REMOTE]
         if gone:
             self._inventory.push(gone)
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from PySide6.QtCore import Qt
 pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
 
 from app.columns import Col
-from app.fleet_rows import fleet_key
+from app.fleet_rows import fleet_key, fleet_origin
 from core.config.model import FleetSpec
 from core.fleet.store import Publisher, connect, read_snapshot
 from core.reasons import Code
@@ -207,6 +208,9 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
     dlg.accept()
     qtbot.waitUntil(lambda: not (shared / "build.lock").exists(), timeout=60_000)
     assert not errors
+    # no fleet any more (Settings): the other hosts' rows, the column and the panel go
+    lw.set_fleet(replace(lw.config, fleet=None))
+    qtbot.waitUntil(lambda: w_hidden(lw), timeout=20_000)
 
 
 @pytest.mark.skipif(not UNSHARE, reason="hosts are simulated with UTS namespaces (root)")
@@ -249,11 +253,23 @@ def test_a_holder_killed_on_host_b_turns_stale_in_this_hosts_table(
         report = next(r for r in st.reasons if r.code is Code.FLEET_REPORT)
         assert report.get("host") == "fleet-b" and report.get("liveness") == "dead"
         assert _cell(lw, path, Col.STATE).lower().startswith("stale")
+        # the fleet taken out of the configuration: the local rules judge the row again
+        lw.set_fleet(replace(lw.config, fleet=None))
+        qtbot.waitUntil(lambda: Code.FLEET_REPORT not in codes(), timeout=20_000)
+        assert lw.model.status_of(path).state is State.HELD  # remote: the age rule
+        assert w_hidden(lw)
     finally:
         for p in (holder, agent):
             if p.poll() is None:
                 p.kill()
             p.communicate(timeout=30)
+
+
+def w_hidden(lw: Any) -> bool:
+    """No fleet shown: no Host column, no Hosts panel, no fleet rows."""
+    w = lw.window
+    return (w.table.isColumnHidden(Col.HOST) and not w.hosts.isVisible()
+            and not any(fleet_origin(st.path) for st in lw.model.statuses()))
 
 
 def _pg_ctl(pg: PgServer, *args: str) -> None:
