@@ -22,6 +22,7 @@ from app.commands import Commands
 from app.config_store import ConfigStore
 from app.demo import Demo
 from app.engine_calls import LockActions
+from app.fleet_bridge import FleetBridge
 from app.history_setup import install as install_history
 from app.lockinfo import plural
 from app.model import LockTableModel
@@ -115,6 +116,8 @@ class LockwardenApp(QObject):
         if demo is not None:
             self.window.show_demo(demo.dir)
         self.remote = RemotePoller(self.inventory, self)
+        self.fleet = FleetBridge(self.inventory, self)
+        self.window.fleet_safety_of = self.fleet.safety
         self.ops = Commands(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
                               dialog_parent=self.window, remote=self.remote, parent=self,
@@ -147,6 +150,11 @@ class LockwardenApp(QObject):
         ops.settingsApplied.connect(w.update_status)
         ops.settingsApplied.connect(lambda: self.remote.set_config(self.store.config))
         self.remote.problemsChanged.connect(w.status_line.set_server_problems)
+        ops.settingsApplied.connect(lambda: self.set_fleet(self.store.config))
+        self.fleet.problemsChanged.connect(self._fleet_problems)
+        self.fleet.hostsChanged.connect(lambda hosts: w.show_hosts(
+            hosts, current=self.fleet.hosts_current,
+            me=self.fleet.spec.host if self.fleet.spec is not None else None))
         self.remote.problemsChanged.connect(w.problems.set_server_problems)
         # audit entries written nowhere (a full disk): emitted from worker threads, shown here
         self.auditLost.connect(w.problems.add_audit_problem)
@@ -198,12 +206,32 @@ class LockwardenApp(QObject):
         self.inventory.rescan_interval = float(config.ui.rescan_interval)
         self.inventory.start(config.all_watches())
         self.remote.set_config(config)
+        self.set_fleet(config)
         if self.tray is not None:
             self.tray.show()
         if show_window or self.tray is None:
             self.show_window()
         # the configuration's problems: in the Problems panel (open from the start) and on
         # stderr (app.config_store.ConfigStore), never cut in the status line
+
+    def set_fleet(self, config: Config) -> None:
+        """Publish to and read ``config``'s ``[fleet]`` (:class:`app.fleet_bridge.FleetBridge`;
+        never in the demo, whose locks are not this host's); the window shows the Host column,
+        the host filter and the Hosts panel while one is configured."""
+        if self.demo is not None:
+            config = replace(config, fleet=None)
+        if self.fleet.active and config.fleet == self.fleet.spec:
+            return
+        self.window.set_fleet(config.fleet is not None)
+        self.fleet.set_config(config)
+
+    def _fleet_problems(self, problems: list[str]) -> None:
+        """The fleet's problems in the Problems panel, which opens when they start."""
+        panel = self.window.problems
+        had = bool(panel.problems("fleet"))
+        panel.set_fleet_problems(problems)
+        if problems and not had:
+            panel.reveal()
 
     def show_window(self) -> None:
         """Show, raise and activate the main window."""
@@ -278,6 +306,7 @@ class LockwardenApp(QObject):
             self.actions.save_kept(self.settings)
         self.window.save_state()
         self.remote.close()
+        self.fleet.close()
         self.inventory.close()
         self.history.close()
         self._forget_lost()

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from PySide6.QtCore import Qt
 
+from app.fleet_rows import directory_of, host_of
 from app.lockinfo import STATE_WORDS, display_state, held_by_user, human_duration
 from core.holder import process_label
 from core.record import LockStatus, State
@@ -37,6 +38,7 @@ class Col(enum.IntEnum):
     TAG = 9
     TOOL = 10
     KIND = 11
+    HOST = 12
 
 
 NCOLS = len(Col)
@@ -54,6 +56,7 @@ HEADERS: dict[Col, str] = {
     Col.TAG: "Tag",
     Col.TOOL: "Tool",
     Col.KIND: "Kind",
+    Col.HOST: "Host",
 }
 
 STATUS_ROLE = int(Qt.ItemDataRole.UserRole) + 1
@@ -164,13 +167,15 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     if col == Col.LOCK:
         return os.path.basename(st.path)
     if col == Col.DIRECTORY:
-        return os.path.dirname(st.path)
+        return directory_of(st.path)
     if col == Col.HOLDER:
         return holder_text(st, my_host)
     if col == Col.TOOL:
         return st.tool
     if col == Col.KIND:
         return st.kind
+    if col == Col.HOST:
+        return host_of(st, my_host)
     if col == Col.PID and st.holder_pid is not None and (rec is None or rec.pid is None):
         return str(st.holder_pid)  # a kernel lock's holder, as the kernel names it
     if col == Col.LIVENESS and rec is None and st.kernel_held:
@@ -244,4 +249,5 @@ def cell_keys(st: LockStatus, my_host: str) -> tuple[Hashable, ...]:
         rec.tag if rec else None,
         st.tool,
         st.kind,
+        host_of(st, my_host),
     )

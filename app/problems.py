@@ -1,7 +1,8 @@
 """The Problems panel (docs/gui.md, "Problems"): a dock of the main window that lists every
 problem whole, one per row, wrapped, never cut: the configuration file's (each warning of
 :func:`core.config.load`, the file that cannot be used first, with its line and column), the
-lock servers' (a failed poll, a password that cannot be read) and the watched directories'
+lock servers' (a failed poll, a password that cannot be read), the fleet database's (down,
+slow or refusing: :mod:`app.fleet_bridge`) and the watched directories'
 (missing, failing). **Open configuration file** and **Settings…** are at hand. The status line
 and the tray count the configuration's problems too (:mod:`app.statusline`, :mod:`app.tray`).
 """
@@ -29,7 +30,7 @@ from app.watch_bridge import Inventory
 from core.reasons import printable
 from core.watch.watcher import DirStatus
 
-SOURCES = ("configuration", "audit", "lock server", "directory")
+SOURCES = ("configuration", "audit", "lock server", "fleet", "directory")
 """What a problem is about, in the order the panel lists them."""
 
 PROBLEM_DIR_MODES = ("missing", "error")
@@ -99,6 +100,10 @@ class ProblemsPanel(QDockWidget):
     def set_server_problems(self, problems: Sequence[str]) -> None:
         """The lock servers that failed their last poll or cannot be configured."""
         self._set("lock server", list(problems))
+
+    def set_fleet_problems(self, problems: Sequence[str]) -> None:
+        """The fleet database's (publishing or reading failed: :mod:`app.fleet_bridge`)."""
+        self._set("fleet", list(problems))
 
     def add_audit_problem(self, text: str) -> None:
         """An audit entry that could be written nowhere (``core.audit.write.add_lost_listener``;

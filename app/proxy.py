@@ -25,6 +25,7 @@ from PySide6.QtCore import (
 )
 
 from app.columns import NCOLS, Col
+from app.fleet_rows import host_of
 from app.lockinfo import is_attention
 from app.model import Batch, LockTableModel, ModelIndex, row_blocks
 from core.record import LockStatus
@@ -72,6 +73,7 @@ class LockFilterProxy(QAbstractTableModel):
         self._words: list[str] = []
         self._stale_only = False
         self._mine_only = False
+        self._host: str | None = None
         self._batch_rows = -1  # source rows before the batch in progress; -1 outside a batch
 
     # -- source ------------------------------------------------------------------------------
@@ -201,10 +203,23 @@ class LockFilterProxy(QAbstractTableModel):
             self._mine_only = on
             self._refilter()
 
+    def set_host(self, host: str | None) -> None:
+        """Host filter: only locks whose Host column (:func:`app.fleet_rows.host_of`) is
+        ``host`` (case-insensitive); None shows every host's."""
+        host = host.lower() if host else None
+        if host != self._host:
+            self._host = host
+            self._refilter()
+
+    @property
+    def host(self) -> str | None:
+        """The host filter (lower case), or None."""
+        return self._host
+
     @property
     def active(self) -> bool:
         """True when any filter is on."""
-        return bool(self._words or self._stale_only or self._mine_only)
+        return bool(self._words or self._stale_only or self._mine_only or self._host)
 
     def accepts(self, source_row: int) -> bool:
         """Source row ``source_row`` passes the text and quick filters."""
@@ -215,6 +230,8 @@ class LockFilterProxy(QAbstractTableModel):
         if self._stale_only and not is_attention(st.state):
             return False
         if self._mine_only and not model.is_mine(st):
+            return False
+        if self._host and host_of(st, model.my_host).lower() != self._host:
             return False
         if self._words:
             text = model.search_text(source_row)

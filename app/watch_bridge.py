@@ -91,6 +91,9 @@ class Inventory(QObject):
         self.start_listeners: list[Callable[[list[LockStatus], list[str]], None]] = []
         """Called once per started watcher with its first inventory and the watched
         directories, on a worker thread."""
+        self.judge: Callable[[LockStatus], LockStatus] | None = None
+        """Applied to every status :meth:`push` queues, in the pushing thread (the fleet's
+        re-judging of locks recorded on other hosts, :mod:`app.fleet_bridge`). Thread-safe."""
 
     # -- called from any thread ---------------------------------------------------------------
 
@@ -99,6 +102,9 @@ class Inventory(QObject):
         """Queue lock updates from any thread (the watcher's callback path); with ``dirs``,
         the directories' statuses too, delivered in the same batch and before the updates
         (:attr:`dirsChanged` first)."""
+        judge = self.judge
+        if judge is not None:
+            updates = [(path, st if st is None else judge(st)) for path, st in updates]
         with self._lock:
             if dirs is not None:
                 self._pending_dirs = list(dirs)

@@ -11,26 +11,15 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Callable
-from typing import TypeAlias
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import (
-    QItemSelection,
-    QModelIndex,
-    QPoint,
-    QSettings,
-    Qt,
-    QTimer,
-    Signal,
-    SignalInstance,
-)
+from PySide6.QtCore import QItemSelection, QModelIndex, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QLabel,
     QLineEdit,
-    QMainWindow,
-    QMenu,
     QSplitter,
     QToolBar,
     QVBoxLayout,
@@ -42,28 +31,25 @@ from app.columns import Col
 from app.config_store import ConfigStore
 from app.detail import DetailPane
 from app.engine_calls import LockActions, lost_message
+from app.fleet_rows import fleet_origin
+from app.hosts_panel import HostFilter, HostsPanel
 from app.icons import app_icon
-from app.lockinfo import (
-    forceable,
-    human_duration,
-    is_remote,
-    not_a_lock_file,
-    reclaimable,
-    under_any,
-)
+from app.lockinfo import human_duration, under_any
 from app.model import LockTableModel
 from app.problems import ProblemsPanel
 from app.proxy import LockFilterProxy
 from app.statusline import StatusLine
 from app.table import LockTable
 from app.watch_bridge import Inventory
+from app.window_actions import ActionsWindow
 from core.reasons import printable
 from core.record import LockStatus, State
 
-Shortcut: TypeAlias = QKeySequence | QKeySequence.StandardKey | None
+if TYPE_CHECKING:
+    from core.fleet.hosts import HostSummary
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ActionsWindow):
     """Lock table, filter box, quick filters, detail pane, actions, status bar.
 
     Args:
@@ -76,24 +62,8 @@ class MainWindow(QMainWindow):
         hide_on_close: True with a tray: closing only hides the window; False: closing asks
             to quit (:attr:`quitRequested`).
 
-    Signals (the user asked for an operation; ``str`` is the selected lock's path):
-        acquireRequested(), releaseRequested(str), reclaimRequested(str),
-        forceReleaseRequested(str), openFolderRequested(str), copyPathRequested(str),
-        settingsRequested(), auditRequested(), historyRequested(str: a lock's audit entries),
-        quitRequested().
+    Signals: those of :class:`app.window_actions.ActionsWindow`.
     """
-
-    acquireRequested = Signal()
-    releaseRequested = Signal(str)
-    reclaimRequested = Signal(str)
-    forceReleaseRequested = Signal(str)
-    openFolderRequested = Signal(str)
-    copyPathRequested = Signal(str)
-    settingsRequested = Signal()
-    auditRequested = Signal()
-    historyRequested = Signal(str)
-    endHolderRequested = Signal(str)
-    quitRequested = Signal()
 
     def __init__(self, *, model: LockTableModel, proxy: LockFilterProxy, inventory: Inventory,
                  actions: LockActions, store: ConfigStore, settings: QSettings,
@@ -132,6 +102,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self._build_status_bar()
         self._build_problems()
+        self._build_hosts()
         actions.heldChanged.connect(self._update_actions)
         actions.lost.connect(self._lock_lost)
         self.restore_state()
@@ -183,6 +154,8 @@ class MainWindow(QMainWindow):
         self.held_by_me = QCheckBox("Held by me")
         self.held_by_me.setToolTip("Show only locks this Lockwarden holds")
         self.held_by_me.toggled.connect(self._quick_filters)
+        self.host_filter = HostFilter()
+        self.host_filter.hostChanged.connect(self._host_changed)
 
     def _build_problems(self) -> None:
         """The Problems panel (:mod:`app.problems`), docked below; open from the start when
@@ -196,6 +169,44 @@ class MainWindow(QMainWindow):
         self.act_problems.setShortcut(QKeySequence("Ctrl+Shift+P"))
         self.act_problems.setToolTip("Show or hide the Problems panel (Ctrl+Shift+P)")
         self.addAction(self.act_problems)
+
+    def _build_hosts(self) -> None:
+        """The Hosts panel (:mod:`app.hosts_panel`), docked right, and the host filter; both
+        hidden until a ``[fleet]`` is configured (:meth:`set_fleet`); Ctrl+Shift+O."""
+        self.hosts = HostsPanel(self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.hosts)
+        self.hosts.hide()
+        self.hosts.hostChosen.connect(self.host_filter.choose)
+        self.act_hosts = self.hosts.toggleViewAction()
+        self.act_hosts.setShortcut(QKeySequence("Ctrl+Shift+O"))
+        self.act_hosts.setToolTip("Show or hide the Hosts panel: every host of the fleet "
+                                  "(Ctrl+Shift+O)")
+        self.act_hosts.setEnabled(False)
+        self.addAction(self.act_hosts)
+
+    def set_fleet(self, active: bool) -> None:
+        """A ``[fleet]`` is configured (or no more): the Host column, the host filter and the
+        Hosts panel (shown at once) appear, or go with the host filter cleared."""
+        was = self.act_hosts.isEnabled()
+        self.act_hosts.setEnabled(active)
+        self._host_filter_action.setVisible(active)
+        self.table.setColumnHidden(Col.HOST, not active)
+        header = self.table.horizontalHeader()
+        if active and header.visualIndex(Col.HOST) == Col.HOST:  # where it was added: last
+            header.moveSection(Col.HOST, Col.LOCK + 1)  # beside the lock, unless moved since
+        if active and not was:
+            self.hosts.show()
+        elif not active:
+            self.host_filter.choose(None)
+            self.hosts.hide()
+            self.hosts.set_hosts([], current=False, me=None, configured=False)
+
+    def show_hosts(self, hosts: Sequence[HostSummary], *, current: bool,
+                   me: str | None) -> None:
+        """The fleet's hosts in the Hosts panel and the host filter (with this host's)."""
+        self.hosts.set_hosts(hosts, current=current, me=me)
+        self.host_filter.set_hosts([h.host for h in hosts] + ([me] if me else []))
+        self._update_actions()  # a fleet row's safety may have just been checked
 
     def _build_toolbars(self) -> None:
         tb = QToolBar("Actions")
@@ -221,6 +232,8 @@ class MainWindow(QMainWindow):
         fbar.addSeparator()
         fbar.addWidget(self.stale_only)
         fbar.addWidget(self.held_by_me)
+        self._host_filter_action = fbar.addWidget(self.host_filter)
+        self._host_filter_action.setVisible(False)
         self.addToolBarBreak()
         self.addToolBar(fbar)
 
@@ -238,91 +251,6 @@ class MainWindow(QMainWindow):
         self._model.countsChanged.connect(self._status_timer.start)
         self._inventory.dirsChanged.connect(self._dirs_changed)
         self._inventory.updated.connect(self._detail_updated)
-
-    # -- actions ------------------------------------------------------------------------------
-
-    def _action(self, text: str, slot: Callable[[], object], shortcut: Shortcut = None,
-                tip: str = "") -> QAction:
-        a = QAction(text, self)
-        if shortcut is not None:
-            a.setShortcut(QKeySequence(shortcut))
-            a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        a.setToolTip(tip or text)
-        a.triggered.connect(slot)
-        self.addAction(a)
-        return a
-
-    def _on_selected(self, signal: SignalInstance) -> Callable[[], None]:
-        """A slot emitting ``signal`` with the selected lock's path (nothing without one)."""
-
-        def slot() -> None:
-            st = self.current_status()
-            if st is not None:
-                signal.emit(st.path)
-
-        return slot
-
-    def _make_actions(self) -> None:
-        self.act_acquire = self._action("Acquire…", lambda: self.acquireRequested.emit(),
-                                        QKeySequence.StandardKey.New,
-                                        "Acquire a lock held by Lockwarden (Ctrl+N)")
-        self.act_release = self._action("Release", self._on_selected(self.releaseRequested),
-                                        None, "Release a lock this Lockwarden holds (Del)")
-        # Del is its own action, enabled whenever a row is selected: on a lock this app does
-        # not hold it explains why nothing happens instead of doing nothing silently
-        self.act_release_key = self._action("Release (Del)", self.release_key,
-                                            QKeySequence.StandardKey.Delete)
-        self.act_reclaim = self._action("Reclaim", self._on_selected(self.reclaimRequested),
-                                        QKeySequence("Ctrl+Shift+R"),
-                                        "Break a stale lock and take it (Ctrl+Shift+R)")
-        self.act_force = self._action("Force release…",
-                                      self._on_selected(self.forceReleaseRequested),
-                                      QKeySequence("Ctrl+Shift+Del"),
-                                      "Delete the lock file whoever holds it (Ctrl+Shift+Del)")
-        self.act_end_holder = self._action(
-            "End holder process…", self._on_selected(self.endHolderRequested), None,
-            "End (SIGTERM) the process holding this kernel lock: the only way to free it")
-        self.act_open_folder = self._action("Open folder",
-                                            self._on_selected(self.openFolderRequested))
-        self.act_copy = self._action("Copy path", self._on_selected(self.copyPathRequested),
-                                     QKeySequence("Ctrl+Shift+C"))
-        self.act_history = self._action("History…", self._on_selected(self.historyRequested),
-                                        QKeySequence("Ctrl+H"),
-                                        "The selected lock's audit entries (Ctrl+H)")
-        self.act_rescan = self._action("Rescan", self.rescan, None,
-                                       "Scan the watched directories again (F5, Ctrl+R)")
-        self.act_rescan.setShortcuts(list(dict.fromkeys(
-            [QKeySequence("F5"), QKeySequence("Ctrl+R"),
-             *QKeySequence.keyBindings(QKeySequence.StandardKey.Refresh)])))
-        self.act_settings = self._action("Settings…", lambda: self.settingsRequested.emit(),
-                                         QKeySequence("Ctrl+,"), "Settings (Ctrl+,)")
-        prefs = QKeySequence(QKeySequence.StandardKey.Preferences)
-        if not prefs.isEmpty() and prefs != QKeySequence("Ctrl+,"):
-            self.act_settings.setShortcuts([QKeySequence("Ctrl+,"), prefs])
-        self.act_audit = self._action("Audit log", lambda: self.auditRequested.emit(),
-                                      QKeySequence("Ctrl+L"))
-        self.act_find = self._action("Find", self.focus_filter, QKeySequence.StandardKey.Find)
-        self.act_close = self._action("Close window", self.close, QKeySequence.StandardKey.Close)
-        self.act_quit = self._action("Quit", lambda: self.quitRequested.emit(),
-                                     QKeySequence.StandardKey.Quit)
-
-    def release_key(self) -> None:
-        """Del: release the selected lock when this Lockwarden holds it; otherwise say in the
-        status bar why not and what to use instead."""
-        st = self.current_status()
-        if st is None:
-            return
-        if self._actions.holds(st.path):
-            self.releaseRequested.emit(st.path)
-            return
-        if st.kind == "kernel":
-            self.statusBar().showMessage(
-                f"{os.path.basename(st.path)} is a kernel lock's file: only the kernel knows "
-                "whether it is held, and Lockwarden never deletes it.", 10000)
-            return
-        self.statusBar().showMessage(
-            f"{os.path.basename(st.path)} is not held by this Lockwarden, so Del does not "
-            "release it; use Force release… (Ctrl+Shift+Del) to delete it anyway.", 10000)
 
     def rescan(self) -> None:
         """Rescan every watched directory (in a worker thread), saying so for 2 s."""
@@ -342,10 +270,6 @@ class MainWindow(QMainWindow):
             self.problems.reveal()
         if self._model.counts().get(State.UNREADABLE, 0):
             self.filter.setText("unreadable")
-
-    def current_status(self) -> LockStatus | None:
-        """Status of the selected row, or ``None``."""
-        return self.table.selected_status()
 
     def _selected_removed(self, path: str) -> None:
         """The selected lock left the list (released, removed or filtered out): say so in
@@ -385,6 +309,7 @@ class MainWindow(QMainWindow):
         self.filter.clear()
         self.stale_only.setChecked(False)
         self.held_by_me.setChecked(False)
+        self.host_filter.choose(None)
 
     def select_path(self, path: str) -> bool:
         """Select the row of ``path``; False when it is not visible."""
@@ -398,43 +323,6 @@ class MainWindow(QMainWindow):
         self.table.scrollTo(pidx)
         return True
 
-    def _update_actions(self) -> None:
-        st = self.current_status()
-        has = st is not None
-        writable = st is not None and not st.read_only and not not_a_lock_file(st)
-        mine = st is not None and self._actions.holds(st.path)  # ours: Release, never break
-        self.act_release.setEnabled(mine)
-        self.act_release_key.setEnabled(has)
-        self.act_reclaim.setEnabled(st is not None and not mine and reclaimable(st))
-        self.act_force.setEnabled(writable and st is not None and not mine and forceable(st))
-        self.act_end_holder.setEnabled(st is not None and st.kernel_pid is not None)
-        self.act_open_folder.setEnabled(st is not None and not is_remote(st.path))
-        self.act_copy.setEnabled(has)
-        self.act_history.setEnabled(has)
-        if st is not None and st.state is State.STALE:
-            self.act_reclaim.setText("Reclaim")
-        elif st is not None:
-            self.act_reclaim.setText("Reclaim…")
-
-    def _context_menu(self, pos: QPoint) -> None:
-        idx = self.table.indexAt(pos)
-        if idx.isValid():
-            self.table.selectRow(idx.row())
-        menu = self.build_context_menu()
-        menu.popup(self.table.viewport().mapToGlobal(pos))
-
-    def build_context_menu(self) -> QMenu:
-        """The table's context menu for the current selection."""
-        menu = QMenu(self)
-        for a in (self.act_release, self.act_reclaim, self.act_force, self.act_end_holder, None,
-                  self.act_open_folder, self.act_copy, self.act_history, None, self.act_acquire,
-                  self.act_rescan, *self.extra_context_actions):
-            if a is None:
-                menu.addSeparator()
-            else:
-                menu.addAction(a)
-        return menu
-
     # -- filters, selection, detail -----------------------------------------------------------
 
     def _filter_changed(self, text: str) -> None:
@@ -444,6 +332,10 @@ class MainWindow(QMainWindow):
     def _quick_filters(self) -> None:
         self._proxy.set_stale_only(self.stale_only.isChecked())
         self._proxy.set_held_by_me(self.held_by_me.isChecked())
+        self._update_empty()
+
+    def _host_changed(self, host: str | None) -> None:
+        self._proxy.set_host(host)
         self._update_empty()
 
     def _selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
@@ -475,7 +367,8 @@ class MainWindow(QMainWindow):
         watched = [d.path for d in self._inventory.dirs]
         self.detail.show_status(st, age=self._age_text(st), mine=self._model.is_mine(st),
                                 now=self._model.now,
-                                outside=bool(watched) and not under_any(st.path, watched))
+                                outside=bool(watched) and not under_any(st.path, watched)
+                                and fleet_origin(st.path) is None)
 
     def _detail_updated(self, updates: list[tuple[str, LockStatus | None]]) -> None:
         """A new verdict on the shown lock: show it now, even when no table cell changed (a
