@@ -14,17 +14,19 @@ its password; nothing here ever stops the local monitor (callers report and go o
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from core.config.model import FleetSpec, ServerSpec
-from core.fleet.schema import CHANNEL, migrate
-from core.record import Liveness, LockStatus
-from core.verdicts.liveness import same_host
+from core.fleet.schema import CHANNEL, LOCKS_JSON, migrate
+
+if TYPE_CHECKING:  # imported where used: `list --fleet` needs only connect() (docs/fleet.md)
+    from core.record import LockStatus
 
 CONNECT_TIMEOUT = 5
 """Seconds libpq waits for the database to answer a connection (``connect_timeout``)."""
@@ -103,6 +105,8 @@ class FleetSnapshot:
         found = self.hosts.get(name)
         if found is not None:
             return found
+        from core.verdicts.liveness import same_host
+
         for host, report in self.hosts.items():
             if same_host(name, host):
                 return report
@@ -135,16 +139,20 @@ def connect(spec: FleetSpec, environ: Mapping[str, str] | None = None) -> Any:
     Raises:
         FleetError: psycopg is not installed (``no_driver``), or the connection failed.
     """
-    from core.remote.sources import password_for
-
     try:
         import psycopg
     except ImportError:
         raise FleetError("no_driver", "the fleet needs psycopg: pip install 'psycopg[binary]'"
                          ) from None
-    server = ServerSpec(kind="postgres", url=spec.dsn, password_env=spec.password_env,
-                        keyring=spec.keyring)
-    password, _problem = password_for(server, environ)
+    env = os.environ if environ is None else environ
+    if spec.password_env and spec.password_env in env:  # the common case, without importing
+        password: str | None = env[spec.password_env]  # the lock servers' machinery
+    else:
+        from core.remote.sources import password_for
+
+        server = ServerSpec(kind="postgres", url=spec.dsn, password_env=spec.password_env,
+                            keyring=spec.keyring)
+        password, _problem = password_for(server, environ)
     kw: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT,
                           "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
                           "application_name": "lockwarden-fleet"}
@@ -190,6 +198,9 @@ def pid_reports(statuses: Iterable[LockStatus], host: str | None = None
     """``{pid: (alive, liveness, start)}`` for the PIDs that this host's locks name on this
     host (``record.host`` is this host; ``host`` overrides the name compared with); a PID
     named by several locks is alive when any verdict found it alive."""
+    from core.record import Liveness
+    from core.verdicts.liveness import same_host
+
     out: dict[int, tuple[bool, str, float | None]] = {}
     for s in statuses:
         rec = s.record
@@ -283,7 +294,9 @@ class Publisher:
                     " interval_s = EXCLUDED.interval_s, version = EXCLUDED.version",
                     (host, self.boot_id, self.spec.interval, _version()))
                 written = self._send(cur, host, locks, pids)
-                if written:
+                if written:  # readers' pre-encoded copy (docs/fleet.md, "Bounds")
+                    cur.execute(f"UPDATE lockwarden_hosts SET locks_json = {LOCKS_JSON}"
+                                " WHERE host = %s", (host,))
                     cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, host))
         except FleetError:
             raise
@@ -364,30 +377,6 @@ def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
                 snap.locks.append(FleetLock(host, path, state, liveness, pid, holder, verdict,
                                             _aware(updated)))
     return snap
-
-
-def locks_json(conn: Any, *, silent_after: float) -> str:
-    """Every published lock as one JSON array (text), built by the database in one row: each
-    verdict as published plus ``host_published``, ``host_silent`` (no heartbeat for
-    ``silent_after`` s and three of its intervals: :func:`core.fleet.judge.silence_bound`) and
-    ``heartbeat_age_s``, sorted by host and path. No per-row Python objects: 50,000 rows cost
-    what their bytes cost (docs/fleet.md, "Bounds").
-
-    Raises:
-        psycopg.Error: the database failed.
-    """
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT coalesce(json_agg(l.verdict || jsonb_build_object("
-            " 'host_published', l.host,"
-            " 'host_silent', extract(epoch FROM now() - h.heartbeat_at)"
-            "   > greatest(%s, 3 * h.interval_s),"
-            " 'heartbeat_age_s', round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3))"
-            " ORDER BY l.host, l.path), '[]')::text"
-            " FROM lockwarden_locks l JOIN lockwarden_hosts h ON h.host = l.host",
-            (silent_after,))
-        row = cur.fetchone()
-    return str(row[0]) if row else "[]"
 
 
 def _aware(dt: datetime) -> datetime:
