@@ -143,7 +143,8 @@ def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None
 def cmd_agent(args: argparse.Namespace, out: Out) -> int:
     """``agent``: publish this host's watched locks until SIGINT/SIGTERM (see the module
     docstring): after each change set of the watcher and at every heartbeat interval. A
-    failing database is said on stderr when it starts failing and when it is back; nothing
+    failing database is said on stderr when it starts failing (again only when the kind of
+    failure changes: :class:`core.fleet.store.FleetError`) and when it is back; nothing
     is lost meanwhile (the next publication after a reconnect sends every row).
 
     Returns:
@@ -178,10 +179,12 @@ def cmd_agent(args: argparse.Namespace, out: Out) -> int:
                     out.note(f"fleet database {redact(spec.dsn)} is back: published")
                 problem = None
             except FleetError as exc:
-                if str(exc) != problem:
+                # once when it starts failing, again only when the kind changes (a connection
+                # cut mid-publication, then refused, is one outage: one line)
+                if exc.kind != problem:
                     print(f"{PROG}: {one_line(str(exc))}; retrying every {spec.interval:g} s",
                           file=sys.stderr, flush=True)
-                problem = str(exc)
+                problem = exc.kind
             changed.wait(spec.interval)
             changed.clear()
     finally:
