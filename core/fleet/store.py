@@ -241,6 +241,7 @@ class Publisher:
         self._encoded: dict[str, tuple[LockStatus, tuple[Any, ...]]] = {}
         self._pids: dict[int, tuple[bool, str, float | None]] = {}
         self._fresh = True  # after (re)connecting: every row again, leftovers deleted
+        self._locks_touched = False  # the last _send wrote or deleted lock rows
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -293,8 +294,9 @@ class Publisher:
                     " boot_id = EXCLUDED.boot_id, heartbeat_at = now(),"
                     " interval_s = EXCLUDED.interval_s, version = EXCLUDED.version",
                     (host, self.boot_id, self.spec.interval, _version()))
+                fresh = self._fresh
                 written = self._send(cur, host, locks, pids)
-                if written:  # readers' pre-encoded copy (docs/fleet.md, "Bounds")
+                if fresh or self._locks_touched:  # readers' copy (docs/fleet.md, "Bounds")
                     cur.execute(f"UPDATE lockwarden_hosts SET locks_json = {LOCKS_JSON}"
                                 " WHERE host = %s", (host,))
                     cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, host))
@@ -348,6 +350,7 @@ class Publisher:
         if gone_pids:
             cur.execute("DELETE FROM lockwarden_pids WHERE host = %s AND pid = ANY(%s)",
                         (host, gone_pids))
+        self._locks_touched = bool(changed or gone_paths)
         return written + len(changed) + len(gone_paths) + len(new_pids) + len(gone_pids)
 
 
