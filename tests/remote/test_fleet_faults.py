@@ -78,7 +78,11 @@ def test_the_agent_across_a_database_restart_republishes_everything(
         stderr: queue.Queue[str] = queue.Queue()
         assert agent.stderr is not None
         err = agent.stderr
-        threading.Thread(target=lambda: [stderr.put(line) for line in err], daemon=True).start()
+
+        def read() -> None:
+            for line in err:
+                stderr.put(line)
+        threading.Thread(target=read, daemon=True).start()
         _until_rows(pg, "fleet-agent", {str(one): 4001, str(gone): 4002}, agent)
 
         _pg_ctl(pg, "-m", "immediate", "-w", "stop")
