@@ -56,7 +56,9 @@ def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,
     try:
         conn = connect(spec)
         try:
-            snap = read_snapshot(conn)
+            snap = read_snapshot(conn, pids={  # only the PIDs these locks name
+                s.record.pid for s in statuses if s.liveness is Liveness.REMOTE
+                and s.record is not None and s.record.pid is not None})
         finally:
             conn.close()
     except FleetError as exc:

@@ -75,14 +75,17 @@ class FleetFollower:
         return judge_with_fleet(s, self._snap, silent_after=self.spec.silent_after)
 
     def prime(self) -> None:
-        """A first read of the reports, before the watcher starts (a database that does not
-        answer costs at most its connect timeout, 5 s, and one ``fleet`` line)."""
-        self._refresh()
+        """Connect before the watcher starts (a database that does not answer costs at most
+        its connect timeout, 5 s, and one ``fleet`` line)."""
+        self._refresh([])
 
     def initial(self, statuses: list[LockStatus]) -> list[LockStatus]:
-        """The inventory to print first, judged by the snapshot :meth:`prime` read. Takes no
-        lock: it runs while the printer's lock is held, which the watcher's thread may be
-        waiting for with this object's lock."""
+        """The inventory to print first, judged by the reports on its locks of other hosts
+        (read now when :meth:`prime` connected). Takes no lock: it runs while the printer's
+        lock is held, which the watcher's thread may be waiting for with this object's
+        lock."""
+        if self._conn is not None:
+            self._refresh(statuses)
         out = [self.judge(s) for s in statuses]
         for s in out:
             self._shown.setdefault(s.path, _key(s))
@@ -116,30 +119,33 @@ class FleetFollower:
 
     # -- the database ----------------------------------------------------------------------
 
-    def _refresh(self) -> bool:
-        """Read the reports (connecting and LISTENing first when needed); on failure say so
-        once and judge locally. Returns whether the database answered."""
+    def _refresh(self, statuses: list[LockStatus] | None = None) -> bool:
+        """Read the hosts' heartbeats and their reports on the PIDs that ``statuses`` (default:
+        the inventory) name on other hosts -- not every PID of the fleet -- connecting and
+        LISTENing first when needed; on failure say so once and judge locally. Returns
+        whether the database answered."""
         from core.fleet.schema import CHANNEL
         from core.fleet.store import FleetError, connect, read_snapshot, redact
 
+        pids = {s.record.pid for s in (self._inventory() if statuses is None else statuses)
+                if s.liveness is Liveness.REMOTE and s.record is not None
+                and s.record.pid is not None}
         try:
             if self._conn is None:
                 self._conn = connect(self.spec)
                 self._conn.execute(f"LISTEN {CHANNEL}")
-            snap = read_snapshot(self._conn)
+            snap = read_snapshot(self._conn, pids=pids)
         except Exception as exc:  # FleetError, psycopg.Error: the same for the reader
             message = str(exc) if isinstance(exc, FleetError) else \
                 f"fleet database {redact(self.spec.dsn)}: {exc}"
             self._close_conn()
-            with self._lock:
-                self._snap = None
+            self._snap = None  # one reference: the judging threads see the old or the new
             if self._problem is None:
                 self._say("unavailable", f"{message.strip().splitlines()[0]}; other hosts' "
                            "locks judged locally")
             self._problem = message
             return False
-        with self._lock:
-            self._snap = snap
+        self._snap = snap
         if self._problem is not None:
             self._problem = None
             self._say("ok", f"fleet database {redact(self.spec.dsn)} is back: other hosts' "

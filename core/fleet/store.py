@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -354,9 +354,12 @@ class Publisher:
         return written + len(changed) + len(gone_paths) + len(new_pids) + len(gone_pids)
 
 
-def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
+def read_snapshot(conn: Any, *, locks: bool = False,
+                  pids: Collection[int] | None = None) -> FleetSnapshot:
     """Every host's heartbeat and PID reports (and, with ``locks``, every published lock)
-    through ``conn`` (:func:`connect`).
+    through ``conn`` (:func:`connect`). ``pids``: only the reports on these PIDs (of any
+    host; none for an empty collection): what a reader judging a few locks needs, instead of
+    every host's every PID.
 
     Raises:
         psycopg.Error: the database failed (callers map it with :class:`FleetError`).
@@ -368,8 +371,15 @@ def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
         for host, boot_id, at, interval, age, version in cur.fetchall():
             snap.hosts[host] = HostReport(host, boot_id, _aware(at), float(interval),
                                           max(0.0, float(age)), version)
-        cur.execute("SELECT host, pid, liveness, start, checked_at FROM lockwarden_pids")
-        for host, pid, liveness, start, checked in cur.fetchall():
+        rows: list[Any] = []
+        if pids is None:
+            cur.execute("SELECT host, pid, liveness, start, checked_at FROM lockwarden_pids")
+            rows = cur.fetchall()
+        elif pids:
+            cur.execute("SELECT host, pid, liveness, start, checked_at FROM lockwarden_pids"
+                        " WHERE pid = ANY(%s)", (sorted(pids),))
+            rows = cur.fetchall()
+        for host, pid, liveness, start, checked in rows:
             snap.pids[(host, int(pid))] = PidReport(host, int(pid), liveness,
                                                     None if start is None else float(start),
                                                     _aware(checked))

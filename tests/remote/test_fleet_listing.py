@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -156,3 +157,24 @@ def test_list_fleet_imports_no_verdict_machinery(
     for argv in (["--json"], []):
         out = _cli(pg_server, tmp_path, *argv, code=code)
         assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+
+
+def test_a_snapshot_reads_only_the_pids_asked_for(
+        pg_server: PgServer, db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`watch`, `status` and `list` ask for the PIDs their locks name, not the whole fleet's."""
+    from core.fleet.store import connect, read_snapshot
+
+    here = socket.gethostname()
+    lock = tmp_path / "mine.lock"
+    lock.write_text(f"pid={os.getpid()}\nhost={here}\ntimestamp={int(time.time())}\n")
+    pub = _publish(pg_server, here, [inspect(str(lock))], monkeypatch)
+    pub.close()
+    conn = connect(FleetSpec(_dsn(pg_server), password_env="LOCKWARDEN_FLEET_PW"))
+    try:
+        assert set(read_snapshot(conn).pids) == {(here, os.getpid())}
+        assert set(read_snapshot(conn, pids={os.getpid()}).pids) == {(here, os.getpid())}
+        only_hosts = read_snapshot(conn, pids=())
+        assert only_hosts.pids == {} and set(only_hosts.hosts) == {here}
+        assert read_snapshot(conn, pids={os.getpid() + 1}).pids == {}
+    finally:
+        conn.close()
