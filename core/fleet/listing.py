@@ -3,8 +3,10 @@ cheap to import (no verdict machinery, psycopg only through the caller's connect
 cheap to run on 50 hosts x 1,000 locks.
 
 - :func:`write_locks_json` streams the JSON array that ``list --fleet --json`` prints, from
-  each host's pre-encoded ``locks_json`` (:data:`core.fleet.schema.LOCKS_JSON`): the database
-  fills in the per-host fields and sends raw bytes; Python never sees one verdict.
+  each host's pre-encoded ``locks_json`` (:data:`core.fleet.schema.LOCKS_JSON`), sent as raw
+  bytes with the text of the host's fields, which replaces each placeholder
+  (``bytes.replace``: a few times faster than the database's ``replace()``); Python never
+  parses nor encodes one verdict.
 - :func:`lock_rows` gives the columns of the human table, without the verdicts.
 """
 
@@ -12,15 +14,17 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
+from core.fleet.schema import PLACEHOLDER
+
 # the silence bound of core.fleet.judge.silence_bound, in SQL: silent_after, and never less
 # than three of the host's heartbeat intervals
 _SILENT = "extract(epoch FROM now() - h.heartbeat_at) > greatest(%s, 3 * h.interval_s)"
 
-_HOSTS_JSON = (
-    "SELECT replace(h.locks_json, chr(1), format("
+_HOSTS_JSON = (  # each host's pre-encoded locks, and the text that replaces its placeholders
+    "SELECT h.locks_json, format("
     "', \"host_published\": %%s, \"host_silent\": %%s, \"heartbeat_age_s\": %%s}',"
     " to_json(h.host), to_json(" + _SILENT + "),"
-    " round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3)))"
+    " round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3))"
     " FROM lockwarden_hosts h WHERE h.locks_json <> '' ORDER BY h.host COLLATE \"C\"")
 
 
@@ -41,10 +45,13 @@ def write_locks_json(conn: Any, out: BinaryIO, *, silent_after: float) -> int:
     with conn.cursor(binary=True) as cur:
         cur.adapters.register_loader("text", ByteaBinaryLoader)  # bytes as sent: no decoding
         cur.execute(_HOSTS_JSON, (silent_after,))
-        chunks: list[bytes] = [row[0] for row in cur.fetchall()]
+        rows: list[tuple[bytes, bytes]] = cur.fetchall()
+    placeholder = PLACEHOLDER.encode()
     written = out.write(b"[")
-    for i, chunk in enumerate(chunks):  # 50 hosts: 50 writes, no 25 MB copy
-        written += out.write(b"," + chunk if i else chunk)
+    for i, (locks, fields) in enumerate(rows):  # 50 hosts: 50 writes, no 25 MB copy
+        if i:
+            written += out.write(b",")
+        written += out.write(locks.replace(placeholder, fields))  # C speed: ~1 ms a MB
     written += out.write(b"]\n")
     out.flush()
     return written
