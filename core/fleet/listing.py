@@ -34,18 +34,24 @@ def write_locks_json(conn: Any, out: BinaryIO, *, silent_after: float) -> int:
     for ``silent_after`` s and three of its intervals, as
     :func:`core.fleet.judge.silence_bound`) and ``heartbeat_age_s`` (the database's clock),
     sorted by host then path (byte order). One row per host, fetched as raw bytes. Returns
-    the number of bytes written.
+    the number of bytes written. A database where no host has published yet (no tables) is
+    an empty array.
 
     Raises:
         psycopg.Error: the database failed (nothing was written then).
         OSError: ``out`` failed (a closed pipe: ``BrokenPipeError``).
     """
+    from psycopg.errors import UndefinedTable
     from psycopg.types.string import ByteaBinaryLoader
 
+    rows: list[tuple[bytes, bytes]] = []
     with conn.cursor(binary=True) as cur:
         cur.adapters.register_loader("text", ByteaBinaryLoader)  # bytes as sent: no decoding
-        cur.execute(_HOSTS_JSON, (silent_after,))
-        rows: list[tuple[bytes, bytes]] = cur.fetchall()
+        try:
+            cur.execute(_HOSTS_JSON, (silent_after,))
+            rows = cur.fetchall()
+        except UndefinedTable:  # no host has published yet: the first one creates the tables
+            pass
     placeholder = PLACEHOLDER.encode()
     written = out.write(b"[")
     for i, (locks, fields) in enumerate(rows):  # 50 hosts: 50 writes, no 25 MB copy
@@ -61,13 +67,19 @@ def lock_rows(conn: Any, *, silent_after: float
               ) -> tuple[int, list[tuple[str, bool, str, int | None, str, str | None, str]]]:
     """``(hosts, rows)``: how many hosts ever published, and one row per published lock:
     ``(host, host_silent, state, pid, liveness, holder, path)`` sorted by host then path (byte
-    order), ``host_silent`` as in :func:`write_locks_json`.
+    order), ``host_silent`` as in :func:`write_locks_json`; ``(0, [])`` before any host has
+    published (no tables).
 
     Raises:
         psycopg.Error: the database failed.
     """
+    from psycopg.errors import UndefinedTable
+
     with conn.cursor() as cur:
-        cur.execute("SELECT count(*) FROM lockwarden_hosts")
+        try:
+            cur.execute("SELECT count(*) FROM lockwarden_hosts")
+        except UndefinedTable:  # no host has published yet: the first one creates the tables
+            return 0, []
         row = cur.fetchone()
         hosts = int(row[0]) if row else 0
         cur.execute("SELECT l.host, " + _SILENT + ", l.state, l.pid, l.liveness, l.holder,"

@@ -359,15 +359,22 @@ def read_snapshot(conn: Any, *, locks: bool = False,
     """Every host's heartbeat and PID reports (and, with ``locks``, every published lock)
     through ``conn`` (:func:`connect`). ``pids``: only the reports on these PIDs (of any
     host; none for an empty collection): what a reader judging a few locks needs, instead of
-    every host's every PID.
+    every host's every PID. A database where no host has published yet (no tables: the first
+    publisher creates them) is an empty snapshot.
 
     Raises:
         psycopg.Error: the database failed (callers map it with :class:`FleetError`).
     """
+    import psycopg
+
     snap = FleetSnapshot()
     with conn.cursor() as cur:
-        cur.execute("SELECT host, boot_id, heartbeat_at, interval_s,"
-                    " extract(epoch FROM now() - heartbeat_at), version FROM lockwarden_hosts")
+        try:
+            cur.execute("SELECT host, boot_id, heartbeat_at, interval_s,"
+                        " extract(epoch FROM now() - heartbeat_at), version"
+                        " FROM lockwarden_hosts")
+        except psycopg.errors.UndefinedTable:  # the first publisher creates the tables
+            return snap
         for host, boot_id, at, interval, age, version in cur.fetchall():
             snap.hosts[host] = HostReport(host, boot_id, _aware(at), float(interval),
                                           max(0.0, float(age)), version)

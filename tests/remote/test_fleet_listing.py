@@ -178,3 +178,19 @@ def test_a_snapshot_reads_only_the_pids_asked_for(
         assert read_snapshot(conn, pids={os.getpid() + 1}).pids == {}
     finally:
         conn.close()
+
+
+def test_before_any_host_published_the_fleet_is_empty_not_failing(
+        pg_server: PgServer, db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No tables yet (the first publisher creates them): nothing published, no error."""
+    from core.fleet.store import connect, read_snapshot
+
+    monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
+    assert _cli(pg_server, tmp_path, "--json").stdout == "[]\n"
+    assert _cli(pg_server, tmp_path).stdout == "(no locks published; 0 host(s) in the fleet)\n"
+    conn = connect(FleetSpec(_dsn(pg_server), password_env="LOCKWARDEN_FLEET_PW"))
+    try:
+        snap = read_snapshot(conn, locks=True)
+        assert (snap.hosts, snap.pids, snap.locks) == ({}, {}, [])
+    finally:
+        conn.close()

@@ -73,17 +73,19 @@ def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
         lock = shared / "deploy.lock"
         cfg_a = _config(tmp_path / "a.toml", pg, shared)
         cfg_b = _config(tmp_path / "b.toml", pg, shared)
-        agent_argv = _on_host("fleet-b", sys.executable, "-m", "core", "agent", "--config",
-                              str(cfg_b))
-        agent_b = procs.start(agent_argv)
-        holder = procs.start(_on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-
+        # A watches first: no host has published, the database has no tables yet -- that is
+        # an empty fleet, not a fault (no `fleet` line)
         watch = procs.start(_on_host("fleet-a", sys.executable, "-m", "core", "watch",
                                      str(shared), "--config", str(cfg_a), "--json",
                                      "--no-history"))
         stream = Stream(watch)
         stream.until("ready", lambda ln: ln.get("event") == "ready", 60)
+
+        agent_argv = _on_host("fleet-b", sys.executable, "-m", "core", "agent", "--config",
+                              str(cfg_b))
+        agent_b = procs.start(agent_argv)
+        holder = procs.start(_on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
 
         def about_lock(cond: Any) -> Any:
             return lambda ln: ln.get("path") == str(lock) and cond(ln)
@@ -100,9 +102,11 @@ def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
             import psycopg
 
             with psycopg.connect(**pg.conninfo(), autocommit=True) as conn:
-                row = conn.execute("SELECT to_regclass('lockwarden_pids') IS NOT NULL AND "
-                                   "EXISTS (SELECT 1 FROM lockwarden_pids WHERE host = "
-                                   "'fleet-b' AND alive)").fetchone()
+                row = conn.execute("SELECT to_regclass('lockwarden_pids') IS NOT NULL"
+                                   ).fetchone()
+                if row and row[0]:
+                    row = conn.execute("SELECT EXISTS (SELECT 1 FROM lockwarden_pids WHERE"
+                                       " host = 'fleet-b' AND alive)").fetchone()
             if row and row[0]:
                 killed = time.monotonic()
                 holder.kill()
