@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
+    from core.cli.watch_fleet import FleetFollower
     from core.config import WatchSpec
+    from core.config.model import FleetSpec
     from core.history.recorder import Recorder
     from core.record import LockStatus
     from core.watch.watcher import ChangeSet, DirStatus
@@ -114,34 +116,55 @@ class Printer:
 
 def watch(specs: list[WatchSpec], out: Out,
           policy_of: Callable[[str], dict[str, object]] | None = None,
-          recorder: Recorder | None = None, *, tree_watch_limit: int | None = None) -> int:
+          recorder: Recorder | None = None, *, tree_watch_limit: int | None = None,
+          fleet: FleetSpec | None = None) -> int:
     """Run the monitor until SIGINT/SIGTERM and return 0; 141 (as a process killed by
     SIGPIPE) when the reader of stdout went away. With ``policy_of`` (a lock's path to the
     ``policy`` field), each ``--json`` line of a lock carries the policy it was judged
     under. ``recorder``: also record every change in the history (docs/history.md,
     "Recording"); it runs on its own thread and never holds the monitor up.
     ``tree_watch_limit``: the most directories of project trees watched with inotify
-    (:class:`core.watch.watcher.Watcher`)."""
+    (:class:`core.watch.watcher.Watcher`). ``fleet``: the ``[fleet]`` table; locks of other
+    hosts are then judged by their hosts' reports (:mod:`core.cli.watch_fleet`)."""
     from core.watch.watcher import Watcher
 
     stop = threading.Event()
     printer = Printer(out, stop, policy_of)
+    follower: FleetFollower | None = None
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
-    def on_change(changes: ChangeSet) -> None:
+    def emit(changes: ChangeSet) -> None:
         if recorder is not None:
             recorder.on_change(changes)
         printer.on_change(changes)
 
+    def on_change(changes: ChangeSet) -> None:
+        if follower is not None:
+            follower.on_change(changes)  # re-judged, then emit()
+        else:
+            emit(changes)
+
+    def fleet_note(state: str, message: str) -> None:
+        with printer.lock:
+            printer.obj({"event": "fleet", "state": state, "message": message},
+                        f"{time.strftime('%H:%M:%S')}  fleet    {message}")
+
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher = Watcher(specs, on_change, on_dirs=printer.on_dirs,
                       tree_watch_limit=tree_watch_limit)
+    if fleet is not None:
+        from core.cli.watch_fleet import FleetFollower
+
+        follower = FleetFollower(fleet, watcher.snapshot, emit, fleet_note)
+        follower.prime()
     try:
         with printer.lock:  # changes wait until the inventory is out
             watcher.start()
             initial = watcher.snapshot()
+            if follower is not None:
+                initial = follower.initial(initial)
             if recorder is not None:
                 recorder.start(initial, [s.expanded_path for s in specs])
             if out.json:
@@ -153,9 +176,13 @@ def watch(specs: list[WatchSpec], out: Out,
                 printer._write(table(initial))
             printer.obj({"event": "ready", "dirs": [s.path for s in specs]},
                         f"watching {', '.join(s.path for s in specs)} (Ctrl-C to stop)")
+        if follower is not None:
+            follower.start()
         while not stop.wait(1.0):
             pass
     finally:
+        if follower is not None:
+            follower.close()
         watcher.close()
         if recorder is not None:
             recorder.close()
@@ -196,4 +223,15 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
 
     limit = getattr(args, "max_watches", None)
     return watch(specs, out, policy_of, start_recorder(out, disabled=args.no_history),
-                 tree_watch_limit=max(1, limit) if limit is not None else None)
+                 tree_watch_limit=max(1, limit) if limit is not None else None,
+                 fleet=_fleet_spec(policies.config_path or getattr(args, "config", None)))
+
+
+def _fleet_spec(config_path: str | None) -> FleetSpec | None:
+    """The ``[fleet]`` table of the configuration ``watch`` reads (``--config``, else the
+    per-user file; docs/fleet.md, "Watching"), or None (no file, no table)."""
+    if config_path is None or not os.path.isfile(os.path.expanduser(config_path)):
+        return None
+    from core.config import load
+
+    return load(os.path.expanduser(config_path)).fleet

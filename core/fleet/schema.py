@@ -9,6 +9,10 @@ Three tables, one row per host, per (host, lock path) and per (host, PID):
 - ``lockwarden_pids``: for each PID that a host's locks name on that host: alive or not, its
   start time (Unix s), when it was checked.
 
+Version 2 adds ``lockwarden_hosts.locks_json``: the host's locks pre-encoded for readers
+(:data:`LOCKS_JSON`), rebuilt by the publisher in the transaction that changes them, so that
+``list --fleet --json`` costs the bytes it sends (docs/fleet.md, "Bounds").
+
 Row-level security lets a publishing role write only the rows of the hosts it owns; reading
 needs only ``SELECT``. :data:`MIGRATIONS` are applied in order, each in its own transaction,
 under an advisory lock so that two hosts starting at once do not migrate twice; the version
@@ -21,6 +25,18 @@ from typing import Any
 
 SCHEMA_LOCK = 0x4C57_464C  # "LWFL": pg_advisory_xact_lock key of the migration
 """Advisory lock key held while migrating (a transaction lock: released at commit)."""
+
+PLACEHOLDER = "\x01"
+"""Stands for the per-host fields at the end of each verdict in ``locks_json`` (a reader
+replaces it: :func:`core.fleet.listing.write_locks_json`). JSON text never holds a raw
+control character (it is escaped as ``\\u0001``), so it can only be a placeholder."""
+
+LOCKS_JSON = (
+    "(SELECT string_agg(left(l.verdict::text, -1) || chr(1), ','"
+    " ORDER BY l.path COLLATE \"C\") FROM lockwarden_locks l WHERE l.host = lockwarden_hosts.host)")
+"""SQL expression: the locks of the ``lockwarden_hosts`` row at hand as the elements of a JSON
+array (comma-separated, by path in byte order), each verdict without its closing brace and
+followed by :data:`PLACEHOLDER`; NULL for a host without locks."""
 
 CHANNEL = "lockwarden_fleet"
 """LISTEN/NOTIFY channel; the payload is the host whose rows changed."""
@@ -78,6 +94,13 @@ MIGRATIONS: tuple[str, ...] = (
                        WHERE h.host = lockwarden_pids.host AND h.owner = current_user))
         WITH CHECK (EXISTS (SELECT 1 FROM lockwarden_hosts h
                             WHERE h.host = lockwarden_pids.host AND h.owner = current_user));
+    """,
+    # 2: each host's locks pre-encoded for `list --fleet --json`; stored uncompressed out of
+    # line (a heartbeat's UPDATE keeps the same value without copying it)
+    f"""
+    ALTER TABLE lockwarden_hosts ADD COLUMN locks_json text;
+    ALTER TABLE lockwarden_hosts ALTER COLUMN locks_json SET STORAGE EXTERNAL;
+    UPDATE lockwarden_hosts SET locks_json = {LOCKS_JSON};
     """,
 )
 

@@ -14,17 +14,19 @@ its password; nothing here ever stops the local monitor (callers report and go o
 from __future__ import annotations
 
 import json
+import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from core.config.model import FleetSpec, ServerSpec
-from core.fleet.schema import CHANNEL, migrate
-from core.record import Liveness, LockStatus
-from core.verdicts.liveness import same_host
+from core.fleet.schema import CHANNEL, LOCKS_JSON, migrate
+
+if TYPE_CHECKING:  # imported where used: `list --fleet` needs only connect() (docs/fleet.md)
+    from core.record import LockStatus
 
 CONNECT_TIMEOUT = 5
 """Seconds libpq waits for the database to answer a connection (``connect_timeout``)."""
@@ -103,6 +105,8 @@ class FleetSnapshot:
         found = self.hosts.get(name)
         if found is not None:
             return found
+        from core.verdicts.liveness import same_host
+
         for host, report in self.hosts.items():
             if same_host(name, host):
                 return report
@@ -135,16 +139,20 @@ def connect(spec: FleetSpec, environ: Mapping[str, str] | None = None) -> Any:
     Raises:
         FleetError: psycopg is not installed (``no_driver``), or the connection failed.
     """
-    from core.remote.sources import password_for
-
     try:
         import psycopg
     except ImportError:
         raise FleetError("no_driver", "the fleet needs psycopg: pip install 'psycopg[binary]'"
                          ) from None
-    server = ServerSpec(kind="postgres", url=spec.dsn, password_env=spec.password_env,
-                        keyring=spec.keyring)
-    password, _problem = password_for(server, environ)
+    env = os.environ if environ is None else environ
+    if spec.password_env and spec.password_env in env:  # the common case, without importing
+        password: str | None = env[spec.password_env]  # the lock servers' machinery
+    else:
+        from core.remote.sources import password_for
+
+        server = ServerSpec(kind="postgres", url=spec.dsn, password_env=spec.password_env,
+                            keyring=spec.keyring)
+        password, _problem = password_for(server, environ)
     kw: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT,
                           "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
                           "application_name": "lockwarden-fleet"}
@@ -190,6 +198,9 @@ def pid_reports(statuses: Iterable[LockStatus], host: str | None = None
     """``{pid: (alive, liveness, start)}`` for the PIDs that this host's locks name on this
     host (``record.host`` is this host; ``host`` overrides the name compared with); a PID
     named by several locks is alive when any verdict found it alive."""
+    from core.record import Liveness
+    from core.verdicts.liveness import same_host
+
     out: dict[int, tuple[bool, str, float | None]] = {}
     for s in statuses:
         rec = s.record
@@ -230,6 +241,7 @@ class Publisher:
         self._encoded: dict[str, tuple[LockStatus, tuple[Any, ...]]] = {}
         self._pids: dict[int, tuple[bool, str, float | None]] = {}
         self._fresh = True  # after (re)connecting: every row again, leftovers deleted
+        self._locks_touched = False  # the last _send wrote or deleted lock rows
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -282,8 +294,11 @@ class Publisher:
                     " boot_id = EXCLUDED.boot_id, heartbeat_at = now(),"
                     " interval_s = EXCLUDED.interval_s, version = EXCLUDED.version",
                     (host, self.boot_id, self.spec.interval, _version()))
+                fresh = self._fresh
                 written = self._send(cur, host, locks, pids)
-                if written:
+                if fresh or self._locks_touched:  # readers' copy (docs/fleet.md, "Bounds")
+                    cur.execute(f"UPDATE lockwarden_hosts SET locks_json = {LOCKS_JSON}"
+                                " WHERE host = %s", (host,))
                     cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, host))
         except FleetError:
             raise
@@ -335,25 +350,43 @@ class Publisher:
         if gone_pids:
             cur.execute("DELETE FROM lockwarden_pids WHERE host = %s AND pid = ANY(%s)",
                         (host, gone_pids))
+        self._locks_touched = bool(changed or gone_paths)
         return written + len(changed) + len(gone_paths) + len(new_pids) + len(gone_pids)
 
 
-def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
+def read_snapshot(conn: Any, *, locks: bool = False,
+                  pids: Collection[int] | None = None) -> FleetSnapshot:
     """Every host's heartbeat and PID reports (and, with ``locks``, every published lock)
-    through ``conn`` (:func:`connect`).
+    through ``conn`` (:func:`connect`). ``pids``: only the reports on these PIDs (of any
+    host; none for an empty collection): what a reader judging a few locks needs, instead of
+    every host's every PID. A database where no host has published yet (no tables: the first
+    publisher creates them) is an empty snapshot.
 
     Raises:
         psycopg.Error: the database failed (callers map it with :class:`FleetError`).
     """
+    import psycopg
+
     snap = FleetSnapshot()
     with conn.cursor() as cur:
-        cur.execute("SELECT host, boot_id, heartbeat_at, interval_s,"
-                    " extract(epoch FROM now() - heartbeat_at), version FROM lockwarden_hosts")
+        try:
+            cur.execute("SELECT host, boot_id, heartbeat_at, interval_s,"
+                        " extract(epoch FROM now() - heartbeat_at), version"
+                        " FROM lockwarden_hosts")
+        except psycopg.errors.UndefinedTable:  # the first publisher creates the tables
+            return snap
         for host, boot_id, at, interval, age, version in cur.fetchall():
             snap.hosts[host] = HostReport(host, boot_id, _aware(at), float(interval),
                                           max(0.0, float(age)), version)
-        cur.execute("SELECT host, pid, liveness, start, checked_at FROM lockwarden_pids")
-        for host, pid, liveness, start, checked in cur.fetchall():
+        rows: list[Any] = []
+        if pids is None:
+            cur.execute("SELECT host, pid, liveness, start, checked_at FROM lockwarden_pids")
+            rows = cur.fetchall()
+        elif pids:
+            cur.execute("SELECT host, pid, liveness, start, checked_at FROM lockwarden_pids"
+                        " WHERE pid = ANY(%s)", (sorted(pids),))
+            rows = cur.fetchall()
+        for host, pid, liveness, start, checked in rows:
             snap.pids[(host, int(pid))] = PidReport(host, int(pid), liveness,
                                                     None if start is None else float(start),
                                                     _aware(checked))
@@ -364,30 +397,6 @@ def read_snapshot(conn: Any, *, locks: bool = False) -> FleetSnapshot:
                 snap.locks.append(FleetLock(host, path, state, liveness, pid, holder, verdict,
                                             _aware(updated)))
     return snap
-
-
-def locks_json(conn: Any, *, silent_after: float) -> str:
-    """Every published lock as one JSON array (text), built by the database in one row: each
-    verdict as published plus ``host_published``, ``host_silent`` (no heartbeat for
-    ``silent_after`` s and three of its intervals: :func:`core.fleet.judge.silence_bound`) and
-    ``heartbeat_age_s``, sorted by host and path. No per-row Python objects: 50,000 rows cost
-    what their bytes cost (docs/fleet.md, "Bounds").
-
-    Raises:
-        psycopg.Error: the database failed.
-    """
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT coalesce(json_agg(l.verdict || jsonb_build_object("
-            " 'host_published', l.host,"
-            " 'host_silent', extract(epoch FROM now() - h.heartbeat_at)"
-            "   > greatest(%s, 3 * h.interval_s),"
-            " 'heartbeat_age_s', round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3))"
-            " ORDER BY l.host, l.path), '[]')::text"
-            " FROM lockwarden_locks l JOIN lockwarden_hosts h ON h.host = l.host",
-            (silent_after,))
-        row = cur.fetchone()
-    return str(row[0]) if row else "[]"
 
 
 def _aware(dt: datetime) -> datetime:
