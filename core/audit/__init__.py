@@ -7,6 +7,8 @@ cycles)::
     parse    one line of bytes -> AuditEntry                       (model)
     read     read, read_many, tail; forward and backward readers   (model, parse)
     heads    this user's chain head of each log it appended to     (model)
+    appender the logs this process keeps open, its chain heads     (model, heads)
+             written in batches
     verify   verify                                                (model, parse, read, heads)
     entry    the fields and JSON encoding of a new line            (model)
     placement  whether a directory lies in a git repository (its entries then go to the
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.audit import appender
 from core.audit import write as audit_write
 from core.audit.known import known_logs, remember
 from core.audit.model import (
@@ -79,6 +82,7 @@ __all__ = [
     "AuditWrite",
     "VerifyResult",
     "append",
+    "close_logs",
     "fallback_log_path",
     "get_via",
     "known_logs",
@@ -134,3 +138,11 @@ def append(
         lock_timeout=LOCK_TIMEOUT,
         durable=durable,
     )
+
+
+def close_logs() -> None:
+    """Write the chain heads this process holds back and close the audit logs it keeps open
+    (:mod:`core.audit.appender`; an idle log is closed within about
+    :data:`core.audit.appender.IDLE_CLOSE` seconds anyway), e.g. before unmounting the file
+    system a log is on. The next append opens its log again. Never raises."""
+    appender.close_all()
