@@ -74,6 +74,7 @@ APPEND_FLAGS = (
     | _O_BINARY
 )  # fmt: skip
 LOG_MODE = 0o644
+_READ_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_NOCTTY | _O_BINARY
 _REOPEN_TRIES = 10
 _WIN_LOCK_OFFSET = 0x7FFF_FFF0  # a byte past any real log: locking it never blocks readers
 
@@ -364,29 +365,35 @@ def flush_heads(timeout: float = 1.0) -> None:
 
 
 def _flush_one(log_path: str, head: ChainHead, timeout: float) -> None:
-    """Write ``head`` for ``log_path`` under the log's lock unless a newer one is recorded."""
-    held: int | None = None
+    """Write ``head`` for ``log_path`` unless a newer one is recorded, holding the kernel lock
+    of the file now at ``log_path`` (opened read-only, never created: a flush creates no
+    log) when there is one and it can be had within ``timeout`` seconds. Never raises."""
+    fd: int | None = None
+    at_path: tuple[int, int] | None = None
+    with contextlib.suppress(OSError):
+        fd = os.open(log_path, _READ_FLAGS)
     try:
-        held, _st = lock_log(log_path, timeout)
-    except Exception:
-        held = None
-    try:
+        if fd is not None:
+            try:
+                lock(fd, timeout)
+            except OSError:
+                os.close(fd)
+                fd = None
+        with contextlib.suppress(OSError):
+            now = os.lstat(log_path)
+            at_path = (now.st_dev, now.st_ino)
         stored = audit_heads.load(log_path)
         if stored is not None:
-            if (stored.dev, stored.ino) == (head.dev, head.ino) and stored.end >= head.end:
-                return
-            try:
-                now = os.lstat(log_path)
-                at_path = (now.st_dev, now.st_ino)
-            except OSError:
-                at_path = None
-            if (stored.dev, stored.ino) != (head.dev, head.ino) and \
-                    at_path == (stored.dev, stored.ino):
-                return
+            same = (stored.dev, stored.ino) == (head.dev, head.ino)
+            if same and stored.end >= head.end:
+                return  # a later line of the same file is recorded (another process of ours)
+            if not same and at_path == (stored.dev, stored.ino):
+                return  # ours went to a file renamed away since; the recorded one is there
         _record(log_path, head)
     finally:
-        if held is not None:
-            unlock(held)
+        if fd is not None:
+            unlock(fd)
+            os.close(fd)
 
 
 def _after_fork_in_child() -> None:
