@@ -1,5 +1,5 @@
-"""The process's open audit logs and its deferred chain heads (docs/audit.md, "Concurrent
-writers" and "Chain heads").
+"""The process's open audit logs and its chain heads written in batches (docs/audit.md,
+"Guarantees" and "Chain heads written in batches").
 
 Part of :mod:`core.audit`; used by :mod:`core.audit.write`. Two costs of an append are paid
 once instead of per entry:
