@@ -5,6 +5,7 @@ short is detected (docs/audit.md, "Chain heads written in batches")."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -227,3 +228,73 @@ def test_close_logs_lets_go_of_the_file(lockdir: Path, env: dict[str, str]) -> N
     assert open_on_log() == 0
     audit.append(str(lockdir / "a.lock"), "release")  # opened again
     _verified(lockdir)
+
+
+def test_a_replaced_log_gets_its_head_at_once(lockdir: Path, env: dict[str, str]) -> None:
+    """Heads held back in a burst; the log removed; the next append (a new file) writes its
+    head at once, so no other process's verify meanwhile takes the new log for a replacement
+    of the one the head names -- nor accepts it silently later."""
+    lock = str(lockdir / "a.lock")
+    audit.append(lock, "acquire")
+    audit.append(lock, "release")  # held back
+    log = lockdir / AUDIT_LOG_NAME
+    log.unlink()
+    audit.append(lock, "acquire", details={"after": "the log was removed"})
+    head = audit_heads.load(str(log))
+    (line,) = log.read_bytes().splitlines()
+    assert head is not None and head.digest == hashlib.sha256(line).hexdigest()
+    assert (head.ino, head.end) == (log.stat().st_ino, log.stat().st_size)
+
+
+FROZEN = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from core import audit
+w = audit.append(sys.argv[2], "acquire")
+print(json.dumps([w.log_path, w.fallback]), flush=True)
+sys.stdin.readline()                      # the log is made read-only meanwhile
+w = audit.append(sys.argv[2], "release")
+print(json.dumps([w.log_path, w.fallback, w.reason]), flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_log_made_read_only_is_not_written_through_the_kept_descriptor(
+    tmp_path: Path,
+) -> None:
+    """A log its owner froze (``chmod a-w``) while a process keeps it open: the next entry
+    goes to the per-user log, as when the log had to be opened (root excepted, whom modes do
+    not stop: run as the second account)."""
+    import tempfile
+
+    from tests.adversarial.second_user import second_user, second_user_python, site_for_second_user
+
+    uid, gid = second_user()
+    base = Path(tempfile.mkdtemp(prefix="lockwarden-frozen-"))
+    try:
+        base.chmod(0o755)
+        site = site_for_second_user(base, ["platformdirs"])
+        python = second_user_python(uid, gid)
+        locks, home = base / "locks", base / "home"
+        for d in (locks, home):
+            d.mkdir()
+            os.chown(d, uid, gid)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+               "XDG_STATE_HOME": str(home / "state")}  # fmt: skip
+        p = subprocess.Popen([python, "-I", "-c", FROZEN, str(site), str(locks / "a.lock")],
+                             user=uid, group=gid, extra_groups=[], env=env, cwd="/",
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None
+        first = json.loads(p.stdout.readline())
+        log = locks / AUDIT_LOG_NAME
+        assert first == [str(log), False]
+        size = log.stat().st_size
+        log.chmod(0o444)
+        out, _ = p.communicate("\n", timeout=60)
+        second = json.loads(out)
+        assert second[1] is True and "ermission denied" in second[2], second
+        assert log.stat().st_size == size
+    finally:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)

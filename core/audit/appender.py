@@ -101,6 +101,7 @@ _open: dict[str, _Open] = {}
 _pending: dict[str, _Pending] = {}
 _mutexes: dict[str, threading.Lock] = {}
 _last_use: dict[str, float] = {}
+_fresh: set[str] = set()  # logs opened since their last head write
 _table_lock = threading.Lock()
 _janitor: threading.Thread | None = None
 
@@ -164,6 +165,7 @@ def _descriptor(log_path: str) -> int:
         if len(_open) >= MAX_OPEN:
             _evict()
         _open[log_path] = _Open(fd, (st.st_dev, st.st_ino), pid)
+        _fresh.add(log_path)
         _start_janitor()
     return fd
 
@@ -265,7 +267,7 @@ def lock_log(log_path: str, timeout: float) -> tuple[int, os.stat_result]:
         try:
             st = os.fstat(fd)
             check_file(st)
-            if _still_at(log_path, st):
+            if _still_at(log_path, st) and _writable(st):
                 step("locked")
                 return fd, st
         except BaseException:
@@ -275,6 +277,13 @@ def lock_log(log_path: str, timeout: float) -> tuple[int, os.stat_result]:
         unlock(fd)
         forget(log_path)  # renamed, removed or replaced meanwhile: open (create) again
     raise OSError(errno.EAGAIN, "kept being replaced while we tried to append")
+
+
+def _writable(st: os.stat_result) -> bool:
+    """False when the owner's write permission was taken off the log since we opened it (a
+    log frozen with ``chmod a-w``): the log is then opened afresh, which fails as it would
+    have without a kept descriptor (root, whom permissions do not stop, excepted)."""
+    return bool(st.st_mode & stat.S_IWUSR) or getattr(os, "geteuid", lambda: -1)() == 0
 
 
 def _still_at(log_path: str, st: os.stat_result) -> bool:
@@ -326,12 +335,16 @@ def unlock(fd: int) -> None:
 def note_head(log_path: str, head: ChainHead, now: bool) -> None:
     """This process just appended the line ``head`` describes to ``log_path`` (``head.log``
     unused), holding the log's lock: write it as this user's chain head when ``now`` (an
-    fsynced entry) or when the batching rules of the module docstring say so, else keep it
-    pending. Never raises."""
+    fsynced entry), when the log had to be opened for it (a first append, or the log was
+    renamed, removed or replaced since: its head must name the new file at once) or when the
+    batching rules of the module docstring say so, else keep it pending. Never raises."""
     p = _pending.get(log_path)
     t = time.monotonic()
-    if now or p is None or p.count + 1 >= HEAD_EVERY or t - p.written_at >= HEAD_MAX_DELAY:
+    fresh = log_path in _fresh
+    if (now or fresh or p is None or p.count + 1 >= HEAD_EVERY
+            or t - p.written_at >= HEAD_MAX_DELAY):
         step("head")
+        _fresh.discard(log_path)
         _record(log_path, head)
         _pending[log_path] = _Pending(None, 0, t)
     else:
@@ -409,6 +422,7 @@ def _after_fork_in_child() -> None:
     _pending.clear()
     _mutexes.clear()
     _last_use.clear()
+    _fresh.clear()
 
 
 if hasattr(os, "register_at_fork"):
