@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import errno
 import os
 import stat
@@ -87,12 +86,26 @@ class _Open(NamedTuple):
     pid: int
 
 
+class Line(NamedTuple):
+    """Where a line this process appended is: the log file's ``(dev, ino)``, the line's first
+    byte ``offset`` and ``end`` (just past its LF), its SHA-256 hex ``digest`` and the entry's
+    ``written`` timestamp -- a :class:`~core.audit.heads.ChainHead` without its key, cheap to
+    make at every append."""
+
+    dev: int
+    ino: int
+    offset: int
+    end: int
+    digest: str
+    written: str
+
+
 class _Pending(NamedTuple):
-    """The head of this process's last line in a log, not yet written (``head.log`` is "":
-    the key is computed when written), appends since the last head write, and when that was
+    """The head of this process's last line in a log, not yet written (the key is computed
+    when written), appends since the last head write, and when that was
     (``time.monotonic()``)."""
 
-    head: ChainHead | None
+    head: Line | None
     count: int
     written_at: float
 
@@ -332,12 +345,12 @@ def unlock(fd: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def note_head(log_path: str, head: ChainHead, now: bool) -> None:
-    """This process just appended the line ``head`` describes to ``log_path`` (``head.log``
-    unused), holding the log's lock: write it as this user's chain head when ``now`` (an
-    fsynced entry), when the log had to be opened for it (a first append, or the log was
-    renamed, removed or replaced since: its head must name the new file at once) or when the
-    batching rules of the module docstring say so, else keep it pending. Never raises."""
+def note_head(log_path: str, head: Line, now: bool) -> None:
+    """This process just appended the line ``head`` describes to ``log_path``, holding the
+    log's lock: write it as this user's chain head when ``now`` (an fsynced entry), when the
+    log had to be opened for it (a first append, or the log was renamed, removed or replaced
+    since: its head must name the new file at once) or when the batching rules of the module
+    docstring say so, else keep it pending. Never raises."""
     p = _pending.get(log_path)
     t = time.monotonic()
     fresh = log_path in _fresh
@@ -351,10 +364,10 @@ def note_head(log_path: str, head: ChainHead, now: bool) -> None:
         _pending[log_path] = _Pending(head, p.count + 1, p.written_at)
 
 
-def _record(log_path: str, head: ChainHead) -> None:
+def _record(log_path: str, head: Line) -> None:
     """Write ``head`` as the chain head of ``log_path`` (its key computed now). Never raises."""
     with contextlib.suppress(Exception):
-        audit_heads.record(dataclasses.replace(head, log=audit_heads.head_key(log_path)))
+        audit_heads.record(ChainHead(audit_heads.head_key(log_path), *head))
 
 
 def flush_heads(timeout: float = 1.0) -> None:
@@ -377,7 +390,7 @@ def flush_heads(timeout: float = 1.0) -> None:
             _flush_one(log_path, p.head, timeout)
 
 
-def _flush_one(log_path: str, head: ChainHead, timeout: float) -> None:
+def _flush_one(log_path: str, head: Line, timeout: float) -> None:
     """Write ``head`` for ``log_path`` unless a newer one is recorded, holding the kernel lock
     of the file now at ``log_path`` (opened read-only, never created: a flush creates no
     log) when there is one and it can be had within ``timeout`` seconds. Never raises."""

@@ -40,7 +40,6 @@ from typing import Any, NamedTuple
 
 from core.audit import appender, placement
 from core.audit.entry import encode_line, make_entry, repair_entry
-from core.audit.heads import ChainHead
 from core.audit.model import (
     TAIL_WINDOW,
     ZERO_HASH,
@@ -231,9 +230,8 @@ def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,
             if len(_written) >= _MAX_WRITTEN:
                 _written.clear()
             _written[log_path] = _Written((st.st_dev, st.st_ino), end, line, digest)
-            appender.note_head(log_path, ChainHead(
-                log="", dev=st.st_dev, ino=st.st_ino, offset=end - len(line) - 1, end=end,
-                digest=digest, written=str(entry["timestamp"]),
+            appender.note_head(log_path, appender.Line(
+                st.st_dev, st.st_ino, end - len(line) - 1, end, digest, str(entry["timestamp"])
             ), now=durable or repaired)  # fmt: skip
             done = True
         finally:
