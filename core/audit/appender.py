@@ -106,7 +106,7 @@ class _Pending(NamedTuple):
     (``time.monotonic()``)."""
 
     head: Line | None
-    count: int
+    appended: int
     written_at: float
 
 
@@ -354,14 +354,14 @@ def note_head(log_path: str, head: Line, now: bool) -> None:
     p = _pending.get(log_path)
     t = time.monotonic()
     fresh = log_path in _fresh
-    if (now or fresh or p is None or p.count + 1 >= HEAD_EVERY
+    if (now or fresh or p is None or p.appended + 1 >= HEAD_EVERY
             or t - p.written_at >= HEAD_MAX_DELAY):
         step("head")
         _fresh.discard(log_path)
         _record(log_path, head)
         _pending[log_path] = _Pending(None, 0, t)
     else:
-        _pending[log_path] = _Pending(head, p.count + 1, p.written_at)
+        _pending[log_path] = _Pending(head, p.appended + 1, p.written_at)
 
 
 def _record(log_path: str, head: Line) -> None:
