@@ -35,8 +35,9 @@ Rules and where they come from (docs/DESIGN.md "Audit log", docs/audit.md):
   back from this process's own last append, else at most 64 KiB from the end) and are written
   with one ``write()`` (:mod:`core.audit.write`), through a descriptor the process keeps open
   (its identity re-checked under the lock) and with this user's chain head written in batches
-  (:mod:`core.audit.appender`; docs/audit.md, "Chain heads written in batches"); only the entries that break or lose someone's
-  lock (``DURABLE_OPERATIONS``), and those a caller asks to be durable, are fsynced. A log that
+  (:mod:`core.audit.appender`; docs/audit.md, "Chain heads written in batches"); only the
+  entries that break or lose someone's lock (``DURABLE_OPERATIONS``), and those a caller asks
+  to be durable, are fsynced. A log that
   is not a regular file of this user with one link, or that cannot be written, or that lies in
   a git working tree or git directory (:mod:`core.audit.placement`), sends the entry to the
   per-user fallback log, and :func:`append` says so. A torn last line (disk full, crash)
