@@ -208,7 +208,8 @@ def test_a_held_back_head_never_overwrites_the_new_logs(lockdir: Path, env: dict
 
 
 def test_close_logs_lets_go_of_the_file(lockdir: Path, env: dict[str, str]) -> None:
-    """The process keeps its log open between appends; close_logs closes it (an unmount)."""
+    """The process keeps its log open between appends; close_logs writes the head it held
+    back and closes it (what the idle thread does after a second; before an unmount)."""
     if not os.path.isdir("/proc/self/fd"):
         pytest.skip("needs /proc to see open descriptors")
     audit.append(str(lockdir / "a.lock"), "acquire")
@@ -224,8 +225,11 @@ def test_close_logs_lets_go_of_the_file(lockdir: Path, env: dict[str, str]) -> N
         return n
 
     assert open_on_log() == 1
+    audit.append(str(lockdir / "a.lock"), "release")  # its head held back
     audit.close_logs()
     assert open_on_log() == 0
+    head = audit_heads.load(str(lockdir / AUDIT_LOG_NAME))  # written on closing
+    assert head is not None and head.end == (lockdir / AUDIT_LOG_NAME).stat().st_size
     audit.append(str(lockdir / "a.lock"), "release")  # opened again
     _verified(lockdir)
 
