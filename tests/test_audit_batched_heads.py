@@ -346,3 +346,38 @@ def test_lock_cycles_killed_at_random_points(lockdir: Path, env: dict[str, str])
     for lock in sorted(lockdir.glob("*.lock")):  # a lock left by a killed holder: stale
         Lock(lock, tag="after").acquire(blocking=False).release()
     _verified(lockdir)
+
+
+@pytest.mark.timeout(120)
+def test_a_forked_child_never_shares_the_parents_descriptor(
+    lockdir: Path, env: dict[str, str]
+) -> None:
+    """The parent keeps its log open; a child made by fork (multiprocessing's default on
+    Linux) appends at the same time as the parent: it opens its own description (a shared one
+    would share the parent's flock, and the two would chain onto the same line)."""
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork")
+    lock = str(lockdir / "f.lock")
+    audit.append(lock, "acquire")  # the parent's descriptor is open now
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait for the go, append, leave without cleanup
+        code = 1
+        try:
+            os.close(w)
+            os.read(r, 1)
+            for i in range(150):
+                if audit.append(lock, "refresh", details={"child": i}).fallback:
+                    raise SystemExit
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(r)
+    os.write(w, b"g")
+    for i in range(150):
+        assert not audit.append(lock, "refresh", details={"parent": i}).fallback
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    res = _verified(lockdir)
+    assert res.entries == 301
