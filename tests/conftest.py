@@ -32,6 +32,19 @@ DATA = Path(__file__).parent / "data"
 FIXTURES = DATA / "fixtures"
 
 
+@pytest.fixture(autouse=True)
+def _audit_logs_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """After each test, the chain heads this process held back are written and its audit logs
+    closed (core.audit.appender) while the test's environment (its private state directory)
+    is still in place, so none lands in another test's state directory or the user's."""
+    yield
+    import sys
+
+    appender = sys.modules.get("core.audit.appender")
+    if appender is not None:
+        appender.close_all()
+
+
 @pytest.fixture
 def fixtures_dir(tmp_path: Path) -> Path:
     """A private copy of the reference tools' lock files (tests/data/fixtures)."""

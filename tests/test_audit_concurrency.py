@@ -91,7 +91,8 @@ def test_processes_append_concurrently(lockdir: Path) -> None:
 
 
 def test_threads_append_concurrently(lockdir: Path) -> None:
-    """Each append opens its own file description, so flock also serialises threads."""
+    """Threads of one process take turns on its open log (a per-log mutex: one file
+    description, so flock alone would not exclude them)."""
     lock = str(lockdir / "t.lock")
     barrier = threading.Barrier(4)
     errors: list[str] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from core import audit
+from core.audit import appender
 from core.audit import heads as audit_heads
 from core.audit.heads import ChainHead
 from core.fsutil import AUDIT_LOG_NAME
@@ -29,6 +30,9 @@ def _head(log: Path, offset: int = 0) -> ChainHead:
 def test_append_records_where_its_line_is(lockdir: Path) -> None:
     audit.append(str(lockdir / "a.lock"), "acquire")
     w = audit.append(str(lockdir / "a.lock"), "release")
+    first = audit_heads.load(w.log_path)  # the first append writes its head at once
+    assert first is not None and first.offset == 0
+    appender.flush_heads()  # the second's was held back (batched): written now
     head = audit_heads.load(w.log_path)
     last = audit.read(w.log_path)[-1]
     st = os.stat(w.log_path)

@@ -258,6 +258,7 @@ def mounted(tmp_path: Path) -> Iterator[Path]:
     try:
         yield top
     finally:
+        audit.close_logs()  # this process keeps its logs open a moment
         subprocess.run(["umount", str(top)], check=True)
 
 

@@ -7,6 +7,8 @@ cycles)::
     parse    one line of bytes -> AuditEntry                       (model)
     read     read, read_many, tail; forward and backward readers   (model, parse)
     heads    this user's chain head of each log it appended to     (model)
+    appender the logs this process keeps open, its chain heads     (model, heads)
+             written in batches
     verify   verify                                                (model, parse, read, heads)
     entry    the fields and JSON encoding of a new line            (model)
     placement  whether a directory lies in a git repository (its entries then go to the
@@ -31,8 +33,11 @@ Rules and where they come from (docs/DESIGN.md "Audit log", docs/audit.md):
   rewritten from scratch or cut short after their last append (:mod:`core.audit.heads`).
 * Appends are serialised with a kernel lock on the log, chain onto the log's last line (read
   back from this process's own last append, else at most 64 KiB from the end) and are written
-  with one ``write()`` (:mod:`core.audit.write`); only the entries that break or lose someone's
-  lock (``DURABLE_OPERATIONS``), and those a caller asks to be durable, are fsynced. A log that
+  with one ``write()`` (:mod:`core.audit.write`), through a descriptor the process keeps open
+  (its identity re-checked under the lock) and with this user's chain head written in batches
+  (:mod:`core.audit.appender`; docs/audit.md, "Chain heads written in batches"); only the
+  entries that break or lose someone's lock (``DURABLE_OPERATIONS``), and those a caller asks
+  to be durable, are fsynced. A log that
   is not a regular file of this user with one link, or that cannot be written, or that lies in
   a git working tree or git directory (:mod:`core.audit.placement`), sends the entry to the
   per-user fallback log, and :func:`append` says so. A torn last line (disk full, crash)
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.audit import appender
 from core.audit import write as audit_write
 from core.audit.known import known_logs, remember
 from core.audit.model import (
@@ -79,6 +85,7 @@ __all__ = [
     "AuditWrite",
     "VerifyResult",
     "append",
+    "close_logs",
     "fallback_log_path",
     "get_via",
     "known_logs",
@@ -134,3 +141,11 @@ def append(
         lock_timeout=LOCK_TIMEOUT,
         durable=durable,
     )
+
+
+def close_logs() -> None:
+    """Write the chain heads this process holds back and close the audit logs it keeps open
+    (:mod:`core.audit.appender`; an idle log is closed within about
+    :data:`core.audit.appender.IDLE_CLOSE` seconds anyway), e.g. before unmounting the file
+    system a log is on. The next append opens its log again. Never raises."""
+    appender.close_all()

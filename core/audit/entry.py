@@ -14,11 +14,16 @@ import json
 import math
 import os
 import socket
+import time
 from typing import Any
 
 from core.audit.model import MAX_OWN_LINE_BYTES, get_via
 
 _user_cache: str | None = None
+_host_cache: tuple[int, str] | None = None  # (pid, host name): read once per process
+_second: tuple[int, str] = (-1, "")  # (a UTC second, its "YYYY-MM-DDTHH:MM:SS." text)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_PLAIN = (str, int, bool, type(None))
 _REPAIR_REASON = "interrupted write: the last line of the log was cut short"
 
 
@@ -31,7 +36,9 @@ def make_entry(
     becomes ``{"value": ...}``); ``user`` is the real OS user (:func:`os_user`), ``via`` the
     process-wide value (:func:`core.audit.model.get_via`). Never raises for any argument.
     """
-    safe = jsonable(details if details is not None else {})
+    safe = _plain(details) if type(details) is dict else None
+    if safe is None:
+        safe = jsonable(details if details is not None else {})
     return {
         "timestamp": now_iso(),
         "operation": str(operation),
@@ -83,11 +90,22 @@ def encode_line(entry: dict[str, Any]) -> bytes:
 
 
 def _dumps(entry: dict[str, Any]) -> bytes:
-    text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ENCODER.encode(entry)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(entry, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def _plain(details: dict[str, Any]) -> dict[str, Any] | None:
+    """``details`` itself when it is flat (string keys; strings, ints, bools, None and finite
+    floats as values: already JSON-safe, the common case), else None."""
+    for k, v in details.items():
+        if type(k) is not str:
+            return None
+        if not isinstance(v, _PLAIN) and (type(v) is not float or not math.isfinite(v)):
+            return None
+    return details
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:
@@ -117,9 +135,16 @@ def jsonable(value: Any, depth: int = 0) -> Any:
 
 
 def now_iso() -> str:
-    """Now in JavaScript ``toISOString()`` form: ``2026-11-21T09:31:00.000Z`` (UTC, ms)."""
-    now = _dt.datetime.now(_dt.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    """Now in JavaScript ``toISOString()`` form: ``2026-11-21T09:31:00.000Z`` (UTC, ms; the
+    milliseconds truncated, as ``Date`` keeps them). The text up to the second is kept for
+    the second it names."""
+    global _second
+    ns = time.time_ns()
+    sec, ms = ns // 1_000_000_000, (ns // 1_000_000) % 1000
+    if _second[0] != sec:
+        g = time.gmtime(sec)
+        _second = (sec, f"{g[0]:04d}-{g[1]:02d}-{g[2]:02d}T{g[3]:02d}:{g[4]:02d}:{g[5]:02d}.")
+    return f"{_second[1]}{ms:03d}Z"
 
 
 def os_user() -> str:
@@ -143,8 +168,14 @@ def os_user() -> str:
 
 
 def hostname() -> str:
-    """This machine's host name (``socket.gethostname``), ``"unknown"`` if it cannot be had."""
-    try:
-        return socket.gethostname()
-    except OSError:  # pragma: no cover
-        return "unknown"
+    """This machine's host name (``socket.gethostname``), ``"unknown"`` if it cannot be had;
+    read once per process (a forked child reads it again)."""
+    global _host_cache
+    pid = os.getpid()
+    if _host_cache is None or _host_cache[0] != pid:
+        try:
+            name = socket.gethostname()
+        except OSError:  # pragma: no cover
+            name = "unknown"
+        _host_cache = (pid, name)
+    return _host_cache[1]

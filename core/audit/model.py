@@ -191,8 +191,17 @@ def log_path_for(lock_path: str) -> str:
 
     Task MCP's rule (docs/specs/task-mcp.txt, ``logLockOperation``:
     ``path.join(path.dirname(lockPath), '.lock_audit.log')``), on the absolute path (symlinks in
-    the directory part are not resolved). Pure string work; never raises for a string.
+    the directory part are not resolved). Pure string work; never raises for a string (an
+    absolute path's answer is cached: it does not depend on the working directory).
     """
+    if os.path.isabs(lock_path):
+        return _log_path_for_absolute(lock_path)
+    return os.path.join(os.path.dirname(os.path.abspath(lock_path)), AUDIT_LOG_NAME)
+
+
+@functools.lru_cache(maxsize=1024)
+def _log_path_for_absolute(lock_path: str) -> str:
+    """:func:`log_path_for` of an absolute path (cached)."""
     return os.path.join(os.path.dirname(os.path.abspath(lock_path)), AUDIT_LOG_NAME)
 
 

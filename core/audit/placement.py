@@ -10,6 +10,7 @@ any entry whose directory log cannot be used.
 
 from __future__ import annotations
 
+import functools
 import os
 
 GIT_DIR_NAME = ".git"
@@ -35,19 +36,34 @@ def repository_of(directory: str) -> str | None:
     directory holding a ``.git`` entry, a directory or a ``gitdir:`` file as worktrees and
     submodules have), or the git directory itself (one named ``.git``, or a bare repository)
     for a directory inside it. Walks up from ``directory`` to ``/`` with two ``access`` calls
-    per level, each time (a cache would have to stat every level to stay true, which saves
-    too little: docs/audit.md, "Where entries go"). Never raises."""
-    d = os.path.abspath(directory)
+    per level, each time: the answer is never cached (a repository created above a lock
+    directory counts at once), only the names to ask about (:func:`_levels`; docs/audit.md,
+    "Where entries go"). Never raises."""
+    for d, dot_git, head in _levels(os.path.abspath(directory)):
+        if dot_git is None:  # d is named .git
+            return d
+        if _exists(dot_git) or (_exists(head) and _is_git_dir(d)):
+            return d
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _levels(directory: str) -> tuple[tuple[str, str | None, str], ...]:
+    """For the absolute ``directory`` and each of its ancestors up to ``/``: the directory,
+    its ``.git`` entry's path (None when the directory is itself named ``.git``: the walk
+    stops there) and its ``HEAD``'s path. Pure string work on the path, so it is cached."""
+    out: list[tuple[str, str | None, str]] = []
+    d = directory
     while True:
         if os.path.basename(d) == GIT_DIR_NAME:
-            return d
-        if _exists(os.path.join(d, GIT_DIR_NAME)) or (
-                _exists(os.path.join(d, "HEAD")) and _is_git_dir(d)):
-            return d
+            out.append((d, None, ""))
+            break
+        out.append((d, os.path.join(d, GIT_DIR_NAME), os.path.join(d, "HEAD")))
         parent = os.path.dirname(d)
         if parent == d:
-            return None
+            break
         d = parent
+    return tuple(out)
 
 
 def refusal(log_path: str) -> str | None:

@@ -17,13 +17,15 @@ Part of :mod:`core.audit`. Rules, in the order a line meets them:
   accepted anywhere, before the first of ours (a log that began without a chain) and between
   ours, and hashed into the chain like any line, so the next line of ours vouches for them.
 * When this user has appended to the log, the line recorded as its chain head
-  (:mod:`core.audit.heads`) must still be at the recorded offset of the same file.
+  (:mod:`core.audit.heads`) must still be at the recorded offset of the same file. Heads this
+  process holds back (:mod:`core.audit.appender` writes them in batches) are written first.
 """
 
 from __future__ import annotations
 
 import os
 
+from core.audit import appender
 from core.audit import heads as audit_heads
 from core.audit.heads import ChainHead
 from core.audit.model import (
@@ -49,6 +51,7 @@ def verify(path: str) -> VerifyResult:
     be read gives ``ok=False``, ``bad_line=None`` and the reason. Rules: module docstring.
     """
     log = resolve_log_path(path)
+    appender.flush_heads()  # this process's heads written in batches: write them first
     head = audit_heads.load(log)
     try:
         fd = open_log(log)

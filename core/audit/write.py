@@ -5,10 +5,12 @@ Part of :mod:`core.audit`. One append:
 
 1. open the log with ``O_RDWR|O_APPEND|O_CREAT|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC`` (mode 0o644;
    read access is needed to hash the last line; ``O_NONBLOCK`` makes a FIFO planted at the
-   log's name fail at once instead of hanging) and refuse anything but a regular file of this
-   user (``st_uid == geteuid()``: another user could rewrite what we add) with one link;
+   log's name fail at once instead of hanging), or reuse this process's open descriptor of it
+   (:mod:`core.audit.appender`), and refuse anything but a regular file of this user
+   (``st_uid == geteuid()``: another user could rewrite what we add) with one link;
 2. ``flock(LOCK_EX)`` (Windows: ``msvcrt.locking`` of a byte far past the end), waiting at most
-   ``lock_timeout`` seconds; re-open if the log was renamed or replaced meanwhile;
+   ``lock_timeout`` seconds; re-open if the log was renamed or replaced meanwhile (``fstat`` of
+   the descriptor against ``lstat`` of the path, under the lock);
 3. find the line to chain onto: when this process wrote the log's last line itself and the log
    still has the size it left it at, read back only that line's bytes (plus the LF before it)
    and compare them with what it wrote (:func:`cached_tail`: the digest is then known without
@@ -19,8 +21,9 @@ Part of :mod:`core.audit`. One append:
    (disk full, crash): terminate it and write a ``repair`` entry (chained onto it, naming it
    and the line before it) before the entry;
 5. ONE ``os.write`` of everything, ``os.fsync`` for a durable entry (:data:`DURABLE_OPERATIONS`
-   or asked for: docs/architecture.md, "Durability"), and record the new line as this user's
-   chain head (:mod:`core.audit.heads`).
+   or asked for: docs/architecture.md, "Durability"), and note the new line as this user's
+   chain head (:mod:`core.audit.heads`), written in batches
+   (:func:`core.audit.appender.note_head`).
 
 Any failure sends the entry to :func:`~core.audit.model.fallback_log_path` instead (same rules,
 its own chain) and :func:`append` says so; it never raises for I/O.
@@ -28,19 +31,15 @@ its own chain) and :func:`append` says so; it never raises for I/O.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
-import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from core.audit import heads as audit_heads
-from core.audit import placement
+from core.audit import appender, placement
 from core.audit.entry import encode_line, make_entry, repair_entry
-from core.audit.heads import ChainHead
 from core.audit.model import (
     TAIL_WINDOW,
     ZERO_HASH,
@@ -52,30 +51,11 @@ from core.audit.model import (
 )
 from core.audit.parse import is_entry_object
 from core.audit.read import pread
-from core.fsutil import describe_mode, lock_within
 
 DEFAULT_LOCK_TIMEOUT = 5.0
 """Seconds an append waits for another writer's lock on the log before it writes to the
 per-user fallback log instead (appends take well under a millisecond each)."""
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
-_O_BINARY = getattr(os, "O_BINARY", 0)
-_APPEND_FLAGS = (
-    os.O_RDWR
-    | os.O_APPEND
-    | os.O_CREAT
-    | _O_NOFOLLOW
-    | _O_NONBLOCK
-    | _O_CLOEXEC
-    | _O_NOCTTY
-    | _O_BINARY
-)
-_LOG_MODE = 0o644
-_REOPEN_TRIES = 10
-_WIN_LOCK_OFFSET = 0x7FFF_FFF0  # a byte past any real log: locking it never blocks readers
 _BLANK_NL = b" \t\r\n"
 
 
@@ -218,6 +198,10 @@ def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,
     lock, chained onto its last line (fsynced when ``durable``); True when an interrupted write
     was repaired first.
 
+    The log is opened once per process and kept open (:mod:`core.audit.appender`); its
+    identity is re-checked under the lock at every append, and this user's chain head is
+    written in batches (:func:`core.audit.appender.note_head`; at once for a durable entry).
+
     Raises :class:`~core.audit.model.LogRefused` for a log that is not a regular file, has
     other hard links, belongs to another user or whose last line is too long to chain onto;
     ``TimeoutError`` when another process holds the lock past ``lock_timeout`` seconds; other
@@ -225,70 +209,37 @@ def append_entry(log_path: str, entry: dict[str, Any], lock_timeout: float,
     and our lock (rotation) is re-opened, so the entry never lands in a file no longer at
     ``log_path``.
     """
-    for _attempt in range(_REOPEN_TRIES):
-        fd = os.open(log_path, _APPEND_FLAGS, _LOG_MODE)
+    with appender.mutex(log_path):
+        fd, st = appender.lock_log(log_path, lock_timeout)
+        done = False
         try:
-            _check_file(os.fstat(fd))
-            with locked(fd, lock_timeout):
-                st = os.fstat(fd)
-                if not _still_at(log_path, st):
-                    continue  # removed or replaced meanwhile: open (create) again
-                if st.st_nlink > 1:
-                    raise LogRefused(
-                        errno.EMLINK, "has other hard links; refusing to write through them"
-                    )
-                state = cached_tail(log_path, fd, st) or tail_state(fd, st.st_size)
-                data, line = compose(log_path, entry, state)
-                _write_all(fd, data)
-                if durable or state.torn is not None:
-                    os.fsync(fd)
-                end = os.lseek(fd, 0, os.SEEK_CUR)
-                digest = hashlib.sha256(line).hexdigest()
-                if len(_written) >= _MAX_WRITTEN:
-                    _written.clear()
-                _written[log_path] = _Written((st.st_dev, st.st_ino), end, line, digest)
-                audit_heads.record(ChainHead(
-                    log=audit_heads.head_key(log_path), dev=st.st_dev, ino=st.st_ino,
-                    offset=end - len(line) - 1, end=end, digest=digest,
-                    written=str(entry["timestamp"]),
-                ))  # fmt: skip
-                return state.torn is not None
+            if st.st_nlink > 1:
+                raise LogRefused(
+                    errno.EMLINK, "has other hard links; refusing to write through them"
+                )
+            state = cached_tail(log_path, fd, st) or tail_state(fd, st.st_size)
+            data, line = compose(log_path, entry, state)
+            _write_all(fd, data)
+            appender.step("written")
+            repaired = state.torn is not None
+            if durable or repaired:
+                os.fsync(fd)
+                appender.step("synced")
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            digest = hashlib.sha256(line).hexdigest()
+            if len(_written) >= _MAX_WRITTEN:
+                _written.clear()
+            _written[log_path] = _Written((st.st_dev, st.st_ino), end, line, digest)
+            appender.note_head(log_path, appender.Line(
+                st.st_dev, st.st_ino, end - len(line) - 1, end, digest, str(entry["timestamp"])
+            ), now=durable or repaired)  # fmt: skip
+            done = True
         finally:
-            os.close(fd)
-    raise OSError(errno.EAGAIN, "kept being replaced while we tried to append")
-
-
-def _check_file(st: os.stat_result) -> None:
-    """Refuse (LogRefused) a log that is not a regular file or belongs to another user."""
-    if not stat.S_ISREG(st.st_mode):
-        kind = describe_mode(st.st_mode) or "not a regular file"
-        raise LogRefused(errno.EINVAL, f"is {kind}, not an audit log")
-    geteuid = getattr(os, "geteuid", None)
-    if geteuid is not None and st.st_uid != geteuid():
-        raise LogRefused(
-            errno.EPERM,
-            f"belongs to another user ({_user_name(st.st_uid)}), who could rewrite what we add; "
-            "Lockwarden appends only to your own logs",
-        )
-
-
-def _user_name(uid: int) -> str:
-    """``"name, uid N"`` for a uid (``"uid N"`` when it has no name), for messages."""
-    try:
-        import pwd
-
-        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def _still_at(log_path: str, st: os.stat_result) -> bool:
-    """True when ``log_path`` still names the file ``st`` describes."""
-    try:
-        now = os.lstat(log_path)
-    except FileNotFoundError:
-        return False
-    return (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev)
+            appender.unlock(fd)
+            if not done:
+                appender.forget(log_path)  # an error: open afresh next time
+        appender.step("unlocked")
+        return repaired
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -390,44 +341,3 @@ def _last_line(buf: bytes, end: int, whole: bool, what: str) -> tuple[int, int] 
         )
     nl = buf.find(b"\n", len(content), end)
     return ls, (nl if nl >= 0 else end)
-
-
-@contextlib.contextmanager
-def locked(fd: int, timeout: float) -> Iterator[None]:
-    """Hold an exclusive kernel lock on the open log ``fd``; on POSIX wait at most ``timeout``
-    seconds, then raise ``TimeoutError`` (an ``OSError``: the caller falls back)."""
-    if os.name == "nt":  # pragma: no cover - not testable on Linux CI
-        import msvcrt
-
-        os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
-        while True:
-            try:
-                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
-                break
-            except OSError as exc:  # LK_LOCK gives up after ~10 s; keep waiting
-                if exc.errno not in (errno.EDEADLK, errno.EACCES):
-                    raise
-        try:
-            yield
-        finally:
-            os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
-    else:
-        import fcntl
-
-        _flock_within(fd, timeout)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _flock_within(fd: int, timeout: float) -> None:
-    """``flock(LOCK_EX)`` on ``fd``, giving up after ``timeout`` seconds (TimeoutError): a
-    stopped or hostile process holding the log's lock must not hang every lock operation in
-    the directory (:func:`core.fsutil.lock_within`)."""
-    if not lock_within(fd, timeout, pause=0.001, max_pause=0.05):
-        raise TimeoutError(
-            errno.ETIMEDOUT,
-            f"the audit log stayed locked by another process for {timeout:g} s",
-        )

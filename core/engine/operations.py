@@ -102,11 +102,17 @@ def _removed_status(
     return inspect_bytes(path, removed[0], removed[1], policy=policy)
 
 
+_own_start: dict[int, tuple[float, str | None]] = {}
+"""This process's psutil start time and identity, by PID (a forked child has its own PID),
+shared by every :class:`HolderCache`: a ``with Lock(path):`` per operation looks them up once
+per process, not once per ``Lock``."""
+
+
 class HolderCache:
     """Who a lock names as its holder (:class:`core.formats.Holder`): the PID, this host's
     name, and the process's start time and identity from psutil (docs/DESIGN.md, "Liveness and
-    verdicts": they let readers detect a reused PID). This process's are looked up once;
-    :meth:`keep` pins a held lock's own for its refreshes."""
+    verdicts": they let readers detect a reused PID). This process's are looked up once per
+    process; :meth:`keep` pins a held lock's own for its refreshes."""
 
     def __init__(self) -> None:
         self._starts: dict[int, tuple[float, str | None]] = {}
@@ -118,11 +124,13 @@ class HolderCache:
             LockError: no process ``pid`` exists (nothing may be written in its name).
         """
         cached = self._starts.get(pid)
+        if cached is None and pid == os.getpid():
+            cached = _own_start.get(pid)  # this process's: looked up once per process
         if cached is None:
             start = process_start_time(pid)
             proc = process_identity(pid)
             if start is not None and pid == os.getpid():
-                self._starts[pid] = (start, proc)
+                self._starts[pid] = _own_start[pid] = (start, proc)
         else:
             start, proc = cached
         if start is None:

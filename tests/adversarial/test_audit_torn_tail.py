@@ -131,6 +131,7 @@ def test_append_cut_short_by_a_full_file_system(tmp_path: Path) -> None:
         (mnt / "filler").unlink()
         _check_torn_then_repair(log, size)
     finally:
+        audit.close_logs()  # this process keeps its logs open a moment
         subprocess.run(["umount", str(mnt)], check=False, timeout=60)
         mnt.rmdir()
 
