@@ -104,6 +104,40 @@ def _quit_on_signals(lw: LockwardenApp) -> SignalWaker:
     return SignalWaker(lw)
 
 
+def release_startup_memory() -> None:
+    """Give back what start-up left behind and nothing will read again: the source text of
+    every module imported after PySide6 (PySide6's ``__feature__`` check reads each one with
+    ``inspect.getsource``, and ``linecache`` keeps it: ~6.6 MB for the tray's modules), then
+    collect and, on glibc, return freed heap pages to the system (``malloc_trim``).
+    Tracebacks read the files again when they need them (docs/performance.md "Idle tray")."""
+    import gc
+    import linecache
+
+    linecache.clearcache()
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _release_after_first_scan(lw: LockwardenApp) -> None:
+    """Call :func:`release_startup_memory` once the loop runs, and again once the first
+    scan is in (a busy /tmp can take many seconds; the modules it imports are read by then)."""
+    from PySide6.QtCore import QTimer
+
+    QTimer.singleShot(0, release_startup_memory)
+    if lw.inventory.initial_done:
+        return
+
+    def once() -> None:
+        lw.inventory.ready.disconnect(once)
+        QTimer.singleShot(0, release_startup_memory)
+
+    lw.inventory.ready.connect(once)
+
+
 def _report_startup(lw: LockwardenApp, report: str) -> None:
     """Once the tray icon is visible and placed, write "<Unix time> <seconds since start>"
     to the file ``report`` (``LOCKWARDEN_STARTUP_REPORT``, read by the start-up benchmark)."""
@@ -169,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         guard.activated.connect(lw.show_window)
     lw.start(show_window=not (args.minimized or lw.config.ui.start_minimized))
     pulse = _quit_on_signals(lw)
+    _release_after_first_scan(lw)
     report = os.environ.get("LOCKWARDEN_STARTUP_REPORT")
     if report:
         _report_startup(lw, report)

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from shiboken6 import isValid
 
-from app.main import SignalWaker, _quit_on_signals
+from app.main import SignalWaker, _quit_on_signals, _release_after_first_scan
 
 pytestmark = pytest.mark.usefixtures("qapp")
 
@@ -48,3 +48,26 @@ def test_sigterm_quits_through_the_wakeup_socket(idle_app, qtbot):
     finally:
         waker.stop()
     assert signal.getsignal(signal.SIGTERM) is not waker._on_signal
+
+
+def test_pyside_keeps_the_source_of_each_module_imported_after_it() -> None:
+    """The cause (docs/performance.md "Idle tray"): PySide6's ``__feature__`` check reads the
+    source of every module imported after it, and ``linecache`` keeps it."""
+    import subprocess
+    import sys
+
+    code = ("import linecache, PySide6.QtCore, app.tray; "
+            "import app.model; print(app.model.__file__ in linecache.cache)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_the_started_app_gives_back_the_source_text_start_up_left(idle_app, qtbot):
+    import linecache
+
+    import app.tray
+
+    assert linecache.getlines(app.tray.__file__)  # what PySide6 leaves behind
+    _release_after_first_scan(idle_app)
+    qtbot.waitUntil(lambda: not linecache.cache, timeout=5_000)
