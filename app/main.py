@@ -104,6 +104,18 @@ def _quit_on_signals(lw: LockwardenApp) -> SignalWaker:
     return SignalWaker(lw)
 
 
+def hash_without_openssl() -> bool:
+    """Let :mod:`hashlib` use Python's own SHA-256 (``_sha256``...) instead of OpenSSL's, as
+    the bundle does (packaging/lockwarden.spec leaves OpenSSL out): mapping ``libcrypto`` cost
+    the idle tray 3.3 MB for audit lines of a few hundred bytes (docs/performance.md "Idle
+    tray"). Digests are the same. Only before anything imported :mod:`hashlib`; returns
+    whether it took effect (False when hashlib was already loaded, e.g. through the CLI)."""
+    if "hashlib" in sys.modules:
+        return "_hashlib" not in sys.modules or sys.modules["_hashlib"] is None
+    sys.modules.setdefault("_hashlib", None)  # type: ignore[assignment]  # "import fails"
+    return sys.modules["_hashlib"] is None
+
+
 def release_startup_memory() -> None:
     """Give back what start-up left behind and nothing will read again: the source text of
     every module imported after PySide6 (PySide6's ``__feature__`` check reads each one with
@@ -165,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.demo import helper_main
 
         return helper_main(args.demo_helper[0], args.demo_helper[1])
+    hash_without_openssl()
     from app.display import problem
 
     why = problem()

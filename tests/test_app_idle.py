@@ -71,3 +71,21 @@ def test_the_started_app_gives_back_the_source_text_start_up_left(idle_app, qtbo
     assert linecache.getlines(app.tray.__file__)  # what PySide6 leaves behind
     _release_after_first_scan(idle_app)
     qtbot.waitUntil(lambda: not linecache.cache, timeout=5_000)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux's /proc/self/maps")
+def test_the_app_hashes_without_openssl_and_the_digests_are_the_same() -> None:
+    """As in the bundle (packaging/lockwarden.spec): no libcrypto mapped in an idle tray, and
+    the audit chain's SHA-256 unchanged."""
+    import hashlib
+    import subprocess
+    import sys
+
+    code = ("import app.main, sys; took = app.main.hash_without_openssl(); import hashlib; "
+            "print(took, hashlib.sha256(b'lockwarden').hexdigest(), "
+            "any('libcrypto' in line for line in open('/proc/self/maps')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    took, digest, mapped = out.stdout.split()
+    assert took == "True" and mapped == "False"
+    assert digest == hashlib.sha256(b"lockwarden").hexdigest()
