@@ -59,3 +59,16 @@ def test_the_closure_leaves_host_libraries_and_what_only_they_link(monkeypatch, 
     # host libraries, and libpcre2 which only glib (a host library) links
     assert kept.isdisjoint({"libglib-2.0.so.0", "libpcre2-8.so.0", "libX11.so.6",
                             "libstdc++.so.6"})
+
+
+def test_the_linux_bundle_carries_no_qtnetwork(monkeypatch, tmp_path):
+    """POSIX's single-instance guard is a Unix socket of Python's own (app/single.py)."""
+    qt = PYSIDE_DIR / "Qt"
+    binaries = [(f"PySide6/Qt/lib/{n}", str(qt / "lib" / n), "BINARY")
+                for n in ("libQt6Network.so.6", "libQt6Core.so.6")]
+    binaries.append(("PySide6/QtNetwork.abi3.so", str(PYSIDE_DIR / "QtNetwork.abi3.so"),
+                     "EXTENSION"))
+    made = _exec_spec(binaries, [], monkeypatch, tmp_path)
+    assert "PySide6.QtNetwork" in made["analysis_kw"]["excludes"]
+    kept = {Path(d).name for d, _s, _k in made["globals"]["a"].binaries}
+    assert "libQt6Network.so.6" not in kept
