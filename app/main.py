@@ -135,11 +135,12 @@ def release_startup_memory() -> None:
 
 
 def _release_after_first_scan(lw: LockwardenApp) -> None:
-    """Call :func:`release_startup_memory` once the loop runs, and again once the first
-    scan is in (a busy /tmp can take many seconds; the modules it imports are read by then)."""
+    """Call :func:`release_startup_memory` a second after the loop starts (not before the
+    tray icon shows), and again once the first scan is in (a busy /tmp can take many seconds;
+    the modules it imports are read by then)."""
     from PySide6.QtCore import QTimer
 
-    QTimer.singleShot(0, release_startup_memory)
+    QTimer.singleShot(1000, release_startup_memory)
     if lw.inventory.initial_done:
         return
 
