@@ -112,7 +112,7 @@ def hash_without_openssl() -> bool:
     whether it took effect (False when hashlib was already loaded, e.g. through the CLI)."""
     if "hashlib" in sys.modules:
         return "_hashlib" not in sys.modules or sys.modules["_hashlib"] is None
-    sys.modules.setdefault("_hashlib", None)  # type: ignore[assignment]  # "import fails"
+    sys.modules.setdefault("_hashlib", None)  # type: ignore[arg-type]  # None: "import fails"
     return sys.modules["_hashlib"] is None
 
 

@@ -18,7 +18,7 @@ from tests.test_packaging import PYSIDE_DIR, ROOT, _exec_spec
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF, Linux")
 
 sys.path.insert(0, str(ROOT / "packaging"))
-from elf_needed import needed  # noqa: E402
+from elf_needed import needed  # type: ignore[import-not-found]  # noqa: E402
 
 SYSTEM = Path("/usr/lib/x86_64-linux-gnu")
 
