@@ -89,3 +89,17 @@ def test_the_app_hashes_without_openssl_and_the_digests_are_the_same() -> None:
     took, digest, mapped = out.stdout.split()
     assert took == "True" and mapped == "False"
     assert digest == hashlib.sha256(b"lockwarden").hexdigest()
+
+
+def test_lockwarden_gui_keeps_hashlib_off_openssl_too() -> None:
+    """``lockwarden gui`` goes through the CLI, which imports hashlib before the app starts."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, sys, app.console\n"
+            "with contextlib.suppress(SystemExit):\n"
+            "    app.console.main(['gui', '--help'])\n"
+            "print('RESULT', sys.modules.get('_hashlib', 'absent'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines()[-1] == "RESULT None"
