@@ -95,9 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     kept off OpenSSL before the CLI imports it (:func:`app.main.hash_without_openssl`)."""
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["gui"]:
-        from app.main import hash_without_openssl
-
-        hash_without_openssl()
+        try:
+            from app.main import hash_without_openssl
+        except ImportError:  # run_gui says in one line why the app cannot start
+            pass
+        else:
+            hash_without_openssl()
     return cli_main(words, extra_verbs=(GUI_VERB,))
 
 
