@@ -2,9 +2,14 @@
 
 :class:`LockwardenApp` is the composition root. It creates, in this order, the configuration
 store, the table model and its proxy, the inventory (the watcher's bridge to the GUI thread),
-the lock actions (the locks this app holds), the main window, the tray and the operations; each
-part receives what it needs as constructor arguments and reports through Qt signals, which
-only this module connects. No part knows the app object.
+the lock actions (the locks this app holds), the tray and the operations; each part receives
+what it needs as constructor arguments and reports through Qt signals, which only this module
+connects. No part knows the app object.
+
+The main window (with the filter proxy, the Undo bar and the history's pane) is built the first
+time it is needed -- shown, a dialog opened over it, a test reading :attr:`LockwardenApp.window`
+-- not at start: a tray-only app neither imports nor holds it (docs/performance.md "Idle
+tray"; tests/test_app_idle.py).
 
 Import arrows point one way: this module imports every part; no part imports it.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
@@ -20,24 +26,26 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
 from app.collector import GarbageCollector
 from app.commands import Commands
 from app.config_store import ConfigStore
-from app.demo import Demo
 from app.engine_calls import LockActions
 from app.fleet_bridge import FleetBridge
 from app.history_setup import install as install_history
 from app.lockinfo import plural
 from app.model import LockTableModel
-from app.proxy import LockFilterProxy
 from app.remote_poller import RemotePoller
 from app.theme import apply_theme
 from app.tray import TrayController
-from app.undo import UndoBar
 from app.watch_bridge import Inventory
-from app.window import MainWindow
 from core import audit
 from core import config as cfgmod
 from core.audit.write import add_lost_listener
 from core.config import Config
 from core.reasons import printable
+
+if TYPE_CHECKING:  # built on first show (docs/performance.md "Idle tray")
+    from app.demo import Demo
+    from app.proxy import LockFilterProxy
+    from app.undo import UndoBar
+    from app.window import MainWindow
 
 
 def state_settings_path(config_path: str) -> str:
@@ -60,7 +68,8 @@ class LockwardenApp(QObject):
 
     Attributes:
         store, model, proxy, inventory, actions, window, tray (``None`` without a tray),
-        ops, undo (the window's Undo of a force release): the parts (see the module doc).
+        ops, undo (the window's Undo of a force release): the parts (see the module doc);
+        ``proxy``, ``window`` and ``undo`` are built on first use (:attr:`window_built`).
 
     Signals:
         quitRequested(): the quit confirmation was answered and the app is quitting.
@@ -93,8 +102,10 @@ class LockwardenApp(QObject):
         self.quitting = False
 
         self.model = LockTableModel(self)
-        self.proxy = LockFilterProxy(self)
-        self.proxy.setSourceModel(self.model)
+        self._proxy: LockFilterProxy | None = None
+        self._window: MainWindow | None = None
+        self._undo: UndoBar | None = None
+        self._hide_on_close = False
         self.inventory = Inventory(self)
         self.actions = LockActions(self)
         if demo is None:  # the locks kept at the last quit are listed again
@@ -110,32 +121,79 @@ class LockwardenApp(QObject):
         if use_tray:
             self.tray = TrayController(model=self.model, inventory=self.inventory,
                                        actions=self.actions, store=self.store, parent=self)
-        self.window = MainWindow(model=self.model, proxy=self.proxy, inventory=self.inventory,
-                                 actions=self.actions, store=self.store,
-                                 settings=self.settings, hide_on_close=use_tray)
-        if demo is not None:
-            self.window.show_demo(demo.dir)
+        self._hide_on_close = use_tray
         self.remote = RemotePoller(self.inventory, self)
         self.fleet = FleetBridge(self.inventory, self)
         self.window.fleet_safety_of = self.fleet.safety
         self.ops = Commands(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
-                              dialog_parent=self.window, remote=self.remote, parent=self,
-                              remember_logs=demo is None)
-        self.undo = UndoBar(self.window, self.ops)
-        self.history = install_history(config=config, record=demo is None, window=self.window,
-                                       inventory=self.inventory, tray=self.tray,
-                                       remote=self.remote, store=self.store, ops=self.ops,
-                                       parent=self)
-        self._connect_window()
+                              dialog_parent=lambda: self.window, remote=self.remote,
+                              parent=self, remember_logs=demo is None)
+        self.history = install_history(config=config, record=demo is None,
+                                       window=lambda: self.window, inventory=self.inventory,
+                                       tray=self.tray, remote=self.remote, store=self.store,
+                                       ops=self.ops, parent=self)
+        # audit entries written nowhere (a full disk): emitted from worker threads, shown in
+        # the window's Problems panel (the window is built for it: nothing lost)
+        self.auditLost.connect(lambda text: self.window.problems.add_audit_problem(text))
+        self._forget_lost = add_lost_listener(lambda path, op, error: self.auditLost.emit(
+            f"{op} of {printable(path)} was done, but its audit entry could not be written "
+            f"anywhere: {printable(error)}"))
+        if self.tray is None:
+            _ = self.window  # the window is the app
         if self.tray is not None:
             self._connect_tray(self.tray)
         qapp.setQuitOnLastWindowClosed(self.tray is None)
 
+    # -- the window, built on first use ------------------------------------------------------
+
+    @property
+    def window_built(self) -> bool:
+        """True once the main window exists (it is built on first use)."""
+        return self._window is not None
+
+    @property
+    def proxy(self) -> LockFilterProxy:
+        """The window's sort/filter proxy over :attr:`model` (built on first use)."""
+        if self._proxy is None:
+            from app.proxy import LockFilterProxy
+
+            self._proxy = LockFilterProxy(self)
+            self._proxy.setSourceModel(self.model)
+        return self._proxy
+
+    @property
+    def window(self) -> MainWindow:
+        """The main window, built (hidden) the first time it is asked for, with its Undo bar
+        and the history's pane, connected to the operations."""
+        if self._window is None:
+            from app.undo import UndoBar
+            from app.window import MainWindow
+
+            w = MainWindow(model=self.model, proxy=self.proxy, inventory=self.inventory,
+                           actions=self.actions, store=self.store, settings=self.settings,
+                           hide_on_close=self._hide_on_close)
+            self._window = w
+            if self.demo is not None:
+                w.show_demo(self.demo.dir)
+            self._undo = UndoBar(w, self.ops)
+            if self.ops.last_kept is not None:  # a force release from the tray came first
+                self._undo._changed(self.ops.undo_text())
+            self.history.attach_window(w)
+            self._connect_window(w)
+        return self._window
+
+    @property
+    def undo(self) -> UndoBar:
+        """The window's Undo of a force release (builds the window if needed)."""
+        _ = self.window
+        assert self._undo is not None
+        return self._undo
+
     # -- wiring -------------------------------------------------------------------------------
 
-    def _connect_window(self) -> None:
-        w, ops = self.window, self.ops
+    def _connect_window(self, w: MainWindow) -> None:
+        ops = self.ops
         w.acquireRequested.connect(lambda: ops.open_acquire(None))
         w.releaseRequested.connect(ops.release)
         w.reclaimRequested.connect(ops.open_reclaim)
@@ -156,11 +214,9 @@ class LockwardenApp(QObject):
             hosts, current=self.fleet.hosts_current,
             me=self.fleet.spec.host if self.fleet.spec is not None else None))
         self.remote.problemsChanged.connect(w.problems.set_server_problems)
-        # audit entries written nowhere (a full disk): emitted from worker threads, shown here
-        self.auditLost.connect(w.problems.add_audit_problem)
-        self._forget_lost = add_lost_listener(lambda path, op, error: self.auditLost.emit(
-            f"{op} of {printable(path)} was done, but its audit entry could not be written "
-            f"anywhere: {printable(error)}"))
+        if self.remote.problems:  # servers that failed before the window was built
+            w.status_line.set_server_problems(self.remote.problems)
+            w.problems.set_server_problems(self.remote.problems)
 
     def _connect_tray(self, tray: TrayController) -> None:
         ops = self.ops
@@ -273,7 +329,7 @@ class LockwardenApp(QObject):
         box = QMessageBox(QMessageBox.Icon.Question, "Quit Lockwarden",
                           f"Lockwarden holds {plural(len(held), 'lock')}:\n{names}\n\n"
                           f"Release {them} before quitting? A lock left behind becomes stale "
-                          "once Lockwarden has exited.", parent=self.window)
+                          "once Lockwarden has exited.", parent=self._window)
         rel = box.addButton("Release all", QMessageBox.ButtonRole.AcceptRole)
         keep = box.addButton("Keep", QMessageBox.ButtonRole.DestructiveRole)
         rel.setToolTip("Release the locks Lockwarden holds, then quit")
@@ -304,7 +360,8 @@ class LockwardenApp(QObject):
                 print(f"lockwarden: {e}", flush=True)
         if self.demo is None:
             self.actions.save_kept(self.settings)
-        self.window.save_state()
+        if self._window is not None:  # a window never built has no state to keep
+            self._window.save_state()
         self.remote.close()
         self.fleet.close()
         self.inventory.close()
@@ -312,7 +369,8 @@ class LockwardenApp(QObject):
         self._forget_lost()
         if self.demo is not None:
             self.demo.stop()
-        self.window.close_for_quit()
+        if self._window is not None:
+            self._window.close_for_quit()
         self.quitRequested.emit()
         self.qapp.quit()
 
@@ -326,7 +384,8 @@ class LockwardenApp(QObject):
         if self.tray is not None:
             self.tray.menu.deleteLater()
             self.tray.icon.hide()
-        self.window.deleteLater()
+        if self._window is not None:
+            self._window.deleteLater()
         self.deleteLater()
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         collector.stop()

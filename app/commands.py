@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
@@ -22,17 +23,6 @@ from PySide6.QtWidgets import QApplication, QDialog, QMessageBox, QWidget
 
 from app import autostart
 from app.config_store import ConfigStore
-from app.dialogs import (
-    AcquireDialog,
-    AcquireRequest,
-    AuditDialog,
-    SettingsDialog,
-    end_holder_dialog,
-    force_dialog,
-    reclaim_dialog,
-    unsaved_dialog,
-)
-from app.dialogs.confirm import ConfirmDialog, kill_holder_dialog
 from app.engine_calls import ActionError, LockActions, policy_for
 from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
 from app.model import LockTableModel
@@ -41,13 +31,15 @@ from app.theme import apply_theme
 from app.watch_bridge import Inventory
 from core import audit
 from core.config import Config
-from core.engine.trash import Kept
 from core.fsutil import AUDIT_LOG_NAME
 from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
 from core.verdicts.inspect import inspect
 from core.verdicts.liveness import ProcessFacts
-from core.verdicts.unsaved import unsaved_changes
+
+if TYPE_CHECKING:  # the dialogs are imported when one first opens (docs/performance.md "Idle tray")
+    from app.dialogs import AcquireDialog, AcquireRequest, AuditDialog, SettingsDialog
+    from core.engine.trash import Kept
 
 
 def unexpected(exc: BaseException) -> str:
@@ -69,7 +61,8 @@ class Commands(QObject):
         inventory: watching (re-scans, new watched directories).
         actions: the engine operations and the locks this app holds.
         store: the configuration (read, saved when Settings change it).
-        dialog_parent: the window dialogs and message boxes open over.
+        dialog_parent: the window dialogs and message boxes open over, or a callable that
+            returns it, called each time one opens (the app builds its window on first use).
         remember_logs: keep the watched directories' audit logs in this user's list of known
             logs (:meth:`remember_logs`; False in demo mode).
 
@@ -93,7 +86,8 @@ class Commands(QObject):
     _undone = Signal(object, bool)
 
     def __init__(self, *, qapp: QApplication, model: LockTableModel, inventory: Inventory,
-                 actions: LockActions, store: ConfigStore, dialog_parent: QWidget,
+                 actions: LockActions, store: ConfigStore,
+                 dialog_parent: QWidget | Callable[[], QWidget],
                  remote: RemotePoller | None = None, parent: QObject | None = None,
                  remember_logs: bool = True) -> None:
         super().__init__(parent)
@@ -104,7 +98,7 @@ class Commands(QObject):
         self._inventory = inventory
         self._actions = actions
         self._store = store
-        self._parent = dialog_parent
+        self._parent_of = dialog_parent
         self._dialogs: list[QDialog] = []
         self._busy = 0
         self.last_acquire_dir: str | None = None
@@ -121,6 +115,12 @@ class Commands(QObject):
         self.remember_logs()
 
     # -- bookkeeping --------------------------------------------------------------------------
+
+    @property
+    def _parent(self) -> QWidget:
+        """The window dialogs open over (built now when the app builds it on first use)."""
+        p = self._parent_of
+        return p if isinstance(p, QWidget) else p()
 
     @property
     def busy(self) -> int:
@@ -199,6 +199,7 @@ class Commands(QObject):
         for a successful acquire, else the first watched one. The lock is acquired in a
         worker thread, held by this process; on failure the dialog stays open with the error
         and the typed fields."""
+        from app.dialogs import AcquireDialog
         dirs = self._store.watched_dirs()
         start = directory or self.last_acquire_dir or (dirs[0] if dirs else "")
         dlg = AcquireDialog(dirs, self._parent, directory=start)
@@ -279,6 +280,7 @@ class Commands(QObject):
         a reason otherwise -- also for an expired lock, whose holder is alive (breaking a live
         holder's lock is a forced decision, docs/gui.md "Window"). Returns the dialog
         (``None`` if the lock cannot be reclaimed; the user was told why)."""
+        from app.dialogs import force_dialog, reclaim_dialog
         st = self._breakable(path, "Nothing to reclaim")
         if st is None:
             return None
@@ -301,6 +303,8 @@ class Commands(QObject):
         that names the changes, offers the recovery command and needs them discarded by name
         (docs/gui.md, "Window"). Returns the dialog (``None`` if the lock cannot be released;
         the user was told why)."""
+        from app.dialogs import force_dialog, unsaved_dialog
+        from core.verdicts.unsaved import unsaved_changes
         st = self._breakable(path, "Nothing to release")
         if st is None:
             return None
@@ -369,6 +373,8 @@ class Commands(QObject):
         """Removing an empty lock file that nobody holds or has open (``free``): a plain
         confirmation; the engine removes it holding its flock (core/engine/unheld.py), and
         refuses if a process locked or opened it meanwhile (docs/gui.md, "Empty files")."""
+        from app.dialogs.confirm import ConfirmDialog
+
         path = st.path
         dlg = ConfirmDialog(
             "Remove empty lock file…",
@@ -390,6 +396,7 @@ class Commands(QObject):
         (:data:`core.engine.end_holder.TERM_GRACE`) in a worker thread; if the process is
         still running, a second confirmation before SIGKILL (:meth:`open_kill_holder`).
         ``None`` when no kernel lock names a live holder (the user is told)."""
+        from app.dialogs import end_holder_dialog
         from core.engine.end_holder import TERM_GRACE, holder_process
         from core.kernel.proof import own_session_role
 
@@ -424,6 +431,7 @@ class Commands(QObject):
         """The second confirmation of :meth:`open_end_holder`: the holder ``facts`` is still
         running after SIGTERM; on OK it is killed (SIGKILL) -- only while it is still that
         process and still the holder (:func:`core.engine.end_holder.end_holder`)."""
+        from app.dialogs.confirm import kill_holder_dialog
         from core.kernel.proof import own_session_role
 
         own = own_session_role(facts.pid)
@@ -475,6 +483,7 @@ class Commands(QObject):
         """Open Settings; on OK the dialog saves (it stays open when it cannot:
         :class:`app.dialogs.settings.SettingsDialog`), then what the file holds is applied
         without restart."""
+        from app.dialogs import SettingsDialog
         try:
             enabled = autostart.is_enabled()
         except OSError:
@@ -570,6 +579,7 @@ class Commands(QObject):
 
     def open_audit(self) -> AuditDialog:
         """Open the audit log viewer."""
+        from app.dialogs import AuditDialog
         dlg = AuditDialog(self.audit_sources(), self._parent)
         self.show_dialog(dlg)
         return dlg
@@ -577,6 +587,7 @@ class Commands(QObject):
     def open_history(self, path: str) -> AuditDialog:
         """Open the audit log viewer on one lock's entries (its history): the log beside it,
         the watched directories' and the per-user fallback log, filtered by its path."""
+        from app.dialogs import AuditDialog
         sources = [os.path.join(os.path.dirname(path), ".lock_audit.log"), *self.audit_sources()]
         dlg = AuditDialog(list(dict.fromkeys(sources)), self._parent, lock=path)
         self.show_dialog(dlg)

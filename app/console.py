@@ -91,8 +91,17 @@ GUI_VERB = Verb(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lockwarden`` console script: :func:`core.cli.main.main` with the
-    ``gui`` verb; returns the exit code (never raises for bad input)."""
-    return cli_main(argv, extra_verbs=(GUI_VERB,))
+    ``gui`` verb; returns the exit code (never raises for bad input). For ``gui``, hashlib is
+    kept off OpenSSL before the CLI imports it (:func:`app.main.hash_without_openssl`)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["gui"]:
+        try:
+            from app.main import hash_without_openssl
+        except ImportError:  # run_gui says in one line why the app cannot start
+            pass
+        else:
+            hash_without_openssl()
+    return cli_main(words, extra_verbs=(GUI_VERB,))
 
 
 if __name__ == "__main__":

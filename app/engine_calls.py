@@ -15,19 +15,19 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from app.lockinfo import Update
-from core.config import Config
-from core.engine.lock import Lock
-from core.engine.operations import force_release_kept
-from core.engine.reclaiming import reclaim
-from core.engine.trash import Kept
-from core.engine.trash import restore as restore_kept
 from core.errors import LockError, LockHeld, LockLost, NotStale, UnreadableError
 from core.record import LockStatus, State
 from core.stale_policy import StalePolicy
+
+if TYPE_CHECKING:  # the engine is imported by the first operation (docs/performance.md "Idle tray")
+    from core.config import Config
+    from core.engine.lock import Lock
+    from core.engine.trash import Kept
 
 
 class ActionError(Exception):
@@ -220,6 +220,8 @@ class LockActions(QObject):
         with self._running(path):
             if self.holds(path):
                 raise ActionError("Already held", f"{path} is already held by this Lockwarden.")
+            from core.engine.lock import Lock
+
             try:  # the Lock itself refuses a tag or TTL it cannot write (TagTooLong...)
                 lock = Lock(path, tag=tag or None, ttl=ttl, format=format, policy=policy,
                             auto_refresh=ttl is not None or format == "task-mcp")
@@ -265,6 +267,8 @@ class LockActions(QObject):
         policy = status.policy if status is not None else None
         with self._running(path):
             try:
+                from core.engine.reclaiming import reclaim
+
                 lock = reclaim(path, force=force, reason=reason or None, ttl=ttl,
                                policy=policy, auto_refresh=True)
             except (LockError, OSError) as exc:
@@ -285,6 +289,8 @@ class LockActions(QObject):
         the status of what was removed. Raises :class:`ActionError`."""
         with self._running(path):
             try:
+                from core.engine.operations import force_release_kept
+
                 done = force_release_kept(path, reason=reason or None,
                                           discard_unsaved=discard_unsaved)
             except (LockError, OSError) as exc:
@@ -306,6 +312,8 @@ class LockActions(QObject):
         path = kept.original
         with self._running(path):
             try:
+                from core.engine.trash import restore as restore_kept
+
                 return restore_kept(kept, reason=reason)
             except LockHeld as exc:
                 raise ActionError("Could not undo the force release",

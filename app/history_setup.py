@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -19,13 +19,13 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QLabel
 
 from app.free_watch import FreeWatch, wanted
 from app.history_bridge import HistoryRecorder
-from app.history_view import HistoryPane
 from core.reasons import printable
 from core.record import LockStatus
 
 if TYPE_CHECKING:
     from app.commands import Commands
     from app.config_store import ConfigStore
+    from app.history_view import HistoryPane
     from app.remote_poller import RemotePoller
     from app.tray import TrayController
     from app.watch_bridge import Inventory
@@ -33,8 +33,23 @@ if TYPE_CHECKING:
     from core.config import Config
 
 
+class _WindowParts(NamedTuple):
+    """The history's parts that live in the window (:meth:`HistoryParts.attach_window`)."""
+
+    pane: HistoryPane
+    dock: QDockWidget
+    paused_label: QLabel
+    act_history: QAction
+    act_notify: QAction
+
+
 class HistoryParts(QObject):
     """The history's parts of one app (built by :func:`install`).
+
+    The recorder and "Notify me when free" work from the start, tray only; the window's parts
+    (the pane, its dock, the status bar's label, the window's actions) are built by
+    :meth:`attach_window` when the app builds its window, on first show (docs/performance.md
+    "Idle tray"). Reading one of them before builds the window (``window``, a callable).
 
     Attributes:
         recorder: :class:`app.history_bridge.HistoryRecorder` (records nothing when
@@ -45,13 +60,16 @@ class HistoryParts(QObject):
         act_history, act_notify: the window's "History timeline" and "Notify me when free".
     """
 
-    def __init__(self, *, config: Config, record: bool, window: MainWindow,
+    def __init__(self, *, config: Config, record: bool, window: Callable[[], MainWindow],
                  inventory: Inventory, tray: TrayController | None,
                  remote: RemotePoller | None = None, store: ConfigStore | None = None,
                  ops: Commands | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.store = store
-        self.window, self.tray, self.inventory = window, tray, inventory
+        self._window_of = window
+        self.window: MainWindow | None = None
+        self._parts: _WindowParts | None = None
+        self.tray, self.inventory = tray, inventory
         settings = config.history
         if not record:
             from dataclasses import replace
@@ -62,69 +80,120 @@ class HistoryParts(QObject):
         inventory.start_listeners.append(self.recorder.on_started)
         if remote is not None and self.recorder.recorder is not None:  # locks on servers
             remote.poll_listeners.append(self.recorder.recorder.observe)
-
-        self.paused_label = QLabel()
-        self.paused_label.setAccessibleName("History status")
-        self.paused_label.setStyleSheet("color: #d23c3c;")
-        self.paused_label.hide()
-        window.statusBar().addPermanentWidget(self.paused_label)
+        self._paused: object = None
         self.recorder.statusChanged.connect(self.show_paused)
-
-        self.pane = HistoryPane()
-        self.dock = QDockWidget("History", window)
-        self.dock.setObjectName("history-dock")
-        self.dock.setWidget(self.pane)
-        self.dock.setAccessibleName("History")
-        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
-        self.dock.hide()
-        self.act_history = self.dock.toggleViewAction()
-        self.act_history.setText("History timeline")
-        self.act_history.setShortcut(QKeySequence("Ctrl+Shift+H"))
-        self.act_history.setToolTip("Who held the selected lock, when and for how long "
-                                    "(Ctrl+Shift+H)")
-        window.addAction(self.act_history)
-        self.dock.visibilityChanged.connect(lambda _v: self.follow_selection())
-        window.table.selectionModel().selectionChanged.connect(
-            lambda *_a: self.follow_selection())
-        inventory.updated.connect(self._updated)
-
         self.free = FreeWatch(self)
-        self.act_notify = QAction("Notify me when free", window)
-        self.act_notify.setCheckable(True)
-        self.act_notify.setToolTip("One notification when this lock is released, reclaimed "
-                                   "or turns stale")
-        self.act_notify.triggered.connect(self._toggle_selected)
-        window.addAction(self.act_notify)
-        window.extra_context_actions += [None, self.act_notify, self.act_history]
-        window.table.selectionModel().selectionChanged.connect(lambda *_a: self._sync_notify())
         inventory.updated.connect(self.free.apply)
-        self.free.changed.connect(self._sync_notify)
         self.free.freed.connect(self._freed)
         if tray is not None:
             tray.lock_extras = self.tray_extras
         if ops is not None:
             ops.dialogOpened.connect(self._dialog_opened)
+
+    def attach_window(self, window: MainWindow) -> None:
+        """Build the window's parts: the pane in a dock under the table (Ctrl+Shift+H), the
+        status bar's paused label, "Notify me when free" on the table's context menu."""
+        from app.history_view import HistoryPane
+
+        self.window = window
+        paused_label = QLabel()
+        paused_label.setAccessibleName("History status")
+        paused_label.setStyleSheet("color: #d23c3c;")
+        paused_label.hide()
+        window.statusBar().addPermanentWidget(paused_label)
+
+        pane = HistoryPane()
+        dock = QDockWidget("History", window)
+        dock.setObjectName("history-dock")
+        dock.setWidget(pane)
+        dock.setAccessibleName("History")
+        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        dock.hide()
+        act_history = dock.toggleViewAction()
+        act_history.setText("History timeline")
+        act_history.setShortcut(QKeySequence("Ctrl+Shift+H"))
+        act_history.setToolTip("Who held the selected lock, when and for how long "
+                               "(Ctrl+Shift+H)")
+        window.addAction(act_history)
+        act_notify = QAction("Notify me when free", window)
+        act_notify.setCheckable(True)
+        act_notify.setToolTip("One notification when this lock is released, reclaimed "
+                              "or turns stale")
+        window.addAction(act_notify)
+        window.extra_context_actions += [None, act_notify, act_history]
+        self._parts = _WindowParts(pane, dock, paused_label, act_history, act_notify)
+        self.show_paused(self._paused)
+        dock.visibilityChanged.connect(lambda _v: self.follow_selection())
+        window.table.selectionModel().selectionChanged.connect(
+            lambda *_a: self.follow_selection())
+        self.inventory.updated.connect(self._updated)
+        act_notify.triggered.connect(self._toggle_selected)
+        window.table.selectionModel().selectionChanged.connect(lambda *_a: self._sync_notify())
+        self.free.changed.connect(self._sync_notify)
         self._sync_notify()
+
+    @property
+    def parts(self) -> _WindowParts:
+        """The window's parts (the window is built now if it is not yet)."""
+        if self._parts is None:
+            self._window_of()  # the app's window property calls attach_window
+        assert self._parts is not None
+        return self._parts
+
+    @property
+    def pane(self) -> HistoryPane:
+        """The History pane (builds the window if needed)."""
+        return self.parts.pane
+
+    @property
+    def dock(self) -> QDockWidget:
+        """The History pane's dock widget (builds the window if needed)."""
+        return self.parts.dock
+
+    @property
+    def paused_label(self) -> QLabel:
+        """The status bar's "History paused" warning (builds the window if needed)."""
+        return self.parts.paused_label
+
+    @property
+    def act_history(self) -> QAction:
+        """The window's "History timeline" action (builds the window if needed)."""
+        return self.parts.act_history
+
+    @property
+    def act_notify(self) -> QAction:
+        """The window's "Notify me when free" action (builds the window if needed)."""
+        return self.parts.act_notify
 
     # -- recorder -----------------------------------------------------------------------------
 
     def show_paused(self, reason: object) -> None:
-        """The status bar's warning: history is paused and why (hidden while it records)."""
+        """The status bar's warning: history is paused and why (hidden while it records);
+        kept for the window until it is built."""
+        self._paused = reason
+        if self._parts is None:
+            return
+        label = self._parts.paused_label
         if isinstance(reason, str):
-            self.paused_label.setText("⚠ History paused")
-            self.paused_label.setToolTip(printable(f"History paused: {reason}. The monitor "
-                                                   "keeps working; writing is retried."))
-            self.paused_label.show()
+            label.setText("⚠ History paused")
+            label.setToolTip(printable(f"History paused: {reason}. The monitor "
+                                       "keeps working; writing is retried."))
+            label.show()
         else:
-            self.paused_label.hide()
+            label.hide()
 
     # -- History pane -------------------------------------------------------------------------
+
+    @property
+    def _win(self) -> MainWindow:
+        """The window (built now if it is not yet)."""
+        return self.window if self.window is not None else self._window_of()
 
     def follow_selection(self) -> None:
         """Show the selected lock's history while the dock is visible."""
         if not self.dock.isVisible():
             return
-        st = self.window.current_status()
+        st = self._win.current_status()
         self.pane.show_path(st.path if st is not None else None)
 
     def _updated(self, updates: list[tuple[str, LockStatus | None]]) -> None:
@@ -149,21 +218,21 @@ class HistoryParts(QObject):
         at ``t``, Unix s) made."""
         self.dock.show()
         self.dock.raise_()
-        self.window.select_path(lock)
+        self._win.select_path(lock)
         self.pane.show_action(lock, digest, t)
 
     # -- Notify me when free ------------------------------------------------------------------
 
     def _sync_notify(self) -> None:
-        st = self.window.current_status()
+        st = self._win.current_status()
         self.act_notify.setEnabled(st is not None and (wanted(st) or self.free.watching(st.path)))
         self.act_notify.setChecked(st is not None and self.free.watching(st.path))
 
     def _toggle_selected(self) -> None:
-        st = self.window.current_status()
+        st = self._win.current_status()
         if st is not None:
             on = self.free.toggle(st)
-            self.window.statusBar().showMessage(printable(
+            self._win.statusBar().showMessage(printable(
                 f"Will notify when {st.path} is free" if on
                 else f"No notification for {st.path}"), 5000)
 
@@ -188,17 +257,19 @@ class HistoryParts(QObject):
         if self.tray is not None and self.tray.icon.isVisible():
             self.tray.notify(title, body, warning=False, path=path)
         else:
-            self.window.statusBar().showMessage(printable(f"{title}: {body}"), 15000)
-            QApplication.alert(self.window)
+            self._win.statusBar().showMessage(printable(f"{title}: {body}"), 15000)
+            QApplication.alert(self._win)
 
     def close(self) -> None:
         """Stop the recorder (writes what is queued)."""
         self.recorder.close()
 
 
-def install(*, config: Config, record: bool, window: MainWindow, inventory: Inventory,
-            tray: TrayController | None, remote: RemotePoller | None, store: ConfigStore,
-            ops: Commands, parent: QObject) -> HistoryParts:
-    """Build and connect the history's parts (see :class:`HistoryParts`)."""
+def install(*, config: Config, record: bool, window: Callable[[], MainWindow],
+            inventory: Inventory, tray: TrayController | None, remote: RemotePoller | None,
+            store: ConfigStore, ops: Commands, parent: QObject) -> HistoryParts:
+    """Build and connect the history's parts (see :class:`HistoryParts`); ``window`` returns
+    the app's window, building it on first call (and the app then calls
+    :meth:`HistoryParts.attach_window`)."""
     return HistoryParts(config=config, record=record, window=window, inventory=inventory,
                         tray=tray, remote=remote, store=store, ops=ops, parent=parent)

@@ -104,6 +104,53 @@ def _quit_on_signals(lw: LockwardenApp) -> SignalWaker:
     return SignalWaker(lw)
 
 
+def hash_without_openssl() -> bool:
+    """Let :mod:`hashlib` use Python's own SHA-256 (``_sha256``...) instead of OpenSSL's, as
+    the bundle does (packaging/lockwarden.spec leaves OpenSSL out): mapping ``libcrypto`` cost
+    the idle tray 3.3 MB for audit lines of a few hundred bytes (docs/performance.md "Idle
+    tray"). Digests are the same. Only before anything imported :mod:`hashlib`; returns
+    whether it took effect (False when hashlib was already loaded, e.g. through the CLI)."""
+    if "hashlib" in sys.modules:
+        return "_hashlib" not in sys.modules or sys.modules["_hashlib"] is None
+    sys.modules.setdefault("_hashlib", None)  # type: ignore[arg-type]  # None: "import fails"
+    return sys.modules["_hashlib"] is None
+
+
+def release_startup_memory() -> None:
+    """Give back what start-up left behind and nothing will read again: the source text of
+    every module imported after PySide6 (PySide6's ``__feature__`` check reads each one with
+    ``inspect.getsource``, and ``linecache`` keeps it: ~6.6 MB for the tray's modules), then
+    collect and, on glibc, return freed heap pages to the system (``malloc_trim``).
+    Tracebacks read the files again when they need them (docs/performance.md "Idle tray")."""
+    import gc
+    import linecache
+
+    linecache.clearcache()
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _release_after_first_scan(lw: LockwardenApp) -> None:
+    """Call :func:`release_startup_memory` a second after the loop starts (not before the
+    tray icon shows), and again once the first scan is in (a busy /tmp can take many seconds;
+    the modules it imports are read by then)."""
+    from PySide6.QtCore import QTimer
+
+    QTimer.singleShot(1000, release_startup_memory)
+    if lw.inventory.initial_done:
+        return
+
+    def once() -> None:
+        lw.inventory.ready.disconnect(once)
+        QTimer.singleShot(0, release_startup_memory)
+
+    lw.inventory.ready.connect(once)
+
+
 def _report_startup(lw: LockwardenApp, report: str) -> None:
     """Once the tray icon is visible and placed, write "<Unix time> <seconds since start>"
     to the file ``report`` (``LOCKWARDEN_STARTUP_REPORT``, read by the start-up benchmark)."""
@@ -131,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.demo import helper_main
 
         return helper_main(args.demo_helper[0], args.demo_helper[1])
+    hash_without_openssl()
     from app.display import problem
 
     why = problem()
@@ -169,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         guard.activated.connect(lw.show_window)
     lw.start(show_window=not (args.minimized or lw.config.ui.start_minimized))
     pulse = _quit_on_signals(lw)
+    _release_after_first_scan(lw)
     report = os.environ.get("LOCKWARDEN_STARTUP_REPORT")
     if report:
         _report_startup(lw, report)

@@ -5,7 +5,8 @@ Checks, one printed line each (``"ok   icons: 6 SVG loaded, 9 generated"`` or
 ``"FAIL icons: ..."``), in this order:
 
 1. ``qt``: a ``QApplication`` starts on the ``offscreen`` platform (forced, so the check works
-   on a headless CI runner); QtSvg and QtNetwork import.
+   on a headless CI runner); QtSvg imports (and QtNetwork on Windows, the single-instance
+   pipe's); the single-instance guard listens and answers (app/single.py).
 2. ``text``: ICU, which Qt uses for locale-aware case mapping, loads and works: Turkish
    ``i``/``I`` map to dotted/dotless letters (the Linux bundle ships a trimmed ICU data
    library, ``packaging/trim_icu.py``).
@@ -66,7 +67,9 @@ def resources_dir() -> Path:
 
 
 def _check_qt() -> str:
-    from PySide6 import QtNetwork, QtSvg  # noqa: F401 - importing is the check
+    import importlib
+
+    from PySide6 import QtSvg  # noqa: F401 - importing is the check
     from PySide6.QtCore import qVersion
     from PySide6.QtWidgets import QApplication
 
@@ -74,8 +77,40 @@ def _check_qt() -> str:
     name = QApplication.platformName()
     if name != "offscreen":
         raise CheckFailed(f"platform is {name!r}, expected 'offscreen'")
+    if os.name == "nt":
+        importlib.import_module("PySide6.QtNetwork")
+    _check_single_instance()
     del app
-    return f"Qt {qVersion()} on the offscreen platform; QtSvg, QtNetwork import"
+    net = ", QtNetwork" if os.name == "nt" else ""
+    return (f"Qt {qVersion()} on the offscreen platform; QtSvg{net} import; "
+            "single-instance guard answers")
+
+
+def _check_single_instance() -> None:
+    """A guard listens on a private temporary name; on POSIX a client's "show" reaches it."""
+    from app.single import SingleInstance
+
+    with tempfile.TemporaryDirectory(prefix="lockwarden-selftest-") as tmp:
+        name = (os.path.join(tmp, "gui.sock") if os.name != "nt"
+                else f"lockwarden-selftest-{os.getpid()}")
+        first = SingleInstance(name)
+        try:
+            if not first.acquire() or first.server is None:
+                raise CheckFailed("the single-instance guard could not listen")
+            if os.name == "nt":
+                return
+            import socket
+
+            hits: list[bool] = []
+            first.activated.connect(lambda: hits.append(True))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.connect(name)
+                client.sendall(b"show\n")
+                first._connection()  # what its socket notifier calls
+            if not hits:
+                raise CheckFailed("the single-instance guard did not answer a second launch")
+        finally:
+            first.close()
 
 
 def _check_text() -> str:

@@ -1,6 +1,11 @@
 """One instance per user and configuration (docs/gui.md "Start"), after qutebrowser's
-``misc/ipc.py``: the first instance listens on a QLocalServer; a later launch connects, asks
-it to show its window, and exits 0.
+``misc/ipc.py``: the first instance listens on a local socket; a later launch connects, asks
+it to show its window ("show"), and exits 0.
+
+POSIX: a Unix-domain socket of Python's :mod:`socket`, watched by a ``QSocketNotifier``;
+Windows: a ``QLocalServer`` named pipe. QtNetwork is thus neither loaded by the app nor
+carried by the Linux bundle (its 2 MB mapped in every idle tray, 4.6 MB of the bundle with its
+Kerberos libraries: docs/performance.md "Idle tray", docs/packaging.md).
 
 Where the socket lives (POSIX): in this user's private runtime directory,
 ``platformdirs.user_runtime_dir("lockwarden")`` (``$XDG_RUNTIME_DIR/lockwarden``; without
@@ -14,14 +19,17 @@ says why (:class:`InstanceLocationError`). Windows uses a named pipe of this use
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import os
+import socket
 import stat
+import time
 import warnings
+from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtNetwork import QLocalServer, QLocalSocket
+from PySide6.QtCore import QObject, QSocketNotifier, Signal
 
 CONNECT_TIMEOUT_MS = 1000
 
@@ -93,10 +101,104 @@ class SingleInstance(QObject):
     def __init__(self, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.name = name
-        self.server: QLocalServer | None = None
+        self.server: Any = None  # a listening socket.socket (POSIX) or QLocalServer (Windows)
+        self._notifier: QSocketNotifier | None = None
 
     def notify_running(self) -> bool:
         """True when another instance answered (and was asked to show its window)."""
+        if os.name == "nt":
+            return self._notify_running_pipe()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(CONNECT_TIMEOUT_MS / 1000)
+                sock.connect(self.name)
+                sock.sendall(b"show\n")
+                with contextlib.suppress(OSError):
+                    sock.recv(16)  # "ok": the first instance got it
+        except OSError:
+            return False  # nobody listens (no socket, or one left by a crashed instance)
+        return True
+
+    def acquire(self) -> bool:
+        """Become the primary instance; False when another one runs (it was notified)."""
+        if self.notify_running():
+            return False
+        if os.name == "nt":
+            return self._listen_pipe()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                server.bind(self.name)
+            except OSError:
+                # taken meanwhile by a launch at the same moment? then it answers now
+                if self.notify_running():
+                    server.close()
+                    return False
+                # a socket left by a crashed instance: nobody answers on it, so remove it
+                with contextlib.suppress(OSError):
+                    os.unlink(self.name)
+                server.bind(self.name)
+            with contextlib.suppress(OSError):
+                os.chmod(self.name, 0o600)
+            server.listen(8)
+            server.setblocking(False)
+        except OSError:
+            server.close()
+            return True  # run without the guard rather than not at all
+        self.server = server
+        self._notifier = QSocketNotifier(server.fileno(), QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._connection)
+        return True
+
+    def _connection(self, *_args: object) -> None:
+        # The client writes "show" right after connecting, so a short blocking read is
+        # enough: at most CONNECT_TIMEOUT_MS for each connection, however slowly it sends.
+        server = self.server
+        if not isinstance(server, socket.socket):
+            return
+        while True:
+            try:
+                conn, _addr = server.accept()
+            except OSError:  # BlockingIOError: no more pending connections
+                return
+            with conn:
+                deadline = time.monotonic() + CONNECT_TIMEOUT_MS / 1000
+                data = b""
+                try:
+                    while b"show" not in data and len(data) < 64:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        conn.settimeout(left)
+                        chunk = conn.recv(64)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if b"show" in data:
+                        conn.sendall(b"ok\n")
+                except OSError:
+                    pass
+            if b"show" in data:
+                self.activated.emit()
+
+    def close(self) -> None:
+        """Stop listening (POSIX: the socket file is removed)."""
+        if self._notifier is not None:
+            self._notifier.setEnabled(False)
+            self._notifier = None
+        server, self.server = self.server, None
+        if isinstance(server, socket.socket):
+            server.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.name)
+        elif server is not None:
+            server.close()
+
+    # -- Windows: a QLocalServer named pipe of this user --------------------------------------
+
+    def _notify_running_pipe(self) -> bool:
+        from PySide6.QtNetwork import QLocalSocket
+
         sock = QLocalSocket()
         sock.connectToServer(self.name)
         if not sock.waitForConnected(CONNECT_TIMEOUT_MS):
@@ -107,30 +209,25 @@ class SingleInstance(QObject):
         sock.disconnectFromServer()
         return True
 
-    def acquire(self) -> bool:
-        """Become the primary instance; False when another one runs (it was notified)."""
-        if self.notify_running():
-            return False
+    def _listen_pipe(self) -> bool:
+        from PySide6.QtNetwork import QLocalServer
+
         server = QLocalServer(self)
         server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         if not server.listen(self.name):
-            # taken meanwhile by a launch at the same moment? then it answers now
-            if self.notify_running():
+            if self._notify_running_pipe():
                 return False
-            # a socket left by a crashed instance: nobody answers on it, so remove it
             QLocalServer.removeServer(self.name)
             if not server.listen(self.name):
                 return True  # run without the guard rather than not at all
-        server.newConnection.connect(self._connection)
+        server.newConnection.connect(self._pipe_connection)
         self.server = server
         return True
 
-    def _connection(self) -> None:
-        # The client writes "show" right after connecting, so a short blocking read is
-        # enough; no per-socket closures outlive the call.
-        assert self.server is not None
-        while self.server.hasPendingConnections():
-            sock = self.server.nextPendingConnection()
+    def _pipe_connection(self) -> None:
+        server = self.server
+        while server is not None and server.hasPendingConnections():
+            sock = server.nextPendingConnection()
             if sock is None:
                 break
             if sock.bytesAvailable() or sock.waitForReadyRead(CONNECT_TIMEOUT_MS):
@@ -142,9 +239,3 @@ class SingleInstance(QObject):
                     self.activated.emit()
             sock.disconnectFromServer()
             sock.deleteLater()
-
-    def close(self) -> None:
-        """Stop listening."""
-        if self.server is not None:
-            self.server.close()
-            self.server = None

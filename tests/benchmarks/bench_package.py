@@ -94,7 +94,7 @@ def main() -> int:
         if rc != 0:
             return rc
     if EXE.is_file():
-        print(f"bundle dist/lockwarden: {tree_mb(BUNDLE):.1f} MB (target <= 100 MB)")
+        print(f"bundle dist/lockwarden: {tree_mb(BUNDLE):.1f} MB (target <= 80 MB)")
         for archive in sorted(DIST.glob("lockwarden-*.tar.gz")):
             print(f"archive {archive.name}: {archive.stat().st_size / 1e6:.1f} MB")
     else:
