@@ -124,7 +124,7 @@ class LockwardenApp(QObject):
         self._hide_on_close = use_tray
         self.remote = RemotePoller(self.inventory, self)
         self.fleet = FleetBridge(self.inventory, self)
-        self.window.fleet_safety_of = self.fleet.safety
+        self.fleet.problemsChanged.connect(self._fleet_problems)
         self.ops = Commands(qapp=qapp, model=self.model, inventory=self.inventory,
                               actions=self.actions, store=self.store,
                               dialog_parent=lambda: self.window, remote=self.remote,
@@ -133,6 +133,7 @@ class LockwardenApp(QObject):
                                        window=lambda: self.window, inventory=self.inventory,
                                        tray=self.tray, remote=self.remote, store=self.store,
                                        ops=self.ops, parent=self)
+        self.ops.settingsApplied.connect(lambda: self.set_fleet(self.store.config))
         # audit entries written nowhere (a full disk): emitted from worker threads, shown in
         # the window's Problems panel (the window is built for it: nothing lost)
         self.auditLost.connect(lambda text: self.window.problems.add_audit_problem(text))
@@ -181,6 +182,7 @@ class LockwardenApp(QObject):
                 self._undo._changed(self.ops.undo_text())
             self.history.attach_window(w)
             self._connect_window(w)
+            self._fleet_into_window(w)
         return self._window
 
     @property
@@ -208,8 +210,6 @@ class LockwardenApp(QObject):
         ops.settingsApplied.connect(w.update_status)
         ops.settingsApplied.connect(lambda: self.remote.set_config(self.store.config))
         self.remote.problemsChanged.connect(w.status_line.set_server_problems)
-        ops.settingsApplied.connect(lambda: self.set_fleet(self.store.config))
-        self.fleet.problemsChanged.connect(self._fleet_problems)
         self.fleet.hostsChanged.connect(lambda hosts: w.show_hosts(
             hosts, current=self.fleet.hosts_current,
             me=self.fleet.spec.host if self.fleet.spec is not None else None))
@@ -278,11 +278,27 @@ class LockwardenApp(QObject):
             config = replace(config, fleet=None)
         if self.fleet.active and config.fleet == self.fleet.spec:
             return
-        self.window.set_fleet(config.fleet is not None)
         self.fleet.set_config(config)
+        if self.window_built:
+            self.window.set_fleet(config.fleet is not None)
+
+    def _fleet_into_window(self, w: MainWindow) -> None:
+        """What the fleet said before the window was built (it is built on first use): the
+        action-safety rule, the Host column and Hosts panel, the hosts and the problems."""
+        w.fleet_safety_of = self.fleet.safety
+        if self.fleet.spec is not None:
+            w.set_fleet(True)
+            if self.fleet.hosts:
+                w.show_hosts(self.fleet.hosts, current=self.fleet.hosts_current,
+                             me=self.fleet.spec.host)
+        if self.fleet.problems:
+            w.problems.set_fleet_problems(self.fleet.problems)
 
     def _fleet_problems(self, problems: list[str]) -> None:
-        """The fleet's problems in the Problems panel, which opens when they start."""
+        """The fleet's problems in the Problems panel, which opens when they start (kept by
+        the bridge until the window is built, then shown: :meth:`_fleet_into_window`)."""
+        if not self.window_built:
+            return
         panel = self.window.problems
         had = bool(panel.problems("fleet"))
         panel.set_fleet_problems(problems)

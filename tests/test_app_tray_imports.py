@@ -21,9 +21,11 @@ NOT_IN_AN_IDLE_TRAY = (
     "app.window", "app.dialogs", "app.undo", "app.proxy", "app.history_view",
     "app.timeline", "app.detail", "app.table", "app.demo",
     "core.remote.redis", "core.remote.postgres", "core.remote.etcd", "redis", "psycopg",
-    "core.fleet", "app.fleet_bridge", "app.hosts_panel", "PySide6.QtSvgWidgets",
+    "core.fleet", "app.hosts_panel", "PySide6.QtSvgWidgets",
 )
-"""Modules (and their sub-modules) an idle tray must not have imported."""
+"""Modules (and their sub-modules) an idle tray must not have imported. ``app.fleet_bridge``
+may be there (it hooks the inventory and imports stdlib, Qt core and ``core.record`` only): the
+fleet's own modules and its driver load when ``[fleet]`` is configured."""
 
 SCRIPT = textwrap.dedent(
     """
