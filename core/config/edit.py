@@ -48,7 +48,8 @@ from core.config.edit_tables import (
     server_array,
 )
 from core.config.load import _from_text, read_config_bytes, syntax_error
-from core.config.model import SERVER_KINDS, Config, default_config, expand_path
+from core.config.model import SERVER_KINDS, Config, expand_path
+from core.config.platform_defaults import default_config
 from core.errors import ConfigError
 from core.fsutil import fsync_dir
 

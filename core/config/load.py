@@ -27,12 +27,10 @@ from core.config.model import (
     ProjectSpec,
     UISettings,
     WatchSpec,
-    default_config,
-    default_config_path,
-    default_watches,
     expand_path,
 )
 from core.config.model import describe_value as _describe
+from core.config.platform_defaults import default_config, default_config_path, default_watches
 from core.config.servers import parse_server
 from core.errors import ConfigError
 from core.record import FORMATS
