@@ -47,9 +47,10 @@ from core.config.edit_tables import (
     match_specs,
     server_array,
 )
-from core.config.load import _from_text, read_config_bytes, syntax_error
+from core.config.load import _from_text, syntax_error
 from core.config.model import SERVER_KINDS, Config, expand_path
 from core.config.platform_defaults import default_config
+from core.config.read import read_config_bytes
 from core.errors import ConfigError
 from core.fsutil import fsync_dir
 
