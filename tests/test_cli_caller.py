@@ -1,4 +1,4 @@
-"""Who holds a lock taken from the command line (core/cli/common.py ``caller_pid``,
+"""Who holds a lock taken from the command line (core/cli/caller.py ``caller_pid``,
 ``releasing_pid``; docs/cli.md, "Who holds a lock taken from the command line").
 
 README's first example -- ``try b.lock --tag nightly && make && release b.lock`` -- run by real
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli.common import one_command
+from core.cli.caller import one_command
 
 ROOT = Path(__file__).resolve().parents[1]
 

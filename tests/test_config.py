@@ -11,7 +11,7 @@ import pytest
 
 from core import config
 from core.config import Config, NotificationSettings, UISettings, WatchSpec
-from core.config.model import default_watches
+from core.config.platform_defaults import default_watches
 from core.errors import ConfigError
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from core.config.model import default_anchor_watches, default_watches
+from core.config.platform_defaults import default_anchor_watches, default_watches
 from core.engine import operations
 from core.engine.reclaiming import reclaim
 from core.errors import LockError, ReadOnlyLock
@@ -422,7 +422,7 @@ def test_settings_round_trip_the_default_watches(qtbot: Any, tmp_path: Path) -> 
 
     from app.dialogs.settings import SettingsDialog
     from core import config as cfgmod
-    from core.config.model import default_config
+    from core.config.platform_defaults import default_config
 
     (tmp_path / ".cargo").mkdir()
     (tmp_path / ".cache" / "uv").mkdir(parents=True)

@@ -1,8 +1,8 @@
 """What every verb of the ``lockwarden`` command line shares: exit codes, the one-line error
 (:class:`CliError`), where output goes (:class:`Out`), what a verb is (:class:`Verb`), the
-checks a path passes before the engine sees it, the holder PID a lock records, the one
-stale policy built from the flags, and the configured directories' policies that ``status``,
-``wait``, ``list`` and ``watch`` judge with (:func:`cli_policies`).
+checks a path passes before the engine sees it, the one stale policy built from the flags,
+and the configured directories' policies that ``status``, ``wait``, ``list`` and ``watch``
+judge with (:func:`cli_policies`). The holder PID a lock records is :mod:`core.cli.caller`.
 
 The bottom of the CLI's modules: it imports only the standard library at load time (engine
 modules inside the functions that need them), and no other ``core.cli.main*`` module, so every
@@ -27,10 +27,6 @@ if TYPE_CHECKING:
     from core.stale_policy import StalePolicy
 
 from core.reasons import printable
-
-INIT_PID = 1
-"""The init process, which adopts orphans (as :data:`core.verdicts.liveness.INIT_PID`; not imported
-from there: psutil is not loaded at start-up)."""
 
 PROG = "lockwarden"
 """The program name in every message (``lockwarden: PATH: reason``)."""
@@ -184,188 +180,6 @@ def refuse_unreadable(status: LockStatus) -> int:
         raise CliError(f"{status.path}: cannot be read as a lock: {status.error or 'unreadable'}")
     return EXIT_NO
 
-
-WRAPPERS = frozenset({
-    "timeout", "sudo", "doas", "su", "runuser", "xargs", "time", "flock", "setsid", "nohup",
-    "env", "nice", "stdbuf", "ionice", "chrt", "taskset", "setpriv",
-})
-"""Names (psutil ``Process.name()``) of programs that run a command and exit with it: they are
-never the caller a lock records (docs/cli.md, "Who holds a lock taken from the command line").
-``timeout``, ``sudo``, ``doas``, ``su``, ``runuser``, ``xargs``, ``time`` and ``flock`` fork
-the command and wait for it; ``setsid`` forks when it leads a process group; the others
-``exec`` it and so never appear among a command's ancestors, but a copy that did not exec
-(``env`` running a shell function's subshell...) is no caller either."""
-
-SHELLS = frozenset({"sh", "dash", "ash", "bash", "zsh", "ksh", "mksh", "posh", "yash",
-                    "busybox"})
-"""Names of shells: one running ``-c`` with a single simple command runs it and exits with it,
-so it is a wrapper too (dash forks even its last command: ``sh -c 'lockwarden try x'``, as
-Python's ``subprocess.run(..., shell=True)`` and make's recipe lines run commands)."""
-
-_MAX_ANCESTORS = 256
-"""Most ancestors walked (a cycle cannot happen, but a bound costs nothing)."""
-
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "for", "while", "until", "do",
-                       "done", "case", "esac", "select", "function", "{", "}", "!", "[[",
-                       "coproc"})
-
-
-def one_command(script: str) -> bool:
-    """True when the shell text ``script`` (a ``-c`` argument) is one simple command --
-    words and redirections, no ``;``, ``&``, ``&&``, ``||``, ``|``, newline, subshell,
-    substitution or compound command: a shell running it exits as soon as that command does.
-    Conservative: anything it cannot parse is not one command."""
-    import shlex
-
-    if "\n" in script or "`" in script or "$(" in script:
-        return False
-    lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        words = list(lexer)
-    except ValueError:  # an unclosed quote
-        return False
-    if not words or words[0] in _KEYWORDS:
-        return False
-    return not any(w and set(w) <= set("();|&") for w in words)
-
-
-def _is_wrapper(name: str, cmdline: list[str] | None) -> bool:
-    """Whether a process named ``name`` with argument vector ``cmdline`` (None: unreadable)
-    only runs one command and exits with it (:data:`WRAPPERS`; a shell running ``-c`` with
-    :func:`one_command`)."""
-    if name in WRAPPERS:
-        return True
-    if name not in SHELLS or not cmdline:
-        return False
-    if name == "busybox" and len(cmdline) > 1 and cmdline[1] in WRAPPERS:
-        return True  # `busybox timeout 5 lockwarden ...`: an applet by its name
-    for i, word in enumerate(cmdline[1:-1], start=1):
-        if word == "-c" or (len(word) > 1 and word[0] == "-" and word[1] != "-"
-                            and "c" in word[1:] and word[1:].isalpha()):
-            return one_command(cmdline[i + 1])
-    return False
-
-
-def _parent_and_name(pid: int) -> tuple[int, str] | None:
-    """``(ppid, name)`` of process ``pid`` (psutil), or None when it is gone or unreadable."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return proc.ppid(), proc.name()
-    except psutil.Error:
-        return None
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    """The argument vector of process ``pid`` (psutil), or None when it cannot be read."""
-    import psutil
-
-    try:
-        return list(psutil.Process(pid).cmdline())
-    except psutil.Error:
-        return None
-
-
-def caller_pid() -> int:
-    """The process this command works for: its parent, skipping programs that only run a
-    command and exit with it (:data:`WRAPPERS`: ``sudo``, ``timeout``, ``xargs``...; a shell
-    whose ``-c`` text is that one command, :func:`one_command`), i.e. the nearest ancestor
-    that is not such a wrapper -- the shell, script, ``make`` or program that ran
-    ``lockwarden``. :data:`INIT_PID` when the walk reaches init (the caller is gone).
-
-    psutil is imported here: only the verbs that take or give back a lock pay for it
-    (docs/cli.md, "Start-up time")."""
-    pid = os.getppid()
-    for _ in range(_MAX_ANCESTORS):
-        if pid <= INIT_PID:
-            return INIT_PID
-        info = _parent_and_name(pid)
-        if info is None or not _is_wrapper(info[1], _cmdline(pid) if info[1] in SHELLS
-                                           else None):
-            return pid
-        pid = info[0]
-    return pid
-
-
-def lineage() -> list[int]:
-    """This process and its ancestors, nearest first, init (PID 1) and the kernel's PID 0 left
-    out: the processes a lock taken from the command line may name when ``release`` runs
-    (docs/cli.md, "Who holds a lock taken from the command line")."""
-    out = [os.getpid()]
-    pid = os.getppid()
-    for _ in range(_MAX_ANCESTORS):
-        if pid <= INIT_PID or pid in out:
-            break
-        out.append(pid)
-        info = _parent_and_name(pid)
-        if info is None:
-            break
-        pid = info[0]
-    return out
-
-
-def holder_pid(args: argparse.Namespace) -> int:
-    """The PID a lock taken by this command records: ``--pid``, or the caller
-    (:func:`caller_pid`: the parent, wrappers such as ``sudo``/``timeout``/``xargs`` skipped).
-
-    The ``sema`` CLI records its own PID, which is dead once the command returns; recording the
-    calling shell keeps the lock alive while the script that took it runs (docs/cli.md, "Who
-    holds a lock taken from the command line")."""
-    pid = getattr(args, "pid", None)
-    return int(pid) if pid is not None else caller_pid()
-
-
-def releasing_pid(args: argparse.Namespace, status: LockStatus) -> int:
-    """The holder PID ``release`` releases for: ``--pid``; else the PID the lock at hand
-    (``status``, judged just before) records when that process is this one or one of its
-    ancestors (:func:`lineage`) -- the same process, its start time checked as liveness checks
-    it (:func:`core.verdicts.liveness.check`: not a reused PID), on this host; else the caller
-    (:func:`caller_pid`), for which the engine will refuse.
-
-    Why ancestors: a shell that took a lock may ``exec`` its last command (``bash -c 'try &&
-    make && release'``), so ``release`` runs *as* the holder; a script the holder runs acts
-    for it (docs/cli.md, "Who holds a lock taken from the command line"). A sibling -- another
-    shell whose ancestry does not include the holder -- is still refused."""
-    pid = getattr(args, "pid", None)
-    if pid is not None:
-        return int(pid)
-    rec = status.record
-    if rec is not None and rec.pid is not None and rec.pid > INIT_PID \
-            and rec.pid in lineage():
-        from core.record import Liveness
-        from core.verdicts.liveness import check, same_host
-
-        if (rec.host is None or same_host(rec.host)) \
-                and check(rec)[0] is Liveness.ALIVE:
-            return rec.pid
-    return caller_pid()
-
-
-def checked_holder_pid(args: argparse.Namespace) -> int:
-    """:func:`holder_pid`, refusing a ``--pid`` that names no running process (a lock recorded
-    for it would be stale at once), and refusing to record init (PID 1) when the calling shell
-    is gone (docs/cli.md, "Who holds a lock taken from the command line").
-
-    Raises:
-        CliError: ``--pid N`` names no running process, or the caller is init (exit
-            :data:`EXIT_USAGE`).
-    """
-    pid = holder_pid(args)
-    if getattr(args, "pid", None) is not None:
-        from core.verdicts.liveness import process_start_time
-
-        if process_start_time(pid) is None:
-            raise CliError(f"--pid {pid}: no such process", EXIT_USAGE)
-    elif pid == INIT_PID:
-        # the calling shell is gone and init adopted us: a lock naming init proves nothing
-        # (core.verdicts.liveness judges such a lock by its TTL and age only), so none is written
-        raise CliError("the calling process is gone (this command's parent is init, PID 1, "
-                       "once wrappers such as sudo or timeout are skipped): no holder to "
-                       "record; pass --pid N, or hold the lock with 'lockwarden run'",
-                       EXIT_USAGE)
-    return pid
 
 
 def check_lock_path(path: str, *, must_be_file: bool) -> None:

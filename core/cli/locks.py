@@ -12,15 +12,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from core.cli.caller import checked_holder_pid, releasing_pid
 from core.cli.common import (
     EXIT_NO,
     EXIT_OK,
     Out,
     check_lock_path,
-    checked_holder_pid,
     cli_policies,
     refuse_unreadable,
-    releasing_pid,
     stale_policy,
 )
 
@@ -86,7 +85,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
     """``release PATH [--force [--discard-unsaved]] [--reason T]``: owner-checked release
     through :func:`core.engine.operations.release_path_kept` for the holder
-    :func:`core.cli.common.releasing_pid` picks (``--pid``; else the lock's recorded PID when
+    :func:`core.cli.caller.releasing_pid` picks (``--pid``; else the lock's recorded PID when
     it is this process or one of its ancestors; else the caller); ``--force`` removes anyone's
     lock (audited by the engine as ``force_release``; a foreign file with content goes to the
     trash or quarantine, and the line says where), but a file holding unsaved editor changes

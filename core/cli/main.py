@@ -13,8 +13,9 @@ rewritten or removed by :mod:`core.engine.lock`. The layers of the CLI, arrows p
   :mod:`core.cli.listing`, :mod:`core.cli.run`, :mod:`core.cli.audit`, :mod:`core.cli.clean`,
   :mod:`core.cli.watch`, with :mod:`core.cli.output` for text output;
 - :mod:`core.cli.common` (exit codes, :class:`CliError`, :class:`Out`, :class:`Verb`, path
-  checks, the stale policy built from the flags) and :mod:`core.cli.args` (argument types:
-  every number is bounded there).
+  checks, the stale policy built from the flags), :mod:`core.cli.caller` (the holder PID a
+  lock taken from the command line records) and :mod:`core.cli.args` (argument types: every
+  number is bounded there).
 
 ``core`` never imports :mod:`app`: the ``gui`` verb is a :class:`Verb` that ``app.console`` (the
 ``lockwarden`` console script) passes to :func:`main` as ``extra_verbs``.

@@ -19,6 +19,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from core.cli.caller import checked_holder_pid
 from core.cli.common import (
     EXIT_IO,
     EXIT_NO,
@@ -27,7 +28,6 @@ from core.cli.common import (
     PROG,
     CliError,
     Out,
-    checked_holder_pid,
     one_line,
     stale_policy,
 )

@@ -62,18 +62,17 @@ parse (:mod:`core.config.edit`).
 Each ``[[watch]]`` gives one :class:`~core.stale_policy.StalePolicy` (``WatchSpec.policy``)
 that the scanner, the watcher and the GUI's dialogs judge its locks under.
 
-This module is the facade: the values are in :mod:`core.config.model`, loading is
-:mod:`core.config.load`, editing the file is :mod:`core.config.edit` (imported only to save).
+This module is the facade: the values are in :mod:`core.config.model`, the platform's defaults
+in :mod:`core.config.platform_defaults`, loading is :mod:`core.config.load` (the file's bytes
+:mod:`core.config.read`), editing the file is :mod:`core.config.edit` (imported only to save).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.config.load import MAX_CONFIG_BYTES, load, load_strict, loads, read_config_bytes
+from core.config.load import load, load_strict, loads
 from core.config.model import (
-    CONFIG_ENV,
-    CONFIG_NAME,
     DEFAULT_PATTERNS,
     DEFAULT_RESCAN_INTERVAL,
     DEFAULT_STALE_AFTER,
@@ -85,11 +84,16 @@ from core.config.model import (
     NotificationSettings,
     UISettings,
     WatchSpec,
+    expand_path,
+)
+from core.config.platform_defaults import (
+    CONFIG_ENV,
+    CONFIG_NAME,
     default_config,
     default_config_path,
     default_watch_dirs,
-    expand_path,
 )
+from core.config.read import MAX_CONFIG_BYTES, read_config_bytes
 from core.config.servers import server_to_dict
 
 __all__ = [

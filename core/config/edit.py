@@ -24,7 +24,9 @@ A file that does not parse (TOML syntax, not UTF-8) is never overwritten:
 :class:`ConfigUnparsable` says where (line and column). A file that cannot be read (not a
 regular file, unreadable, over 1 MiB) raises :class:`OSError` and is not overwritten either.
 
-``tomlkit`` is imported here only, and this module only when saving: ``lockwarden status``
+How each kind of table maps to fields, new tables and matching keys is
+:mod:`core.config.edit_tables`; the ``tomlkit`` document edited is :mod:`core.config.edit_doc`.
+``tomlkit`` is imported there only, and these modules only when saving: ``lockwarden status``
 never loads it (tests/test_cli_startup_imports.py).
 """
 
@@ -33,21 +35,22 @@ from __future__ import annotations
 import os
 import tempfile
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from core.config.load import _from_text, read_config_bytes, syntax_error
-from core.config.model import (
-    SERVER_KINDS,
-    Config,
-    ProjectSpec,
-    ServerSpec,
-    WatchSpec,
-    default_config,
-    expand_path,
+from core.config.edit_doc import EditDoc, set_key
+from core.config.edit_tables import (
+    PROJECTS_ARRAY,
+    WATCH_ARRAY,
+    Spec,
+    TableArray,
+    match_specs,
+    server_array,
 )
-from core.config.servers import server_to_dict
+from core.config.load import _from_text, syntax_error
+from core.config.model import SERVER_KINDS, Config, expand_path
+from core.config.platform_defaults import default_config
+from core.config.read import read_config_bytes
 from core.errors import ConfigError
 from core.fsutil import fsync_dir
 
@@ -150,269 +153,14 @@ def _describe(v: object) -> str:
     return repr(v)
 
 
-# -- what a table holds, per kind ---------------------------------------------------------------
-
-Spec = WatchSpec | ProjectSpec | ServerSpec
-
-
-def _seconds(v: float) -> int | float:
-    """Seconds as TOML: ``3600``, not ``3600.0``."""
-    return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
-
-
-def _watch_fields(w: Spec) -> dict[str, object]:
-    assert isinstance(w, WatchSpec)
-    return {"path": expand_path(w.path), "recursive": bool(w.recursive),
-            "patterns": list(w.patterns), "stale_after": float(w.stale_after),
-            "polling": w.polling, "allow_higher_privilege": bool(w.allow_higher_privilege),
-            "allow_emergency": bool(w.allow_emergency),
-            "readable_lock_files": bool(w.readable_lock_files),
-            "format_stale_after": {k: float(v) for k, v in sorted(w.format_stale_after.items())}}
-
-
-def _watch_new(w: Spec) -> dict[str, object]:
-    assert isinstance(w, WatchSpec)
-    out: dict[str, object] = {"path": w.path, "recursive": bool(w.recursive),
-                              "patterns": list(w.patterns),
-                              "stale_after": _seconds(w.stale_after), "polling": w.polling}
-    if w.allow_higher_privilege:
-        out["allow_higher_privilege"] = True
-    if w.allow_emergency:
-        out["allow_emergency"] = True
-    if w.readable_lock_files:
-        out["readable_lock_files"] = True
-    if w.format_stale_after:
-        out["format_stale_after"] = {k: _seconds(v)
-                                     for k, v in sorted(w.format_stale_after.items())}
-    return out
-
-
-def _project_fields(p: Spec) -> dict[str, object]:
-    assert isinstance(p, ProjectSpec)
-    return {"path": expand_path(p.path), "skip": list(p.skip),
-            "stale_after": float(p.stale_after), "polling": p.polling}
-
-
-def _project_new(p: Spec) -> dict[str, object]:
-    assert isinstance(p, ProjectSpec)
-    return {"path": p.path, "skip": list(p.skip), "stale_after": _seconds(p.stale_after),
-            "polling": p.polling}
-
-
-def _server_fields(s: Spec) -> dict[str, object]:
-    assert isinstance(s, ServerSpec)
-    out: dict[str, object]
-    if s.kind == "postgres":
-        out = {"dsn": s.url}
-    elif s.kind == "redis":
-        out = {"url": s.url, "profiles": list(s.profiles), "patterns": list(s.patterns),
-               "notifications": bool(s.notifications)}
-    else:
-        out = {"endpoints": list(s.endpoints), "prefix": s.prefix, "username": s.username}
-    out.update(password_env=s.password_env, keyring=bool(s.keyring),
-               stale_after=float(s.stale_after), deadline=float(s.deadline))
-    return out
-
-
-def _server_new(s: Spec) -> dict[str, object]:
-    assert isinstance(s, ServerSpec)
-    out = server_to_dict(s)
-    out["stale_after"] = _seconds(s.stale_after)
-    return out
-
-
-def _path_key(s: Spec) -> object:
-    assert isinstance(s, WatchSpec | ProjectSpec)
-    return expand_path(s.path)
-
-
-def _server_key(s: Spec) -> object:
-    assert isinstance(s, ServerSpec)
-    return (s.kind, tuple(s.endpoints) if s.kind == "etcd" else s.url)
-
-
-@dataclass(frozen=True)
-class _Array:
-    """One array of tables of the file and how its specs map to it."""
-
-    name: str
-    fields: Callable[[Spec], dict[str, object]]
-    new_table: Callable[[Spec], dict[str, object]]
-    key: Callable[[Spec], object]
-    label: Callable[[Spec], str]
-
-
-def _path_label(name: str) -> Callable[[Spec], str]:
-    def label(s: Spec) -> str:
-        assert isinstance(s, WatchSpec | ProjectSpec)
-        return f"{name} {s.path}"
-    return label
-
-
-def _server_label(s: Spec) -> str:
-    assert isinstance(s, ServerSpec)
-    return f"{s.kind} {s.url or ', '.join(s.endpoints)}"
-
-
-_WATCH = _Array("watch", _watch_fields, _watch_new, _path_key, _path_label("watch"))
-_PROJECTS = _Array("projects", _project_fields, _project_new, _path_key,
-                   _path_label("projects"))
-
-
-def _server_array(kind: str) -> _Array:
-    return _Array(kind, _server_fields, _server_new, _server_key, _server_label)
-
-
-def _toml_value(key: str, value: object) -> Any:
-    """A Python value as the tomlkit item written for ``key``."""
-    import tomlkit
-
-    if isinstance(value, dict):
-        table = tomlkit.inline_table()
-        for k, v in value.items():
-            table[k] = _seconds(v) if isinstance(v, float) else v
-        return table
-    if isinstance(value, float) and (key == "stale_after" or key == "rescan_interval"):
-        return _seconds(value)
-    return value
-
-
-def _set(table: Any, key: str, value: object) -> None:
-    """Set ``key`` of a tomlkit table (``None``: remove it), keeping the indent and the
-    comment of the line it replaces."""
-    import tomlkit
-
-    if value is None:
-        if key in table:
-            del table[key]
-        return
-    item = tomlkit.item(_toml_value(key, value))
-    old = table.get(key)
-    trivia = getattr(old, "trivia", None)
-    if trivia is not None and not isinstance(value, dict):
-        item.trivia.indent = trivia.indent
-        item.trivia.comment_ws = trivia.comment_ws
-        item.trivia.comment = trivia.comment
-        item.trivia.trail = trivia.trail
-    table[key] = item
-
-
-# -- matching -----------------------------------------------------------------------------------
-
-
-def _match(left: Sequence[Spec], right: Sequence[Spec], key: Callable[[Spec], object], *,
-           by_index: bool) -> dict[int, int]:
-    """Pair items of ``left`` with items of ``right`` (positions): first by ``table_index``
-    (when ``by_index``), then by ``key``, in order."""
-    pairs: dict[int, int] = {}
-    used: set[int] = set()
-    if by_index:
-        where = {r.table_index: j for j, r in enumerate(right) if r.table_index is not None}
-        for i, item in enumerate(left):
-            j = where.get(item.table_index) if item.table_index is not None else None
-            if j is not None and j not in used:
-                pairs[i] = j
-                used.add(j)
-    for i, item in enumerate(left):
-        if i in pairs:
-            continue
-        k = key(item)
-        for j, other in enumerate(right):
-            if j not in used and key(other) == k:
-                pairs[i] = j
-                used.add(j)
-                break
-    return pairs
-
-
-# -- the document -------------------------------------------------------------------------------
-
-
-class _Doc:
-    """The tomlkit document being edited, with the deferred removals of array tables."""
-
-    def __init__(self, text: str) -> None:
-        import tomlkit
-
-        self.doc = tomlkit.parse(text)
-        self.removed: dict[str, set[int]] = {}
-        self.appended: dict[str, list[dict[str, object]]] = {}
-
-    def table(self, array: str, index: int) -> Any:
-        return self.doc[array][index]
-
-    def remove(self, array: str, index: int) -> None:
-        self.removed.setdefault(array, set()).add(index)
-
-    def append(self, array: str, values: dict[str, object]) -> None:
-        self.appended.setdefault(array, []).append(values)
-
-    def section(self, name: str) -> Any:
-        import tomlkit
-
-        current = self.doc.get(name)
-        if not isinstance(current, dict):
-            if name in self.doc:
-                del self.doc[name]
-            self.doc[name] = tomlkit.table()
-        return self.doc[name]
-
-    def ensure_array(self, name: str) -> None:
-        """An (empty) ``name = []`` when the file has no such array: ``watch = []`` means
-        "watch nothing", unlike a missing key."""
-        import tomlkit
-
-        if not isinstance(self.doc.get(name), list):
-            if name in self.doc:
-                del self.doc[name]
-            self.doc[name] = tomlkit.array()
-
-    def finish(self) -> str:
-        import tomlkit
-        from tomlkit.items import AoT
-
-        for name, indices in self.removed.items():
-            arr = self.doc[name]
-            for i in sorted(indices, reverse=True):
-                del arr[i]
-        for name, tables in self.appended.items():
-            arr = self.doc.get(name)
-            if not isinstance(arr, list):
-                if name in self.doc:
-                    del self.doc[name]
-                arr = None
-            inline = arr is not None and not isinstance(arr, AoT) and len(arr) > 0
-            if arr is not None and not isinstance(arr, AoT) and not inline:
-                del self.doc[name]  # an empty inline array: tables read better
-                arr = None
-            existing = arr is not None
-            for values in tables:
-                if inline:
-                    item: Any = tomlkit.inline_table()
-                else:
-                    item = tomlkit.table()
-                for k, v in values.items():
-                    item[k] = _toml_value(k, v)
-                if existing and not inline:
-                    item.add(tomlkit.nl())  # apart from what follows the array in the file
-                if arr is None:
-                    if self.doc.as_string() and not self.doc.as_string().endswith("\n\n"):
-                        self.doc.add(tomlkit.nl())
-                    self.doc.append(name, tomlkit.aot())
-                    arr = self.doc[name]
-                arr.append(item)
-        text: str = self.doc.as_string()
-        return text
-
-
 # -- the merge ----------------------------------------------------------------------------------
 
 
-def _merge_array(doc: _Doc, arr: _Array, base: Sequence[Spec], new: Sequence[Spec],
+def _merge_array(doc: EditDoc, arr: TableArray, base: Sequence[Spec], new: Sequence[Spec],
                  cur: Sequence[Spec], *, base_is_cur: bool, conflicts: list[Conflict]) -> None:
     """Three-way merge of one array of tables into ``doc``."""
-    b2n = _match(base, new, arr.key, by_index=True)
-    b2c = _match(base, cur, arr.key, by_index=base_is_cur)
+    b2n = match_specs(base, new, arr.key, by_index=True)
+    b2c = match_specs(base, cur, arr.key, by_index=base_is_cur)
     for i, b in enumerate(base):
         n = new[b2n[i]] if i in b2n else None
         c = cur[b2c[i]] if i in b2c else None
@@ -441,7 +189,7 @@ def _merge_array(doc: _Doc, arr: _Array, base: Sequence[Spec], new: Sequence[Spe
                 continue
             if cv != bv:
                 conflicts.append(Conflict(arr.label(c), key, cv, nv))
-            _set(table, key, new_table.get(key))
+            set_key(table, key, new_table.get(key))
     matched_new = set(b2n.values())
     matched_cur = set(b2c.values())
     extra_cur = [c for j, c in enumerate(cur) if j not in matched_cur]
@@ -471,7 +219,7 @@ def _section_fields(config: Config, name: str) -> dict[str, object]:
             "rescan_interval": float(u.rescan_interval)}
 
 
-def _merge(doc: _Doc, base: Config, new: Config, cur: Config, *, base_is_cur: bool
+def _merge(doc: EditDoc, base: Config, new: Config, cur: Config, *, base_is_cur: bool
            ) -> list[Conflict]:
     conflicts: list[Conflict] = []
     watches_same = (new.watches == base.watches
@@ -479,18 +227,18 @@ def _merge(doc: _Doc, base: Config, new: Config, cur: Config, *, base_is_cur: bo
     if not watches_same:
         base_w = [] if base.watches_are_default else base.watches
         cur_w = [] if cur.watches_are_default else cur.watches
-        _merge_array(doc, _WATCH, base_w, new.watches, cur_w, base_is_cur=base_is_cur,
+        _merge_array(doc, WATCH_ARRAY, base_w, new.watches, cur_w, base_is_cur=base_is_cur,
                      conflicts=conflicts)
         if not new.watches and not cur_w:
             doc.ensure_array("watch")
     if new.projects != base.projects:
-        _merge_array(doc, _PROJECTS, base.projects, new.projects, cur.projects,
+        _merge_array(doc, PROJECTS_ARRAY, base.projects, new.projects, cur.projects,
                      base_is_cur=base_is_cur, conflicts=conflicts)
     for kind in SERVER_KINDS:
         b = [s for s in base.servers if s.kind == kind]
         n = [s for s in new.servers if s.kind == kind]
         if n != b:
-            _merge_array(doc, _server_array(kind), b, n,
+            _merge_array(doc, server_array(kind), b, n,
                          [s for s in cur.servers if s.kind == kind],
                          base_is_cur=base_is_cur, conflicts=conflicts)
     for name in ("notifications", "ui"):
@@ -501,7 +249,7 @@ def _merge(doc: _Doc, base: Config, new: Config, cur: Config, *, base_is_cur: bo
                 continue
             if cv != bv:
                 conflicts.append(Conflict(name, key, cv, nv))
-            _set(doc.section(name), key, nv)
+            set_key(doc.section(name), key, nv)
     return conflicts
 
 
@@ -538,7 +286,7 @@ def edit_text(text: str | None, new: Config, base: Config | None, *, path: str =
     if source.startswith(_OLD_FIRST_LINE):
         source = _NEW_FIRST_LINE + source[len(_OLD_FIRST_LINE):]
     try:
-        doc = _Doc(source)
+        doc = EditDoc(source)
     except Exception as exc:  # tomlkit refuses what tomllib took: never guess, never write
         raise ConfigUnparsable(path, f"cannot be edited ({exc})", None, None) from None
     conflicts = _merge(doc, cur if base is None else base, new, cur,
@@ -632,3 +380,4 @@ def write(new: Config, path: str, *, base: Config | None = None,
         return _from_text(out, target, strict=False)
     raise ConfigError(f"{target} keeps changing while Lockwarden writes it; nothing was "
                       "written: try again")
+

@@ -31,16 +31,18 @@ docs/remote.md, "PostgreSQL"):
   and no session is connected from the IP it names. Release is one ``UPDATE ... WHERE id = ?
   AND locked AND lockedby = <seen> AND lockgranted = <seen>`` (its token is
   ``<lockgranted ISO 8601>|<lockedby>``).
+
+The listing queries and how their rows become verdicts are :mod:`core.remote.pg_rows`; keys
+and tokens :mod:`core.remote.pg_keys`.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from core.reasons import Code, Reason
-from core.record import Evidence, Liveness, LockRecord, LockStatus, State
+from core.record import LockStatus, State
 from core.remote.base import (
     ReleaseOutcome,
     RemoteError,
@@ -53,40 +55,30 @@ from core.remote.base import (
 from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.pg_keys import (
     advisory_key,
-    as_utc,
-    holder_info,
-    known_user,
     liquibase_token,
     lockedby_ip,
     parse_advisory_key,
     parse_holders,
 )
+from core.remote.pg_rows import (
+    ADVISORY,
+    LIQUIBASE,
+    LIQUIBASE_SQL,
+    LIQUIBASE_TABLE,
+    LOCKS_SQL,
+    advisory_status,
+    liquibase_status,
+)
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
-from core.verdicts.policy import judge
 
 try:
     import psycopg
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-ADVISORY = "postgres-advisory"
-"""``LockRecord.format`` of an advisory lock."""
-LIQUIBASE = "liquibase"
-"""``LockRecord.format`` of a Liquibase ``DATABASECHANGELOGLOCK`` row."""
-
 CONFIRM_TIMEOUT = 5.0
 """Seconds a force release waits for ``pg_locks`` to show the terminated holders gone."""
 
-_LOCKS_SQL = """
-SELECT l.classid::bigint, l.objid::bigint, l.objsubid::int, l.mode, l.granted, l.pid,
-       a.usename, a.application_name, host(a.client_addr), a.client_port, a.backend_start,
-       a.xact_start, a.state_change, a.state, l.waitstart,
-       CASE WHEN l.granted THEN NULL ELSE pg_blocking_pids(l.pid) END, now()
-FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory'
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-ORDER BY l.classid, l.objid, l.objsubid, l.granted DESC, l.pid
-"""
 _TERMINATE_SQL = """
 SELECT a.pid, pg_terminate_backend(a.pid)
 FROM pg_stat_activity a
@@ -103,14 +95,6 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.pid = ANY(%(pids)s)
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(classid)s::oid AND l.objid = %(objid)s::oid AND l.objsubid = %(sub)s
 """
-_LIQUIBASE_TABLE = "databasechangeloglock"
-_LIQUIBASE_SQL = f"""
-SELECT id, locked, lockgranted, lockedby, now(),
-       (SELECT count(*) FROM pg_stat_activity s
-        WHERE s.pid <> pg_backend_pid() AND host(s.client_addr) = %(ip)s)
-FROM {_LIQUIBASE_TABLE} WHERE locked ORDER BY id
-"""
-
 
 def _need_driver(url: str) -> None:
     if psycopg is None:
@@ -278,90 +262,41 @@ class PostgresSource(RemoteSource):
         Raises:
             RemoteError: ``no_driver``, ``unreachable``, ``auth_failed``, ``query_failed``.
         """
-        rows = self._rows(_LOCKS_SQL)
+        rows = self._rows(LOCKS_SQL)
         groups: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
         for row in rows:
             groups.setdefault((row[0], row[1], row[2]), []).append(row)
-        out = [s for key, grp in groups.items() if (s := self._advisory(key, grp)) is not None]
+        out: list[LockStatus] = []
+        for key, grp in groups.items():
+            status = advisory_status(key, grp, path_of=self.path_of,
+                                     server_host=self._server_host,
+                                     dbname=self._kwargs["dbname"], policy=self.policy)
+            if status is not None:
+                out.append(status)
         if self.liquibase:
             out.extend(self._liquibase())
         return out
 
-    def _advisory(self, key: tuple[int, int, int], rows: list[tuple[Any, ...]]
-                  ) -> LockStatus | None:
-        held = [r for r in rows if r[4]]
-        if not held:
-            return None  # waiters only: the holder let go between two rows of the snapshot
-        waiters = len(rows) - len(held)
-        first = held[0]
-        now: datetime = first[16]
-        path = self.path_of(advisory_key(*key))
-        holders = [holder_info(r) for r in held]
-        client = first[8] + (f":{first[9]}" if first[9] is not None else "") if first[8] else None
-        record = LockRecord(
-            path=path, format=ADVISORY, holder=f"{first[6] or '?'} PID {first[5]}",
-            pid=first[5], host=self._server_host,
-            tag=_label(known_user(*key, self._kwargs["dbname"]), first[7] or None),
-            token=",".join(f"{h['pid']}@{h['backend_start']}" for h in holders),
-            metadata={"key": advisory_key(*key), "mode": first[3], "holders": holders,
-                      "waiters": waiters, "classid": key[0], "objid": key[1],
-                      "objsubid": key[2], "tool": known_user(*key, self._kwargs["dbname"])},
-            removal=tuple(Reason.of(Code.TERMINATES_SESSION, pid=h["pid"], user=h["user"],
-                                    app=h["app"] or None) for h in holders))
-        reasons = [Reason.of(Code.PG_SESSION, pid=first[5], user=first[6], app=first[7] or None,
-                             client=client or "local socket", state=first[13],
-                             holders=len(held) - 1 or None)]
-        if first[13] == "idle" and first[12] is not None:
-            reasons.append(Reason.of(Code.SESSION_IDLE,
-                                     idle_s=(now - first[12]).total_seconds()))
-        if waiters:
-            reasons.append(Reason.of(Code.WAITERS, count=waiters))
-        return judge(path, record, liveness=Liveness.ALIVE, liveness_reasons=reasons,
-                     policy=self.policy, now=now.astimezone(UTC),
-                     evidence=Evidence(pid=first[5]))
-
     def _liquibase(self) -> list[LockStatus]:
-        exists = self._rows("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": _LIQUIBASE_TABLE})
+        exists = self._rows("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": LIQUIBASE_TABLE})
         if not exists or not exists[0][0]:
             return []
         out: list[LockStatus] = []
         for row in self._liquibase_rows():
-            out.append(self._liquibase_status(row))
+            out.append(liquibase_status(row, path_of=self.path_of, policy=self.policy))
         return out
 
     def _liquibase_rows(self) -> list[tuple[Any, ...]]:
         """Locked rows, each with the count of sessions from the IP its LOCKEDBY names (the
         query is run per distinct IP: usually one row)."""
-        plain = self._rows(f"SELECT id, lockedby FROM {_LIQUIBASE_TABLE} WHERE locked")
+        plain = self._rows(f"SELECT id, lockedby FROM {LIQUIBASE_TABLE} WHERE locked")
         ips = {lockedby_ip(r[1]) for r in plain}
         rows: dict[int, tuple[Any, ...]] = {}
         for ip in ips:
-            for r in self._rows(_LIQUIBASE_SQL, {"ip": ip}):
+            for r in self._rows(LIQUIBASE_SQL, {"ip": ip}):
                 if lockedby_ip(r[3]) == ip:
                     rows[r[0]] = r
         return [rows[k] for k in sorted(rows)]
-
-    def _liquibase_status(self, row: tuple[Any, ...]) -> LockStatus:
-        ident, _locked, granted, lockedby, now, sessions = row
-        path = self.path_of(f"liquibase/{ident}")
-        ip = lockedby_ip(lockedby)
-        granted_utc = as_utc(granted, now)
-        record = LockRecord(
-            path=path, format=LIQUIBASE, holder=lockedby,
-            host=(lockedby or '').rsplit(' (', 1)[0] or None,
-            acquired_at=granted_utc, tag=f"{_LIQUIBASE_TABLE} id {ident}",
-            token=liquibase_token(granted, lockedby),
-            metadata={"id": ident, "lockgranted": granted.isoformat() if granted else None,
-                      "lockedby": lockedby},
-            removal=(Reason.of(Code.RESETS_ROW, table=_LIQUIBASE_TABLE, id=ident),))
-        if ip is not None and sessions:
-            liveness, reasons = Liveness.ALIVE, [Reason.of(Code.CLIENT_CONNECTED, ip=ip,
-                                                           sessions=sessions)]
-        else:
-            liveness = Liveness.UNKNOWN
-            reasons = [Reason.of(Code.NO_SESSION_FROM_CLIENT, ip=ip)] if ip else []
-        return judge(path, record, liveness=liveness, liveness_reasons=reasons,
-                     policy=self.policy, now=now.astimezone(UTC))
 
     # -- release --------------------------------------------------------------------------
 
@@ -488,7 +423,7 @@ class PostgresSource(RemoteSource):
         conn = self._connection()
         try:
             cur = conn.execute(
-                f"UPDATE {_LIQUIBASE_TABLE} SET locked = FALSE, lockgranted = NULL, "
+                f"UPDATE {LIQUIBASE_TABLE} SET locked = FALSE, lockgranted = NULL, "
                 "lockedby = NULL WHERE id = %(id)s AND locked "
                 "AND lockedby IS NOT DISTINCT FROM %(by)s "
                 "AND lockgranted IS NOT DISTINCT FROM %(granted)s",
@@ -514,12 +449,3 @@ class PostgresSource(RemoteSource):
 
 __all__ = ["ADVISORY", "LIQUIBASE", "PostgresSource", "State", "advisory_key",
            "liquibase_token", "parse_advisory_key", "parse_holders"]
-
-
-def _label(tool: str | None, app: str | None) -> str | None:
-    """An advisory lock's tag: the application name, with the tool that takes such keys
-    (``flyway``, ``rails``: :func:`core.remote.pg_keys.known_user`) named first."""
-    words = {"flyway": "Flyway migration", "rails": "Rails migration"}
-    if tool is None:
-        return app
-    return f"{words[tool]}" + (f" ({app})" if app else "")

@@ -1,4 +1,4 @@
-"""A configuration file someone else controls is refused (core/config/load.py
+"""A configuration file someone else controls is refused (core/config/read.py
 ``foreign_config``; docs/watching.md, "Configuration"): one owned by another user, or writable
 by other users, loads as the defaults with one line saying why, and a ``password_env`` in any
 configuration file names only ``LOCKWARDEN_*`` variables (core/config/servers.py), so a

@@ -106,7 +106,7 @@ def bench_pg(locks: int, rounds: int) -> None:
             found = len(src.list_locks())
             from core.remote import postgres as pg
 
-            query = timed(lambda: src._rows(pg._LOCKS_SQL), rounds)
+            query = timed(lambda: src._rows(pg.LOCKS_SQL), rounds)
             poll = timed(src.list_locks, rounds)
         print(f"postgres {found} advisory locks held by {len(holders)} sessions (unix socket):")
         print(f"  pg_locks query alone: {ms(query)}")
