@@ -22,20 +22,20 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox, QWidget
 
 from app import autostart
+from app.audit_sources import remember_watched_logs, viewer_logs
 from app.config_store import ConfigStore
+from app.end_holder_flow import EndHolderFlow
 from app.engine_calls import ActionError, LockActions, policy_for
-from app.lockinfo import is_remote, not_a_lock_file, status_now, under_any
+from app.lockinfo import is_remote, not_a_lock_file, status_now
 from app.model import LockTableModel
 from app.remote_poller import RemotePoller
+from app.settings_apply import rewatch, set_autostart
 from app.theme import apply_theme
 from app.watch_bridge import Inventory
-from core import audit
 from core.config import Config
-from core.fsutil import AUDIT_LOG_NAME
 from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
 from core.verdicts.inspect import inspect
-from core.verdicts.liveness import ProcessFacts
 
 if TYPE_CHECKING:  # the dialogs are imported when one first opens (docs/performance.md "Idle tray")
     from app.dialogs import AcquireDialog, AcquireRequest, AuditDialog, SettingsDialog
@@ -80,7 +80,6 @@ class Commands(QObject):
     settingsApplied = Signal()
     undoChanged = Signal(str)
     _failed = Signal(str, str)  # from worker threads, delivered queued
-    _stillRunning = Signal(str, object, object, str)  # path, status, ProcessFacts, reason
     _opDone = Signal()
     _acquireDone = Signal(object, object, object)
     _undone = Signal(object, bool)
@@ -106,12 +105,12 @@ class Commands(QObject):
         self.last_kept: Kept | None = None
         """Where the last force release put the file it removed (Undo puts it back)."""
         self._failed.connect(self.show_error)
-        self._stillRunning.connect(self.open_kill_holder)
         self._opDone.connect(self._op_done)
         self._acquireDone.connect(self._acquire_done)
         self._undone.connect(self._undo_done)
         store.saveFailed.connect(self.show_error)
         actions.kept.connect(self._offer_undo)
+        self._end_holder = EndHolderFlow(self, actions, parent=self)
         self.remember_logs()
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -121,6 +120,10 @@ class Commands(QObject):
         """The window dialogs open over (built now when the app builds it on first use)."""
         p = self._parent_of
         return p if isinstance(p, QWidget) else p()
+
+    def dialog_parent(self) -> QWidget:
+        """The window dialogs open over (:attr:`_parent`)."""
+        return self._parent
 
     @property
     def busy(self) -> int:
@@ -159,7 +162,7 @@ class Commands(QObject):
         self.errorShown.emit(title, text)
         return box
 
-    def _run(self, fn: Callable[[], object]) -> None:
+    def run_in_worker(self, fn: Callable[[], object]) -> None:
         """Run a lock operation in a worker thread; its :class:`ActionError` (or any other
         exception) becomes a message box. :attr:`busy` counts it until it ends."""
         self._busy += 1
@@ -244,7 +247,7 @@ class Commands(QObject):
 
     def release(self, path: str) -> None:
         """Release a lock this app holds, in a worker thread (errors shown)."""
-        self._run(lambda: self._actions.release(path))
+        self.run_in_worker(lambda: self._actions.release(path))
 
     # -- reclaim and force release ------------------------------------------------------------
 
@@ -290,7 +293,7 @@ class Commands(QObject):
 
         def go() -> None:
             reason = dlg.reason.text().strip() or None
-            self._run(lambda: self._actions.reclaim(path, force=not light, reason=reason,
+            self.run_in_worker(lambda: self._actions.reclaim(path, force=not light, reason=reason,
                                                     status=st))
 
         dlg.accepted.connect(go)
@@ -318,9 +321,9 @@ class Commands(QObject):
             reason = dlg.reason.text().strip()
             if is_remote(path):
                 token = st.record.token if st.record is not None else None
-                self._run(lambda: self._release_remote(path, token or "", reason))
+                self.run_in_worker(lambda: self._release_remote(path, token or "", reason))
             else:
-                self._run(lambda: self._actions.force_release(
+                self.run_in_worker(lambda: self._actions.force_release(
                     path, reason=reason, discard_unsaved=why is not None))
 
         dlg.accepted.connect(go)
@@ -361,7 +364,7 @@ class Commands(QObject):
                 raise
             self._undone.emit(kept, True)
 
-        self._run(work)
+        self.run_in_worker(work)
         return True
 
     def _undo_done(self, kept: Kept, done: bool) -> None:
@@ -384,67 +387,16 @@ class Commands(QObject):
             "use it again next time. Removing it is safe only if no program uses this path "
             "any more; Lockwarden holds the file's lock while it removes it, and leaves it if "
             "a process locks or opens it meanwhile.", "Remove", parent=self._parent)
-        dlg.accepted.connect(lambda: self._run(
+        dlg.accepted.connect(lambda: self.run_in_worker(
             lambda: self._actions.force_release(path, reason="empty lock file nobody held")))
         self.show_dialog(dlg)
         return dlg
 
     def open_end_holder(self, path: str) -> QDialog | None:
         """Ending the process that holds a kernel lock on ``path`` (docs/gui.md, "End holder
-        process"): a confirmation naming the process, its user and its command line and asking
-        for a reason; then SIGTERM and a bounded wait
-        (:data:`core.engine.end_holder.TERM_GRACE`) in a worker thread; if the process is
-        still running, a second confirmation before SIGKILL (:meth:`open_kill_holder`).
-        ``None`` when no kernel lock names a live holder (the user is told)."""
-        from app.dialogs import end_holder_dialog
-        from core.engine.end_holder import TERM_GRACE, holder_process
-        from core.kernel.proof import own_session_role
-
-        st = self.status_for(path)
-        facts = holder_process(path) if st is not None else None
-        if st is None or facts is None:
-            self.show_error("Nothing to end", f"No running process can be proven to hold a "
-                            f"kernel lock on {printable(path)} (none is held, or its holder "
-                            "is another user's process).")
-            return None
-        own = own_session_role(facts.pid)
-        dlg = end_holder_dialog(st, facts, own=own, parent=self._parent)
-
-        def go() -> None:
-            reason = dlg.reason.text().strip()
-
-            def work() -> None:
-                gone = self._actions.end_holder(path, reason=reason, expected_pid=facts.pid,
-                                                expected_start=facts.start, grace=TERM_GRACE,
-                                                own_session=own is not None)
-                if not gone:
-                    self._stillRunning.emit(path, st, facts, reason)
-
-            self._run(work)
-
-        dlg.accepted.connect(go)
-        self.show_dialog(dlg)
-        return dlg
-
-    def open_kill_holder(self, path: str, st: LockStatus, facts: ProcessFacts,
-                         reason: str) -> QDialog:
-        """The second confirmation of :meth:`open_end_holder`: the holder ``facts`` is still
-        running after SIGTERM; on OK it is killed (SIGKILL) -- only while it is still that
-        process and still the holder (:func:`core.engine.end_holder.end_holder`)."""
-        from app.dialogs.confirm import kill_holder_dialog
-        from core.kernel.proof import own_session_role
-
-        own = own_session_role(facts.pid)
-        dlg = kill_holder_dialog(st, facts, own=own, parent=self._parent)
-
-        def go() -> None:
-            self._run(lambda: self._actions.end_holder(
-                path, reason=reason, expected_pid=facts.pid, expected_start=facts.start,
-                kill=True, own_session=own is not None))
-
-        dlg.accepted.connect(go)
-        self.show_dialog(dlg)
-        return dlg
+        process"; :meth:`app.end_holder_flow.EndHolderFlow.open`). ``None`` when no running
+        process can be proven to hold it (the user is told)."""
+        return self._end_holder.open(path)
 
     def _release_remote(self, path: str, token: str, reason: str) -> None:
         """Force-release a lock on a server, checked against the token shown (worker thread).
@@ -520,30 +472,18 @@ class Commands(QObject):
         else:
             old = previous
         if config.all_watches() != old.all_watches():
-            self._inventory.set_specs(config.all_watches())
+            rewatch(config, model=self._model, inventory=self._inventory,
+                    held=self._actions.kept_paths())
             self.remember_logs()
-            kept = {w.path for w in config.all_watches()}
-            outside = [s.path for s in self._model.statuses() if not under_any(s.path, kept)]
-            # the locks this app holds stay listed (and held) wherever they are: leaving the
-            # watch list says nothing about them (docs/gui.md "Watched directories and the
-            # locks the app holds")
-            kept_paths = set(self._actions.kept_paths())
-            gone = [p for p in outside if p not in kept_paths]
-            if gone:
-                self._inventory.push([(p, None) for p in gone])
         if config.ui.theme != old.ui.theme:
             apply_theme(self._qapp, config.ui.theme)
         self._apply_autostart(autostart_on)
         self.settingsApplied.emit()
 
     def _apply_autostart(self, autostart_on: bool | None) -> None:
-        if autostart_on is None:
-            return
-        try:
-            if autostart_on != autostart.is_enabled():
-                autostart.set_enabled(autostart_on)
-        except OSError as exc:
-            self.show_error("Start at login", f"Could not change the login item: {exc}")
+        why = set_autostart(autostart_on)
+        if why is not None:
+            self.show_error("Start at login", why)
 
     # -- audit log ----------------------------------------------------------------------------
 
@@ -552,12 +492,8 @@ class Commands(QObject):
         (:func:`core.audit.remember`), so a directory removed from Settings keeps its history
         in the viewer. Not in demo mode (its directory is temporary); an unwritable list is
         skipped (the viewer still reads the watched directories)."""
-        if not self._remember:
-            return
-        try:
-            audit.remember(os.path.join(d, AUDIT_LOG_NAME) for d in self._store.watched_dirs())
-        except OSError:
-            pass
+        if self._remember:
+            remember_watched_logs(self._store.watched_dirs())
 
     def audit_sources(self) -> list[str]:
         """Audit logs the viewer reads: this user's own log first (entries whose directory
@@ -565,17 +501,8 @@ class Commands(QObject):
         of every directory ever watched (:func:`core.audit.known_logs`), of the watched
         directories and of every directory holding a listed lock (docs/audit.md, "The viewer's
         logs")."""
-        srcs: list[str] = []
-        try:
-            srcs.append(audit.fallback_log_path())
-        except Exception:
-            pass
-        dirs = self._store.watched_dirs() + [os.path.dirname(s.path)
-                                             for s in self._model.statuses()]
-        for p in [*audit.known_logs(), *(os.path.join(d, AUDIT_LOG_NAME) for d in dirs)]:
-            if p not in srcs:
-                srcs.append(p)
-        return srcs
+        return viewer_logs(self._store.watched_dirs()
+                           + [os.path.dirname(s.path) for s in self._model.statuses()])
 
     def open_audit(self) -> AuditDialog:
         """Open the audit log viewer."""

@@ -24,7 +24,7 @@ import os
 import select
 import signal
 
-from core.engine.operations import holder_summary, record_audit
+from core.engine.audited import holder_summary, record_audit
 from core.errors import LockError
 from core.kernel.proof import holds_lock, lock_holders, open_pidfd, own_session_role
 from core.stale_policy import StalePolicy

@@ -21,11 +21,11 @@ from typing import Any, NamedTuple
 
 from core import formats
 from core.defaults import MAX_TTL, MIN_REFRESH_INTERVAL
-from core.engine import operations, publish, waiting
+from core.engine import operations, publish, refusals, waiting
+from core.engine.audited import holder_summary, record_audit
 from core.engine.operations import (
     describe,
     force_release,
-    holder_summary,
     resolve_policy,
 )
 from core.engine.publish import Outcome, Staged
@@ -45,7 +45,7 @@ __all__ = ["Lock"]
 
 log = logging.getLogger("lockwarden.lock")
 
-_audit = operations.record_audit  # every audit call of Lock (a benchmark replaces it)
+_audit = record_audit  # every audit call of Lock (a benchmark replaces it)
 
 
 def _now() -> datetime:
@@ -323,8 +323,8 @@ class Lock:
             if not status.present:  # a free kernel-lock anchor is refused below, never taken
                 return self.acquire(blocking=False)
             refuse_unreadable(self.path, status)
-            operations.refuse_not_a_lock(self.path, status, "reclaim")
-            operations.refuse_read_only(self.path, status)
+            refusals.refuse_not_a_lock(self.path, status, "reclaim")
+            refusals.refuse_read_only(self.path, status)
             if not judge(status):
                 judge.refuse(self.path, status, reason)
             token = publish.new_token()

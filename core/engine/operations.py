@@ -1,9 +1,9 @@
 """Lock operations on a path that need no :class:`~core.engine.lock.Lock` object -- force release,
-release on behalf of a PID -- and what the engine's operations share: the audit call, the stale
-policy they judge with, the reclaim decision, what force may remove (docs/engine.md; docs/DESIGN.md,
-"Lock operations"). Waiting is :mod:`core.engine.waiting`. Importable from :mod:`core.engine.lock`
-and
-:mod:`core` as well.
+release on behalf of a PID -- and what the engine's operations share: the stale policy they judge
+with, the reclaim decision, the holder record (docs/engine.md; docs/DESIGN.md, "Lock
+operations"). The audit call is :mod:`core.engine.audited`; what force may remove,
+:mod:`core.engine.refusals`. Waiting is :mod:`core.engine.waiting`. Importable from
+:mod:`core.engine.lock` and :mod:`core` as well.
 
 The file work itself (verified remove under the directory guard) is :mod:`core.engine.publish`;
 waking on events is :mod:`core.engine.waiter`.
@@ -15,19 +15,25 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn
 
-from core import audit
-from core.audit.write import has_lost_listeners
+from core.engine.audited import holder_summary, record_audit
 from core.engine.publish import Outcome
+from core.engine.refusals import (
+    is_a_lock,
+    pinned_by_its_holder,
+    refuse_ledger_claim,
+    refuse_not_a_lock,
+    refuse_unsaved,
+)
 from core.engine.remove import remove_if
 from core.engine.trash import Disposal, Kept
-from core.errors import LockError, LockLost, NotStale, ReadOnlyLock, UnsavedChanges
+from core.errors import LockError, LockLost, NotStale
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
 from core.formats.writing import Holder, Reclaimed
 from core.fsutil import validate_lock_path
-from core.reasons import Code, ReadOnlyKind, Reason, render, render_all
-from core.record import DEVTOOL_FORMATS, FileInfo, LockRecord, LockStatus, State
+from core.reasons import Code, Reason, render_all
+from core.record import FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts.inspect import inspect, inspect_bytes, kernel_status
 from core.verdicts.liveness import hostname, process_identity, process_start_time, same_host
@@ -48,34 +54,6 @@ def resolve_policy(policy: StalePolicy | None, stale_after: float | None) -> Sta
     if stale_after is None:
         return base
     return dataclasses.replace(base, stale_after=stale_after)
-
-
-def record_audit(
-    path: str,
-    operation: str,
-    *,
-    result: str = "ok",
-    details: dict[str, Any] | None = None,
-    format: str | None = None,
-    durable: bool = False,
-) -> None:
-    """Write one audit entry (:func:`core.audit.append`, fsynced when ``durable`` or when the
-    operation breaks a lock; docs/engine.md, "Every operation is audited once"). Never raises:
-    a failure to audit is logged as a warning, because auditing must never turn an operation
-    that was done into a failure."""
-    try:
-        w = audit.append(path, operation, result=result, details=details, format=format,
-                         durable=durable)
-    except Exception as exc:
-        log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
-        return
-    if w.error and not has_lost_listeners():  # else a listener has told the user
-        log.warning("audit entry for %s of %s not written: %s", operation, path, w.error)
-
-
-def holder_summary(status: LockStatus) -> dict[str, Any]:
-    """A verdict as audit details (``LockStatus.to_dict()``)."""
-    return status.to_dict()
 
 
 def describe(status: LockStatus) -> str:
@@ -215,148 +193,6 @@ def audit_lost_race(path: str, fmt: str, out: Outcome, reason: str | None = None
         "note": "the stale lock was removed, another process then took the free lock",
         "holder": holder_summary(out.status), "kept": kept.to_dict() if kept else None,
     }, format=fmt)
-
-
-# -- removing a lock ---------------------------------------------------------------------------
-
-
-def is_a_lock(status: LockStatus) -> bool:
-    """True when ``status`` is a verdict on something a forced operation may remove or
-    replace: a file some lock format reads (any :class:`~core.record.LockRecord`), or an empty
-    regular file (lock files of flock(1), dpkg and many tools are empty; an empty file is also
-    what a writer that crashed before writing leaves), also one judged ``free`` because nobody
-    holds it or has it open (``empty_free``). False for anything else: a file no format reads
-    (a text file, a binary, one over 64 KiB). Free paths are not locks either.
-    docs/engine.md, "What force may remove"."""
-    if status.record is not None or status.empty_free:
-        return True
-    return status.state is not State.FREE and status.file is not None and status.file.size == 0
-
-
-def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
-    """Refuse to force ``operation`` (``"release"``/``"reclaim"``) on what is not a lock
-    (:func:`is_a_lock`), on a file a kernel lock holds (:attr:`LockStatus.kernel_held`) or may
-    hold unseen (``kernel_table_too_large``: docs/verdicts.md, "When the kernel's lock table is
-    too large"), or on a known tool's kernel-lock anchor held or not
-    (:attr:`LockStatus.anchor_tool`: dpkg, apt, cargo, uv, Gradle; docs/specs/devtool-locks.md
-    §0); nothing is changed and nothing audited.
-
-    Raises:
-        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
-            ``KERNEL_LOCK``, ``status``.
-    """
-    kernel = status if status.kernel_held else kernel_status(path, policy=status.policy)
-    if kernel is not None and not _pinned_by_its_holder(status):
-        if not kernel.kernel_held:  # kernel_table_too_large: a lock may hold it, unseen
-            raise ReadOnlyLock(f"{path}: {render_all(kernel.reasons)}; Lockwarden never forces "
-                               f"a {operation} of it while it cannot tell; nothing was changed",
-                               kind=ReadOnlyKind.KERNEL_LOCK, status=kernel)
-        pid = kernel.kernel_pid
-        who = f"PID {pid}" if pid is not None else "a process"
-        raise ReadOnlyLock(
-            f"{path}: {who} holds a kernel lock on it; deleting the file would not release it "
-            f"and would let a second holder in, so Lockwarden never forces a {operation} of it "
-            f"(end {who} if it hangs{f': kill {pid}' if pid is not None else ''}); nothing was "
-            "changed", kind=ReadOnlyKind.KERNEL_LOCK, status=kernel)
-    if status.anchor_tool:
-        raise ReadOnlyLock(f"{path}: {_anchor_why(status)}, so Lockwarden never forces a "
-                           f"{operation} of it; nothing was changed",
-                           kind=ReadOnlyKind.KERNEL_LOCK, status=status)
-    if status.state is State.FREE or is_a_lock(status):
-        return
-    why = render_all(status.reasons) or "no lock format reads it"
-    raise ReadOnlyLock(f"{path}: not a lock file ({why}); Lockwarden never forces a {operation} "
-                       "of a file it cannot read as a lock, nothing was changed",
-                       kind=ReadOnlyKind.NOT_A_LOCK, status=status)
-
-
-def _pinned_by_its_holder(status: LockStatus) -> bool:
-    """True for a Lockwarden lock (:attr:`core.record.LockRecord.written_by_lockwarden`): a
-    kernel lock on it is its holder's pin (:mod:`core.kernel.pin`), evidence of life only;
-    removing the file breaks no mutual exclusion, so force may remove it."""
-    return status.record is not None and status.record.written_by_lockwarden
-
-
-def refuse_read_only(path: str, status: LockStatus) -> None:
-    """Refuse to reclaim a lock Lockwarden must not replace: a known tool's kernel-lock anchor
-    (:attr:`LockStatus.anchor_tool`, kind ``kernel_lock``), a claim replayed from an af
-    ledger (``read_only``), an af claim file or a developer tool's lock (git, Vim, Emacs,
-    LibreOffice, Terraform, SoftFileLock: :data:`core.record.DEVTOOL_FORMATS`) -- a reclaim
-    would put a lock of another format where the tool expects its own (docs/engine.md, "af
-    claims"; docs/specs/devtool-locks.md); they can still be released. Audited as
-    ``reclaim_refused``.
-
-    Raises:
-        ReadOnlyLock: ``kind`` ``kernel_lock``, ``ledger_claim`` or ``not_writable``,
-            ``status``.
-    """
-    rec = status.record
-    if status.anchor_tool:
-        kind, why = ReadOnlyKind.KERNEL_LOCK, _anchor_why(status)
-    elif status.read_only:
-        kind, why = ReadOnlyKind.LEDGER_CLAIM, _ledger_why(status)
-    elif rec is not None and rec.format == "af-claim":
-        kind, why = ReadOnlyKind.NOT_WRITABLE, ("it is an af claim; Lockwarden does not write "
-                                                "af claims (force-release it instead)")
-    elif rec is not None and rec.format in DEVTOOL_FORMATS:
-        kind, why = ReadOnlyKind.NOT_WRITABLE, (
-            f"it is a {rec.format} lock; its tool would take a Lockwarden lock in its place for "
-            "its own and wait for ever (release it instead: the tool's own safe action)")
-    else:
-        return
-    record_audit(path, "reclaim_refused", result="refused", details={
-        "holder": holder_summary(status), "reason": why}, format=rec.format if rec else None)
-    raise ReadOnlyLock(f"not reclaimed: {path}: {why}", kind=kind, status=status)
-
-
-def _ledger_why(status: LockStatus) -> str:
-    """Why a claim replayed from an af ledger is never changed, with af's own command."""
-    node = status.path.rpartition("#")[2] or "NODE"
-    return f"it is a claim in an af ledger; only af changes its ledger: `af release {node}`"
-
-
-def refuse_ledger_claim(path: str, status: LockStatus) -> None:
-    """Refuse to release a claim replayed from an af ledger (``"<proof>/ledger#<node>"``,
-    :attr:`LockStatus.read_only`; docs/engine.md, "af claims"): there is no file to remove and
-    only af changes its ledger. Audited as ``release_refused`` with result ``refused``.
-
-    Raises:
-        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.LEDGER_CLAIM`, ``status``.
-    """
-    if not status.read_only or status.anchor_tool or status.record is None:
-        return
-    why = _ledger_why(status)
-    record_audit(path, "release_refused", result="refused", details={
-        "holder": holder_summary(status), "reason": why}, format=status.record.format)
-    raise ReadOnlyLock(f"not released: {path}: {why}", kind=ReadOnlyKind.LEDGER_CLAIM,
-                       status=status)
-
-
-def refuse_unsaved(path: str, status: LockStatus, operation: str, discard: bool) -> None:
-    """Refuse to force ``operation`` (``"release"``) on a file that stands for a person's
-    unsaved work (:func:`core.verdicts.unsaved.unsaved_changes`: a Vim swap with unsaved
-    changes, an Emacs lock with an auto-save file) unless ``discard``; audited as
-    ``<operation>_refused`` (result ``refused``) naming the changes and the recovery command
-    (docs/engine.md, "Unsaved work").
-
-    Raises:
-        UnsavedChanges: ``reason`` the ``unsaved_changes`` reason, ``status``.
-    """
-    why = None if discard else unsaved_changes(status)
-    if why is None:
-        return
-    record_audit(path, f"{operation}_refused", result="refused", details={
-        "holder": holder_summary(status), "reason": render(why), "unsaved": why.to_dict()},
-        format=status.record.format if status.record else None)
-    raise UnsavedChanges(f"not {operation}d: {path}: {render(why)}; nothing was changed",
-                         reason=why, status=status)
-
-
-def _anchor_why(status: LockStatus) -> str:
-    """Why a kernel-lock anchor is never deleted nor replaced, in words."""
-    held = "held now" if status.state is State.HELD else "not held now"
-    return (f"it is {status.anchor_tool}'s kernel-lock anchor ({held}; only the kernel knows): "
-            "deleting or replacing it would let a second holder in")
 
 
 class Removal(NamedTuple):
@@ -524,7 +360,7 @@ def _removable(p: str, policy: StalePolicy,
     def check(data: bytes, info: FileInfo) -> bool:
         st = inspect_bytes(p, data, info, policy=policy)
         if st.kernel_held or st.anchor_tool or (kernel_status(p, policy=policy) is not None
-                                                and not _pinned_by_its_holder(st)):
+                                                and not pinned_by_its_holder(st)):
             return False
         if not discard_unsaved and unsaved_changes(st) is not None:
             return False
@@ -563,14 +399,7 @@ __all__ = [
     "describe",
     "force_release",
     "force_release_kept",
-    "holder_summary",
-    "is_a_lock",
     "on_this_host",
-    "record_audit",
-    "refuse_ledger_claim",
-    "refuse_not_a_lock",
-    "refuse_read_only",
-    "refuse_unsaved",
     "release_path",
     "release_path_kept",
     "resolve_policy",

@@ -330,7 +330,7 @@ def audit_remote(
 
     Returns the log's path, or "" when the entry could not be written (logged as a warning).
     Never raises: auditing must not turn a done operation into a failure (the rule of
-    ``core.engine.operations.record_audit``)."""
+    ``core.engine.audited.record_audit``)."""
     try:
         entry = make_entry(url, operation, result, details, format)
         entry["lockPath"] = url
