@@ -1,0 +1,163 @@
+"""Listing at scale: 100,000 sema lock files in 1,000 directories (docs/specs/sema.txt, "Lock
+File Format"), listed by ``lockwarden list -r --json`` and loaded by ``Watcher.start`` (one
+recursive spec), beside the floor loop of the same run: ``os.walk`` + ``lstat`` + one
+``open``/``read`` of every file, in Python. Each measure runs in a child process of its own
+(``python -m core list ...``; a small script for the watcher), so its wall time and maximum RSS
+(``os.wait4``'s ``ru_maxrss``, the child alone) are its own.
+
+With ``--before REV`` (default ``main``), the same measures run first on an export of that
+revision (``git archive``), so before and after come from one run with the same tree and
+the same floor. Targets (docs/performance.md, "Listing and watching 100,000 locks"):
+``list -r --json`` <= 2.2x the floor and <= 250 MB; ``Watcher.start`` <= 2 s and <= 250 MB.
+Asserts nothing (docs/DESIGN.md "Testing").
+
+    .venv/bin/python tests/benchmarks/bench_list_scale.py [--dirs 1000] [--per-dir 100]
+        [--before main | --before ''] [--rounds 1] [--dir DIR]
+
+A third of the locks name this process (alive), the rest PIDs that do not exist (dead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WATCH_CHILD = r"""
+import resource, sys, time
+from core.config import WatchSpec
+from core.watch.watcher import Watcher
+w = Watcher([WatchSpec(sys.argv[1], recursive=True)], lambda changes: None)
+t0 = time.perf_counter()
+w.start()
+t = time.perf_counter() - t0
+n = len(w.snapshot())
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+w.close()
+print(f"{t:.6f} {n} {rss}")
+"""
+
+
+def build(root: Path, dirs: int, per_dir: int) -> None:
+    """``dirs`` directories of ``per_dir`` sema lock files each, under ``root``."""
+    now = int(time.time())
+    me = os.getpid()
+    for i in range(dirs):
+        d = root / f"d{i:04d}"
+        d.mkdir()
+        for j in range(per_dir):
+            pid = me if j % 3 == 0 else 4_000_000 + j
+            (d / f"l{j:04d}.lock").write_bytes(
+                f"pid={pid}\ntimestamp={now}\ntag=build {i}/{j}\n".encode())
+
+
+def floor(root: Path) -> tuple[float, int]:
+    """Seconds for ``os.walk`` + ``lstat`` + open/read/close of every ``*.lock``, and the count."""
+    t0 = time.perf_counter()
+    n = 0
+    for d, _subdirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(".lock"):
+                p = os.path.join(d, name)
+                os.lstat(p)
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    os.read(fd, 65537)
+                finally:
+                    os.close(fd)
+                n += 1
+    return time.perf_counter() - t0, n
+
+
+def child(argv: list[str], cwd: Path) -> tuple[float, int, bytes]:
+    """Run ``argv`` in ``cwd``; its wall seconds, its own max RSS (KiB) and its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        data = out.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv}: exit {proc.returncode}")
+    return wall, usage.ru_maxrss, data
+
+
+def measure(code: Path, tree: Path, total: int) -> dict[str, tuple[float, float]]:
+    """``list -r --json`` (wall s, max RSS MiB) and ``Watcher.start`` (s, max RSS MiB) with
+    the code in ``code``."""
+    wall, rss, data = child([sys.executable, "-m", "core", "list", "-r", "--json", str(tree)],
+                            code)
+    rows = data.count(b'"path"')
+    if rows != total:
+        print(f"  ({code.name}: list printed {rows} rows, expected {total})")
+    _w, _rss, data = child([sys.executable, "-c", WATCH_CHILD, str(tree)], code)
+    t, n, wrss = data.split()
+    if int(n) != total:
+        print(f"  ({code.name}: watcher holds {int(n)} entries, expected {total})")
+    return {"list": (wall, rss / 1024), "watch": (float(t), int(wrss) / 1024)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dirs", type=int, default=1000)
+    ap.add_argument("--per-dir", type=int, default=100)
+    ap.add_argument("--before", default="main", help="git revision to compare with ('' none)")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of each measure (median)")
+    ap.add_argument("--dir", help="parent directory for the temp tree")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="lw-bench-list-", dir=args.dir))
+    try:
+        tree = work / "tree"
+        os.environ["LOCKWARDEN_CONFIG"] = str(work / "none.toml")  # the defaults, no file
+        tree.mkdir()
+        build(tree, args.dirs, args.per_dir)
+        total = args.dirs * args.per_dir
+        versions = {"after": ROOT}
+        if args.before:
+            export = work / "before"
+            export.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "core"],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(export)], input=archive, check=True)
+            versions = {f"before ({args.before})": export, **versions}
+        floor(tree)  # warm the page cache: every measure reads cached files
+        floors: list[float] = []
+        results: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in versions}
+        for _ in range(args.rounds):
+            for name, code in versions.items():
+                floors.append(floor(tree)[0])
+                results[name].append(measure(code, tree, total))
+        fl = statistics.median(floors)
+        print(f"{total} sema locks in {args.dirs} directories ({tree.parent}), "
+              f"median of {args.rounds} round(s), load {os.getloadavg()[0]:.2f} "
+              f"on {os.cpu_count()} CPUs")
+        print(f"floor (os.walk + lstat + open/read/close of every file): {fl:.2f} s "
+              f"(min {min(floors):.2f}, max {max(floors):.2f})")
+        print(f"{'code':<16} {'list -r --json':>16} {'x floor':>8} {'max RSS':>10}   "
+              f"{'Watcher.start':>14} {'max RSS':>10}")
+        for name, runs in results.items():
+            lw = statistics.median(r["list"][0] for r in runs)
+            lr = statistics.median(r["list"][1] for r in runs)
+            ww = statistics.median(r["watch"][0] for r in runs)
+            wr = statistics.median(r["watch"][1] for r in runs)
+            print(f"{name:<16} {lw:>14.2f} s {lw / fl:>7.2f}x {lr:>6.0f} MiB   "
+                  f"{ww:>12.2f} s {wr:>6.0f} MiB")
+        print("targets: list <= 2.2x the floor and <= 250 MB; Watcher.start <= 2 s and "
+              "<= 250 MB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
