@@ -188,8 +188,23 @@ class Reason:
 
     @classmethod
     def of(cls, code: Code, **params: Param) -> Reason:
-        """``Reason.of(Code.HOLDER_DEAD, pid=4242)``; ``None`` parameters are dropped."""
-        return cls(code, tuple(sorted((k, v) for k, v in params.items() if v is not None)))
+        """``Reason.of(Code.HOLDER_DEAD, pid=4242)``; ``None`` parameters are dropped. Equal
+        reasons made lately are one object, and so are equal parameters that do not tick
+        (:data:`TICKING`): 100,000 verdicts share their ``holder_dead{pid}`` and ``limit_s``
+        (docs/performance.md, "Listing and watching 100,000 locks")."""
+        pairs = tuple(sorted((k, v) for k, v in params.items() if v is not None))
+        if len(_REASONS) >= _SHARED_MAX or len(_PAIRS) >= _SHARED_MAX:
+            _REASONS.clear()
+            _PAIRS.clear()
+        # keyed with the values' types: 1, 1.0 and True are equal, but not the same JSON
+        if any(k in TICKING for k, _v in pairs):  # an age: the reason is its own
+            return cls(code, tuple(p if p[0] in TICKING else _PAIRS.setdefault((*p, type(p[1])), p)
+                                   for p in pairs))
+        key = (code, pairs, tuple(type(v) for _k, v in pairs))
+        reason = _REASONS.get(key)
+        if reason is None:
+            reason = _REASONS[key] = cls(code, pairs)
+        return reason
 
     def get(self, name: str, default: Param = None) -> Param:
         """The parameter ``name``, or ``default``."""
@@ -222,6 +237,14 @@ class Reason:
 
     def __str__(self) -> str:
         return render(self)
+
+
+_REASONS: dict[tuple[Code, tuple[tuple[str, Param], ...], tuple[type, ...]], Reason] = {}
+"""Reasons :meth:`Reason.of` made lately, by code, parameters and their types."""
+_PAIRS: dict[tuple[str, Param, type], tuple[str, Param]] = {}
+"""Parameters (name, value) :meth:`Reason.of` made lately, by name, value and type."""
+_SHARED_MAX = 16384
+"""Entries kept in each of :data:`_REASONS` and :data:`_PAIRS` (emptied when full)."""
 
 
 def same_reasons(a: Iterable[Reason], b: Iterable[Reason]) -> bool:

@@ -274,13 +274,28 @@ def format_time(dt: datetime, *, digits: int = 6) -> str:
 
 def from_unix(seconds: float, field: str) -> datetime:
     """Aware UTC datetime of Unix seconds; ParseError when outside years 1..9999 or not
-    finite."""
+    finite. Whole seconds seen lately give the same (immutable) object: a directory of locks
+    taken in the same second shares one (docs/performance.md, "Listing and watching 100,000
+    locks")."""
+    if type(seconds) is int:
+        shared = _SECONDS.get(seconds)
+        if shared is not None:
+            return shared
     try:
         if not math.isfinite(seconds):
             raise ValueError("not finite")
-        return EPOCH + timedelta(seconds=seconds)
+        dt = EPOCH + timedelta(seconds=seconds)
     except (ValueError, OverflowError):
         raise ParseError(f"{field} is out of range: {short(seconds)}") from None
+    if type(seconds) is int:
+        if len(_SECONDS) >= 4096:
+            _SECONDS.clear()
+        _SECONDS[seconds] = dt
+    return dt
+
+
+_SECONDS: dict[int, datetime] = {}
+"""The datetimes :func:`from_unix` gave for whole seconds lately (at most 4,096)."""
 
 
 def add_seconds(dt: datetime, seconds: float) -> datetime | None:

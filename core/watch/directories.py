@@ -192,22 +192,33 @@ class Directories:
         """Read ``path`` again and judge it (``st``: its ``lstat`` when ``have_stat``); a path
         that vanished or that no directory covers is dropped."""
         d = self.owner(path, hint)
-        old = self.inventory.get(path)
         if d is None:
+            old = self.inventory.get(path)
             if old is not None:
                 self.inventory.drop(old.owner, path)
             return
-        if not have_stat:
-            try:
-                st = os.lstat(path)
-            except OSError:
-                st = None
-        read = _scan.read_entry(path)
+        self.refresh_in(d, path, st, have_stat, procs=procs)
+
+    def refresh_in(self, d: WatchedDir, path: str, st: os.stat_result | None = None,
+                   have_stat: bool = False, *, regular: bool = False,
+                   procs: ProcessSnapshot | None, now: datetime | None = None) -> None:
+        """:meth:`refresh_path` of a path ``d`` owns (its rescan listed it). Without
+        ``have_stat`` the file's identity is the read's own ``fstat``
+        (:func:`core.watch.scan.read_with_stat`: no ``lstat`` of a file about to be read);
+        ``regular``: the listing called it a regular file (no ``lstat`` before the read);
+        ``now``: the moment of the verdict (aware UTC; default now: a rescan judges its files
+        at one moment)."""
+        if have_stat:
+            read = _scan.read_entry(path, regular=regular)
+        else:
+            read, st = _scan.read_with_stat(path, regular=regular)
         if read is None:
+            old = self.inventory.get(path)
             if old is not None:
                 self.inventory.drop(old.owner, path)
             return
-        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC),
+        status = _scan.judge_read(read, policy=d.policy, procs=procs,
+                                  now=now or datetime.now(UTC),
                                   kernel=self.kernel_view() if _blank(read) else None)
         self._put(path, Entry(status, d, d.policy, read, file_sig(st)))
         parent = os.path.dirname(path)
@@ -409,8 +420,9 @@ class Directories:
                                             if polled_tree else self.rescan_interval)
         if not d.attached:
             return
-        try:
-            listing = _scan.list_dir(d.spec, with_stat=True)
+        inventory = self.inventory
+        try:  # lstat only the files known: a new one is read anyway (its fstat is its identity)
+            listing = _scan.list_dir(d.spec, with_stat=inventory.__contains__)
         except (FileNotFoundError, NotADirectoryError):
             self.detach(d, "missing", _APPEARS)
             return
@@ -428,17 +440,20 @@ class Directories:
             self.dirty = True
         seen: set[str] = set()
         todo: list[tuple[str, os.stat_result | None]] = []
-        inventory = self.inventory
         for path, st in listing.files.items():
             if d.overlapped and self.owner(path, None) is not d:
                 continue
             seen.add(path)
-            if not force and inventory.is_current(path, d, file_sig(st)):
+            if not force and st is not None and inventory.is_current(path, d, file_sig(st)):
                 continue
             todo.append((path, st))
         procs = self.procs_for_reads(len(todo))
+        regular = listing.regular
+        listing.files.clear()  # not kept while the files are read
+        now = datetime.now(UTC)
         for path, st in todo:
-            self.refresh_path(path, d, st, have_stat=True, procs=procs)
+            self.refresh_in(d, path, st, st is not None, regular=path in regular, procs=procs,
+                            now=now)
         claim_paths: set[str] = set()
         for ps in d.proofs.values():
             claim_paths |= ps.paths
