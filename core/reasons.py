@@ -192,15 +192,19 @@ class Reason:
         reasons made lately are one object, and so are equal parameters that do not tick
         (:data:`TICKING`): 100,000 verdicts share their ``holder_dead{pid}`` and ``limit_s``
         (docs/performance.md, "Listing and watching 100,000 locks")."""
-        pairs = tuple(sorted((k, v) for k, v in params.items() if v is not None))
+        pairs = tuple(sorted([(k, v) for k, v in params.items() if v is not None]))
         if len(_REASONS) >= _SHARED_MAX or len(_PAIRS) >= _SHARED_MAX:
             _REASONS.clear()
             _PAIRS.clear()
         # keyed with the values' types: 1, 1.0 and True are equal, but not the same JSON
-        if any(k in TICKING for k, _v in pairs):  # an age: the reason is its own
-            return cls(code, tuple(p if p[0] in TICKING else _PAIRS.setdefault((*p, type(p[1])), p)
-                                   for p in pairs))
-        key = (code, pairs, tuple(type(v) for _k, v in pairs))
+        types = []
+        for k, v in pairs:
+            if k in TICKING:  # an age: the reason is its own, its other parameters shared
+                return cls(code, tuple([p if p[0] in TICKING
+                                        else _PAIRS.setdefault((*p, type(p[1])), p)
+                                        for p in pairs]))
+            types.append(type(v))
+        key = (code, pairs, tuple(types))
         reason = _REASONS.get(key)
         if reason is None:
             reason = _REASONS[key] = cls(code, pairs)

@@ -239,7 +239,7 @@ class Inventory:
         """Paths of the empty files no kernel lock held when they were judged (free
         kernel-lock anchors, empty files judged ``free`` or ``writing``): a kernel lock taken
         on one changes nothing of the file, so only a look at the kernel's locks sees it
-        (:meth:`core.watch.directories.Directories.liveness_pass`)."""
+        (:func:`core.watch.rejudge.liveness_pass`)."""
         return [p for p, e in self._entries.items()
                 if e.status.file is not None and e.status.file.size == 0
                 and not e.status.kernel_held]
