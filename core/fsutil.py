@@ -180,7 +180,7 @@ def read_lock_stat(path: str, limit: int = MAX_LOCK_BYTES, *,
         remaining = limit + 1
         got = 0
         while remaining > 0:
-            want = min(remaining, 65537)
+            want = min(remaining, 65536)
             try:
                 chunk = os.read(fd, want)
             except OSError as exc:

@@ -77,7 +77,7 @@ def json_text(obj: object) -> str:
     import json
 
     text = json.dumps(obj, ensure_ascii=False)
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 

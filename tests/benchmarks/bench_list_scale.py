@@ -70,7 +70,7 @@ def floor(root: Path) -> tuple[float, int]:
                 os.lstat(p)
                 fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 try:
-                    os.read(fd, 65537)
+                    os.read(fd, 65536)
                 finally:
                     os.close(fd)
                 n += 1
