@@ -236,8 +236,9 @@ class Reason:
         return Reason(self.code, tuple(moved))
 
     def to_dict(self) -> dict[str, Param]:
-        """JSON object: ``{"code": …, "text": …, **params}``."""
-        return {"code": self.code.value, "text": render(self), **dict(self.params)}
+        """JSON object: ``{"code": …, "text": …, **params}``. The text of a reason without
+        ticking parameters is rendered once per shared reason (:meth:`of`)."""
+        return {"code": self.code.value, "text": _text(self), **dict(self.params)}
 
     def __str__(self) -> str:
         return render(self)
@@ -249,6 +250,27 @@ _PAIRS: dict[tuple[str, Param, type], tuple[str, Param]] = {}
 """Parameters (name, value) :meth:`Reason.of` made lately, by name, value and type."""
 _SHARED_MAX = 16384
 """Entries kept in each of :data:`_REASONS` and :data:`_PAIRS` (emptied when full)."""
+
+
+def _text(reason: Reason) -> str:
+    """:func:`render`, remembered for a reason without :data:`TICKING` parameters (by
+    identity: :meth:`Reason.of` shares equal ones; the cache holds the reason, so its id is
+    not reused while remembered)."""
+    for k, _v in reason.params:
+        if k in TICKING:
+            return render(reason)
+    known = _TEXTS.get(id(reason))
+    if known is not None and known[0] is reason:
+        return known[1]
+    if len(_TEXTS) >= _SHARED_MAX:
+        _TEXTS.clear()
+    text = render(reason)
+    _TEXTS[id(reason)] = (reason, text)
+    return text
+
+
+_TEXTS: dict[int, tuple[Reason, str]] = {}
+"""Rendered texts of reasons without ticking parameters, by the reason's id."""
 
 
 def same_reasons(a: Iterable[Reason], b: Iterable[Reason]) -> bool:

@@ -158,3 +158,59 @@ def test_table_writer_prints_table_then_streams(tmp_path: Path) -> None:
     w.rows([])
     w.close()
     assert written == ["(no lock files)\n"]
+
+
+WATCH_START = r"""
+import sys
+from core.config import WatchSpec
+from core.watch.watcher import Watcher
+w = Watcher([WatchSpec(sys.argv[1], recursive=True)], lambda changes: None)
+w.start()
+print(len(w.snapshot()))
+w.close()
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace(1)")
+def test_watcher_start_reads_each_lock_once_without_stat(tmp_path: Path) -> None:
+    """``Watcher.start`` on a tree: every lock file is opened once and never ``lstat``ed
+    (its identity for later rescans is the read's own ``fstat``)."""
+    tree = tmp_path / "tree"
+    for i in range(2):
+        (tree / f"d{i}").mkdir(parents=True)
+        for j in range(3):
+            _sema(tree / f"d{i}" / f"l{j}.lock")
+    trace = tmp_path / "trace.txt"
+    out = subprocess.run(["strace", "-f", "-qq", "-e", "trace=%file,%desc", "-o", str(trace),
+                          sys.executable, "-c", WATCH_START, str(tree)], capture_output=True,
+                         text=True, env=_env(tmp_path), timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["6"]
+    lines = trace.read_text().splitlines()
+    for i in range(2):
+        for j in range(3):
+            path = f'"{tree / f"d{i}" / f"l{j}.lock"}"'
+            calls = [line.split(None, 1)[1].split("(", 1)[0] for line in lines if path in line]
+            assert calls == ["openat"], (path, calls)
+
+
+def test_equal_reasons_and_times_are_shared() -> None:
+    """Verdicts share what is equal (docs/performance.md, "Listing and watching 100,000
+    locks"): one object per equal reason without ticking parameters, shared parameters in
+    the others, one datetime per whole second; equal values of other types stay apart."""
+    from core.formats._common import from_unix
+    from core.reasons import Code, Reason
+
+    a = Reason.of(Code.HOLDER_DEAD, pid=4_000_001)
+    assert Reason.of(Code.HOLDER_DEAD, pid=4_000_001) is a
+    assert Reason.of(Code.HOLDER_DEAD, pid=4_000_002) is not a
+    young = [Reason.of(Code.YOUNGER_THAN_STALE_AFTER, age_s=float(n), holder="dead",
+                       limit_s=3600.0) for n in (1, 2)]
+    assert young[0] is not young[1] and young[0].get("age_s") == 1.0
+    assert young[0].params[1] is young[1].params[1]  # ("holder", "dead") shared
+    flag = Reason.of(Code.EXPIRED_HOLDER_UNKNOWABLE, remote=True)
+    one = Reason.of(Code.EXPIRED_HOLDER_UNKNOWABLE, remote=1)
+    assert flag.get("remote") is True and type(one.get("remote")) is int
+    assert flag.to_dict()["text"] == Reason.of(Code.EXPIRED_HOLDER_UNKNOWABLE,
+                                               remote=True).to_dict()["text"]
+    assert from_unix(1_700_000_000, "timestamp") is from_unix(1_700_000_000, "timestamp")
