@@ -36,13 +36,13 @@ import resource, sys, time
 from core.config import WatchSpec
 from core.watch.watcher import Watcher
 w = Watcher([WatchSpec(sys.argv[1], recursive=True)], lambda changes: None)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 w.start()
-t = time.perf_counter() - t0
+t, cpu = time.perf_counter() - t0, time.process_time() - c0
 n = len(w.snapshot())
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 w.close()
-print(f"{t:.6f} {n} {rss}")
+print(f"{t:.6f} {n} {rss} {cpu:.6f}")
 """
 
 
@@ -77,8 +77,16 @@ def floor(root: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def child(argv: list[str], cwd: Path) -> tuple[float, int, bytes]:
-    """Run ``argv`` in ``cwd``; its wall seconds, its own max RSS (KiB) and its stdout."""
+def floor_cpu(tree: Path) -> float:
+    """CPU seconds (user + system) of one :func:`floor` loop."""
+    c0 = time.process_time()
+    floor(tree)
+    return time.process_time() - c0
+
+
+def child(argv: list[str], cwd: Path) -> tuple[float, float, int, bytes]:
+    """Run ``argv`` in ``cwd``; its wall seconds, its CPU seconds (user + system), its own max
+    RSS (KiB) and its stdout."""
     env = {**os.environ, "PYTHONPATH": str(cwd)}
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
@@ -90,22 +98,23 @@ def child(argv: list[str], cwd: Path) -> tuple[float, int, bytes]:
         data = out.read()
     if proc.returncode != 0:
         raise SystemExit(f"{argv}: exit {proc.returncode}")
-    return wall, usage.ru_maxrss, data
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, data
 
 
-def measure(code: Path, tree: Path, total: int) -> dict[str, tuple[float, float]]:
-    """``list -r --json`` (wall s, max RSS MiB) and ``Watcher.start`` (s, max RSS MiB) with
-    the code in ``code``."""
-    wall, rss, data = child([sys.executable, "-m", "core", "list", "-r", "--json", str(tree)],
-                            code)
+def measure(code: Path, tree: Path, total: int) -> dict[str, tuple[float, float, float]]:
+    """``list -r --json`` and ``Watcher.start`` with the code in ``code``: (wall s, CPU s, max
+    RSS MiB) each. The list's CPU is the whole child's (start-up included); the watcher's
+    is the process's CPU during ``start()`` (all threads)."""
+    wall, cpu, rss, data = child(
+        [sys.executable, "-m", "core", "list", "-r", "--json", str(tree)], code)
     rows = data.count(b'"path"')
     if rows != total:
         print(f"  ({code.name}: list printed {rows} rows, expected {total})")
-    _w, _rss, data = child([sys.executable, "-c", WATCH_CHILD, str(tree)], code)
-    t, n, wrss = data.split()
+    _w, _c, _rss, data = child([sys.executable, "-c", WATCH_CHILD, str(tree)], code)
+    t, n, wrss, wcpu = data.split()
     if int(n) != total:
         print(f"  ({code.name}: watcher holds {int(n)} entries, expected {total})")
-    return {"list": (wall, rss / 1024), "watch": (float(t), int(wrss) / 1024)}
+    return {"list": (wall, cpu, rss / 1024), "watch": (float(t), float(wcpu), int(wrss) / 1024)}
 
 
 def main() -> None:
@@ -139,20 +148,19 @@ def main() -> None:
                 floors.append(floor(tree)[0])
                 results[name].append(measure(code, tree, total))
         fl = statistics.median(floors)
+        cpu_floor = floor_cpu(tree)
         print(f"{total} sema locks in {args.dirs} directories ({tree.parent}), "
               f"median of {args.rounds} round(s), load {os.getloadavg()[0]:.2f} "
               f"on {os.cpu_count()} CPUs")
         print(f"floor (os.walk + lstat + open/read/close of every file): {fl:.2f} s "
-              f"(min {min(floors):.2f}, max {max(floors):.2f})")
-        print(f"{'code':<16} {'list -r --json':>16} {'x floor':>8} {'max RSS':>10}   "
-              f"{'Watcher.start':>14} {'max RSS':>10}")
+              f"(min {min(floors):.2f}, max {max(floors):.2f}; CPU {cpu_floor:.2f} s)")
+        print(f"{'code':<16} {'list -r --json':>15} {'CPU':>7} {'x floor':>8} {'max RSS':>9}"
+              f"   {'Watcher.start':>13} {'CPU':>7} {'max RSS':>9}")
         for name, runs in results.items():
-            lw = statistics.median(r["list"][0] for r in runs)
-            lr = statistics.median(r["list"][1] for r in runs)
-            ww = statistics.median(r["watch"][0] for r in runs)
-            wr = statistics.median(r["watch"][1] for r in runs)
-            print(f"{name:<16} {lw:>14.2f} s {lw / fl:>7.2f}x {lr:>6.0f} MiB   "
-                  f"{ww:>12.2f} s {wr:>6.0f} MiB")
+            lw, lc, lr = (statistics.median(r["list"][i] for r in runs) for i in range(3))
+            ww, wc, wr = (statistics.median(r["watch"][i] for r in runs) for i in range(3))
+            print(f"{name:<16} {lw:>13.2f} s {lc:>5.2f} s {lw / fl:>7.2f}x {lr:>5.0f} MiB"
+                  f"   {ww:>11.2f} s {wc:>5.2f} s {wr:>5.0f} MiB")
         print("targets: list <= 2.2x the floor and <= 250 MB; Watcher.start <= 2 s and "
               "<= 250 MB")
     finally:
