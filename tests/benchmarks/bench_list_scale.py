@@ -142,7 +142,7 @@ def main() -> None:
             versions = {f"before ({args.before})": export, **versions}
         floor(tree)  # warm the page cache: every measure reads cached files
         floors: list[float] = []
-        results: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in versions}
+        results: dict[str, list[dict[str, tuple[float, float, float]]]] = {k: [] for k in versions}
         for _ in range(args.rounds):
             for name, code in versions.items():
                 floors.append(floor(tree)[0])
