@@ -2,8 +2,10 @@
 File Format"), listed by ``lockwarden list -r --json`` and loaded by ``Watcher.start`` (one
 recursive spec), beside the floor loop of the same run: ``os.walk`` + ``lstat`` + one
 ``open``/``read`` of every file, in Python. Each measure runs in a child process of its own
-(``python -m core list ...``; a small script for the watcher), so its wall time and maximum RSS
-(``os.wait4``'s ``ru_maxrss``, the child alone) are its own.
+(``python -m core list ...``; a small script for the watcher), so its wall time, CPU time
+(``os.wait4``) and peak RSS (``VmHWM`` of ``/proc/self/status``, read by the child at its
+end: ``ru_maxrss`` would count the pages of this process it was forked from) are its own.
+Linux only.
 
 With ``--before REV`` (default ``main``), the same measures run first on an export of that
 revision (``git archive``), so before and after come from one run with the same tree and
@@ -31,8 +33,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+LIST_CHILD = r"""
+import runpy, sys
+sys.argv = ["lockwarden", *sys.argv[1:]]
+try:
+    runpy.run_module("core", run_name="__main__")
+finally:
+    sys.stderr.write(open("/proc/self/status").read())
+"""
+
 WATCH_CHILD = r"""
-import resource, sys, time
+import sys, time
 from core.config import WatchSpec
 from core.watch.watcher import Watcher
 w = Watcher([WatchSpec(sys.argv[1], recursive=True)], lambda changes: None)
@@ -40,7 +51,8 @@ t0, c0 = time.perf_counter(), time.process_time()
 w.start()
 t, cpu = time.perf_counter() - t0, time.process_time() - c0
 n = len(w.snapshot())
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss = next(int(line.split()[1]) for line in open("/proc/self/status")
+           if line.startswith("VmHWM:"))
 w.close()
 print(f"{t:.6f} {n} {rss} {cpu:.6f}")
 """
@@ -85,20 +97,23 @@ def floor_cpu(tree: Path) -> float:
 
 
 def child(argv: list[str], cwd: Path) -> tuple[float, float, int, bytes]:
-    """Run ``argv`` in ``cwd``; its wall seconds, its CPU seconds (user + system), its own max
-    RSS (KiB) and its stdout."""
+    """Run ``argv`` in ``cwd``; its wall seconds, its CPU seconds (user + system), its peak
+    RSS (KiB, the ``VmHWM`` it wrote on stderr; 0 when none) and its stdout."""
     env = {**os.environ, "PYTHONPATH": str(cwd)}
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, env=env)
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         data = out.read()
+        err.seek(0)
+        hwm = [int(line.split()[1]) for line in err.read().decode(errors="replace").splitlines()
+               if line.startswith("VmHWM:")]
     if proc.returncode != 0:
         raise SystemExit(f"{argv}: exit {proc.returncode}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, data
+    return wall, usage.ru_utime + usage.ru_stime, hwm[-1] if hwm else 0, data
 
 
 def measure(code: Path, tree: Path, total: int) -> dict[str, tuple[float, float, float]]:
@@ -106,7 +121,7 @@ def measure(code: Path, tree: Path, total: int) -> dict[str, tuple[float, float,
     RSS MiB) each. The list's CPU is the whole child's (start-up included); the watcher's
     is the process's CPU during ``start()`` (all threads)."""
     wall, cpu, rss, data = child(
-        [sys.executable, "-m", "core", "list", "-r", "--json", str(tree)], code)
+        [sys.executable, "-c", LIST_CHILD, "list", "-r", "--json", str(tree)], code)
     rows = data.count(b'"path"')
     if rows != total:
         print(f"  ({code.name}: list printed {rows} rows, expected {total})")
