@@ -50,8 +50,15 @@ except ImportError:  # pragma: no cover - Windows
     _fcntl = None  # type: ignore[assignment]
 
 def file_info(st: os.stat_result) -> FileInfo:
-    """Identity of a file from its stat result (inode, device, size, mtime in ns)."""
-    return FileInfo(ino=st.st_ino, dev=st.st_dev, size=st.st_size, mtime_ns=st.st_mtime_ns)
+    """Identity of a file from its stat result (inode, device, size, mtime in ns). The device
+    number is one shared object per device (100,000 identities of one file system hold one)."""
+    dev = st.st_dev
+    return FileInfo(ino=st.st_ino, dev=_DEVICES.setdefault(dev, dev), size=st.st_size,
+                    mtime_ns=st.st_mtime_ns)
+
+
+_DEVICES: dict[int, int] = {}
+"""Device numbers :func:`file_info` met (one per file system)."""
 
 
 def describe_mode(mode: int) -> str | None:
