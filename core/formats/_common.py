@@ -121,11 +121,28 @@ def decode_text(data: bytes) -> str:
 
     A leading UTF-8 byte-order mark is dropped (Windows editors add one).
 
+    The text of the last bytes object decoded is remembered (detection then the format's
+    parser decode the same bytes: one decoding).
+
     Raises:
         ParseError: the file is empty, only whitespace, holds a NUL byte or is not valid UTF-8
             (docs/specs/semats.txt "Error Cases": "File is empty or contains only
             whitespace", "File contains binary garbage").
     """
+    global _LAST_DECODED
+    last = _LAST_DECODED  # one tuple, replaced whole: safe across threads
+    if last[0] is data:
+        return last[1]
+    text = _decode_text(data)
+    _LAST_DECODED = (data, text)
+    return text
+
+
+_LAST_DECODED: tuple[bytes | None, str] = (None, "")
+"""The last bytes :func:`decode_text` decoded, and their text (held: its id is not reused)."""
+
+
+def _decode_text(data: bytes) -> str:
     if len(data) > MAX_PARSE_BYTES:
         raise ParseError(f"is {len(data)} bytes, far too large for a lock file")
     if not data:
