@@ -189,8 +189,27 @@ class Reason:
 
     @classmethod
     def of(cls, code: Code, **params: Param) -> Reason:
-        """``Reason.of(Code.HOLDER_DEAD, pid=4242)``; ``None`` parameters are dropped."""
-        return cls(code, tuple(sorted((k, v) for k, v in params.items() if v is not None)))
+        """``Reason.of(Code.HOLDER_DEAD, pid=4242)``; ``None`` parameters are dropped. Equal
+        reasons made lately are one object, and so are equal parameters that do not tick
+        (:data:`TICKING`): 100,000 verdicts share their ``holder_dead{pid}`` and ``limit_s``
+        (docs/performance.md, "Listing and watching 100,000 locks")."""
+        pairs = tuple(sorted([(k, v) for k, v in params.items() if v is not None]))
+        if len(_REASONS) >= _SHARED_MAX or len(_PAIRS) >= _SHARED_MAX:
+            _REASONS.clear()
+            _PAIRS.clear()
+        # keyed with the values' types: 1, 1.0 and True are equal, but not the same JSON
+        types = []
+        for k, v in pairs:
+            if k in TICKING:  # an age: the reason is its own, its other parameters shared
+                return cls(code, tuple([p if p[0] in TICKING
+                                        else _PAIRS.setdefault((*p, type(p[1])), p)
+                                        for p in pairs]))
+            types.append(type(v))
+        key = (code, pairs, tuple(types))
+        reason = _REASONS.get(key)
+        if reason is None:
+            reason = _REASONS[key] = cls(code, pairs)
+        return reason
 
     def get(self, name: str, default: Param = None) -> Param:
         """The parameter ``name``, or ``default``."""
@@ -218,11 +237,41 @@ class Reason:
         return Reason(self.code, tuple(moved))
 
     def to_dict(self) -> dict[str, Param]:
-        """JSON object: ``{"code": …, "text": …, **params}``."""
-        return {"code": self.code.value, "text": render(self), **dict(self.params)}
+        """JSON object: ``{"code": …, "text": …, **params}``. The text of a reason without
+        ticking parameters is rendered once per shared reason (:meth:`of`)."""
+        return {"code": self.code.value, "text": _text(self), **dict(self.params)}
 
     def __str__(self) -> str:
         return render(self)
+
+
+_REASONS: dict[tuple[Code, tuple[tuple[str, Param], ...], tuple[type, ...]], Reason] = {}
+"""Reasons :meth:`Reason.of` made lately, by code, parameters and their types."""
+_PAIRS: dict[tuple[str, Param, type], tuple[str, Param]] = {}
+"""Parameters (name, value) :meth:`Reason.of` made lately, by name, value and type."""
+_SHARED_MAX = 16384
+"""Entries kept in each of :data:`_REASONS` and :data:`_PAIRS` (emptied when full)."""
+
+
+def _text(reason: Reason) -> str:
+    """:func:`render`, remembered for a reason without :data:`TICKING` parameters (by
+    identity: :meth:`Reason.of` shares equal ones; the cache holds the reason, so its id is
+    not reused while remembered)."""
+    for k, _v in reason.params:
+        if k in TICKING:
+            return render(reason)
+    known = _TEXTS.get(id(reason))
+    if known is not None and known[0] is reason:
+        return known[1]
+    if len(_TEXTS) >= _SHARED_MAX:
+        _TEXTS.clear()
+    text = render(reason)
+    _TEXTS[id(reason)] = (reason, text)
+    return text
+
+
+_TEXTS: dict[int, tuple[Reason, str]] = {}
+"""Rendered texts of reasons without ticking parameters, by the reason's id."""
 
 
 def same_reasons(a: Iterable[Reason], b: Iterable[Reason]) -> bool:

@@ -59,6 +59,9 @@ def one_line(text: object) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ENCODE: Callable[[object], str] | None = None
+"""The encoder :func:`json_text` uses (made at its first call: ``json`` is not imported at
+start-up)."""
 
 
 def json_text(obj: object) -> str:
@@ -70,10 +73,13 @@ def json_text(obj: object) -> str:
     Raises:
         TypeError: ``obj`` holds something JSON cannot represent (a bug).
     """
-    import json
+    global _ENCODE
+    if _ENCODE is None:
+        import json
 
-    text = json.dumps(obj, ensure_ascii=False)
-    if _SURROGATE.search(text) is None:
+        _ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps's text, one encoder
+    text = _ENCODE(obj)
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 

@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
@@ -46,9 +46,18 @@ def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,
     database is asked only when some lock names another host."""
     if not any(s.liveness is Liveness.REMOTE for s in statuses):
         return list(statuses)
+    judge = fleet_judge(args, config)
+    return list(statuses) if judge is None else [judge(s) for s in statuses]
+
+
+def fleet_judge(args: argparse.Namespace, config: Config | None = None
+                ) -> Callable[[LockStatus], LockStatus] | None:
+    """The re-judging :func:`fleet_judged` applies, with the fleet's reports read once (a
+    listing that streams asks once, at the first lock naming another host), or ``None`` when
+    there is no ``[fleet]`` or its database fails (said on stderr)."""
     cfg = config if config is not None else load_config(args)
     if cfg.fleet is None:
-        return list(statuses)
+        return None
     from core.fleet.judge import judge_with_fleet
     from core.fleet.store import FleetError, connect, read_snapshot
 
@@ -64,12 +73,13 @@ def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,
     except FleetError as exc:
         print(f"{PROG}: {one_line(str(exc))}; judged without the fleet", file=sys.stderr,
               flush=True)
-        return list(statuses)
+        return None
     except Exception as exc:  # psycopg.Error from the read: same treatment
         print(f"{PROG}: fleet: {one_line(str(exc))}; judged without the fleet",
               file=sys.stderr, flush=True)
-        return list(statuses)
-    return [judge_with_fleet(s, snap, silent_after=spec.silent_after) for s in statuses]
+        return None
+    silent_after = spec.silent_after
+    return lambda s: judge_with_fleet(s, snap, silent_after=silent_after)
 
 
 def _fleet_of(args: argparse.Namespace) -> tuple[Config, FleetSpec]:

@@ -13,7 +13,7 @@ describer). JSON output does not come through here: it is ``LockStatus.to_dict()
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from core.holder import process_label
 from core.reasons import human_duration, printable
@@ -86,6 +86,31 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
+TABLE_HEADER = ("STATE", "AGE", "PID", "LIVENESS", "FORMAT", "KIND", "HOLDER/TAG", "PATH")
+"""The columns of ``lockwarden list`` (:func:`table`)."""
+
+
+def table_row(s: LockStatus) -> list[str]:
+    """One row of :func:`table` (cells not yet escaped)."""
+    rec = s.record
+    if s.state is State.UNREADABLE:
+        who = s.error or "unreadable"
+    else:
+        who = " ".join(x for x in ((rec.holder if rec else None),
+                                   process_label(s, pid=False) or None,
+                                   (repr(rec.tag) if rec and rec.tag else None)) if x)
+    return [
+        s.state.value,
+        _age(s),
+        str(s.holder_pid) if s.holder_pid is not None else "-",
+        s.liveness.value,
+        rec.format if rec else ("kernel" if s.kernel_held else "-"),
+        s.kind or "-",
+        who or "-",
+        s.path,
+    ]
+
+
 def table(statuses: Sequence[LockStatus]) -> str:
     """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT KIND HOLDER/TAG PATH
     (KIND: ``marker``, ``kernel``, ``-``; HOLDER/TAG: the recorded owner, the holder process's
@@ -95,27 +120,59 @@ def table(statuses: Sequence[LockStatus]) -> str:
     ``(no lock files)``."""
     if not statuses:
         return "(no lock files)"
-    rows = []
-    for s in statuses:
-        rec = s.record
-        if s.state is State.UNREADABLE:
-            who = s.error or "unreadable"
-        else:
-            who = " ".join(x for x in ((rec.holder if rec else None),
-                                       process_label(s, pid=False) or None,
-                                       (repr(rec.tag) if rec and rec.tag else None)) if x)
-        rows.append([
-            s.state.value,
-            _age(s),
-            str(s.holder_pid) if s.holder_pid is not None else "-",
-            s.liveness.value,
-            rec.format if rec else ("kernel" if s.kernel_held else "-"),
-            s.kind or "-",
-            who or "-",
-            s.path,
-        ])
-    return render_table(["STATE", "AGE", "PID", "LIVENESS", "FORMAT", "KIND", "HOLDER/TAG",
-                         "PATH"], rows)
+    return render_table(TABLE_HEADER, [table_row(s) for s in statuses])
+
+
+class TableWriter:
+    """:func:`table` printed as the rows come (``list`` streams: docs/cli.md, "``status`` and
+    ``list`` output"). The first ``hold`` rows are held back to set the column widths, so a
+    listing of up to ``hold`` rows prints exactly :func:`table`; past them each batch is
+    printed at once, aligned on the widest cell seen so far (a wider cell widens its column
+    from there on). Nothing more than ``hold`` rows of text is ever kept.
+
+    Args:
+        write: where the text goes (lines ending in ``\n``).
+        hold: rows held back before the first line is printed (>= 0).
+    """
+
+    def __init__(self, write: Callable[[str], object], *, hold: int = 1000) -> None:
+        self._write = write
+        self._hold = hold
+        self._held: list[list[str]] = []
+        self._widths = [len(h) for h in TABLE_HEADER]
+        self._started = False
+
+    def rows(self, statuses: Sequence[LockStatus]) -> None:
+        """Print ``statuses`` (held back while fewer than ``hold`` rows came)."""
+        cells = [[printable(c) for c in table_row(s)] for s in statuses]
+        widths = self._widths
+        for r in cells:
+            for i, c in enumerate(r[:-1]):
+                if len(c) > widths[i]:
+                    widths[i] = len(c)
+        if not self._started:
+            self._held.extend(cells)
+            if len(self._held) < self._hold:
+                return
+            cells, self._held = [list(TABLE_HEADER), *self._held], []
+            self._started = True
+        self._print(cells)
+
+    def _print(self, cells: list[list[str]]) -> None:
+        widths = self._widths
+        self._write("".join(
+            "  ".join([*(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)),
+                       r[-1]]).rstrip() + "\n" for r in cells))
+
+    def close(self) -> None:
+        """Print the rows held back; ``(no lock files)`` when there was none."""
+        if not self._started:
+            if not self._held:
+                self._write("(no lock files)\n")
+                return
+            self._print([list(TABLE_HEADER), *self._held])
+            self._held = []
+            self._started = True
 
 
 def audit_table(entries: Sequence[Mapping[str, object]]) -> str:

@@ -121,11 +121,28 @@ def decode_text(data: bytes) -> str:
 
     A leading UTF-8 byte-order mark is dropped (Windows editors add one).
 
+    The text of the last bytes object decoded is remembered (detection then the format's
+    parser decode the same bytes: one decoding).
+
     Raises:
         ParseError: the file is empty, only whitespace, holds a NUL byte or is not valid UTF-8
             (docs/specs/semats.txt "Error Cases": "File is empty or contains only
             whitespace", "File contains binary garbage").
     """
+    global _LAST_DECODED
+    last = _LAST_DECODED  # one tuple, replaced whole: safe across threads
+    if last[0] is data:
+        return last[1]
+    text = _decode_text(data)
+    _LAST_DECODED = (data, text)
+    return text
+
+
+_LAST_DECODED: tuple[bytes | None, str] = (None, "")
+"""The last bytes :func:`decode_text` decoded, and their text (held: its id is not reused)."""
+
+
+def _decode_text(data: bytes) -> str:
     if len(data) > MAX_PARSE_BYTES:
         raise ParseError(f"is {len(data)} bytes, far too large for a lock file")
     if not data:
@@ -274,13 +291,28 @@ def format_time(dt: datetime, *, digits: int = 6) -> str:
 
 def from_unix(seconds: float, field: str) -> datetime:
     """Aware UTC datetime of Unix seconds; ParseError when outside years 1..9999 or not
-    finite."""
+    finite. Whole seconds seen lately give the same (immutable) object: a directory of locks
+    taken in the same second shares one (docs/performance.md, "Listing and watching 100,000
+    locks")."""
+    if type(seconds) is int:
+        shared = _SECONDS.get(seconds)
+        if shared is not None:
+            return shared
     try:
         if not math.isfinite(seconds):
             raise ValueError("not finite")
-        return EPOCH + timedelta(seconds=seconds)
+        dt = EPOCH + timedelta(seconds=seconds)
     except (ValueError, OverflowError):
         raise ParseError(f"{field} is out of range: {short(seconds)}") from None
+    if type(seconds) is int:
+        if len(_SECONDS) >= 4096:
+            _SECONDS.clear()
+        _SECONDS[seconds] = dt
+    return dt
+
+
+_SECONDS: dict[int, datetime] = {}
+"""The datetimes :func:`from_unix` gave for whole seconds lately (at most 4,096)."""
 
 
 def add_seconds(dt: datetime, seconds: float) -> datetime | None:

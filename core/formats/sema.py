@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -173,7 +174,7 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         seconds = int(value)
         return seconds if 0 <= seconds <= timestamp else None
 
-    host = _own_key(pairs, metadata, "host", lambda v: clean_value(v) or None)
+    host = _own_key(pairs, metadata, "host", lambda v: sys.intern(clean_value(v)) or None)
     start = _own_key(pairs, metadata, "start", _float)
     proc = _own_key(pairs, metadata, "proc", lambda v: v if is_proc_id(v) else None)
     token = _own_key(pairs, metadata, "token", lambda v: v if is_token(v) else None)

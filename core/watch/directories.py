@@ -5,9 +5,10 @@ docs/watching.md, "Live updates").
 :class:`core.watch.inventory.Inventory` of their locks. It attaches a directory when it appears
 (watching it through :class:`core.watch.sources.Sources`), detaches it when it vanishes,
 rescans it (re-reading only files whose ``lstat`` identity changed), re-reads single paths,
-replays af ledgers, and re-judges entries when their holder's process changed or a deadline
-passed. It decides nothing about *when*: :class:`core.watch.watcher.Watcher` (its thread, queue,
-debounce and timers) calls it, holding the watcher's lock. Reads files and clocks; starts no
+replays af ledgers, and re-judges entries (:mod:`core.watch.rejudge` re-judges them when
+their holder's process changed or a deadline passed). It decides nothing about *when*:
+:class:`core.watch.watcher.Watcher` (its thread, queue, debounce and timers) calls it, holding
+the watcher's lock. Reads files and clocks; starts no
 thread of its own.
 """
 
@@ -32,7 +33,6 @@ __all__ = ["DIRECT_LOOKUPS", "DirStatus", "Directories", "WatchedDir", "take_sna
 
 if TYPE_CHECKING:
     from core.kernel.openfiles import KernelView, OpenFiles
-    from core.record import LockStatus
     from core.verdicts.liveness import ProcessSnapshot
 
 log = logging.getLogger("core.watch.watcher")  # one logger for everything the watcher does
@@ -75,20 +75,6 @@ def _blank(read: _scan.FileRead) -> bool:
     """True when the file read was empty or only whitespace: only such a file needs the
     kernel's view (:meth:`Directories.kernel_view`)."""
     return read.data is not None and not read.data.strip()
-
-
-def _awaits_walk(st: LockStatus) -> bool:
-    """True for an empty file whose verdict a walk of the open descriptors may change: open by
-    a process (``empty_open``), young and not yet seen by a walk (``writing``), or free without
-    a walk that saw it (``empty_free`` with ``open_seen`` false)."""
-    from core.reasons import Code
-
-    for r in st.reasons:
-        if r.code in (Code.EMPTY_OPEN, Code.WRITING):
-            return True
-        if r.code is Code.EMPTY_FREE and not r.get("open_seen"):
-            return True
-    return False
 
 
 def take_snapshot() -> ProcessSnapshot | None:
@@ -192,22 +178,33 @@ class Directories:
         """Read ``path`` again and judge it (``st``: its ``lstat`` when ``have_stat``); a path
         that vanished or that no directory covers is dropped."""
         d = self.owner(path, hint)
-        old = self.inventory.get(path)
         if d is None:
+            old = self.inventory.get(path)
             if old is not None:
                 self.inventory.drop(old.owner, path)
             return
-        if not have_stat:
-            try:
-                st = os.lstat(path)
-            except OSError:
-                st = None
-        read = _scan.read_entry(path)
+        self.refresh_in(d, path, st, have_stat, procs=procs)
+
+    def refresh_in(self, d: WatchedDir, path: str, st: os.stat_result | None = None,
+                   have_stat: bool = False, *, regular: bool = False,
+                   procs: ProcessSnapshot | None, now: datetime | None = None) -> None:
+        """:meth:`refresh_path` of a path ``d`` owns (its rescan listed it). Without
+        ``have_stat`` the file's identity is the read's own ``fstat``
+        (:func:`core.watch.scan.read_with_stat`: no ``lstat`` of a file about to be read);
+        ``regular``: the listing called it a regular file (no ``lstat`` before the read);
+        ``now``: the moment of the verdict (aware UTC; default now: a rescan judges its files
+        at one moment)."""
+        if have_stat:
+            read = _scan.read_entry(path, regular=regular)
+        else:
+            read, st = _scan.read_with_stat(path, regular=regular)
         if read is None:
+            old = self.inventory.get(path)
             if old is not None:
                 self.inventory.drop(old.owner, path)
             return
-        status = _scan.judge_read(read, policy=d.policy, procs=procs, now=datetime.now(UTC),
+        status = _scan.judge_read(read, policy=d.policy, procs=procs,
+                                  now=now or datetime.now(UTC),
                                   kernel=self.kernel_view() if _blank(read) else None)
         self._put(path, Entry(status, d, d.policy, read, file_sig(st)))
         parent = os.path.dirname(path)
@@ -409,8 +406,9 @@ class Directories:
                                             if polled_tree else self.rescan_interval)
         if not d.attached:
             return
-        try:
-            listing = _scan.list_dir(d.spec, with_stat=True)
+        inventory = self.inventory
+        try:  # lstat only the files known: a new one is read anyway (its fstat is its identity)
+            listing = _scan.list_dir(d.spec, with_stat=inventory.__contains__)
         except (FileNotFoundError, NotADirectoryError):
             self.detach(d, "missing", _APPEARS)
             return
@@ -428,17 +426,20 @@ class Directories:
             self.dirty = True
         seen: set[str] = set()
         todo: list[tuple[str, os.stat_result | None]] = []
-        inventory = self.inventory
         for path, st in listing.files.items():
             if d.overlapped and self.owner(path, None) is not d:
                 continue
             seen.add(path)
-            if not force and inventory.is_current(path, d, file_sig(st)):
+            if not force and st is not None and inventory.is_current(path, d, file_sig(st)):
                 continue
             todo.append((path, st))
         procs = self.procs_for_reads(len(todo))
+        regular = listing.regular
+        listing.files.clear()  # not kept while the files are read
+        now = datetime.now(UTC)
         for path, st in todo:
-            self.refresh_path(path, d, st, have_stat=True, procs=procs)
+            self.refresh_in(d, path, st, st is not None, regular=path in regular, procs=procs,
+                            now=now)
         claim_paths: set[str] = set()
         for ps in d.proofs.values():
             claim_paths |= ps.paths
@@ -503,72 +504,3 @@ class Directories:
                 d.watches[path] = self._schedule(d, path, polling=polling)
             except OSError:
                 pass  # the periodic rescan still sees it
-
-    # -- time -------------------------------------------------------------------------------
-
-    def liveness_pass(self) -> None:
-        """Check every directory (appeared, vanished, replaced), forget watches of af
-        ``ledger/``/``locks/`` directories that are gone, take one process snapshot and
-        re-judge the entries whose holder's process changed
-        (:meth:`core.watch.inventory.Inventory.holders_changed`). No file is read."""
-        for d in self.dirs:
-            self.check_dir(d)
-            if d.tree:
-                continue  # its rescans keep the watches in step with the walk
-            # a watch on a proof's ledger/ or locks/ may have gone with its directory
-            for path in [p for p in d.watches if p != d.root]:
-                if not os.path.isdir(path):
-                    unschedule(d.watches.pop(path))
-        self._empty_files_unsettled()
-        if not self.inventory.has_holders:
-            return
-        prev, new = self.procs, take_snapshot()
-        self.procs = new
-        for path in self.inventory.holders_changed(prev, new):
-            e = self.inventory.get(path)
-            if e is not None:
-                self.rejudge(path, e, new)
-
-    def _empty_files_unsettled(self) -> None:
-        """What happens to empty files without any event the watcher follows (docs/watching.md,
-        "Empty files"): a kernel lock taken on one (:meth:`_kernel_locks_taken`), and a file
-        whose verdict waits for a walk of the open descriptors -- ``writing`` because a
-        process had it open (closing a file it only read makes ``IN_CLOSE_NOWRITE``, which is
-        not followed), ``writing`` or ``free`` because no walk could speak for it yet -- judged
-        again with this round's walk (:meth:`kernel_view`: at most one per
-        :data:`OPEN_SCAN_GAP`), and only while there are such files."""
-        candidates = self.inventory.unlocked_empty_files()
-        if not candidates:
-            return
-        self._kernel_locks_taken(candidates)
-        if not self.kernel_view().can_walk:
-            return  # no /proc: the writing grace alone decides (core.verdicts.policy)
-        for path in candidates:
-            e = self.inventory.get(path)
-            if e is not None and _awaits_walk(e.status):
-                self.rejudge(path, e, self.procs)
-
-    def _kernel_locks_taken(self, candidates: list[str]) -> None:
-        """Re-read the empty files on which a kernel lock was taken since they were judged
-        (a free dpkg/cargo/uv anchor turns held): one ``/proc/locks`` read per liveness pass,
-        only while there are such files (docs/specs/devtool-locks.md §2.6: read it on file
-        events and on the liveness tick, never in a loop). Nothing happens where the kernel's
-        locks cannot be read."""
-        from core.kernel.locks import kernel_holders
-
-        try:
-            held = kernel_holders(candidates)
-        except Exception:  # no /proc/locks and no F_GETLK answer: nothing known
-            return
-        procs = self.procs_for_reads(len(held))
-        for path in held:
-            e = self.inventory.get(path)
-            if e is not None:
-                self.refresh_path(path, e.owner if isinstance(e.owner, WatchedDir) else None,
-                                  procs=procs)
-
-    def run_deadlines(self, now_ts: float) -> None:
-        """Re-judge every entry whose deadline (Unix s, UTC) is at or before ``now_ts``."""
-        while (due := self.inventory.pop_due(now_ts)) is not None:
-            path, e = due
-            self.rejudge(path, e, self.procs)

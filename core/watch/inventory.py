@@ -92,7 +92,13 @@ def file_sig(st: os.stat_result | None) -> Sig | None:
     """The :data:`Sig` of an ``lstat`` result, or ``None`` for ``None`` (no result)."""
     if st is None:
         return None
-    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    dev, mode = st.st_dev, st.st_mode  # the same for most files: one int object each
+    return (st.st_ino, _SHARED_INTS.setdefault(dev, dev), st.st_size, st.st_mtime_ns,
+            st.st_ctime_ns, _SHARED_INTS.setdefault(mode, mode))
+
+
+_SHARED_INTS: dict[int, int] = {}
+"""Devices and modes :func:`file_sig` met (a few distinct values)."""
 
 
 def proc_key(info: ProcInfo | None) -> tuple[float | None, bool] | None:
@@ -195,6 +201,9 @@ class Inventory:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, path: object) -> bool:
+        return path in self._entries
+
     def get(self, path: str) -> Entry | None:
         """The entry at ``path``, or ``None``."""
         return self._entries.get(path)
@@ -230,7 +239,7 @@ class Inventory:
         """Paths of the empty files no kernel lock held when they were judged (free
         kernel-lock anchors, empty files judged ``free`` or ``writing``): a kernel lock taken
         on one changes nothing of the file, so only a look at the kernel's locks sees it
-        (:meth:`core.watch.directories.Directories.liveness_pass`)."""
+        (:func:`core.watch.rejudge.liveness_pass`)."""
         return [p for p, e in self._entries.items()
                 if e.status.file is not None and e.status.file.size == 0
                 and not e.status.kernel_held]

@@ -55,13 +55,20 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from core.config import DEFAULT_RESCAN_INTERVAL, WatchSpec, expand_path
 from core.record import LockStatus
 from core.watch import scan as _scan
 from core.watch.directories import DIRECT_LOOKUPS, Directories, DirStatus, WatchedDir, take_snapshot
 from core.watch.inventory import ChangeSet, Sig, same_verdict
+from core.watch.messages import Hint as _Hint
+from core.watch.messages import Message as _Message
+from core.watch.messages import Refresh as _Refresh
+from core.watch.messages import Rescan as _Rescan
+from core.watch.messages import Specs as _Specs
+from core.watch.messages import Wake as _Wake
+from core.watch.rejudge import liveness_pass, run_deadlines
 from core.watch.sources import (
     NETWORK_FS_TYPES,
     POLL_INTERVAL,
@@ -98,30 +105,6 @@ CLOSE_TIMEOUT = 1.0
 """Seconds :meth:`Watcher.close` waits for the threads to stop."""
 
 
-class _Hint(NamedTuple):  # from watchdog's threads: something happened at path
-    d: WatchedDir
-    path: str
-    is_dir: bool
-    done: bool  # the file is final for now (closed after writing, deleted, moved): no debounce
-
-
-class _Refresh(NamedTuple):  # Watcher.refresh
-    paths: list[str]
-
-
-class _Specs(NamedTuple):  # Watcher.set_specs
-    specs: list[WatchSpec]
-
-
-class _Rescan(NamedTuple):  # Watcher.rescan; ``done`` is set when it is over
-    done: threading.Event
-
-
-class _Wake(NamedTuple):  # close, or a rescan from a callback: just wake the worker up
-    why: str
-
-
-_Message = _Hint | _Refresh | _Specs | _Rescan | _Wake
 
 
 class Watcher:
@@ -422,7 +405,7 @@ class Watcher:
                 dones.append(item.done)
         now_m = time.monotonic()
         if now_m >= self._next_tick:
-            rooms.liveness_pass()
+            liveness_pass(rooms)
             self._next_tick = time.monotonic() + self.liveness_interval
         if self._dir_checks:
             for d, due in list(self._dir_checks.items()):
@@ -445,7 +428,7 @@ class Watcher:
                     rooms.retry(d)
                 else:
                     rooms.rescan_dir(d)
-        rooms.run_deadlines(time.time())
+        run_deadlines(rooms, time.time())
 
     def _read_due(self, now_m: float) -> None:
         """Re-read the paths of this round and the debounced ones due at ``now_m``
