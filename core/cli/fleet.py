@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
@@ -46,15 +46,20 @@ def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,
     database is asked only when some lock names another host."""
     if not any(s.liveness is Liveness.REMOTE for s in statuses):
         return list(statuses)
-    judge = fleet_judge(args, config)
+    judge = fleet_judge(args, config, pids={
+        s.record.pid for s in statuses if s.liveness is Liveness.REMOTE
+        and s.record is not None and s.record.pid is not None})
     return list(statuses) if judge is None else [judge(s) for s in statuses]
 
 
-def fleet_judge(args: argparse.Namespace, config: Config | None = None
+def fleet_judge(args: argparse.Namespace, config: Config | None = None, *,
+                pids: Collection[int] | None = None
                 ) -> Callable[[LockStatus], LockStatus] | None:
     """The re-judging :func:`fleet_judged` applies, with the fleet's reports read once (a
     listing that streams asks once, at the first lock naming another host), or ``None`` when
-    there is no ``[fleet]`` or its database fails (said on stderr)."""
+    there is no ``[fleet]`` or its database fails (said on stderr). ``pids``: only the reports
+    on these PIDs are read (the locks to judge are known); ``None``: every PID's (a listing
+    that streams does not know its locks yet)."""
     cfg = config if config is not None else load_config(args)
     if cfg.fleet is None:
         return None
@@ -65,9 +70,7 @@ def fleet_judge(args: argparse.Namespace, config: Config | None = None
     try:
         conn = connect(spec)
         try:
-            snap = read_snapshot(conn, pids={  # only the PIDs these locks name
-                s.record.pid for s in statuses if s.liveness is Liveness.REMOTE
-                and s.record is not None and s.record.pid is not None})
+            snap = read_snapshot(conn, pids=pids)
         finally:
             conn.close()
     except FleetError as exc:
