@@ -39,7 +39,7 @@ from core import audit
 from core import config as cfgmod
 from core.audit.write import add_lost_listener
 from core.config import Config
-from core.reasons import printable
+from core.text import printable
 
 if TYPE_CHECKING:  # built on first show (docs/performance.md "Idle tray")
     from app.demo import Demo

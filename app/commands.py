@@ -33,8 +33,8 @@ from app.settings_apply import rewatch, set_autostart
 from app.theme import apply_theme
 from app.watch_bridge import Inventory
 from core.config import Config
-from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
+from core.text import printable, printable_lines
 from core.verdicts.inspect import inspect
 
 if TYPE_CHECKING:  # the dialogs are imported when one first opens (docs/performance.md "Idle tray")

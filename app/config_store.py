@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, Signal
 
 from core.config import Config, load
 from core.errors import ConfigError
-from core.reasons import printable
+from core.text import printable
 
 
 class ConfigStore(QObject):

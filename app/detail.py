@@ -35,8 +35,8 @@ from app.lockinfo import (
 )
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
-from core.reasons import printable, printable_lines
 from core.record import LockStatus, State
+from core.text import printable, printable_lines
 from core.tools import force_words, kind_words, safe_action
 from core.verdicts.liveness import hostname
 
@@ -47,14 +47,14 @@ RAW_LIMIT = 64 * 1024
 def escaped_text(data: bytes) -> str:
     """``data`` as text for the raw pane: UTF-8 where it decodes, other bytes as ``\\xNN``;
     control characters other than line breaks and tabs, bidi overrides and every other
-    Unicode format character escaped as :func:`core.reasons.printable_lines` does."""
+    Unicode format character escaped as :func:`core.text.printable_lines` does."""
     return raw_text(data.decode("utf-8", errors="backslashreplace"))
 
 
 def raw_text(text: str) -> str:
     """A lock file's text as the raw pane shows it: line breaks and tabs kept, every other
     control character and every Unicode format character (U+202E...) escaped
-    (:func:`core.reasons.printable_lines`), so the file cannot reorder or hide what it says."""
+    (:func:`core.text.printable_lines`), so the file cannot reorder or hide what it says."""
     return printable_lines(text, tabs=True)
 
 

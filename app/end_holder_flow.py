@@ -13,8 +13,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QWidget
 
 from app.engine_calls import LockActions
-from core.reasons import printable
 from core.record import LockStatus
+from core.text import printable
 from core.verdicts.liveness import ProcessFacts
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 
 FLEET_SCHEME = "lockwarden-fleet://"

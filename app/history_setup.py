@@ -19,8 +19,8 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QLabel
 
 from app.free_watch import FreeWatch, wanted
 from app.history_bridge import HistoryRecorder
-from core.reasons import printable
 from core.record import LockStatus
+from core.text import printable
 
 if TYPE_CHECKING:
     from app.commands import Commands

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from app.timeline import TimelineWidget
 from core.history.model import HistoryUnavailable, Transition, iso
 from core.history.spans import Span, Stats, holder_label, spans_of, stats_of
-from core.reasons import human_duration, printable
+from core.text import human_duration, printable
 
 ZOOMS: tuple[tuple[str, float], ...] = (
     ("Last hour", 3600.0), ("Last 6 hours", 6 * 3600.0), ("Last day", 86400.0),

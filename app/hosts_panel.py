@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.lockinfo import human_duration, plural
-from core.reasons import printable
+from core.text import printable
 
 if TYPE_CHECKING:
     from core.fleet.hosts import HostSummary

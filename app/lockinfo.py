@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from core.reasons import Code, UnreadableKind, advance, texts
-from core.reasons import human_duration as _core_human_duration
-from core.reasons import plural as _core_plural
+from core.codes import Code, UnreadableKind
+from core.reasons import advance, texts
 from core.record import DEVTOOL_FORMATS, Liveness, LockStatus, State
+from core.text import human_duration as _core_human_duration
+from core.text import plural as _core_plural
 
 Update = tuple[str, LockStatus | None]
 """One inventory update: (lock path, new status or ``None`` when the lock disappeared)."""
@@ -23,13 +24,13 @@ Update = tuple[str, LockStatus | None]
 
 def human_duration(seconds: float) -> str:
     """``seconds`` (float, s; negative counts as 0) in words, whole seconds only, via
-    :func:`core.reasons.human_duration` ("3m 12s", "2h 0m")."""
+    :func:`core.text.human_duration` ("3m 12s", "2h 0m")."""
     return _core_human_duration(float(int(max(0.0, seconds))))
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """``n`` and the noun in the right number: "1 lock", "3 locks", "2 directories"
-    (``nouns``: the plural when it is not ``noun + "s"``; :func:`core.reasons.plural`)."""
+    (``nouns``: the plural when it is not ``noun + "s"``; :func:`core.text.plural`)."""
     return _core_plural(n, noun, nouns)
 
 

@@ -36,8 +36,9 @@ from app import columns
 from app.columns import HEADERS, NCOLS, SORT_ROLE, STATUS_ROLE, Col
 from app.icons import state_icon
 from app.lockinfo import STATE_EXPLAIN, Update, display_state, holder_changed
-from core.reasons import printable, texts
+from core.reasons import texts
 from core.record import LockStatus, State
+from core.text import printable
 from core.verdicts.liveness import hostname
 
 ModelIndex = QModelIndex | QPersistentModelIndex

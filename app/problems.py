@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from app.config_store import ConfigStore
 from app.lockinfo import plural
 from app.watch_bridge import Inventory
-from core.reasons import printable
+from core.text import printable
 from core.watch.watcher import DirStatus
 
 SOURCES = ("configuration", "audit", "lock server", "fleet", "directory")

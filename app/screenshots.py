@@ -68,7 +68,7 @@ def _run_in_xvfb(argv: list[str]) -> int:
 def inventory(base: str, my_pid: int, my_host: str) -> list[LockStatus]:
     """A realistic set of :class:`LockStatus` under ``base`` (one of each state)."""
     # ~120 lines, kept whole: one literal picture of an inventory, read top to bottom
-    from core.reasons import Code as C
+    from core.codes import Code as C
     from core.reasons import Reason
     from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 

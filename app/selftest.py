@@ -233,7 +233,7 @@ def _check_lock(tmp: Path) -> str:
 
 def _check_audit(tmp: Path) -> str:
     from core import audit
-    from core.reasons import plural
+    from core.text import plural
 
     lock_path = str(tmp / "selftest.lock")
     entries = [e for e in audit.read(str(tmp)) if e.lock_path == lock_path]

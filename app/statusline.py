@@ -13,8 +13,8 @@ from app.config_store import ConfigStore
 from app.lockinfo import plural
 from app.model import LockTableModel
 from app.watch_bridge import Inventory
-from core.reasons import printable
 from core.record import State
+from core.text import printable
 
 
 class StatusLine(QObject):

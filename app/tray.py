@@ -38,8 +38,9 @@ from app.lockinfo import (
 from app.model import LockTableModel, Transition
 from app.watch_bridge import Inventory
 from core.config import expand_path
-from core.reasons import printable, render_all
+from core.reasons import render_all
 from core.record import LockStatus, State
+from core.text import printable
 from core.watch.watcher import DirStatus
 
 MENU_LIMIT = 15
@@ -395,7 +396,7 @@ class TrayController(QObject):
         """Raise a tray notification and emit :attr:`notified`: the Warning icon for
         stale/expired/lost, the Information icon (``warning=False``) for acquire/release.
         ``body`` is one text or a sequence of lines: each is escaped
-        (:func:`core.reasons.printable`: a path or tag can hold anything, a line break
+        (:func:`core.text.printable`: a path or tag can hold anything, a line break
         included) and the lines are joined by real line breaks.
         Shown as a balloon when the icon is visible and the platform supports messages;
         clicking it emits :attr:`showLockRequested` with ``path`` (the window opens on that

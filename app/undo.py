@@ -13,7 +13,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QPushButton
 
 from app.commands import Commands
-from core.reasons import printable
+from core.text import printable
 
 UNDO_MESSAGE_MS = 60_000
 """How long the status bar says what Undo would do (ms); the Edit menu keeps offering it."""

@@ -42,8 +42,8 @@ from app.statusline import StatusLine
 from app.table import LockTable
 from app.watch_bridge import Inventory
 from app.window_actions import ActionsWindow
-from core.reasons import printable
 from core.record import LockStatus, State
+from core.text import printable
 
 if TYPE_CHECKING:
     from core.fleet.hosts import HostSummary

@@ -19,8 +19,8 @@ from app.engine_calls import LockActions
 from app.fleet_rows import Safety, fleet_origin, real_path
 from app.lockinfo import forceable, is_remote, not_a_lock_file, reclaimable
 from app.table import LockTable
-from core.reasons import printable
 from core.record import LockStatus, State
+from core.text import printable
 
 Shortcut: TypeAlias = QKeySequence | QKeySequence.StandardKey | None
 

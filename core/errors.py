@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.reasons import ReadOnlyKind, UnreadableKind
+from core.codes import ReadOnlyKind, UnreadableKind
 
 if TYPE_CHECKING:
     from core.reasons import Reason
@@ -35,7 +35,7 @@ class ParseError(LockError, ValueError):
 class UnreadableError(LockError, OSError):
     """A path cannot be read as a lock file: FIFO, device, socket, directory, symlink,
     permission denied, vanished, or too large. ``kind`` says which
-    (:class:`core.reasons.UnreadableKind`), ``reason`` says it in plain words."""
+    (:class:`core.codes.UnreadableKind`), ``reason`` says it in plain words."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class UnreadableError(LockError, OSError):
 
 class ReadOnlyLock(LockError):
     """The lock can be read but Lockwarden must not remove or replace it; nothing was changed
-    and nothing audited. ``kind`` (:class:`core.reasons.ReadOnlyKind`) says why: a claim
+    and nothing audited. ``kind`` (:class:`core.codes.ReadOnlyKind`) says why: a claim
     replayed from an af ledger (``ledger_claim``: only af changes its ledger), or a reclaim of
     a lock in a format Lockwarden never writes (``not_writable``: an af claim file, which can
     still be force-released). ``status`` is the verdict on it."""

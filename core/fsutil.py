@@ -13,8 +13,8 @@ import stat
 import time
 from collections.abc import Callable
 
+from core.codes import Code, UnreadableKind
 from core.errors import UnreadableError
-from core.reasons import Code, UnreadableKind
 from core.record import FileInfo, LockStatus, State
 from core.tempfiles import parse_temp
 
@@ -80,7 +80,7 @@ def describe_mode(mode: int) -> str | None:
 
 
 def mode_kind(mode: int) -> UnreadableKind | None:
-    """The :class:`~core.reasons.UnreadableKind` of a non-regular file type, or ``None`` for a
+    """The :class:`~core.codes.UnreadableKind` of a non-regular file type, or ``None`` for a
     regular file."""
     if stat.S_ISREG(mode):
         return None
@@ -98,7 +98,7 @@ def mode_kind(mode: int) -> UnreadableKind | None:
 
 
 def os_kind(exc: OSError) -> UnreadableKind:
-    """The :class:`~core.reasons.UnreadableKind` of an ``OSError`` met reading a lock file."""
+    """The :class:`~core.codes.UnreadableKind` of an ``OSError`` met reading a lock file."""
     if exc.errno in (errno.EACCES, errno.EPERM):
         return UnreadableKind.PERMISSION
     if exc.errno == errno.ELOOP:
@@ -295,7 +295,7 @@ def check_regular(p: str) -> None:
 
 
 def unreadable_kind(status: LockStatus) -> UnreadableKind | None:
-    """The :class:`~core.reasons.UnreadableKind` of an ``unreadable`` verdict (its
+    """The :class:`~core.codes.UnreadableKind` of an ``unreadable`` verdict (its
     ``unreadable`` reason's ``kind`` parameter), else ``None``."""
     for reason in status.reasons:
         if reason.code is Code.UNREADABLE:
@@ -314,7 +314,7 @@ def refuse_unreadable(p: str, status: LockStatus) -> None:
     device slipped in (:func:`check_regular`); or an ``unreadable`` verdict -- a file over
     64 KiB, bytes no format reads, an empty file past the writing grace (younger ones are
     ``writing``, docs/DESIGN.md "Liveness and verdicts"). Inconclusive kinds
-    (:attr:`~core.reasons.UnreadableKind.inconclusive`: changed while read, permission denied)
+    (:attr:`~core.codes.UnreadableKind.inconclusive`: changed while read, permission denied)
     do not raise: a lock of another user can still be waited for until it goes.
 
     Raises:

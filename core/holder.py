@@ -1,14 +1,16 @@
 """One way to name a lock's holder in words, for every message (CLI, engine errors, GUI
 confirmations). Control characters in holder names, hosts, tags and paths are escaped
-(:func:`core.reasons.printable`).
+(:func:`core.text.printable`).
 """
 
 from __future__ import annotations
 
 import re
 
-from core.reasons import Code, human_duration, printable, render_all
+from core.codes import Code
+from core.reasons import render_all
 from core.record import LockRecord, LockStatus, State
+from core.text import human_duration, printable
 
 
 def holder_name(record: LockRecord | None) -> str:

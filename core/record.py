@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
 

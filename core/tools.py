@@ -18,7 +18,8 @@ decided from the record's format and the reason codes, never from text.
 
 from __future__ import annotations
 
-from core.reasons import Code, render
+from core.codes import Code
+from core.reasons import render
 from core.record import Liveness, LockStatus, State
 
 _SAFE: tuple[tuple[Code, str], ...] = (

@@ -16,7 +16,7 @@ from app.fleet_rows import (
     published_status,
     real_path,
 )
-from core.reasons import Code
+from core.codes import Code
 from core.record import State
 from core.verdicts.inspect import inspect
 

@@ -15,7 +15,8 @@ from PySide6.QtCore import QModelIndex, Qt
 from app.columns import SORT_ROLE, STATUS_ROLE, Col
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)

@@ -14,7 +14,8 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from core import config as cfgmod
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 from tests.app_spies import SignalSpy
 

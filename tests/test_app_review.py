@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from core import config as cfgmod
-from core.reasons import Code, Reason, render, texts
+from core.codes import Code
+from core.reasons import Reason, render, texts
 from core.record import State
 from tests.app_spies import SignalSpy
 

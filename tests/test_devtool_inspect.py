@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from core.codes import Code
 from core.config import WatchSpec
-from core.reasons import Code
 from core.record import LockStatus, State
 from core.verdicts.inspect import inspect
 from core.verdicts.liveness import hostname

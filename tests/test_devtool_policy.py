@@ -20,8 +20,9 @@ import psutil
 import pytest
 
 from core import formats
+from core.codes import Code
 from core.formats import emacs
-from core.reasons import Code, render
+from core.reasons import render
 from core.record import Liveness, LockStatus, State
 from core.verdicts.devtools import (
     GIT_GRACE,

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from core.codes import Code
 from core.config import WatchSpec
 from core.engine import exchange as ex
 from core.engine import publish
@@ -28,7 +29,6 @@ from core.engine.lock import Lock
 from core.engine.operations import force_release
 from core.errors import LockHeld
 from core.kernel import openfiles
-from core.reasons import Code
 from core.record import LockStatus, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect

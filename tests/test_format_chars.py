@@ -1,7 +1,7 @@
 """Unicode format characters (category Cf: U+202E RIGHT-TO-LEFT OVERRIDE and the other bidi
 controls, zero width spaces and joiners, the byte-order mark, the soft hyphen, tag characters)
 can reorder or hide what a person reads. Every human output escapes them like control
-characters (``core.reasons.printable``; docs/cli.md, "Control characters"), the raw-file pane of
+characters (``core.text.printable``; docs/cli.md, "Control characters"), the raw-file pane of
 and the engine never writes one into a tag: it replaces them by spaces like control characters
 (``core.formats._common.clean_tag``). The app's raw-file pane: tests/test_app_rough_edges.py.
 Real files, real processes."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.engine.lock import Lock
-from core.reasons import printable, printable_lines
+from core.text import printable, printable_lines
 from core.verdicts.inspect import inspect
 from tests.test_cli import ENV
 

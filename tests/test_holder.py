@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from core.codes import Code
 from core.holder import describe_holder, holder_name
-from core.reasons import Code, Reason
+from core.reasons import Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from core.codes import Code
 from core.engine.lock import Lock
 from core.engine.reclaiming import reclaim
 from core.errors import NotStale
 from core.kernel.pin import pinned_by
-from core.reasons import Code
 from core.record import Liveness, State
 from core.verdicts.inspect import inspect
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from core.codes import Code
 from core.kernel.pin import pinned_by
-from core.reasons import Code
 from core.record import State
 from core.verdicts.inspect import inspect
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from core.codes import Code
 from core.config import WatchSpec
-from core.reasons import Code
 from core.record import State
 from tests.test_watch import watch  # noqa: F401  (the fixture)
 

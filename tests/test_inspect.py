@@ -16,8 +16,9 @@ import psutil
 import pytest
 
 import core
+from core.codes import Code
 from core.fsutil import read_lock_file
-from core.reasons import Code, texts
+from core.reasons import texts
 from core.record import Liveness, State
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect, inspect_bytes

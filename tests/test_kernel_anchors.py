@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from core.codes import Code, ReadOnlyKind
 from core.config.platform_defaults import default_anchor_watches, default_watches
 from core.engine import operations
 from core.engine.reclaiming import reclaim
 from core.errors import LockError, ReadOnlyLock
 from core.kernel.anchors import anchor_tool
-from core.reasons import Code, ReadOnlyKind
 from core.record import LockStatus, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import core.kernel.table as table_mod
+from core.codes import Code
 from core.kernel.lookup import look_up
 from core.kernel.table import Table, read_table
-from core.reasons import Code
 from core.record import Liveness, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect, kernel_status

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from core.cli.output import TableWriter, table
+from core.codes import UnreadableKind
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
-from core.reasons import UnreadableKind
 from core.record import LockStatus, State
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,8 +198,9 @@ def test_equal_reasons_and_times_are_shared() -> None:
     """Verdicts share what is equal (docs/performance.md, "Listing and watching 100,000
     locks"): one object per equal reason without ticking parameters, shared parameters in
     the others, one datetime per whole second; equal values of other types stay apart."""
+    from core.codes import Code
     from core.formats._common import from_unix
-    from core.reasons import Code, Reason
+    from core.reasons import Reason
 
     a = Reason.of(Code.HOLDER_DEAD, pid=4_000_001)
     assert Reason.of(Code.HOLDER_DEAD, pid=4_000_001) is a

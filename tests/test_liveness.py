@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 import psutil
 import pytest
 
-from core.reasons import Code, Reason, texts
+from core.codes import Code
+from core.reasons import Reason, texts
 from core.record import Liveness, LockRecord
 from core.verdicts import liveness
 from core.verdicts.liveness import ProcessSnapshot, ProcInfo, check, same_host

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from core.reasons import Code, Reason, UnreadableKind, human_duration, texts
+from core.codes import Code, UnreadableKind
+from core.reasons import Reason, texts
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
+from core.text import human_duration
 from core.verdicts.policy import (
     free_status,
     judge,

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.reasons import Code, Reason, texts
+from core.codes import Code
+from core.reasons import Reason, texts
 from core.record import FileInfo, Liveness, LockRecord, State
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect_bytes

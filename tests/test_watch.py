@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from core.codes import Code
 from core.config import WatchSpec
-from core.reasons import Code, Reason, render_all
+from core.reasons import Reason, render_all
 from core.record import Liveness, LockStatus, State
 from core.watch.watcher import (
     ChangeSet,

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 
 from app.dialogs.duration import DurationSpinBox
 from core.formats.taskmcp import default_ttl
-from core.reasons import human_duration, printable_lines
 from core.record import WRITABLE_FORMATS
+from core.text import human_duration, printable_lines
 
 
 @dataclass(frozen=True)

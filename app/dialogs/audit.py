@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 from app.lockinfo import local_time, utc_time
 from core import audit
 from core.audit import AuditEntry
-from core.reasons import plural, printable
+from core.text import plural, printable
 
 DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "kept", "error")
 """Keys of an entry's ``details`` shown in the Details column, in this order."""
@@ -81,7 +81,7 @@ def _entry_text(e: AuditEntry) -> str:
 
 
 def printable_lines(text: str) -> str:
-    """``text`` with every line escaped (:func:`core.reasons.printable`), line breaks kept."""
+    """``text`` with every line escaped (:func:`core.text.printable`), line breaks kept."""
     return "\n".join(printable(line) for line in text.split("\n"))
 
 

@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (
 from app.lockinfo import is_remote, lock_name
 from core.engine.end_holder import TERM_GRACE
 from core.holder import describe_holder
-from core.reasons import Reason, printable, render
+from core.reasons import Reason, render
 from core.record import LockStatus, State
+from core.text import printable
 from core.tools import removal_words
 from core.verdicts.liveness import ProcessFacts
 

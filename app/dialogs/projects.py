@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.config.model import PROJECT_SKIP_DIRS, ProjectSpec
-from core.reasons import printable
+from core.text import printable
 
 EXPLAIN = ("Repositories in these folders are searched for git, Vim, Emacs, LibreOffice and "
            "Terraform locks, sub-folders included; node_modules, .venv, target, build outputs "

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from app.dialogs.duration import DurationSpinBox
 from core.config.model import SERVER_KINDS, ServerSpec
 from core.defaults import DEFAULT_STALE_AFTER
-from core.reasons import printable
+from core.text import printable
 
 KIND_NAMES: dict[str, str] = {"postgres": "PostgreSQL", "redis": "Redis", "etcd": "etcd"}
 """The kinds as the editor names them."""

@@ -42,7 +42,7 @@ from app.dialogs.projects import ProjectsGroup
 from app.dialogs.servers import ServersGroup
 from core.config import Config, WatchSpec
 from core.errors import ConfigError
-from core.reasons import printable
+from core.text import printable
 
 if TYPE_CHECKING:
     from app.config_store import ConfigStore

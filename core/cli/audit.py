@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_NO, EXIT_OK, PROG, CliError, Out, one_line
-from core.reasons import plural
+from core.text import plural
 
 if TYPE_CHECKING:
     from core.audit import AuditEntry, VerifyResult

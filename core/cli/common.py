@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
-from core.reasons import printable
+from core.text import printable
 
 PROG = "lockwarden"
 """The program name in every message (``lockwarden: PATH: reason``)."""

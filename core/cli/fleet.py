@@ -134,9 +134,9 @@ def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None
                 ) -> str:
     """The table of ``list --fleet``: HOST (``(silent)`` after a silent one), STATE, PID,
     LIVENESS, HOLDER, PATH, from :func:`core.fleet.listing.lock_rows`; laid out as
-    :func:`core.cli.output.render_table` does (cells escaped by :func:`core.reasons.printable`,
+    :func:`core.cli.output.render_table` does (cells escaped by :func:`core.text.printable`,
     two spaces between columns), a column at a time: 50,000 rows in tens of ms."""
-    from core.reasons import printable
+    from core.text import printable
 
     columns: list[list[str]] = [
         ["HOST", *(host + " (silent)" if silent else host for host, silent, *_ in rows)],

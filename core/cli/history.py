@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_IO, EXIT_OK, EXIT_USAGE, CliError, Out
-from core.reasons import human_duration, printable
+from core.text import human_duration, printable
 
 if TYPE_CHECKING:
     import argparse

@@ -256,6 +256,7 @@ def _report_exception(exc: BaseException) -> int:
     engine's "no" answers 1 (a refused reclaim of an af claim too), unreadable/I-O and "not a
     lock file" 3, anything else 4 (a bug: NUL bytes, the one bad input the system calls would
     refuse with ValueError, never get this far)."""
+    from core.codes import ReadOnlyKind
     from core.errors import (
         LockError,
         LockHeld,
@@ -266,7 +267,6 @@ def _report_exception(exc: BaseException) -> int:
         ReadOnlyLock,
         UnreadableError,
     )
-    from core.reasons import ReadOnlyKind
 
     if isinstance(exc, UnreadableError | ParseError):
         msg, code = str(exc), EXIT_IO

@@ -2,11 +2,11 @@
 "``status`` and ``list`` output").
 
 Every value that comes from a file, a path or a process (tags, paths, holders, hosts, reasons,
-audit fields) is escaped with :func:`core.reasons.printable`: control characters,
+audit fields) is escaped with :func:`core.text.printable`: control characters,
 separators, bidi overrides and undecodable bytes never reach the terminal as they are
 (docs/cli.md, "Control characters").
 
-Ages are human durations from :func:`core.reasons.human_duration` ("3m 12s"); times are shown
+Ages are human durations from :func:`core.text.human_duration` ("3m 12s"); times are shown
 in UTC (RFC 3339). A holder in one phrase comes from :func:`core.holder.describe_holder` (the one
 describer). JSON output does not come through here: it is ``LockStatus.to_dict()``.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from core.holder import process_label
-from core.reasons import human_duration, printable
 from core.record import LockStatus, State
+from core.text import human_duration, printable
 
 
 def _age(status: LockStatus) -> str:
@@ -32,7 +32,7 @@ def status_text(status: LockStatus) -> str:
     """Text of ``lockwarden status``: sema's ``key: value`` lines first (``locked``, ``pid``,
     ``timestamp``, ``tag``: docs/specs/semats.txt, "Compatibility"), then
     Lockwarden's verdict, one ``reason:`` line per reason (its rendered text). Each line is
-    escaped (:func:`core.reasons.printable`), so a value can never add a line."""
+    escaped (:func:`core.text.printable`), so a value can never add a line."""
     d = status.to_dict()
     lines = [f"locked: {'true' if d['locked'] else 'false'}"]
     if d["pid"] is not None:
@@ -76,7 +76,7 @@ def status_text(status: LockStatus) -> str:
 
 def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns separated by two spaces; the last column is not padded. Cells are
-    escaped (:func:`core.reasons.printable`): each row stays one line."""
+    escaped (:func:`core.text.printable`): each row stays one line."""
     cells = [list(header), *[[printable(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     out = []

@@ -59,7 +59,7 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
                   **({"open_by": users} if users else {})})
     elif not out.quiet:
         from core.cli.output import status_text
-        from core.reasons import printable
+        from core.text import printable
 
         print(status_text(status), flush=True)
         for u in users:

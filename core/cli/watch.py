@@ -34,7 +34,7 @@ from core.cli.common import (
     watch_specs,
 )
 from core.config.servers import redact_url
-from core.reasons import printable
+from core.text import printable
 
 if TYPE_CHECKING:
     import argparse

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple, NoReturn
 
+from core.codes import Code
 from core.engine.audited import holder_summary, record_audit
 from core.engine.publish import Outcome
 from core.engine.refusals import (
@@ -32,7 +33,7 @@ from core.errors import LockError, LockLost, NotStale
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
 from core.formats.writing import Holder, Reclaimed
 from core.fsutil import validate_lock_path
-from core.reasons import Code, Reason, render_all
+from core.reasons import Reason, render_all
 from core.record import FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts.inspect import inspect, inspect_bytes, kernel_status

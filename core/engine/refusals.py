@@ -7,9 +7,10 @@ unsaved work. Each refusal raises before anything is changed; the audited ones w
 
 from __future__ import annotations
 
+from core.codes import ReadOnlyKind
 from core.engine.audited import holder_summary, record_audit
 from core.errors import ReadOnlyLock, UnsavedChanges
-from core.reasons import ReadOnlyKind, render, render_all
+from core.reasons import render, render_all
 from core.record import DEVTOOL_FORMATS, LockStatus, State
 from core.verdicts.inspect import kernel_status
 from core.verdicts.unsaved import unsaved_changes
@@ -37,7 +38,7 @@ def refuse_not_a_lock(path: str, status: LockStatus, operation: str) -> None:
     §0); nothing is changed and nothing audited.
 
     Raises:
-        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.NOT_A_LOCK` or
+        ReadOnlyLock: ``kind`` :attr:`~core.codes.ReadOnlyKind.NOT_A_LOCK` or
             ``KERNEL_LOCK``, ``status``.
     """
     kernel = status if status.kernel_held else kernel_status(path, policy=status.policy)
@@ -116,7 +117,7 @@ def refuse_ledger_claim(path: str, status: LockStatus) -> None:
     only af changes its ledger. Audited as ``release_refused`` with result ``refused``.
 
     Raises:
-        ReadOnlyLock: ``kind`` :attr:`~core.reasons.ReadOnlyKind.LEDGER_CLAIM`, ``status``.
+        ReadOnlyLock: ``kind`` :attr:`~core.codes.ReadOnlyKind.LEDGER_CLAIM`, ``status``.
     """
     if not status.read_only or status.anchor_tool or status.record is None:
         return

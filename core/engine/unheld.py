@@ -34,8 +34,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from core.codes import ReadOnlyKind
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
-from core.reasons import ReadOnlyKind
 from core.record import FileInfo
 
 try:

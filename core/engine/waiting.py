@@ -9,10 +9,10 @@ import os
 import time
 from collections.abc import Callable
 
+from core.codes import Code
 from core.engine.operations import describe, on_this_host, resolve_policy
 from core.errors import LockTimeout
 from core.fsutil import refuse_unreadable, validate_lock_path
-from core.reasons import Code
 from core.record import Liveness, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect

@@ -21,8 +21,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from core.codes import Code
 from core.fleet.store import FleetSnapshot
-from core.reasons import Code, Reason
+from core.reasons import Reason
 from core.record import Evidence, Liveness, LockStatus
 from core.verdicts.liveness import START_TOLERANCE
 from core.verdicts.policy import judge

@@ -77,7 +77,7 @@ def clean_tag(text: str) -> str:
     (docs/specs/semats.txt, "Tag Sanitization", extended: a tag is shown in terminals and the
     GUI, where a bidi override reorders what the reader sees). Tags of other tools' files are
     read as they are (:func:`clean_value`) and escaped where they are shown
-    (:func:`core.reasons.printable`)."""
+    (:func:`core.text.printable`)."""
     return FORMAT_CHARACTERS.sub(" ", sanitize(text)).strip(WHITESPACE)
 
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Evidence, Liveness, LockRecord, LockStatus
 from core.remote.pg_keys import (
     advisory_key,

@@ -42,7 +42,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 from core.remote.base import (
     ReleaseOutcome,

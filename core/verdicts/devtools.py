@@ -40,11 +40,12 @@ from datetime import UTC, datetime
 
 import psutil
 
+from core.codes import Code
 from core.defaults import FORMAT_STALE_AFTER
 from core.formats import git, softfilelock
 from core.kernel.locks import Access, Holding, LockKind, kernel_holders
 from core.kernel.table import Table
-from core.reasons import Code, Reason
+from core.reasons import Reason
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts.liveness import boot_time, hostname, same_host

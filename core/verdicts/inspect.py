@@ -14,10 +14,11 @@ import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from core.codes import Code, UnreadableKind
 from core.errors import ParseError, UnreadableError
 from core.fsutil import os_reason, read_lock_file
 from core.kernel.anchors import anchor_tool
-from core.reasons import Code, Reason, UnreadableKind
+from core.reasons import Reason
 from core.record import (
     DEVTOOL_FORMATS,
     Evidence,

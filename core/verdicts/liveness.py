@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 import psutil
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Evidence, Liveness, LockRecord
 
 START_SLACK = 2.0

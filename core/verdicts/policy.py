@@ -11,7 +11,8 @@ import getpass
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from core.reasons import Code, Reason, UnreadableKind
+from core.codes import Code, UnreadableKind
+from core.reasons import Reason
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
 

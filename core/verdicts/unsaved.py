@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 import shlex
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import LockStatus
 from core.verdicts.devtools import edited_file
 

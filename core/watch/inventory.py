@@ -29,7 +29,8 @@ from collections.abc import Hashable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from core.reasons import Code, same_reasons
+from core.codes import Code
+from core.reasons import same_reasons
 from core.record import Liveness, LockStatus, State
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ def _awaits_walk(st: LockStatus) -> bool:
     """True for an empty file whose verdict a walk of the open descriptors may change: open by
     a process (``empty_open``), young and not yet seen by a walk (``writing``), or free without
     a walk that saw it (``empty_free`` with ``open_seen`` false)."""
-    from core.reasons import Code
+    from core.codes import Code
 
     for r in st.reasons:
         if r.code in (Code.EMPTY_OPEN, Code.WRITING):

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from core.codes import UnreadableKind
 from core.config import WatchSpec
 from core.errors import UnreadableError
 from core.fsutil import file_info, os_kind, os_reason, read_lock_stat
-from core.reasons import UnreadableKind
 from core.record import FileInfo, LockRecord, LockStatus
 from core.watch.walk import (
     CLAIM_SEPARATOR,

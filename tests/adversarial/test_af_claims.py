@@ -75,8 +75,8 @@ def test_a_claim_in_an_af_ledger_is_refused_truthfully(fixtures_dir: Path) -> No
     import pytest
 
     import core
+    from core.codes import ReadOnlyKind
     from core.errors import ReadOnlyLock
-    from core.reasons import ReadOnlyKind
 
     proof = fixtures_dir / "af" / "proof"
     claim = f"{proof}/ledger#1.1"

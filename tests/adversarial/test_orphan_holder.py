@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.reasons import Code
+from core.codes import Code
 from core.record import Liveness, State
 from core.verdicts.inspect import inspect
 

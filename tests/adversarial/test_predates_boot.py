@@ -9,7 +9,8 @@ from pathlib import Path
 
 import psutil
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Evidence, Liveness, LockRecord, State
 from core.stale_policy import DEFAULT_POLICY
 from core.verdicts.inspect import inspect

@@ -23,10 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from core.codes import Code  # noqa: E402
 from core.config.model import FleetSpec  # noqa: E402
 from core.fleet.schema import CHANNEL, migrate  # noqa: E402
 from core.fleet.store import Publisher, connect, read_snapshot  # noqa: E402
-from core.reasons import Code, Reason  # noqa: E402
+from core.reasons import Reason  # noqa: E402
 from core.record import Evidence, Liveness, LockRecord, LockStatus, State  # noqa: E402
 from tests.remote.servers import PG_PASSWORD, start_pg  # noqa: E402
 

@@ -29,7 +29,8 @@ import psutil
 from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from core.reasons import Code, Reason
+from core.codes import Code
+from core.reasons import Reason
 from core.record import Liveness, LockRecord, LockStatus, State
 
 RATE = 1_000  # changes per second

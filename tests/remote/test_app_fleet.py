@@ -30,9 +30,9 @@ pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'ps
 
 from app.columns import Col
 from app.fleet_rows import fleet_key, fleet_origin
+from core.codes import Code
 from core.config.model import FleetSpec
 from core.fleet.store import Publisher, connect, read_snapshot
-from core.reasons import Code
 from core.record import State
 from core.verdicts.inspect import inspect
 from tests.remote.servers import PG_PASSWORD, PgServer, start_pg

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("etcd3gw", reason="etcd3gw is not installed (pip install 'lockwarden[etcd]')")
 
 from core import audit
-from core.reasons import Code
+from core.codes import Code
 from core.record import Liveness, State
 from core.remote import RemoteError, RemoteErrorKind
 from core.remote.etcd import EtcdSource
