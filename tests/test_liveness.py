@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psutil
 import pytest
@@ -262,3 +263,22 @@ def test_init_as_holder_proves_nothing() -> None:
     live, reasons = check(rec)
     assert live is Liveness.UNKNOWN and [r.code for r in reasons] == [Code.INIT_HOLDER]
     assert "init process" in texts(reasons)[0]
+
+
+def test_the_owner_of_a_live_holder_is_looked_up_once_per_snapshot(tmp_path: Path) -> None:
+    """Many locks of one live holder judged against one snapshot share one owner look-up
+    (core/verdicts/liveness.py ``evidence``): the snapshot keeps it, by PID and start time;
+    each verdict still names the owner."""
+    import getpass
+
+    from core.verdicts.inspect import inspect
+
+    paths = []
+    for i in range(50):
+        p = tmp_path / f"l{i}.lock"
+        p.write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\ntag=t{i}\n")
+        paths.append(str(p))
+    snap = liveness.snapshot()
+    statuses = [inspect(p, procs=snap) for p in paths]
+    assert {s.evidence.process_user for s in statuses if s.evidence} == {getpass.getuser()}
+    assert list(snap.owners) == [(os.getpid(), snap[os.getpid()].create_time)]

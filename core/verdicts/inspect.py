@@ -227,7 +227,7 @@ def judge_record(
                                  name=_process_name(pin_pid)),
                        *reasons]
     return judge(path, record, liveness=liveness, liveness_reasons=reasons, policy=policy,
-                 now=now, file=file, mtime=mtime, evidence=evidence(record, reasons))
+                 now=now, file=file, mtime=mtime, evidence=evidence(record, reasons, procs))
 
 
 def _process_name(pid: int | None) -> str | None:

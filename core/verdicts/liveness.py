@@ -94,6 +94,10 @@ class ProcessSnapshot(Mapping[int, ProcInfo]):
 
     procs: Mapping[int, ProcInfo] = field(default_factory=dict)
     taken_at: float = field(default_factory=time.time)
+    owners: dict[tuple[int, float | None], tuple[int | None, str | None]] = field(
+        default_factory=dict, repr=False)
+    """Owners looked up while judging against this snapshot (:func:`evidence`), by PID and
+    start time: the locks of one holder ask psutil once per snapshot, not once per lock."""
 
     def __getitem__(self, pid: int) -> ProcInfo:
         return self.procs[pid]
@@ -326,10 +330,12 @@ def boot_time() -> float | None:
         return None
 
 
-def evidence(record: LockRecord, reasons: list[Reason]) -> Evidence:
+def evidence(record: LockRecord, reasons: list[Reason],
+             procs: ProcessSnapshot | None = None) -> Evidence:
     """The :class:`~core.record.Evidence` of a :func:`check`: the PID looked up, the start time,
     name and user of the process found alive under it (:func:`process_owner`: one look-up
-    per live holder), and this host's boot time."""
+    per live holder, shared by the locks judged against the same ``procs`` snapshot), and this
+    host's boot time."""
     start: float | None = None
     name: str | None = None
     alive = False
@@ -339,7 +345,17 @@ def evidence(record: LockRecord, reasons: list[Reason]) -> Evidence:
             start = float(s) if isinstance(s, int | float) else None
             name = n if isinstance(n, str) else None
             alive = True
-    uid, user = process_owner(record.pid) if alive and record.pid else (None, None)
+    uid: int | None = None
+    user: str | None = None
+    if alive and record.pid:
+        if procs is None:
+            uid, user = process_owner(record.pid)
+        else:
+            key = (record.pid, start)
+            owner = procs.owners.get(key)
+            if owner is None:
+                owner = procs.owners[key] = process_owner(record.pid)
+            uid, user = owner
     return Evidence(pid=record.pid, process_start=start, process_name=name,
                     boot_time=boot_time(), process_user=user, process_uid=uid)
 
