@@ -287,18 +287,16 @@ class FleetBridge(QObject):
 
     @staticmethod
     def _drop(conn: Any) -> None:
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # closing a broken connection: nothing to do
-                pass
+        from core.fleet.store import close_quietly
+
+        close_quietly(conn)
 
     @staticmethod
     def _read(conn: Any, spec: FleetSpec, hosts: set[str] | None) -> tuple[Any, Any, Any]:
         """``(snapshot, host summaries, published locks)`` through ``conn``; the locks of
         ``hosts`` only (None: of every host; an empty set: none read, None returned)."""
         from core.fleet.hosts import host_summaries, published_locks
-        from core.fleet.store import _error, read_snapshot
+        from core.fleet.store import fleet_error, read_snapshot
 
         try:
             snap = read_snapshot(conn)
@@ -306,7 +304,7 @@ class FleetBridge(QObject):
             published = None if hosts is not None and not hosts else published_locks(
                 conn, except_host=spec.host, hosts=None if hosts is None else sorted(hosts))
         except Exception as exc:
-            raise _error(spec, exc) from None
+            raise fleet_error(spec, exc) from None
         return snap, summaries, published
 
     def _rejudge(self, mine: list[LockStatus], judged: dict[str, LockStatus]) -> list[Update]:

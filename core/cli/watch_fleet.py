@@ -159,12 +159,10 @@ class FleetFollower:
             self._note(state, message)
 
     def _close_conn(self) -> None:
+        from core.fleet.store import close_quietly
+
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - closing a broken connection
-                pass
+        close_quietly(conn)
 
     def start(self) -> None:
         """Say what :meth:`prime` found (after the inventory), then follow the reports on a

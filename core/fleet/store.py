@@ -161,10 +161,20 @@ def connect(spec: FleetSpec, environ: Mapping[str, str] | None = None) -> Any:
     try:
         return psycopg.connect(spec.dsn, **kw)
     except psycopg.Error as exc:
-        raise _error(spec, exc) from None
+        raise fleet_error(spec, exc) from None
 
 
-def _error(spec: FleetSpec, exc: Exception) -> FleetError:
+def close_quietly(conn: Any) -> None:
+    """Close ``conn`` (a psycopg connection, or ``None``); a connection already broken cannot
+    fail the caller. Never raises."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # closing a broken connection: nothing to do
+            pass
+
+
+def fleet_error(spec: FleetSpec, exc: Exception) -> FleetError:
     """A psycopg error as a :class:`FleetError` naming the database (never its password)."""
     import psycopg
 
@@ -252,17 +262,13 @@ class Publisher:
                     migrate(self._conn)
                 except Exception as exc:
                     self.close()
-                    raise _error(self.spec, exc) from None
+                    raise fleet_error(self.spec, exc) from None
         return self._conn
 
     def close(self) -> None:
         """Close the connection (the host's rows stay: its heartbeat stops, it turns silent)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - closing a broken connection
-                pass
+        close_quietly(conn)
 
     def publish(self, statuses: Iterable[LockStatus]) -> int:
         """Send the heartbeat and every change in ``statuses`` (this host's whole inventory:
@@ -304,7 +310,7 @@ class Publisher:
             raise
         except psycopg.Error as exc:
             self.close()
-            raise _error(self.spec, exc) from None
+            raise fleet_error(self.spec, exc) from None
         self._locks, self._pids, self._fresh = locks, pids, False
         return written
 
