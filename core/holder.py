@@ -54,12 +54,16 @@ def describe_holder(status: LockStatus, *, path: bool = False, reasons: bool = F
     Args:
         status: the verdict.
         path: start with the lock's path (``"/locks/a.lock: held by …"``).
-        reasons: end with the verdict's reasons in parentheses.
+        reasons: end with the verdict's reasons in parentheses; a held lock whose holder
+            nobody can name (e.g. ``kernel_table_too_large``: docs/verdicts.md) ends with them
+            anyway, so "held" never stands alone.
     """
     text = _phrase(status)
     if path:
         text = f"{printable(status.path)}: {text}"
-    if reasons and status.reasons and status.state is not State.UNREADABLE:
+    nameless = status.state is State.HELD and not (holder_name(status.record)
+                                                   or process_label(status))
+    if (reasons or nameless) and status.reasons and status.state is not State.UNREADABLE:
         text += f" ({render_all(status.reasons)})"
     return text
 

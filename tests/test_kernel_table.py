@@ -13,8 +13,10 @@ import pytest
 
 import core.kernel.table as table_mod
 from core.codes import Code
+from core.holder import describe_holder
 from core.kernel.lookup import look_up
 from core.kernel.table import Table, read_table
+from core.reasons import render
 from core.record import Liveness, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect, kernel_status
@@ -129,6 +131,8 @@ def test_verdicts_under_a_cut_table(tmp_path: Path, procs: list[subprocess.Popen
     kept = kernel_status(str(free))
     assert kept is not None and kept.state is State.HELD
     assert kept.reasons[0].code is Code.KERNEL_TABLE_TOO_LARGE
+
+    assert describe_holder(st) == f"held ({render(reason)})"  # what `try` says: never bare
 
     monkeypatch.setattr(table_mod, "TABLE_MAX_BYTES", 16 << 20)  # read whole again: free
     st = inspect(str(free))
