@@ -226,3 +226,23 @@ def test_config_warnings_are_listed_whole(app_on: Any, lockdir: Path,
     lw.start(show_window=True)
     lw.window.status_line.config_button.click()
     assert lw.window.problems.isVisible()
+
+
+def test_readable_lock_files_is_a_checkbox_edited_into_the_file(app_on: Any, lockdir: Path,
+                                                                 qtbot: Any) -> None:
+    """The watched directory's policy "other users may read lock files written here"
+    (docs/engine.md, "Who can read a lock file") is shown and edited in Settings: only that
+    key is added to the hand-written file, and the app runs on it."""
+    text = _hand_written(lockdir)
+    lw = app_on(text)
+    cfg = Path(lw.config_path)
+    dlg = lw.ops.open_settings()
+    assert not dlg.readable.isChecked()
+    dlg.readable.setChecked(True)
+    dlg.accept()
+    _settled(lw, qtbot)
+    saved = cfg.read_text()
+    assert "readable_lock_files = true" in saved
+    assert saved.replace("readable_lock_files = true\n", "").startswith(text.split("[ui]")[0])
+    assert cfgmod.load(str(cfg)).watches[0].readable_lock_files
+    assert lw.config.watches[0].readable_lock_files

@@ -297,12 +297,19 @@ class SettingsDialog(QDialog):
         self.polling = QComboBox()
         self.polling.addItems(["auto", "on", "off"])
         self.polling.setToolTip("auto: poll network filesystems; on: always poll; off: events only")
+        self.readable = QCheckBox("Other users may read lock files written here")
+        self.readable.setAccessibleName("Other users may read lock files written here")
+        self.readable.setToolTip(
+            "Off (default): lock files Lockwarden writes here are readable by you only (0600).\n"
+            "On: every user who can enter the directory sees the holder's PID, host, tag and\n"
+            "token, and can open the file (docs/engine.md, \"Who can read a lock file\").")
         form = QFormLayout()
         form.addRow("Directory:", self.path)
         form.addRow("", self.recursive)
         form.addRow("Patterns:", self.patterns)
         form.addRow("Stale after:", self.stale)
         form.addRow("Polling:", self.polling)
+        form.addRow("", self.readable)
         editor = QWidget()
         editor.setLayout(form)
         for w in (self.path, self.patterns):
@@ -310,6 +317,7 @@ class SettingsDialog(QDialog):
         self.recursive.toggled.connect(self._store)
         self.stale.valueChanged.connect(self._store)
         self.polling.currentIndexChanged.connect(self._store)
+        self.readable.toggled.connect(self._store)
         return editor
 
     def _notifications_group(self, config: Config) -> QGroupBox:
@@ -371,6 +379,7 @@ class SettingsDialog(QDialog):
         self.patterns.setText(", ".join(w.patterns))
         self.stale.setValue(w.stale_after)
         self.polling.setCurrentText(w.polling)
+        self.readable.setChecked(w.readable_lock_files)
         self._loading = False
 
     def _store(self) -> None:
@@ -392,6 +401,7 @@ class SettingsDialog(QDialog):
             patterns=patterns,
             stale_after=stale,
             polling=self.polling.currentText(),
+            readable_lock_files=self.readable.isChecked(),
         )
         self.list.item(row).setText(_label(self._watches[row]))
 
