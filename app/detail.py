@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.columns import holder_text
+from app.fleet_rows import display_path
 from app.lockinfo import (
     STATE_EXPLAIN,
     STATE_WORDS,
@@ -175,7 +176,7 @@ class DetailPane(QWidget):
             return
         rec = st.record
         v = self.values
-        v["Path"].setText(printable(st.path))
+        v["Path"].setText(printable(display_path(st.path)))  # host:/path for a fleet row
         state = STATE_WORDS[display_state(st)] + (" — held by this Lockwarden" if mine else "")
         if st.anchor_tool:
             state += f" (read-only: {st.anchor_tool}'s kernel-lock anchor, never deleted)"

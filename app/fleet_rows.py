@@ -51,6 +51,13 @@ def real_path(key: str) -> str:
     return key if origin is None else origin[1]
 
 
+def display_path(key: str) -> str:
+    """A row's path as shown: ``host:/path`` for a fleet row (as ``scp`` writes it), else the
+    path itself."""
+    origin = fleet_origin(key)
+    return key if origin is None else f"{origin[0]}:{origin[1]}"
+
+
 def directory_of(key: str) -> str:
     """The Directory column's text: ``host:/dir`` for a fleet row (as ``scp`` writes it),
     else the path's directory."""

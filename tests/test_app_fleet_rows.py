@@ -10,6 +10,7 @@ from pathlib import Path
 from app.columns import Col, static_text
 from app.fleet_rows import (
     action_safety,
+    display_path,
     fleet_key,
     fleet_origin,
     host_of,
@@ -61,6 +62,20 @@ def test_a_published_verdict_is_a_row_with_its_host_and_reasons(tmp_path: Path) 
     assert static_text(st, Col.HOST, "here") == "build-7"
     assert static_text(st, Col.DIRECTORY, "here") == f"build-7:{tmp_path}"
     assert static_text(st, Col.LOCK, "here") == "x.lock"
+
+
+def test_the_detail_pane_shows_a_fleet_rows_path_as_host_and_path(tmp_path: Path,
+                                                                  qtbot: object) -> None:
+    """The detail pane's Path of another host's lock is ``host:/path`` (as ``scp`` writes it),
+    never the table's internal key (app/detail.py)."""
+    from app.detail import DetailPane
+
+    lock = _lock(tmp_path / "x.lock", 4242, "build-7")
+    st = published_status("build-7", str(lock), _published(lock))
+    pane = DetailPane()
+    pane.show_status(st)
+    assert pane.values["Path"].text() == f"build-7:{lock}"
+    assert display_path(str(lock)) == str(lock)
 
 
 def test_the_host_column_of_this_hosts_rows(tmp_path: Path) -> None:
