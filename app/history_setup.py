@@ -69,6 +69,7 @@ class HistoryParts(QObject):
         self._window_of = window
         self.window: MainWindow | None = None
         self._parts: _WindowParts | None = None
+        self._action_shown: str | None = None  # the lock "Show in timeline" opened
         self.tray, self.inventory = tray, inventory
         settings = config.history
         if not record:
@@ -194,6 +195,12 @@ class HistoryParts(QObject):
         if not self.dock.isVisible():
             return
         st = self._win.current_status()
+        if self._action_shown is not None and (st is None or st.path == self._action_shown):
+            # "Show in timeline" of a lock that may leave the table (released): a late
+            # selection or visibility signal does not take the pane away from it; selecting
+            # another lock does
+            return
+        self._action_shown = None
         self.pane.show_path(st.path if st is not None else None)
 
     def _updated(self, updates: list[tuple[str, LockStatus | None]]) -> None:
@@ -216,6 +223,7 @@ class HistoryParts(QObject):
     def show_action(self, lock: str, digest: str, t: float) -> None:
         """Open the History pane on ``lock`` at the change the audit entry ``digest`` (written
         at ``t``, Unix s) made."""
+        self._action_shown = lock
         self.dock.show()
         self.dock.raise_()
         self._win.select_path(lock)
