@@ -181,6 +181,43 @@ def test_real_flock1_and_inherited_descriptor(tmp_path: Path) -> None:
     assert str(lock) not in kernel_holders([str(lock)])
 
 
+TAKER_FORKS = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+child = os.fork()
+if child == 0:
+    sys.stdin.read()
+    os._exit(0)
+os.close(fd)  # the taker lives on without the lock; its child holds it
+print(child, flush=True)
+sys.stdin.read()
+os.waitpid(child, 0)
+"""
+
+
+@linux
+def test_a_taker_that_closed_its_copy_is_not_named_the_holder(tmp_path: Path) -> None:
+    """/proc/locks names the process that took an flock even while it lives on without it (it
+    forked a child that keeps the descriptor and closed its own copy): the holder named is
+    the child, found through fdinfo, never the taker (core/kernel/locks.py)."""
+    import sys
+
+    lock = tmp_path / "forked.lock"
+    taker = subprocess.Popen([sys.executable, "-c", TAKER_FORKS, str(lock)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert taker.stdout is not None
+        child = int(taker.stdout.readline())  # printed once the taker closed its copy
+        (h,) = kernel_holders([str(lock)])[str(lock)]
+        assert h.lock.pid == taker.pid and taker.poll() is None  # listed, and alive
+        assert h.pids == (child,) and h.confirmed_by == "fdinfo"
+    finally:
+        if taker.stdin is not None:
+            taker.stdin.close()
+        taker.wait(timeout=30)
+
+
 @linux
 def test_symlink_and_missing_paths_never_match(tmp_path: Path,
                                                procs: list[subprocess.Popen[str]]) -> None:

@@ -370,7 +370,11 @@ class Holding:
 
 
 def _confirm(path: str, st: os.stat_result, lock: KernelLock, proc: str) -> Holding:
-    if lock.pid is not None and pid_running(lock.pid, proc):
+    # /proc/locks names the process that *took* an flock/OFD lock; it holds it only while a
+    # descriptor of its own carries it (it may have closed its copy after a fork, or died and
+    # had its PID reused): trusted when its descriptors say so or cannot be read here
+    if lock.pid is not None and pid_running(lock.pid, proc) and (
+            not lock.kind.per_description or _carries(lock.pid, st, lock, proc) is not False):
         return Holding(path, lock, (lock.pid,), "proc_locks")
     if not lock.kind.per_description:
         # a POSIX lock dies with its process: a dead listed PID means the line was read just
@@ -379,6 +383,17 @@ def _confirm(path: str, st: os.stat_result, lock: KernelLock, proc: str) -> Hold
     found = sorted({h.pid for h in fd_holders(st, proc=proc)
                     if any(_same_lock(lock, mine) for mine in h.locks)})
     return Holding(path, lock, tuple(found), "fdinfo" if found else "none")
+
+
+def _carries(pid: int, st: os.stat_result, lock: KernelLock, proc: str) -> bool | None:
+    """Whether a descriptor of process ``pid`` on the file ``st`` carries ``lock`` (fdinfo);
+    ``None`` when its descriptors cannot be read (another user's process, when not root)."""
+    try:
+        os.listdir(f"{proc}/{pid}/fd")
+    except OSError:
+        return None
+    return any(_same_lock(lock, mine) for h in fd_holders(st, pids=(pid,), proc=proc)
+               for mine in h.locks)
 
 
 def _same_lock(a: KernelLock, b: KernelLock) -> bool:
