@@ -36,13 +36,17 @@ FIXTURES = DATA / "fixtures"
 def _audit_logs_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """After each test, the chain heads this process held back are written and its audit logs
     closed (core.audit.appender) while the test's environment (its private state directory)
-    is still in place, so none lands in another test's state directory or the user's."""
+    is still in place, so none lands in another test's state directory or the user's; and the
+    process's audit ``via`` is the API's again (core.audit.model.set_via)."""
     yield
     import sys
 
     appender = sys.modules.get("core.audit.appender")
     if appender is not None:
         appender.close_all()
+    model = sys.modules.get("core.audit.model")
+    if model is not None:  # a test that ran the CLI in-process set this process's "via"
+        model.set_via("api")
 
 
 @pytest.fixture
