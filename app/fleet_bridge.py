@@ -197,14 +197,14 @@ class FleetBridge(QObject):
         quiet = time.monotonic() - self._last_answer
         if spec is None or self._stalled or quiet <= max(STALL_S, 3 * spec.interval):
             return
-        from core.fleet.store import redact
+        from core.config.servers import redact_url
 
         self._stalled = True
         self._snap = None  # no current report: the watcher's next updates by the local rules
         self.hosts_current = False
         self.hostsChanged.emit(list(self.hosts))
         self._set_problems([*self.problems, (
-            f"fleet database {redact(spec.dsn)}: no answer for {quiet:.0f} s (slow or hung): "
+            f"fleet database {redact_url(spec.dsn)}: no answer for {quiet:.0f} s (slow or hung): "
             "the other hosts' reports are not used; the local table goes on unchanged")])
 
     # -- worker thread ------------------------------------------------------------------------

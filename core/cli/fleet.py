@@ -168,7 +168,8 @@ def cmd_agent(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: no ``[fleet]`` (exit 2).
     """
-    from core.fleet.store import FleetError, Publisher, redact
+    from core.config.servers import redact_url
+    from core.fleet.store import FleetError, Publisher
     from core.watch.watcher import Watcher
 
     cfg, spec = _fleet_of(args)
@@ -186,12 +187,12 @@ def cmd_agent(args: argparse.Namespace, out: Out) -> int:
     try:
         watcher.start()
         out.note(f"publishing {len(cfg.all_watches())} watched directories as host "
-                 f"{spec.host} to {redact(spec.dsn)} every {spec.interval:g} s")
+                 f"{spec.host} to {redact_url(spec.dsn)} every {spec.interval:g} s")
         while not stop.is_set():
             try:
                 publisher.publish(watcher.snapshot())
                 if problem is not None:
-                    out.note(f"fleet database {redact(spec.dsn)} is back: published")
+                    out.note(f"fleet database {redact_url(spec.dsn)} is back: published")
                 problem = None
             except FleetError as exc:
                 # once when it starts failing, again only when the kind changes (a connection

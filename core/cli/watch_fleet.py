@@ -124,8 +124,9 @@ class FleetFollower:
         the inventory) name on other hosts -- not every PID of the fleet -- connecting and
         LISTENing first when needed; on failure say so once and judge locally. Returns
         whether the database answered."""
+        from core.config.servers import redact_url
         from core.fleet.schema import CHANNEL
-        from core.fleet.store import FleetError, connect, read_snapshot, redact
+        from core.fleet.store import FleetError, connect, read_snapshot
 
         pids = {s.record.pid for s in (self._inventory() if statuses is None else statuses)
                 if s.liveness is Liveness.REMOTE and s.record is not None
@@ -137,7 +138,7 @@ class FleetFollower:
             snap = read_snapshot(self._conn, pids=pids)
         except Exception as exc:  # FleetError, psycopg.Error: the same for the reader
             message = str(exc) if isinstance(exc, FleetError) else \
-                f"fleet database {redact(self.spec.dsn)}: {exc}"
+                f"fleet database {redact_url(self.spec.dsn)}: {exc}"
             self._close_conn()
             self._snap = None  # one reference: the judging threads see the old or the new
             if self._problem is None:
@@ -148,7 +149,7 @@ class FleetFollower:
         self._snap = snap
         if self._problem is not None:
             self._problem = None
-            self._say("ok", f"fleet database {redact(self.spec.dsn)} is back: other hosts' "
+            self._say("ok", f"fleet database {redact_url(self.spec.dsn)} is back: other hosts' "
                        "locks judged by their reports")
         return True
 

@@ -20,9 +20,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from core.config.model import FleetSpec, ServerSpec
+from core.config.servers import redact_url
 from core.fleet.schema import CHANNEL, LOCKS_JSON, migrate
 
 if TYPE_CHECKING:  # imported where used: `list --fleet` needs only connect() (docs/fleet.md)
@@ -118,19 +118,6 @@ class FleetSnapshot:
         return None if report is None else self.pids.get((report.host, pid))
 
 
-def redact(dsn: str) -> str:
-    """``dsn`` without a password (a URL's ``user:secret@`` keeps only the user)."""
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return "(an unparsable database URL)"
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc}" if user else netloc))
-
-
 def connect(spec: FleetSpec, environ: Mapping[str, str] | None = None) -> Any:
     """A psycopg connection (autocommit) to the fleet database, with the password from
     ``password_env`` or the keychain (:func:`core.remote.sources.password_for`) and the
@@ -178,7 +165,7 @@ def fleet_error(spec: FleetSpec, exc: Exception) -> FleetError:
     """A psycopg error as a :class:`FleetError` naming the database (never its password)."""
     import psycopg
 
-    where = redact(spec.dsn)
+    where = redact_url(spec.dsn)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return FleetError("refused", f"fleet database {where}: refused: {text}")

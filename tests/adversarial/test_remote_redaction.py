@@ -82,3 +82,17 @@ def test_config_warnings_quoting_a_dsn_hide_the_password(tmp_path: Path) -> None
     warnings = load(str(cfg)).warnings
     assert len(warnings) == 3 and not any(SECRET in w for w in warnings)
     assert "mysql://u:***@h/db" in warnings[0]
+
+
+def test_the_fleet_database_is_named_without_its_password() -> None:
+    """The fleet's messages name its database through the same redaction as the lock servers'
+    (core.config.servers.redact_url), URL and libpq keyword forms alike."""
+    import psycopg
+
+    from core.config.model import FleetSpec
+    from core.fleet.store import fleet_error
+
+    for dsn in ("postgresql://lw:s3cret@db.example/lockwarden",
+                "host=db.example dbname=lockwarden user=lw password=s3cret"):
+        err = fleet_error(FleetSpec(dsn), psycopg.OperationalError("connection refused"))
+        assert "s3cret" not in str(err) and "db.example" in str(err)
