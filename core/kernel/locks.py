@@ -388,12 +388,14 @@ def _confirm(path: str, st: os.stat_result, lock: KernelLock, proc: str) -> Hold
 def _carries(pid: int, st: os.stat_result, lock: KernelLock, proc: str) -> bool | None:
     """Whether a descriptor of process ``pid`` on the file ``st`` carries ``lock`` (fdinfo);
     ``None`` when its descriptors cannot be read (another user's process, when not root)."""
-    try:
+    if any(_same_lock(lock, mine) for h in fd_holders(st, pids=(pid,), proc=proc)
+           for mine in h.locks):
+        return True
+    try:  # not carried, or not readable here: only the second is "unknown"
         os.listdir(f"{proc}/{pid}/fd")
     except OSError:
         return None
-    return any(_same_lock(lock, mine) for h in fd_holders(st, pids=(pid,), proc=proc)
-               for mine in h.locks)
+    return False
 
 
 def _same_lock(a: KernelLock, b: KernelLock) -> bool:
