@@ -53,6 +53,11 @@ except ImportError:  # pragma: no cover - Windows: no flock, no pin
 
 __all__ = ["Keepers", "available", "hand_down", "keepers", "pin", "pinned_by", "unpin"]
 
+_PIN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+    | getattr(os, "O_NONBLOCK", 0)
+"""How a pin opens the lock file: read-only, never through a symlink, closed at exec (only
+``pass_fds`` hands one on), never blocking on what is not a regular file."""
+
 _pins: set[int] = set()
 """The descriptors of this process's pins (a forked child closes them)."""
 _pins_lock = threading.Lock()
@@ -86,10 +91,8 @@ def pin(path: str, ident: tuple[int, int]) -> int | None:
     """
     if fcntl is None:
         return None
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
-        | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, _PIN_FLAGS)
     except OSError:
         return None
     try:
@@ -146,10 +149,8 @@ def hand_down(path: str, token: str) -> int | None:
     """
     if fcntl is None or not token:
         return None
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
-        | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, _PIN_FLAGS)
     except OSError:
         return None
     try:
