@@ -58,21 +58,21 @@ def describe_holder(status: LockStatus, *, path: bool = False, reasons: bool = F
             nobody can name (e.g. ``kernel_table_too_large``: docs/verdicts.md) ends with them
             anyway, so "held" never stands alone.
     """
-    text = _phrase(status)
+    text, named = _phrase(status)
     if path:
         text = f"{printable(status.path)}: {text}"
-    nameless = status.state is State.HELD and not (holder_name(status.record)
-                                                   or process_label(status))
+    nameless = status.state is State.HELD and not named
     if (reasons or nameless) and status.reasons and status.state is not State.UNREADABLE:
         text += f" ({render_all(status.reasons)})"
     return text
 
 
-def _phrase(status: LockStatus) -> str:
+def _phrase(status: LockStatus) -> tuple[str, bool]:
+    """The phrase of :func:`describe_holder`, and whether it names a holder."""
     if status.state is State.FREE:
-        return "free"
+        return "free", False
     if status.state is State.UNREADABLE:
-        return f"unreadable: {printable(status.error or 'unknown reason')}"
+        return f"unreadable: {printable(status.error or 'unknown reason')}", False
     rec = status.record
     who = holder_name(rec) or process_label(status)  # a kernel lock's holder, a file's opener
     holder = f"{who} ({_liveness(status)})" if who else ""
@@ -85,7 +85,7 @@ def _phrase(status: LockStatus) -> str:
         text += f", {age} old" if age else ""
     if rec is not None and rec.tag:
         text += f", tag '{printable(rec.tag)}'"
-    return text
+    return text, bool(who)
 
 
 def _liveness(status: LockStatus) -> str:
