@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # built on first show (docs/performance.md "Idle tray")
     from app.proxy import LockFilterProxy
     from app.undo import UndoBar
     from app.window import MainWindow
+    from core.fleet.hosts import HostSummary
 
 
 def state_settings_path(config_path: str) -> str:
@@ -210,9 +211,6 @@ class LockwardenApp(QObject):
         ops.settingsApplied.connect(w.update_status)
         ops.settingsApplied.connect(lambda: self.remote.set_config(self.store.config))
         self.remote.problemsChanged.connect(w.status_line.set_server_problems)
-        self.fleet.hostsChanged.connect(lambda hosts: w.show_hosts(
-            hosts, current=self.fleet.hosts_current,
-            me=self.fleet.spec.host if self.fleet.spec is not None else None))
         self.remote.problemsChanged.connect(w.problems.set_server_problems)
         if self.remote.problems:  # servers that failed before the window was built
             w.status_line.set_server_problems(self.remote.problems)
@@ -286,13 +284,19 @@ class LockwardenApp(QObject):
         """What the fleet said before the window was built (it is built on first use): the
         action-safety rule, the Host column and Hosts panel, the hosts and the problems."""
         w.fleet_safety_of = self.fleet.safety
+        self.fleet.hostsChanged.connect(lambda hosts: self._show_hosts(w, hosts))
         if self.fleet.spec is not None:
             w.set_fleet(True)
             if self.fleet.hosts:
-                w.show_hosts(self.fleet.hosts, current=self.fleet.hosts_current,
-                             me=self.fleet.spec.host)
+                self._show_hosts(w, self.fleet.hosts)
         if self.fleet.problems:
             w.problems.set_fleet_problems(self.fleet.problems)
+
+    def _show_hosts(self, w: MainWindow, hosts: list[HostSummary]) -> None:
+        """The fleet's hosts in ``w``'s Hosts panel, this host marked."""
+        spec = self.fleet.spec
+        w.show_hosts(hosts, current=self.fleet.hosts_current,
+                     me=spec.host if spec is not None else None)
 
     def _fleet_problems(self, problems: list[str]) -> None:
         """The fleet's problems in the Problems panel, which opens when they start (kept by
