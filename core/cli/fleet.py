@@ -19,10 +19,10 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
-from core.record import Liveness, LockStatus
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: `list --fleet` needs no verdicts (docs/fleet.md)
     from core.config.model import Config, FleetSpec
+    from core.record import LockStatus
 
 PROG = "lockwarden"
 
@@ -44,6 +44,8 @@ def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,
     (:func:`core.fleet.judge.judge_with_fleet`) when the configuration has ``[fleet]``;
     unchanged otherwise, and when the fleet database fails (said once on stderr). The
     database is asked only when some lock names another host."""
+    from core.record import Liveness
+
     if not any(s.liveness is Liveness.REMOTE for s in statuses):
         return list(statuses)
     judge = fleet_judge(args, config, pids={

@@ -32,7 +32,6 @@ from core.config.platform_defaults import default_config, default_config_path, d
 from core.config.read import read_config_bytes
 from core.config.servers import parse_server
 from core.errors import ConfigError
-from core.record import FORMATS
 from core.text import printable
 
 
@@ -230,6 +229,8 @@ def _parse_format_limits(
                      f"must be a table of format = seconds, not {_describe(value)}",
                      section=sect, name="format_stale_after", fallback="using the defaults")
         return
+    from core.record import FORMATS  # here: reading a config needs no verdicts (`list --fleet`)
+
     for fmt, seconds in value.items():
         key = f"{key0}.format_stale_after.{fmt}"
         if fmt not in FORMATS:

@@ -37,9 +37,9 @@ a slow database never holds a publisher or a reader for long."""
 
 
 class FleetError(Exception):
-    """The fleet database could not be used: ``kind`` is ``no_driver``, ``unreachable``,
-    ``auth``, ``refused`` (privileges, row-level security) or ``failed``; the message names the
-    database without its password."""
+    """The fleet database could not be used: ``kind`` is ``no_driver``, ``unreachable`` (no
+    connection: down, unreachable, or the login refused), ``refused`` (privileges, row-level
+    security) or ``failed``; the message names the database without its password."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -169,10 +169,9 @@ def fleet_error(spec: FleetSpec, exc: Exception) -> FleetError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return FleetError("refused", f"fleet database {where}: refused: {text}")
-    if isinstance(exc, psycopg.OperationalError):
-        kind = "auth" if "password" in text.lower() or "authentication" in text.lower() \
-            else "unreachable"
-        return FleetError(kind, f"fleet database {where}: {text}")
+    if isinstance(exc, psycopg.OperationalError):  # libpq gives no SQLSTATE for a failed
+        # login: a wrong password is told apart only by libpq's text, which is never parsed
+        return FleetError("unreachable", f"fleet database {where}: {text}")
     return FleetError("failed", f"fleet database {where}: {text}")
 
 

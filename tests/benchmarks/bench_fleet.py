@@ -114,10 +114,21 @@ def main() -> None:
             lw = [sys.executable, "-m", "core", "list", "--fleet", "--config", str(cfg)]
             floor = ("import psycopg, sys; c = psycopg.connect(sys.argv[1], password=sys.argv[2]);"
                      " r = c.execute('SELECT verdict::text FROM lockwarden_locks').fetchall()")
+            # the same read as `list --fleet --json` with nothing of ours: the driver's floor
+            same_read = ("import os, sys, tomllib; f = tomllib.load(open(sys.argv[1], 'rb'))"
+                         "['fleet']; import psycopg; from psycopg.types.string import"
+                         " ByteaBinaryLoader; c = psycopg.connect(f['dsn'], password=os.environ"
+                         "[f['password_env']], autocommit=True); cur = c.cursor(binary=True);"
+                         " cur.adapters.register_loader('text', ByteaBinaryLoader); cur.execute("
+                         "'SELECT locks_json FROM lockwarden_hosts ORDER BY host');"
+                         " [sys.stdout.buffer.write(r) for (r,) in cur.fetchall()]")
             runs: dict[str, list[str]] = {
                 "lockwarden list --fleet --json": [*lw, "--json"],
                 "lockwarden list --fleet (table)": lw,
                 "anchor: python -c pass": [sys.executable, "-c", "pass"],
+                "anchor: python -c 'import psycopg'": [sys.executable, "-c", "import psycopg"],
+                "anchor: the same read in 1 line of psycopg": [sys.executable, "-c", same_read,
+                                                                str(cfg)],
                 "anchor: python psycopg connect + every verdict's row":
                     [sys.executable, "-c", floor, dsn, PG_PASSWORD],
             }

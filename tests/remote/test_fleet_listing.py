@@ -148,12 +148,13 @@ def test_a_version_1_database_is_migrated_with_its_rows(
 def test_list_fleet_imports_no_verdict_machinery(
         pg_server: PgServer, db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Start-up is most of `list --fleet --json`'s time: it reads no lock file, so it imports
-    neither the verdicts, nor the lock servers' sources, nor psutil."""
+    neither the verdicts, nor the records, nor the lock servers' sources, nor psutil."""
     pub = _publish(pg_server, "host-a", _locks(tmp_path / "a", ["x.lock"]), monkeypatch)
     pub.close()
     code = ("import sys; from core.cli.main import main; rc = main(sys.argv[1:]); "
             "print(sorted(m for m in sys.modules if m.startswith(('core.verdicts', "
-            "'core.remote', 'psutil', 'core.fleet.judge'))), file=sys.stderr); sys.exit(rc)")
+            "'core.remote', 'psutil', 'core.fleet.judge', 'core.record'))), file=sys.stderr);"
+            " sys.exit(rc)")
     for argv in (["--json"], []):
         out = _cli(pg_server, tmp_path, *argv, code=code)
         assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
