@@ -67,6 +67,11 @@ the lock path as a tie-break (see :func:`sort_key`). The keys do not depend on t
 they are computed once per change: age sorts by the Unix time the age counts from (reversed: a
 larger age is an earlier time), expires by the expiry's Unix time; both order exactly like the
 durations shown."""
+ROLES = frozenset({int(Qt.ItemDataRole.DisplayRole), int(Qt.ItemDataRole.DecorationRole),
+                   int(Qt.ItemDataRole.ToolTipRole), int(Qt.ItemDataRole.TextAlignmentRole),
+                   STATUS_ROLE, SORT_ROLE})
+"""The roles some cell answers; any other (font, colours, check state: a painted cell asks
+seven roles) is ``None`` at once, before any look-up."""
 FILTER_ROLE = int(Qt.ItemDataRole.UserRole) + 3
 """The proxy's filter role. No cell answers it: :class:`app.proxy.LockFilterProxy` filters in
 Python on whole rows, and a ``dataChanged`` whose roles omit it and :data:`SORT_ROLE` (the age

@@ -21,7 +21,7 @@ from app import collector
 from app.collector import GarbageCollector
 from app.columns import SORT_ROLE, Col
 from app.model import LockTableModel
-from app.proxy import LockFilterProxy
+from app.proxy import LockFilterProxy, merged
 from app.table import LockTable
 from core.record import Liveness, LockRecord, LockStatus, State
 
@@ -193,3 +193,91 @@ def test_a_burst_of_new_objects_is_frozen_not_walked():
         gc.callbacks.remove(on_gc)
         c.stop()
         gc.unfreeze()
+
+
+class CountingKeys:
+    """The model's sort keys of a column, counting look-ups (the proxy reads them by row)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self.looked_up = 0
+
+    def __getitem__(self, row: int) -> str:
+        self.looked_up += 1
+        return self.keys[row]
+
+
+def test_new_rows_are_merged_into_a_big_order_not_sorted_with_it(monkeypatch):
+    # the first fill arrives in chunks: each chunk's rows are placed by binary search (a few
+    # key look-ups each), not by re-sorting every row already shown (one look-up per row)
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    proxy.sort(Col.AGE, Qt.SortOrder.DescendingOrder)
+    m.apply([(s.path, s) for s in (status(i, age=float(2 * i)) for i in range(20_000))])
+    counted = CountingKeys(m.column_sort_keys(Col.AGE))
+    monkeypatch.setattr(m, "column_sort_keys", lambda col: counted)
+    layouts: list[int] = []
+    proxy.layoutChanged.connect(lambda *_: layouts.append(1))
+    # ten older-or-younger locks land between the others
+    m.apply([(s.path, s) for s in (status(20_000 + k, age=float(4001 * k + 1))
+                                   for k in range(10))])
+    assert counted.looked_up <= 10 * 20  # ~log2(20,000) = 15 each; a re-sort: 20,010
+    assert layouts == [1]
+    monkeypatch.undo()
+    keys = m.column_sort_keys(Col.AGE)
+    shown = [proxy.source_row(r) for r in range(proxy.rowCount())]
+    assert shown == sorted(range(m.rowCount()), key=keys.__getitem__, reverse=True)
+
+
+def test_inserted_rows_compute_their_cell_keys_only_when_they_change(monkeypatch):
+    from app import columns
+
+    computed: list[str] = []
+    real = columns.cell_keys
+
+    def counting(st: LockStatus, host: str) -> tuple[object, ...]:
+        computed.append(st.path)
+        return real(st, host)
+
+    monkeypatch.setattr(columns, "cell_keys", counting)
+    m = make_model()
+    m.apply([(s.path, s) for s in (status(i) for i in range(1000))])
+    assert computed == []  # a first fill of 100,000 rows would pay ~10 us a row for nothing
+    signals: list[tuple[int, int]] = []
+    m.dataChanged.connect(lambda tl, br, *_: signals.append((tl.column(), br.column())))
+    m.apply([(status(5).path, status(5, tag="renamed"))])
+    assert signals == [(Col.TAG, Col.TAG)]  # the row's keys as inserted, then its new ones
+    m.apply([(status(6).path, status(6))])  # the same status again: nothing changed
+    assert signals == [(Col.TAG, Col.TAG)]
+
+
+def test_roles_no_cell_answers_never_reach_the_model(monkeypatch):
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    m.apply([(status(1).path, status(1))])
+    asked: list[int] = []
+    real = LockTableModel.cell
+    monkeypatch.setattr(LockTableModel, "cell",
+                        lambda self, r, c, role: asked.append(role) or real(self, r, c, role))
+    for role in (Qt.ItemDataRole.FontRole, Qt.ItemDataRole.BackgroundRole,
+                 Qt.ItemDataRole.ForegroundRole, Qt.ItemDataRole.CheckStateRole):
+        assert proxy.data(proxy.index(0, Col.LOCK), role) is None
+    assert asked == []  # a painted cell asks 7 roles; 4 of them are answered here at once
+    assert proxy.data(proxy.index(0, Col.LOCK)) == "l0001.lock"
+    assert asked == [Qt.ItemDataRole.DisplayRole]
+
+
+def test_merged_is_the_sorted_union():
+    rnd = random.Random(7)
+    for _ in range(200):
+        n = rnd.randrange(0, 60)
+        rows = rnd.sample(range(200), n + rnd.randrange(0, 8))
+        keys = [f"{rnd.randrange(50):03d}\x00{r:04d}" for r in range(200)]  # unique, as paths
+        old, new = rows[:n], rows[n:]
+        for desc in (False, True):
+            order = sorted(old, key=keys.__getitem__, reverse=desc)
+            assert merged(order, new, keys.__getitem__, desc) == sorted(
+                old + new, key=keys.__getitem__, reverse=desc)
+        assert merged(sorted(old), new, None, False) == sorted(old + new)
