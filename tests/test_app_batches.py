@@ -15,14 +15,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from PySide6.QtCore import QItemSelectionModel, Qt
+from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
 
-from app import collector
+from app import collector, watch_bridge
 from app.collector import GarbageCollector
 from app.columns import SORT_ROLE, Col
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy, merged
 from app.table import LockTable
+from app.watch_bridge import Inventory
 from core.record import Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -281,3 +282,56 @@ def test_merged_is_the_sorted_union():
             assert merged(order, new, keys.__getitem__, desc) == sorted(
                 old + new, key=keys.__getitem__, reverse=desc)
         assert merged(sorted(old), new, None, False) == sorted(old + new)
+
+
+def deliver(inv: Inventory, n: int, qtbot) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    """Push ``n`` updates at once into ``inv``; the chunks ``updated`` delivered, in order."""
+    chunks: list[list[str]] = []
+    inv.updated.connect(lambda ups: chunks.append([path for path, _st in ups]))
+    inv.push((f"/locks/{i:06d}.lock", None) for i in range(n))
+    qtbot.waitUntil(lambda: sum(map(len, chunks)) == n)
+    return chunks
+
+
+def test_a_big_batch_arrives_in_chunks_sized_to_a_time_budget(qtbot):
+    now = [0.0]
+    inv = Inventory(clock=lambda: now[0])
+    cost = [20e-6]  # seconds a slot spends per update: 20 us, then 100 us
+    inv.updated.connect(lambda ups: now.__setitem__(0, now[0] + cost[0] * len(ups)))
+    try:
+        chunks = deliver(inv, 6000, qtbot)
+        sizes = [len(c) for c in chunks]
+        assert sizes[0] == watch_bridge.FIRST_CHUNK
+        for n in sizes[1:-1]:  # each chunk takes the budget, give or take one update
+            assert abs(n * cost[0] - watch_bridge.CHUNK_BUDGET_S) <= cost[0]
+        assert [p for c in chunks for p in c] == [f"/locks/{i:06d}.lock" for i in range(6000)]
+        cost[0] = 100e-6  # a slower machine: smaller chunks, from the second one on
+        sizes = [len(c) for c in deliver(inv, 2000, qtbot)]
+        assert sizes[1:-1] and all(n in (79, 80) for n in sizes[1:-1])
+    finally:
+        inv.close()
+
+
+def test_timers_a_chunk_starts_run_before_the_next_chunk(qtbot):
+    # the view's delayed layout (a zero timer) and a paint between two chunks, never two
+    # chunks back to back in one event-loop turn
+    now = [0.0]
+    inv = Inventory(clock=lambda: now[0])
+    inv.updated.connect(lambda ups: now.__setitem__(0, now[0] + 80e-6 * len(ups)))  # 100/chunk
+    events: list[str] = []
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.setInterval(0)
+    timer.timeout.connect(lambda: events.append("timer"))
+
+    def chunk(_ups: object) -> None:
+        events.append("chunk")
+        timer.start()
+
+    inv.updated.connect(chunk)
+    try:
+        deliver(inv, 1000, qtbot)
+        qtbot.waitUntil(lambda: events[-1] == "timer")
+        assert len(events) >= 12 and events == ["chunk", "timer"] * (len(events) // 2)
+    finally:
+        inv.close()
