@@ -7,9 +7,10 @@ compares rows through ``data()``, one Python call per side of every comparison, 
 to sort 100,000 rows and ~80 ms to place each 500 new ones (docs/performance.md "GUI under
 load"). Updates arrive as batches (:class:`app.model.Batch`): the rows a batch removes leave
 the proxy before they leave the model, new rows are appended in one block, and the order is
-restored once per batch, with one ``layoutChanged`` when it moved at all: new rows are merged
-into the sorted order by binary search (:func:`merged`) unless some shown row's sort key
-changed, so each chunk of a first fill costs O(k log n), not a re-sort of every row.
+restored once per batch, with one ``layoutChanged`` when it moved at all: the new rows and the
+changed ones are merged into the rest of the sorted order by binary search (:func:`merged`)
+while they are few, so a chunk of a first fill or a batch of changes costs O(k log n) key
+look-ups and a copy of the list, not a re-sort of every row.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from itertools import filterfalse
 from typing import Any
 
 from PySide6.QtCore import (
@@ -47,12 +49,13 @@ whole."""
 
 
 def merged(order: list[int], new: list[int], key: Callable[[int], Any] | None,
-           desc: bool) -> list[int]:
+           desc: bool, where: dict[int, int] | None = None) -> list[int]:
     """``order`` (sorted by ``key``, descending with ``desc``; ``None``: by the row numbers
-    themselves) with ``new`` (not in it) inserted where a sort would put them. Keys are
-    unique (a lock path ends every key), so the result is exactly ``sorted(order + new)``:
-    O(k log n) key look-ups and one O(n) copy in C, where a re-sort costs n look-ups (~10 ms
-    at 100,000 rows, docs/performance.md "GUI under load")."""
+    themselves) with ``new`` (not in it) inserted where a sort would put them; with ``where``,
+    the position of each new row in the result is stored there. Keys are unique (a lock path
+    ends every key), so the result is exactly ``sorted(order + new)``: O(k log n) key look-ups
+    and one O(n) copy in C, where a re-sort costs n look-ups and ~n string comparisons (10-20
+    ms at 100,000 rows, docs/performance.md "GUI under load")."""
     asc = order[::-1] if desc else order
     new = sorted(new, key=key)
     out: list[int] = []
@@ -61,10 +64,18 @@ def merged(order: list[int], new: list[int], key: Callable[[int], Any] | None,
         p = (bisect_right(asc, r, prev) if key is None
              else bisect_right(asc, key(r), prev, key=key))
         out.extend(asc[prev:p])
+        if where is not None:
+            where[r] = len(out)
         out.append(r)
         prev = p
     out.extend(asc[prev:])
-    return out[::-1] if desc else out
+    if not desc:
+        return out
+    if where is not None:
+        last = len(out) - 1
+        for r, p in where.items():
+            where[r] = last - p
+    return out[::-1]
 
 
 def runs_of(rows: Sequence[int]) -> list[tuple[int, int]]:
@@ -330,30 +341,39 @@ class LockFilterProxy(QAbstractTableModel):
             self._pos = None
             self.endRemoveRows()
 
-    def _add_rows(self, rows: list[int], *, resort: bool = False) -> None:
-        """Show source ``rows``: one insertion at the end (sorted among themselves), then one
-        layout change putting them in place -- merged into the order (:func:`merged`), or,
-        with ``resort`` (some shown row's sort key changed too) or many new rows, the whole
-        order sorted again."""
-        if not rows:
-            return
-        old = self._order
-        n = len(old)
-        if n and not resort and len(rows) * MERGE_BELOW < n:
+    def _add_rows(self, rows: list[int], *, moved: Sequence[int] = ()
+                  ) -> dict[int, int] | None:
+        """Show source ``rows`` and put the shown rows ``moved`` (whose sort keys may have
+        changed) back in place: one insertion at the end (the new rows, sorted among
+        themselves), then one layout change. The new and moved rows are merged into the rest
+        of the order (:func:`merged`) while they are few; else the whole order is sorted.
+
+        Returns the proxy row of each new and moved row after a merge, else ``None`` (then
+        :meth:`_where` finds them)."""
+        n = len(self._order)
+        if not rows and not moved:
+            return {}
+        where: dict[int, int] | None = None
+        order: list[int] | None = None
+        if n and (len(rows) + len(moved)) * MERGE_BELOW < n:
+            rest = self._order
+            if moved:
+                rest = list(filterfalse(set(moved).__contains__, rest))
+            where = {}
             if self._src is None or self._col < 0:
-                order = merged(old, rows, None, False)  # the source order
+                order = merged(rest, [*moved, *rows], None, False, where)  # the source order
             else:
                 keys = self._src.column_sort_keys(self._col)
-                order = merged(old, rows, keys.__getitem__, self._desc)
-        else:
-            order = None
-        rows = self._sorted(rows)
-        self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
-        self._order.extend(rows)
-        self._pos = None
-        self.endInsertRows()
+                order = merged(rest, [*moved, *rows], keys.__getitem__, self._desc, where)
+        if rows:
+            rows = self._sorted(rows)
+            self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
+            self._order.extend(rows)
+            self._pos = None
+            self.endInsertRows()
         if n:
             self._relayout(order if order is not None else self._sorted(self._order))
+        return where
 
     # -- batches from the source -------------------------------------------------------------
 
@@ -394,26 +414,28 @@ class LockFilterProxy(QAbstractTableModel):
         were appended: re-filter, show the new, re-sort once when the sort column is among
         ``columns`` (default: the spans' columns), then ``dataChanged`` per proxy block."""
         add: list[int] = []
+        kept = [r for r, _c0, _c1 in spans]  # the changed rows shown before and after
         if spans and self.active:
             pos = self._positions()
-            out = [p for r, _c0, _c1 in spans if (p := pos.get(r)) is not None
-                   and not self.accepts(r)]
-            add = [r for r, _c0, _c1 in spans if r not in pos and self.accepts(r)]
+            out = [p for r in kept if (p := pos.get(r)) is not None and not self.accepts(r)]
+            add = [r for r in kept if r not in pos and self.accepts(r)]
             self._remove_proxy_rows(sorted(out))
+            kept = [r for r in kept if r in pos and self.accepts(r)]
         if inserted is not None:
             add += self._accepted(range(inserted[0], inserted[1] + 1))
         resort = self._col >= 0 and bool(spans) and (
             self._col in columns if columns is not None
             else any(c0 <= self._col <= c1 for _r, c0, c1 in spans))
-        if add:
-            self._add_rows(add, resort=resort)
-        elif resort:
-            self._relayout(self._sorted(self._order))
-        if spans:
-            pos = self._positions()
-            shown = sorted((p, c0, c1) for r, c0, c1 in spans if (p := pos.get(r)) is not None)
-            for first, last, c0, c1 in row_blocks(shown):
-                self.dataChanged.emit(self.index(first, c0), self.index(last, c1))
+        where: dict[int, int] | None = None
+        if add or resort:  # the changed rows are placed again too: their new rows are known
+            where = self._add_rows(add, moved=kept)
+        if not spans:
+            return
+        if where is None:
+            where = self._where(set(kept))
+        shown = sorted((where[r], c0, c1) for r, c0, c1 in spans if r in where)
+        for first, last, c0, c1 in row_blocks(shown):
+            self.dataChanged.emit(self.index(first, c0), self.index(last, c1))
 
     def _source_data_changed(self, top: QModelIndex, bottom: QModelIndex,
                              roles: Sequence[int] = ()) -> None:

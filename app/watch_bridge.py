@@ -8,8 +8,9 @@ every :data:`PAINT_MS` (the first change at once, later ones gathered until the 
 qutebrowser's ``misc/throttle.py``). The core's change stream is not throttled (docs/watching.md,
 "Latency"): painting is the GUI's business, so a burst of 1,000 change sets costs a few model
 updates, not 1,000. A big batch (a first scan of 100,000 locks) goes to the model in chunks
-sized to a time budget (:data:`CHUNK_BUDGET_S`), one per event-loop turn. ``QTimer.singleShot`` is never used from the watcher
-thread: it would silently never fire (docs/DESIGN.md "Watching").
+sized to a time budget (:data:`CHUNK_BUDGET_S`), one per event-loop turn.
+``QTimer.singleShot`` is never used from the watcher thread: it would silently never fire
+(docs/DESIGN.md "Watching").
 """
 
 from __future__ import annotations

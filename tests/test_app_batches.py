@@ -102,12 +102,17 @@ def test_selection_follows_its_lock_through_a_re_sort(qtbot):
     assert proxy.status_at(proxy.rowCount() - 1) == selected
 
 
-def test_proxy_order_is_the_sorted_filtered_source_over_random_batches():
+@pytest.mark.parametrize(("paths", "most"), [(120, 40), (2000, 12)])
+def test_proxy_order_is_the_sorted_filtered_source_over_random_batches(paths, most):
+    # few changes among many rows are merged into place (app.proxy.merged), many re-sorted
     rnd = random.Random(24)
     m = make_model()
     proxy = LockFilterProxy()
     proxy.setSourceModel(m)
     known: dict[int, LockStatus] = {}
+    if paths > 1000:  # a table already full
+        known = {i: status(i, age=float(rnd.randrange(500))) for i in range(paths)}
+        m.apply([(s.path, s) for s in known.values()])
     settings = [(Col.AGE, Qt.SortOrder.AscendingOrder, ""),
                 (Col.LOCK, Qt.SortOrder.DescendingOrder, ""),
                 (Col.AGE, Qt.SortOrder.DescendingOrder, "job 1"),
@@ -119,8 +124,8 @@ def test_proxy_order_is_the_sorted_filtered_source_over_random_batches():
             proxy.set_text(text)
             proxy.set_stale_only(round_ % 15 == 0)
         batch: list[tuple[str, LockStatus | None]] = []
-        for _ in range(rnd.randrange(1, 40)):
-            i = rnd.randrange(120)
+        for _ in range(rnd.randrange(1, most)):
+            i = rnd.randrange(paths)
             if i in known and rnd.random() < 0.3:
                 batch.append((known.pop(i).path, None))
             else:
@@ -229,6 +234,29 @@ def test_new_rows_are_merged_into_a_big_order_not_sorted_with_it(monkeypatch):
     keys = m.column_sort_keys(Col.AGE)
     shown = [proxy.source_row(r) for r in range(proxy.rowCount())]
     assert shown == sorted(range(m.rowCount()), key=keys.__getitem__, reverse=True)
+
+
+def test_a_few_re_sorted_rows_move_without_re_sorting_the_rest(monkeypatch):
+    # sorted by age, 10 of 20,000 locks re-aged: each is taken out and merged back in
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    proxy.sort(Col.AGE, Qt.SortOrder.AscendingOrder)
+    m.apply([(s.path, s) for s in (status(i, age=float(2 * i)) for i in range(20_000))])
+    counted = CountingKeys(m.column_sort_keys(Col.AGE))
+    monkeypatch.setattr(m, "column_sort_keys", lambda col: counted)
+    changed: list[tuple[int, int]] = []
+    proxy.dataChanged.connect(lambda tl, br, *_: changed.append((tl.row(), br.row())))
+    aged = [status(i, age=float(40_001 + 7 * i)) for i in range(0, 20_000, 2_000)]
+    m.apply([(s.path, s) for s in aged])
+    assert counted.looked_up <= 10 * 20  # a re-sort: 20,000
+    monkeypatch.undo()
+    keys = m.column_sort_keys(Col.AGE)
+    shown = [proxy.source_row(r) for r in range(proxy.rowCount())]
+    assert shown == sorted(range(m.rowCount()), key=keys.__getitem__)
+    # now the oldest ten, at the bottom, in one block: one dataChanged
+    assert [proxy.status_at(r) for r in range(19_990, 20_000)] == aged
+    assert changed == [(19_990, 19_999)]
 
 
 def test_inserted_rows_compute_their_cell_keys_only_when_they_change(monkeypatch):
