@@ -198,6 +198,28 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     return ""
 
 
+SEARCHED = tuple(c for c in Col if c not in (Col.AGE, Col.EXPIRES))
+"""The columns the filter box searches (the ones that do not follow the clock), in order."""
+
+
+def searched_texts(st: LockStatus, my_host: str) -> list[str]:
+    """:func:`static_text` of each column of :data:`SEARCHED`, in that order, computed in one
+    pass (the filter box's first search of 100,000 rows asks this of every row)."""
+    rec = st.record
+    path = st.path
+    kernel_pid = st.kernel_pid if rec is None or rec.pid is None else None
+    if rec is None:
+        fmt = tag = ""
+        pid = "" if kernel_pid is None else str(kernel_pid)
+        liveness = st.liveness.value if st.kernel_held else ""
+    else:
+        fmt, tag, liveness = rec.format, rec.tag or "", st.liveness.value
+        pid = str(rec.pid) if rec.pid is not None else (
+            "" if kernel_pid is None else str(kernel_pid))
+    return [STATE_WORDS[display_state(st)], os.path.basename(path), directory_of(path), fmt,
+            holder_text(st, my_host), pid, liveness, tag, st.tool, st.kind, host_of(st, my_host)]
+
+
 def display(st: LockStatus, col: Col, now: datetime, my_host: str) -> str:
     """The text of cell ``col`` of ``st``'s row at ``now`` (aware UTC)."""
     if col == Col.AGE:

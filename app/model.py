@@ -416,8 +416,7 @@ class LockTableModel(QAbstractTableModel):
         text = self._search[row]
         if text is None:
             st = self._rows[row]
-            parts = [columns.static_text(st, c, self.my_host) for c in Col
-                     if c not in (Col.AGE, Col.EXPIRES)]
+            parts = columns.searched_texts(st, self.my_host)
             parts.append(st.path)
             parts.extend(texts(st.reasons))
             text = "\x1f".join(parts).lower()

@@ -363,3 +363,60 @@ def test_timers_a_chunk_starts_run_before_the_next_chunk(qtbot):
         assert len(events) >= 12 and events == ["chunk", "timer"] * (len(events) // 2)
     finally:
         inv.close()
+
+
+def test_searched_texts_are_the_cells_texts():
+    # the filter's one-pass row text (app.columns.searched_texts) says what each cell says
+    from app.columns import SEARCHED, searched_texts, static_text
+    from app.fleet_rows import fleet_key
+    from core.codes import Code
+    from core.reasons import Reason
+
+    held = Reason.of(Code.KERNEL_LOCK_HELD, pid=4242, name="flock", kind="flock",
+                     access="write", file="/locks/k")
+    anchor = Reason.of(Code.KERNEL_LOCK_HELD, pid=77, name="apt-get", kind="posix",
+                       access="write", file="/var/lib/dpkg/lock", tool="dpkg")
+    base = status(3)
+    assert base.record is not None
+    no_pid = LockRecord(path=base.path, format="pidfile", pid=None, host="elsewhere",
+                        acquired_at=None, tag=None, raw="")
+    variants = [
+        base,
+        status(4, State.STALE),
+        LockStatus(path="/locks/k", state=State.HELD, liveness=Liveness.ALIVE, record=None,
+                   checked_at=NOW, reasons=(held,)),
+        LockStatus(path="/var/lib/dpkg/lock", state=State.HELD, liveness=Liveness.ALIVE,
+                   record=None, checked_at=NOW, reasons=(anchor,)),
+        LockStatus(path=base.path, state=State.HELD, liveness=Liveness.UNKNOWN,
+                   record=no_pid, checked_at=NOW, reasons=(held,)),
+        LockStatus(path=base.path, state=State.HELD, liveness=Liveness.REMOTE, record=no_pid,
+                   checked_at=NOW),
+        LockStatus(path=fleet_key("build-7", "/srv/x.lock"), state=State.HELD,
+                   liveness=Liveness.REMOTE, record=base.record, checked_at=NOW),
+        LockStatus(path="redis://cache/lock:a", state=State.HELD, liveness=Liveness.REMOTE,
+                   record=None, checked_at=NOW),
+        LockStatus(path="/locks/gone", state=State.UNREADABLE, liveness=Liveness.UNKNOWN,
+                   record=None, checked_at=NOW, error="permission denied"),
+    ]
+    for st in variants:
+        for host in ("here", "elsewhere"):
+            assert searched_texts(st, host) == [static_text(st, c, host) for c in SEARCHED]
+
+
+def test_typing_in_the_filter_box_checks_rows_without_a_call_per_row(monkeypatch):
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    m.apply([(s.path, s) for s in (status(i, tag=f"job {i % 7}") for i in range(2000))])
+    calls: list[int] = []
+    real = LockFilterProxy.accepts
+    monkeypatch.setattr(LockFilterProxy, "accepts",
+                        lambda self, r: calls.append(r) or real(self, r))
+    proxy.set_text("JOB 3")
+    assert calls == []  # the row texts, word by word; no method call per row
+    shown = sorted(proxy.source_row(r) for r in range(proxy.rowCount()))
+    assert shown == [r for r in range(2000) if "job" in m.search_text(r)
+                     and "3" in m.search_text(r)]  # every word somewhere in the row
+    assert 286 < len(shown) < 2000
+    proxy.set_stale_only(True)  # a quick filter too: row by row
+    assert calls and proxy.rowCount() == 0
