@@ -8,16 +8,15 @@ to sort 100,000 rows and ~80 ms to place each 500 new ones (docs/performance.md 
 load"). Updates arrive as batches (:class:`app.model.Batch`): the rows a batch removes leave
 the proxy before they leave the model, new rows are appended in one block, and the order is
 restored once per batch, with one ``layoutChanged`` when it moved at all: the new rows and the
-changed ones are merged into the rest of the sorted order by binary search (:func:`merged`)
-while they are few, so a chunk of a first fill or a batch of changes costs O(k log n) key
-look-ups and a copy of the list, not a re-sort of every row.
+changed ones are merged into the rest of the sorted order by binary search
+(:func:`app.row_order.merged`) while they are few, so a chunk of a first fill or a batch of
+changes costs O(k log n) key look-ups and a copy of the list, not a re-sort of every row.
 """
 
 from __future__ import annotations
 
 import contextlib
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import filterfalse
 from typing import Any
 
@@ -33,6 +32,7 @@ from app.columns import NCOLS, ROLES, Col
 from app.fleet_rows import host_of
 from app.lockinfo import is_attention
 from app.model import Batch, LockTableModel, ModelIndex, row_blocks
+from app.row_order import MERGE_BELOW, merged, runs_of
 from core.record import LockStatus
 
 MANY_RUNS = 16
@@ -40,53 +40,6 @@ MANY_RUNS = 16
 in one layout change and removed as one block (each removal signal costs the view and the
 row list a pass)."""
 
-
-
-MERGE_BELOW = 16
-"""New rows are merged into the sorted order (a binary search each, then one copy of the
-list) while the order holds more than this many times as many rows; beyond, it is sorted
-whole."""
-
-
-def merged(order: list[int], new: list[int], key: Callable[[int], Any] | None,
-           desc: bool, where: dict[int, int] | None = None) -> list[int]:
-    """``order`` (sorted by ``key``, descending with ``desc``; ``None``: by the row numbers
-    themselves) with ``new`` (not in it) inserted where a sort would put them; with ``where``,
-    the position of each new row in the result is stored there. Keys are unique (a lock path
-    ends every key), so the result is exactly ``sorted(order + new)``: O(k log n) key look-ups
-    and one O(n) copy in C, where a re-sort costs n look-ups and ~n string comparisons (10-20
-    ms at 100,000 rows, docs/performance.md "GUI under load")."""
-    asc = order[::-1] if desc else order
-    new = sorted(new, key=key)
-    out: list[int] = []
-    prev = 0
-    for r in new:
-        p = (bisect_right(asc, r, prev) if key is None
-             else bisect_right(asc, key(r), prev, key=key))
-        out.extend(asc[prev:p])
-        if where is not None:
-            where[r] = len(out)
-        out.append(r)
-        prev = p
-    out.extend(asc[prev:])
-    if not desc:
-        return out
-    if where is not None:
-        last = len(out) - 1
-        for r, p in where.items():
-            where[r] = last - p
-    return out[::-1]
-
-
-def runs_of(rows: Sequence[int]) -> list[tuple[int, int]]:
-    """Contiguous runs ``(first, last)`` of ascending ``rows``."""
-    runs: list[tuple[int, int]] = []
-    for r in rows:
-        if runs and runs[-1][1] + 1 == r:
-            runs[-1] = (runs[-1][0], r)
-        else:
-            runs.append((r, r))
-    return runs
 
 
 class LockFilterProxy(QAbstractTableModel):
@@ -357,7 +310,8 @@ class LockFilterProxy(QAbstractTableModel):
         """Show source ``rows`` and put the shown rows ``moved`` (whose sort keys may have
         changed) back in place: one insertion at the end (the new rows, sorted among
         themselves), then one layout change. The new and moved rows are merged into the rest
-        of the order (:func:`merged`) while they are few; else the whole order is sorted.
+        of the order (:func:`app.row_order.merged`) while they are few; else the whole order
+        is sorted.
 
         Returns the proxy row of each new and moved row after a merge, else ``None`` (then
         :meth:`_where` finds them)."""

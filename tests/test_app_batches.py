@@ -21,7 +21,8 @@ from app import collector, watch_bridge
 from app.collector import GarbageCollector
 from app.columns import SORT_ROLE, Col
 from app.model import LockTableModel
-from app.proxy import LockFilterProxy, merged
+from app.proxy import LockFilterProxy
+from app.row_order import merged
 from app.table import LockTable
 from app.watch_bridge import Inventory
 from core.record import Liveness, LockRecord, LockStatus, State
@@ -104,7 +105,7 @@ def test_selection_follows_its_lock_through_a_re_sort(qtbot):
 
 @pytest.mark.parametrize(("paths", "most"), [(120, 40), (2000, 12)])
 def test_proxy_order_is_the_sorted_filtered_source_over_random_batches(paths, most):
-    # few changes among many rows are merged into place (app.proxy.merged), many re-sorted
+    # few changes among many rows are merged into place (app.row_order.merged), many re-sorted
     rnd = random.Random(24)
     m = make_model()
     proxy = LockFilterProxy()
