@@ -15,7 +15,6 @@ changes costs O(k log n) key look-ups and a copy of the list, not a re-sort of e
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from itertools import filterfalse
 from typing import Any
@@ -32,7 +31,7 @@ from app.columns import NCOLS, ROLES, Col
 from app.fleet_rows import host_of
 from app.lockinfo import is_attention
 from app.model import Batch, LockTableModel, ModelIndex, row_blocks
-from app.row_order import MERGE_BELOW, merged, runs_of
+from app.row_order import MERGE_BELOW, merged, position_of, runs_of
 from core.record import LockStatus
 
 MANY_RUNS = 16
@@ -158,7 +157,7 @@ class LockFilterProxy(QAbstractTableModel):
         """The proxy index of source ``index``; invalid when it is filtered out."""
         if not index.isValid():
             return QModelIndex()
-        row = self._positions().get(index.row())
+        row = self._where({index.row()}).get(index.row())
         return QModelIndex() if row is None else self.index(row, index.column())
 
     def _positions(self) -> dict[int, int]:
@@ -168,16 +167,24 @@ class LockFilterProxy(QAbstractTableModel):
         return self._pos
 
     def _where(self, rows: set[int]) -> dict[int, int]:
-        """Proxy row of each shown source row in ``rows``: a scan per row for a few (building
-        the whole map costs ~20 ms at 100,000 rows), the map for more."""
-        if self._pos is not None or len(rows) > 4:
-            pos = self._positions()
-            return {r: p for r in rows if (p := pos.get(r)) is not None}
-        found: dict[int, int] = {}
-        for r in rows:
-            with contextlib.suppress(ValueError):  # filtered out
-                found[r] = self._order.index(r)
-        return found
+        """Proxy row of each shown source row in ``rows``: from the position map when it is
+        built, else by binary search on the sort keys (:func:`app.row_order.position_of`:
+        the order is sorted by them), the map built only when a search misses (a row filtered
+        out)."""
+        if self._pos is None:
+            src = self._src
+            keys = None if src is None or self._col < 0 else src.column_sort_keys(self._col)
+            key = None if keys is None else keys.__getitem__
+            found: dict[int, int] = {}
+            for r in rows:
+                p = position_of(self._order, r, key, self._desc and key is not None)
+                if p is None:
+                    break
+                found[r] = p
+            else:
+                return found
+        pos = self._positions()
+        return {r: p for r in rows if (p := pos.get(r)) is not None}
 
     # -- filters -----------------------------------------------------------------------------
 
@@ -237,8 +244,8 @@ class LockFilterProxy(QAbstractTableModel):
 
     def _accepted(self, rows: Sequence[int] | range) -> list[int]:
         """The rows of ``rows`` that pass the filters (:meth:`accepts`), in order; the filter
-        box alone is checked without a call per row and word (~15 ms per keystroke at 100,000
-        rows instead of ~150)."""
+        box alone is checked without a method call per row (a keystroke at 100,000 rows: ~50
+        ms instead of ~150, docs/performance.md "GUI under load")."""
         model = self._src
         if not self.active or model is None:
             return list(rows)
@@ -349,8 +356,7 @@ class LockFilterProxy(QAbstractTableModel):
         assert self._src is not None
         self._batch_rows = self._src.rowCount()
         if removed:
-            pos = self._positions()
-            self._remove_proxy_rows(sorted(p for r in removed if (p := pos.get(r)) is not None))
+            self._remove_proxy_rows(sorted(self._where(set(removed)).values()))
 
     def _batch_finished(self, batch: Batch) -> None:
         """The batch is in place: renumber, re-filter the changed rows, append the new ones,

@@ -1,10 +1,11 @@
 """Placing rows in a sorted order without sorting it again: :func:`merged` (new rows into a
-sorted list of source rows, by binary search) and :func:`runs_of` (contiguous runs), for
+sorted list of source rows, by binary search), :func:`position_of` (a row's place in it) and
+:func:`runs_of` (contiguous runs), for
 :class:`app.proxy.LockFilterProxy` (docs/performance.md "GUI under load")."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +43,29 @@ def merged(order: list[int], new: list[int], key: Callable[[int], Any] | None,
         for r, p in where.items():
             where[r] = last - p
     return out[::-1]
+
+
+def position_of(order: list[int], row: int, key: Callable[[int], Any] | None,
+                desc: bool) -> int | None:
+    """Index of ``row`` in ``order`` (sorted as for :func:`merged`) by binary search: O(log n)
+    key look-ups, where a map of every row's position costs ~30 ms at 100,000 rows. ``None``
+    when ``row`` is not where its key says (not in ``order``, or ``order`` is not sorted by
+    ``key`` any more)."""
+    if key is None:
+        i = bisect_left(order, row)
+    elif not desc:
+        i = bisect_left(order, key(row), key=key)
+    else:  # descending: the first index whose key is not above the row's
+        k = key(row)
+        lo, hi = 0, len(order)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if key(order[mid]) > k:
+                lo = mid + 1
+            else:
+                hi = mid
+        i = lo
+    return i if i < len(order) and order[i] == row else None
 
 
 def runs_of(rows: Sequence[int]) -> list[tuple[int, int]]:

@@ -22,7 +22,7 @@ from app.collector import GarbageCollector
 from app.columns import SORT_ROLE, Col
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
-from app.row_order import merged
+from app.row_order import merged, position_of
 from app.table import LockTable
 from app.watch_bridge import Inventory
 from core.record import Liveness, LockRecord, LockStatus, State
@@ -421,3 +421,40 @@ def test_typing_in_the_filter_box_checks_rows_without_a_call_per_row(monkeypatch
     assert 286 < len(shown) < 2000
     proxy.set_stale_only(True)  # a quick filter too: row by row
     assert calls and proxy.rowCount() == 0
+
+
+def test_position_of_finds_a_row_by_its_key():
+    rnd = random.Random(5)
+    keys = [f"{rnd.randrange(30):02d}\x00{r:04d}" for r in range(300)]
+    shown = rnd.sample(range(300), 120)
+    for desc in (False, True):
+        order = sorted(shown, key=keys.__getitem__, reverse=desc)
+        for r in range(300):
+            expected = order.index(r) if r in shown else None
+            assert position_of(order, r, keys.__getitem__, desc) == expected
+    assert [position_of(sorted(shown), r, None, False) for r in sorted(shown)] == list(
+        range(120))
+
+
+def test_changes_reach_the_view_without_a_map_of_every_row(monkeypatch):
+    # 100,000 rows: the map of every row's position took ~30 ms to build after each re-sort,
+    # to find the rows of the batch's dataChanged signals; a binary search per row serves
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    proxy.sort(Col.AGE, Qt.SortOrder.DescendingOrder)
+    m.apply([(s.path, s) for s in (status(i, age=float(i)) for i in range(5000))])
+    built: list[int] = []
+    real = LockFilterProxy._positions
+    monkeypatch.setattr(LockFilterProxy, "_positions",
+                        lambda self: built.append(1) or real(self))
+    changed: list[tuple[int, int]] = []
+    proxy.dataChanged.connect(lambda tl, br, *_: changed.append((tl.row(), br.row())))
+    m.apply([(s.path, s) for s in (status(i, age=float(i), tag="renamed")
+                                   for i in range(100, 110))])  # in place: no re-sort
+    assert changed == [(4890, 4899)]
+    idx = proxy.mapFromSource(m.index(m.row_of(status(7).path) or 0, 0))
+    assert idx.row() == 4992 and proxy.status_at(4992) == m.status_of(status(7).path)
+    m.apply([(status(3).path, None)])  # a removal finds its row the same way
+    assert proxy.rowCount() == 4999
+    assert built == []
