@@ -289,8 +289,12 @@ def test_roles_no_cell_answers_never_reach_the_model(monkeypatch):
     m.apply([(status(1).path, status(1))])
     asked: list[int] = []
     real = LockTableModel.cell
-    monkeypatch.setattr(LockTableModel, "cell",
-                        lambda self, r, c, role: asked.append(role) or real(self, r, c, role))
+
+    def cell(self: LockTableModel, r: int, c: int, role: int) -> object:
+        asked.append(role)
+        return real(self, r, c, role)
+
+    monkeypatch.setattr(LockTableModel, "cell", cell)
     for role in (Qt.ItemDataRole.FontRole, Qt.ItemDataRole.BackgroundRole,
                  Qt.ItemDataRole.ForegroundRole, Qt.ItemDataRole.CheckStateRole):
         assert proxy.data(proxy.index(0, Col.LOCK), role) is None
@@ -313,7 +317,7 @@ def test_merged_is_the_sorted_union():
         assert merged(sorted(old), new, None, False) == sorted(old + new)
 
 
-def deliver(inv: Inventory, n: int, qtbot) -> list[list[str]]:  # type: ignore[no-untyped-def]
+def deliver(inv: Inventory, n: int, qtbot) -> list[list[str]]:
     """Push ``n`` updates at once into ``inv``; the chunks ``updated`` delivered, in order."""
     chunks: list[list[str]] = []
     inv.updated.connect(lambda ups: chunks.append([path for path, _st in ups]))
@@ -411,8 +415,12 @@ def test_typing_in_the_filter_box_checks_rows_without_a_call_per_row(monkeypatch
     m.apply([(s.path, s) for s in (status(i, tag=f"job {i % 7}") for i in range(2000))])
     calls: list[int] = []
     real = LockFilterProxy.accepts
-    monkeypatch.setattr(LockFilterProxy, "accepts",
-                        lambda self, r: calls.append(r) or real(self, r))
+
+    def accepts(self: LockFilterProxy, r: int) -> bool:
+        calls.append(r)
+        return real(self, r)
+
+    monkeypatch.setattr(LockFilterProxy, "accepts", accepts)
     proxy.set_text("JOB 3")
     assert calls == []  # the row texts, word by word; no method call per row
     shown = sorted(proxy.source_row(r) for r in range(proxy.rowCount()))
@@ -446,8 +454,12 @@ def test_changes_reach_the_view_without_a_map_of_every_row(monkeypatch):
     m.apply([(s.path, s) for s in (status(i, age=float(i)) for i in range(5000))])
     built: list[int] = []
     real = LockFilterProxy._positions
-    monkeypatch.setattr(LockFilterProxy, "_positions",
-                        lambda self: built.append(1) or real(self))
+
+    def positions(self: LockFilterProxy) -> dict[int, int]:
+        built.append(1)
+        return real(self)
+
+    monkeypatch.setattr(LockFilterProxy, "_positions", positions)
     changed: list[tuple[int, int]] = []
     proxy.dataChanged.connect(lambda tl, br, *_: changed.append((tl.row(), br.row())))
     m.apply([(s.path, s) for s in (status(i, age=float(i), tag="renamed")
