@@ -124,7 +124,9 @@ class LockTableModel(QAbstractTableModel):
     ) -> None:
         super().__init__(parent)
         self._rows: list[LockStatus] = []
-        self._keys: list[tuple[Hashable, ...]] = []
+        self._keys: list[tuple[Hashable, ...] | None] = []
+        """:func:`app.columns.cell_keys` per row, computed on the row's first change (``None``
+        until then): a first fill of 100,000 rows never pays for them."""
         self._sort: dict[int, list[str]] = {}
         """Sort keys of the columns sorted by so far (column -> key per row): computed for a
         column on its first sort, then kept up to date row by row."""
@@ -287,8 +289,10 @@ class LockTableModel(QAbstractTableModel):
         """Store ``st`` in ``row``; the columns whose cells changed, ascending (none: no
         signal; :meth:`apply` emits one per block of rows)."""
         keys = columns.cell_keys(st, self.my_host)
-        old_keys = self._keys[row]
         old = self._rows[row]
+        old_keys = self._keys[row]
+        if old_keys is None:  # first change of the row: its keys as inserted
+            old_keys = columns.cell_keys(old, self.my_host)
         self._rows[row] = st
         if old.state is not st.state:
             self._counts[old.state] -= 1
@@ -302,16 +306,20 @@ class LockTableModel(QAbstractTableModel):
         return [c for c in range(len(keys)) if keys[c] != old_keys[c]]
 
     def _insert_rows(self, statuses: list[LockStatus]) -> None:
+        """Append ``statuses`` as new rows: their cell keys and search texts wait until they
+        are needed; the sort keys of the columns sorted by so far are computed now."""
         first = len(self._rows)
         self.beginInsertRows(QModelIndex(), first, first + len(statuses) - 1)
-        for i, st in enumerate(statuses):
-            self._rows.append(st)
-            self._counts[st.state] += 1
-            self._keys.append(columns.cell_keys(st, self.my_host))
-            for col, col_keys in self._sort.items():
-                col_keys.append(columns.sort_key(st, Col(col), self.my_host))
-            self._search.append(None)
-            self._index[st.path] = first + i
+        self._rows.extend(statuses)
+        self._counts.update(st.state for st in statuses)
+        self._keys.extend([None] * len(statuses))
+        self._search.extend([None] * len(statuses))
+        sort_key, host = columns.sort_key, self.my_host
+        for col, col_keys in self._sort.items():
+            c = Col(col)
+            col_keys.extend([sort_key(st, c, host) for st in statuses])
+        self._index.update(zip([st.path for st in statuses], range(first, first + len(statuses)),
+                               strict=True))
         self.endInsertRows()
 
     def _remove_rows(self, rows: list[int]) -> None:
@@ -408,8 +416,7 @@ class LockTableModel(QAbstractTableModel):
         text = self._search[row]
         if text is None:
             st = self._rows[row]
-            parts = [columns.static_text(st, c, self.my_host) for c in Col
-                     if c not in (Col.AGE, Col.EXPIRES)]
+            parts = columns.searched_texts(st, self.my_host)
             parts.append(st.path)
             parts.extend(texts(st.reasons))
             text = "\x1f".join(parts).lower()

@@ -7,13 +7,16 @@ compares rows through ``data()``, one Python call per side of every comparison, 
 to sort 100,000 rows and ~80 ms to place each 500 new ones (docs/performance.md "GUI under
 load"). Updates arrive as batches (:class:`app.model.Batch`): the rows a batch removes leave
 the proxy before they leave the model, new rows are appended in one block, and the order is
-restored once per batch, with one ``layoutChanged`` when it moved at all.
+restored once per batch, with one ``layoutChanged`` when it moved at all: the new rows and the
+changed ones are merged into the rest of the sorted order by binary search
+(:func:`app.row_order.merged`) while they are few, so a chunk of a first fill or a batch of
+changes costs O(k log n) key look-ups and a copy of the list, not a re-sort of every row.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
+from itertools import filterfalse
 from typing import Any
 
 from PySide6.QtCore import (
@@ -24,10 +27,11 @@ from PySide6.QtCore import (
     Qt,
 )
 
-from app.columns import NCOLS, Col
+from app.columns import NCOLS, ROLES, Col
 from app.fleet_rows import host_of
 from app.lockinfo import is_attention
 from app.model import Batch, LockTableModel, ModelIndex, row_blocks
+from app.row_order import MERGE_BELOW, merged, position_of, runs_of
 from core.record import LockStatus
 
 MANY_RUNS = 16
@@ -35,17 +39,6 @@ MANY_RUNS = 16
 in one layout change and removed as one block (each removal signal costs the view and the
 row list a pass)."""
 
-
-
-def runs_of(rows: Sequence[int]) -> list[tuple[int, int]]:
-    """Contiguous runs ``(first, last)`` of ascending ``rows``."""
-    runs: list[tuple[int, int]] = []
-    for r in rows:
-        if runs and runs[-1][1] + 1 == r:
-            runs[-1] = (runs[-1][0], r)
-        else:
-            runs.append((r, r))
-    return runs
 
 
 class LockFilterProxy(QAbstractTableModel):
@@ -121,7 +114,10 @@ class LockFilterProxy(QAbstractTableModel):
         return 0 if parent.isValid() else NCOLS
 
     def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # QVariant
-        """The source cell's data (:meth:`LockTableModel.data`)."""
+        """The source cell's data (:meth:`LockTableModel.data`); ``None`` at once for a role
+        no cell answers (:data:`app.columns.ROLES`)."""
+        if role not in ROLES:
+            return None
         row = index.row()
         if not index.isValid() or self._src is None or row >= len(self._order):
             return None
@@ -161,7 +157,7 @@ class LockFilterProxy(QAbstractTableModel):
         """The proxy index of source ``index``; invalid when it is filtered out."""
         if not index.isValid():
             return QModelIndex()
-        row = self._positions().get(index.row())
+        row = self._where({index.row()}).get(index.row())
         return QModelIndex() if row is None else self.index(row, index.column())
 
     def _positions(self) -> dict[int, int]:
@@ -171,16 +167,24 @@ class LockFilterProxy(QAbstractTableModel):
         return self._pos
 
     def _where(self, rows: set[int]) -> dict[int, int]:
-        """Proxy row of each shown source row in ``rows``: a scan per row for a few (building
-        the whole map costs ~20 ms at 100,000 rows), the map for more."""
-        if self._pos is not None or len(rows) > 4:
-            pos = self._positions()
-            return {r: p for r in rows if (p := pos.get(r)) is not None}
-        found: dict[int, int] = {}
-        for r in rows:
-            with contextlib.suppress(ValueError):  # filtered out
-                found[r] = self._order.index(r)
-        return found
+        """Proxy row of each shown source row in ``rows``: from the position map when it is
+        built, else by binary search on the sort keys (:func:`app.row_order.position_of`:
+        the order is sorted by them), the map built only when a search misses (a row filtered
+        out)."""
+        if self._pos is None:
+            src = self._src
+            keys = None if src is None or self._col < 0 else src.column_sort_keys(self._col)
+            key = None if keys is None else keys.__getitem__
+            found: dict[int, int] = {}
+            for r in rows:
+                p = position_of(self._order, r, key, self._desc and key is not None)
+                if p is None:
+                    break
+                found[r] = p
+            else:
+                return found
+        pos = self._positions()
+        return {r: p for r in rows if (p := pos.get(r)) is not None}
 
     # -- filters -----------------------------------------------------------------------------
 
@@ -239,9 +243,20 @@ class LockFilterProxy(QAbstractTableModel):
         return True
 
     def _accepted(self, rows: Sequence[int] | range) -> list[int]:
-        if not self.active:
+        """The rows of ``rows`` that pass the filters (:meth:`accepts`), in order; the filter
+        box alone is checked without a method call per row (a keystroke at 100,000 rows: ~50
+        ms instead of ~150, docs/performance.md "GUI under load")."""
+        model = self._src
+        if not self.active or model is None:
             return list(rows)
-        return [r for r in rows if self.accepts(r)]
+        if self._stale_only or self._mine_only or self._host:
+            return [r for r in rows if self.accepts(r)]
+        text = model.search_text
+        first, *more = self._words
+        found = [r for r in rows if first in text(r)]
+        for word in more:
+            found = [r for r in found if word in text(r)]
+        return found
 
     def _refilter(self) -> None:
         model = self._src
@@ -297,19 +312,40 @@ class LockFilterProxy(QAbstractTableModel):
             self._pos = None
             self.endRemoveRows()
 
-    def _add_rows(self, rows: list[int]) -> None:
-        """Show source ``rows``: one insertion at the end (sorted among themselves), then one
-        re-sort of the whole order."""
-        if not rows:
-            return
-        rows = self._sorted(rows)
+    def _add_rows(self, rows: list[int], *, moved: Sequence[int] = ()
+                  ) -> dict[int, int] | None:
+        """Show source ``rows`` and put the shown rows ``moved`` (whose sort keys may have
+        changed) back in place: one insertion at the end (the new rows, sorted among
+        themselves), then one layout change. The new and moved rows are merged into the rest
+        of the order (:func:`app.row_order.merged`) while they are few; else the whole order
+        is sorted.
+
+        Returns the proxy row of each new and moved row after a merge, else ``None`` (then
+        :meth:`_where` finds them)."""
         n = len(self._order)
-        self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
-        self._order.extend(rows)
-        self._pos = None
-        self.endInsertRows()
+        if not rows and not moved:
+            return {}
+        where: dict[int, int] | None = None
+        order: list[int] | None = None
+        if n and (len(rows) + len(moved)) * MERGE_BELOW < n:
+            rest = self._order
+            if moved:
+                rest = list(filterfalse(set(moved).__contains__, rest))
+            where = {}
+            if self._src is None or self._col < 0:
+                order = merged(rest, [*moved, *rows], None, False, where)  # the source order
+            else:
+                keys = self._src.column_sort_keys(self._col)
+                order = merged(rest, [*moved, *rows], keys.__getitem__, self._desc, where)
+        if rows:
+            rows = self._sorted(rows)
+            self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
+            self._order.extend(rows)
+            self._pos = None
+            self.endInsertRows()
         if n:
-            self._relayout(self._sorted(self._order))
+            self._relayout(order if order is not None else self._sorted(self._order))
+        return where
 
     # -- batches from the source -------------------------------------------------------------
 
@@ -320,8 +356,7 @@ class LockFilterProxy(QAbstractTableModel):
         assert self._src is not None
         self._batch_rows = self._src.rowCount()
         if removed:
-            pos = self._positions()
-            self._remove_proxy_rows(sorted(p for r in removed if (p := pos.get(r)) is not None))
+            self._remove_proxy_rows(sorted(self._where(set(removed)).values()))
 
     def _batch_finished(self, batch: Batch) -> None:
         """The batch is in place: renumber, re-filter the changed rows, append the new ones,
@@ -350,25 +385,28 @@ class LockFilterProxy(QAbstractTableModel):
         were appended: re-filter, show the new, re-sort once when the sort column is among
         ``columns`` (default: the spans' columns), then ``dataChanged`` per proxy block."""
         add: list[int] = []
+        kept = [r for r, _c0, _c1 in spans]  # the changed rows shown before and after
         if spans and self.active:
             pos = self._positions()
-            out = [p for r, _c0, _c1 in spans if (p := pos.get(r)) is not None
-                   and not self.accepts(r)]
-            add = [r for r, _c0, _c1 in spans if r not in pos and self.accepts(r)]
+            out = [p for r in kept if (p := pos.get(r)) is not None and not self.accepts(r)]
+            add = [r for r in kept if r not in pos and self.accepts(r)]
             self._remove_proxy_rows(sorted(out))
+            kept = [r for r in kept if r in pos and self.accepts(r)]
         if inserted is not None:
             add += self._accepted(range(inserted[0], inserted[1] + 1))
-        if add:
-            self._add_rows(add)
-        elif self._col >= 0 and spans and (
-                self._col in columns if columns is not None
-                else any(c0 <= self._col <= c1 for _r, c0, c1 in spans)):
-            self._relayout(self._sorted(self._order))
-        if spans:
-            pos = self._positions()
-            shown = sorted((p, c0, c1) for r, c0, c1 in spans if (p := pos.get(r)) is not None)
-            for first, last, c0, c1 in row_blocks(shown):
-                self.dataChanged.emit(self.index(first, c0), self.index(last, c1))
+        resort = self._col >= 0 and bool(spans) and (
+            self._col in columns if columns is not None
+            else any(c0 <= self._col <= c1 for _r, c0, c1 in spans))
+        where: dict[int, int] | None = None
+        if add or resort:  # the changed rows are placed again too: their new rows are known
+            where = self._add_rows(add, moved=kept)
+        if not spans:
+            return
+        if where is None:
+            where = self._where(set(kept))
+        shown = sorted((where[r], c0, c1) for r, c0, c1 in spans if r in where)
+        for first, last, c0, c1 in row_blocks(shown):
+            self.dataChanged.emit(self.index(first, c0), self.index(last, c1))
 
     def _source_data_changed(self, top: QModelIndex, bottom: QModelIndex,
                              roles: Sequence[int] = ()) -> None:

@@ -7,8 +7,10 @@ arrived meanwhile (latest status per path wins) and hands one batch to the model
 every :data:`PAINT_MS` (the first change at once, later ones gathered until the interval ends:
 qutebrowser's ``misc/throttle.py``). The core's change stream is not throttled (docs/watching.md,
 "Latency"): painting is the GUI's business, so a burst of 1,000 change sets costs a few model
-updates, not 1,000. ``QTimer.singleShot`` is never used from the watcher
-thread: it would silently never fire (docs/DESIGN.md "Watching").
+updates, not 1,000. A big batch (a first scan of 100,000 locks) goes to the model in chunks
+sized to a time budget (:data:`CHUNK_BUDGET_S`), one per event-loop turn.
+``QTimer.singleShot`` is never used from the watcher thread: it would silently never fire
+(docs/DESIGN.md "Watching").
 """
 
 from __future__ import annotations
@@ -35,16 +37,33 @@ PAINT_MS = 50
 """Longest wait, in milliseconds, before changes that arrive right after a batch are handed to
 the model (they are gathered meanwhile)."""
 
-CHUNK = 500
-"""At most this many lock updates go to the model per event-loop turn, so a first scan of
-10,000 locks never freezes the window; the rest follows on the next turns."""
+CHUNK_BUDGET_S = 0.008
+"""Time one chunk of a big batch may take in the GUI thread, in seconds: a first scan of
+100,000 locks reaches the model in chunks, one per event-loop turn, each sized from the cost per
+update of the one before (between :data:`MIN_CHUNK` and :data:`MAX_CHUNK` updates), so that
+the window repaints and its timers run between two chunks (docs/performance.md "GUI under
+load")."""
+
+FIRST_CHUNK = 500
+"""Updates in the first chunk, before any was timed."""
+MIN_CHUNK = 50
+"""Fewest updates per chunk (a slow machine still fills in a bounded number of turns)."""
+MAX_CHUNK = 5000
+"""Most updates per chunk."""
 
 
 class Inventory(QObject):
     """Owns the watcher and delivers its results in the GUI thread.
 
+    Args:
+        parent: Qt parent.
+        clock: seconds (default ``time.perf_counter``), timing each chunk of a big batch
+            (:data:`CHUNK_BUDGET_S`).
+
     Signals (all emitted in the GUI thread):
-        updated(list[tuple[str, LockStatus | None]]): merged lock updates, ``None`` = gone.
+        updated(list[tuple[str, LockStatus | None]]): merged lock updates, ``None`` = gone;
+            a big batch (a first scan) in chunks, one per event-loop turn, each taking about
+            :data:`CHUNK_BUDGET_S` in its slots.
         dirsChanged(list[core.watch.watcher.DirStatus]): watched directories and their mode.
         ready(): the first scan's inventory has been delivered (after its last
             :attr:`updated`); :attr:`initial_done` is then True. Changes before it are what
@@ -58,8 +77,10 @@ class Inventory(QObject):
     ready = Signal()
     _wake = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, *,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         super().__init__(parent)
+        self._clock = clock  # seconds, times the chunks of a big batch (tests pass their own)
         self._lock = threading.Lock()
         self._specs_lock = threading.Lock()
         self._specs_gen = 0
@@ -72,6 +93,11 @@ class Inventory(QObject):
         self.dirs: list[DirStatus] = []
         """The watched directories and their mode, as last reported (GUI thread)."""
         self._big_batch = False
+        self._chunk = FIRST_CHUNK  # updates in the next chunk of a big batch
+        self._chunk_timer = QTimer(self)  # the next chunk: a zero timer, not a posted call,
+        self._chunk_timer.setSingleShot(True)  # so that due timers run between two chunks
+        self._chunk_timer.setInterval(0)
+        self._chunk_timer.timeout.connect(self._drain)
         self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
         self.kept: Callable[[], list[str]] = list
         """Paths that stay listed whatever the watched directories (the app connects the
@@ -213,9 +239,9 @@ class Inventory(QObject):
         self._last_drain = time.monotonic()
         more = False
         with self._lock:
-            if len(self._pending) > CHUNK:  # the oldest CHUNK paths, without copying the rest
+            if len(self._pending) > self._chunk:  # the oldest paths, without copying the rest
                 rest = self._pending
-                pending = {path: rest.pop(path) for path in list(islice(rest, CHUNK))}
+                pending = {path: rest.pop(path) for path in list(islice(rest, self._chunk))}
                 more = True
             else:
                 pending, self._pending = self._pending, {}
@@ -231,7 +257,6 @@ class Inventory(QObject):
             # reference cycles; refcounting still frees them.
             self._big_batch = True
             gc.freeze()
-            QTimer.singleShot(0, self._drain)  # GUI thread: the rest on the next turn
         elif self._big_batch:
             # The big inventory's last chunk: frozen like the others, so that full
             # collections (70+ ms with 10,000 locks) stop stalling the GUI. No collection
@@ -242,7 +267,17 @@ class Inventory(QObject):
             self.dirs = dirs
             self.dirsChanged.emit(dirs)
         if pending:
+            started = self._clock()
             self.updated.emit(list(pending.items()))
+            if more:  # size the next chunk to the budget, from this one's cost per update
+                per_update = max(self._clock() - started, 1e-9) / len(pending)
+                self._chunk = max(MIN_CHUNK, min(MAX_CHUNK, int(CHUNK_BUDGET_S / per_update)))
+        if more:
+            # The rest on the next turns, after what this chunk started: timers are run in the
+            # order they fall due, so a timer started by the chunk's work (the view's delayed
+            # layout) and any timer already due run before the next chunk; a posted call would
+            # run two chunks back to back first.
+            self._chunk_timer.start()
         if now_ready and not self.initial_done:
             self.initial_done = True
             self.ready.emit()

@@ -15,14 +15,16 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from PySide6.QtCore import QItemSelectionModel, Qt
+from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
 
-from app import collector
+from app import collector, watch_bridge
 from app.collector import GarbageCollector
 from app.columns import SORT_ROLE, Col
 from app.model import LockTableModel
 from app.proxy import LockFilterProxy
+from app.row_order import merged, position_of
 from app.table import LockTable
+from app.watch_bridge import Inventory
 from core.record import Liveness, LockRecord, LockStatus, State
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -101,12 +103,17 @@ def test_selection_follows_its_lock_through_a_re_sort(qtbot):
     assert proxy.status_at(proxy.rowCount() - 1) == selected
 
 
-def test_proxy_order_is_the_sorted_filtered_source_over_random_batches():
+@pytest.mark.parametrize(("paths", "most"), [(120, 40), (2000, 12)])
+def test_proxy_order_is_the_sorted_filtered_source_over_random_batches(paths, most):
+    # few changes among many rows are merged into place (app.row_order.merged), many re-sorted
     rnd = random.Random(24)
     m = make_model()
     proxy = LockFilterProxy()
     proxy.setSourceModel(m)
     known: dict[int, LockStatus] = {}
+    if paths > 1000:  # a table already full
+        known = {i: status(i, age=float(rnd.randrange(500))) for i in range(paths)}
+        m.apply([(s.path, s) for s in known.values()])
     settings = [(Col.AGE, Qt.SortOrder.AscendingOrder, ""),
                 (Col.LOCK, Qt.SortOrder.DescendingOrder, ""),
                 (Col.AGE, Qt.SortOrder.DescendingOrder, "job 1"),
@@ -118,8 +125,8 @@ def test_proxy_order_is_the_sorted_filtered_source_over_random_batches():
             proxy.set_text(text)
             proxy.set_stale_only(round_ % 15 == 0)
         batch: list[tuple[str, LockStatus | None]] = []
-        for _ in range(rnd.randrange(1, 40)):
-            i = rnd.randrange(120)
+        for _ in range(rnd.randrange(1, most)):
+            i = rnd.randrange(paths)
             if i in known and rnd.random() < 0.3:
                 batch.append((known.pop(i).path, None))
             else:
@@ -193,3 +200,273 @@ def test_a_burst_of_new_objects_is_frozen_not_walked():
         gc.callbacks.remove(on_gc)
         c.stop()
         gc.unfreeze()
+
+
+class CountingKeys:
+    """The model's sort keys of a column, counting look-ups (the proxy reads them by row)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self.looked_up = 0
+
+    def __getitem__(self, row: int) -> str:
+        self.looked_up += 1
+        return self.keys[row]
+
+
+def test_new_rows_are_merged_into_a_big_order_not_sorted_with_it(monkeypatch):
+    # the first fill arrives in chunks: each chunk's rows are placed by binary search (a few
+    # key look-ups each), not by re-sorting every row already shown (one look-up per row)
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    proxy.sort(Col.AGE, Qt.SortOrder.DescendingOrder)
+    m.apply([(s.path, s) for s in (status(i, age=float(2 * i)) for i in range(20_000))])
+    counted = CountingKeys(m.column_sort_keys(Col.AGE))
+    monkeypatch.setattr(m, "column_sort_keys", lambda col: counted)
+    layouts: list[int] = []
+    proxy.layoutChanged.connect(lambda *_: layouts.append(1))
+    # ten older-or-younger locks land between the others
+    m.apply([(s.path, s) for s in (status(20_000 + k, age=float(4001 * k + 1))
+                                   for k in range(10))])
+    assert counted.looked_up <= 10 * 20  # ~log2(20,000) = 15 each; a re-sort: 20,010
+    assert layouts == [1]
+    monkeypatch.undo()
+    keys = m.column_sort_keys(Col.AGE)
+    shown = [proxy.source_row(r) for r in range(proxy.rowCount())]
+    assert shown == sorted(range(m.rowCount()), key=keys.__getitem__, reverse=True)
+
+
+def test_a_few_re_sorted_rows_move_without_re_sorting_the_rest(monkeypatch):
+    # sorted by age, 10 of 20,000 locks re-aged: each is taken out and merged back in
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    proxy.sort(Col.AGE, Qt.SortOrder.AscendingOrder)
+    m.apply([(s.path, s) for s in (status(i, age=float(2 * i)) for i in range(20_000))])
+    counted = CountingKeys(m.column_sort_keys(Col.AGE))
+    monkeypatch.setattr(m, "column_sort_keys", lambda col: counted)
+    changed: list[tuple[int, int]] = []
+    proxy.dataChanged.connect(lambda tl, br, *_: changed.append((tl.row(), br.row())))
+    aged = [status(i, age=float(40_001 + 7 * i)) for i in range(0, 20_000, 2_000)]
+    m.apply([(s.path, s) for s in aged])
+    assert counted.looked_up <= 10 * 20  # a re-sort: 20,000
+    monkeypatch.undo()
+    keys = m.column_sort_keys(Col.AGE)
+    shown = [proxy.source_row(r) for r in range(proxy.rowCount())]
+    assert shown == sorted(range(m.rowCount()), key=keys.__getitem__)
+    # now the oldest ten, at the bottom, in one block: one dataChanged
+    assert [proxy.status_at(r) for r in range(19_990, 20_000)] == aged
+    assert changed == [(19_990, 19_999)]
+
+
+def test_inserted_rows_compute_their_cell_keys_only_when_they_change(monkeypatch):
+    from app import columns
+
+    computed: list[str] = []
+    real = columns.cell_keys
+
+    def counting(st: LockStatus, host: str) -> tuple[object, ...]:
+        computed.append(st.path)
+        return real(st, host)
+
+    monkeypatch.setattr(columns, "cell_keys", counting)
+    m = make_model()
+    m.apply([(s.path, s) for s in (status(i) for i in range(1000))])
+    assert computed == []  # a first fill of 100,000 rows would pay ~10 us a row for nothing
+    signals: list[tuple[int, int]] = []
+    m.dataChanged.connect(lambda tl, br, *_: signals.append((tl.column(), br.column())))
+    m.apply([(status(5).path, status(5, tag="renamed"))])
+    assert signals == [(Col.TAG, Col.TAG)]  # the row's keys as inserted, then its new ones
+    m.apply([(status(6).path, status(6))])  # the same status again: nothing changed
+    assert signals == [(Col.TAG, Col.TAG)]
+
+
+def test_roles_no_cell_answers_never_reach_the_model(monkeypatch):
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    m.apply([(status(1).path, status(1))])
+    asked: list[int] = []
+    real = LockTableModel.cell
+
+    def cell(self: LockTableModel, r: int, c: int, role: int) -> object:
+        asked.append(role)
+        return real(self, r, c, role)
+
+    monkeypatch.setattr(LockTableModel, "cell", cell)
+    for role in (Qt.ItemDataRole.FontRole, Qt.ItemDataRole.BackgroundRole,
+                 Qt.ItemDataRole.ForegroundRole, Qt.ItemDataRole.CheckStateRole):
+        assert proxy.data(proxy.index(0, Col.LOCK), role) is None
+    assert asked == []  # a painted cell asks 7 roles; 4 of them are answered here at once
+    assert proxy.data(proxy.index(0, Col.LOCK)) == "l0001.lock"
+    assert asked == [Qt.ItemDataRole.DisplayRole]
+
+
+def test_merged_is_the_sorted_union():
+    rnd = random.Random(7)
+    for _ in range(200):
+        n = rnd.randrange(0, 60)
+        rows = rnd.sample(range(200), n + rnd.randrange(0, 8))
+        keys = [f"{rnd.randrange(50):03d}\x00{r:04d}" for r in range(200)]  # unique, as paths
+        old, new = rows[:n], rows[n:]
+        for desc in (False, True):
+            order = sorted(old, key=keys.__getitem__, reverse=desc)
+            assert merged(order, new, keys.__getitem__, desc) == sorted(
+                old + new, key=keys.__getitem__, reverse=desc)
+        assert merged(sorted(old), new, None, False) == sorted(old + new)
+
+
+def deliver(inv: Inventory, n: int, qtbot) -> list[list[str]]:
+    """Push ``n`` updates at once into ``inv``; the chunks ``updated`` delivered, in order."""
+    chunks: list[list[str]] = []
+    inv.updated.connect(lambda ups: chunks.append([path for path, _st in ups]))
+    inv.push((f"/locks/{i:06d}.lock", None) for i in range(n))
+    qtbot.waitUntil(lambda: sum(map(len, chunks)) == n)
+    return chunks
+
+
+def test_a_big_batch_arrives_in_chunks_sized_to_a_time_budget(qtbot):
+    now = [0.0]
+    inv = Inventory(clock=lambda: now[0])
+    cost = [20e-6]  # seconds a slot spends per update: 20 us, then 100 us
+    inv.updated.connect(lambda ups: now.__setitem__(0, now[0] + cost[0] * len(ups)))
+    try:
+        chunks = deliver(inv, 6000, qtbot)
+        sizes = [len(c) for c in chunks]
+        assert sizes[0] == watch_bridge.FIRST_CHUNK
+        for n in sizes[1:-1]:  # each chunk takes the budget, give or take one update
+            assert abs(n * cost[0] - watch_bridge.CHUNK_BUDGET_S) <= cost[0]
+        assert [p for c in chunks for p in c] == [f"/locks/{i:06d}.lock" for i in range(6000)]
+        cost[0] = 100e-6  # a slower machine: smaller chunks, from the second one on
+        sizes = [len(c) for c in deliver(inv, 2000, qtbot)]
+        assert sizes[1:-1] and all(n in (79, 80) for n in sizes[1:-1])
+    finally:
+        inv.close()
+
+
+def test_timers_a_chunk_starts_run_before_the_next_chunk(qtbot):
+    # the view's delayed layout (a zero timer) and a paint between two chunks, never two
+    # chunks back to back in one event-loop turn
+    now = [0.0]
+    inv = Inventory(clock=lambda: now[0])
+    inv.updated.connect(lambda ups: now.__setitem__(0, now[0] + 80e-6 * len(ups)))  # 100/chunk
+    events: list[str] = []
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.setInterval(0)
+    timer.timeout.connect(lambda: events.append("timer"))
+
+    def chunk(_ups: object) -> None:
+        events.append("chunk")
+        timer.start()
+
+    inv.updated.connect(chunk)
+    try:
+        deliver(inv, 1000, qtbot)
+        qtbot.waitUntil(lambda: events[-1] == "timer")
+        assert len(events) >= 12 and events == ["chunk", "timer"] * (len(events) // 2)
+    finally:
+        inv.close()
+
+
+def test_searched_texts_are_the_cells_texts():
+    # the filter's one-pass row text (app.columns.searched_texts) says what each cell says
+    from app.columns import SEARCHED, searched_texts, static_text
+    from app.fleet_rows import fleet_key
+    from core.codes import Code
+    from core.reasons import Reason
+
+    held = Reason.of(Code.KERNEL_LOCK_HELD, pid=4242, name="flock", kind="flock",
+                     access="write", file="/locks/k")
+    anchor = Reason.of(Code.KERNEL_LOCK_HELD, pid=77, name="apt-get", kind="posix",
+                       access="write", file="/var/lib/dpkg/lock", tool="dpkg")
+    base = status(3)
+    assert base.record is not None
+    no_pid = LockRecord(path=base.path, format="pidfile", pid=None, host="elsewhere",
+                        acquired_at=None, tag=None, raw="")
+    variants = [
+        base,
+        status(4, State.STALE),
+        LockStatus(path="/locks/k", state=State.HELD, liveness=Liveness.ALIVE, record=None,
+                   checked_at=NOW, reasons=(held,)),
+        LockStatus(path="/var/lib/dpkg/lock", state=State.HELD, liveness=Liveness.ALIVE,
+                   record=None, checked_at=NOW, reasons=(anchor,)),
+        LockStatus(path=base.path, state=State.HELD, liveness=Liveness.UNKNOWN,
+                   record=no_pid, checked_at=NOW, reasons=(held,)),
+        LockStatus(path=base.path, state=State.HELD, liveness=Liveness.REMOTE, record=no_pid,
+                   checked_at=NOW),
+        LockStatus(path=fleet_key("build-7", "/srv/x.lock"), state=State.HELD,
+                   liveness=Liveness.REMOTE, record=base.record, checked_at=NOW),
+        LockStatus(path="redis://cache/lock:a", state=State.HELD, liveness=Liveness.REMOTE,
+                   record=None, checked_at=NOW),
+        LockStatus(path="/locks/gone", state=State.UNREADABLE, liveness=Liveness.UNKNOWN,
+                   record=None, checked_at=NOW, error="permission denied"),
+    ]
+    for st in variants:
+        for host in ("here", "elsewhere"):
+            assert searched_texts(st, host) == [static_text(st, c, host) for c in SEARCHED]
+
+
+def test_typing_in_the_filter_box_checks_rows_without_a_call_per_row(monkeypatch):
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    m.apply([(s.path, s) for s in (status(i, tag=f"job {i % 7}") for i in range(2000))])
+    calls: list[int] = []
+    real = LockFilterProxy.accepts
+
+    def accepts(self: LockFilterProxy, r: int) -> bool:
+        calls.append(r)
+        return real(self, r)
+
+    monkeypatch.setattr(LockFilterProxy, "accepts", accepts)
+    proxy.set_text("JOB 3")
+    assert calls == []  # the row texts, word by word; no method call per row
+    shown = sorted(proxy.source_row(r) for r in range(proxy.rowCount()))
+    assert shown == [r for r in range(2000) if "job" in m.search_text(r)
+                     and "3" in m.search_text(r)]  # every word somewhere in the row
+    assert 286 < len(shown) < 2000
+    proxy.set_stale_only(True)  # a quick filter too: row by row
+    assert calls and proxy.rowCount() == 0
+
+
+def test_position_of_finds_a_row_by_its_key():
+    rnd = random.Random(5)
+    keys = [f"{rnd.randrange(30):02d}\x00{r:04d}" for r in range(300)]
+    shown = rnd.sample(range(300), 120)
+    for desc in (False, True):
+        order = sorted(shown, key=keys.__getitem__, reverse=desc)
+        for r in range(300):
+            expected = order.index(r) if r in shown else None
+            assert position_of(order, r, keys.__getitem__, desc) == expected
+    assert [position_of(sorted(shown), r, None, False) for r in sorted(shown)] == list(
+        range(120))
+
+
+def test_changes_reach_the_view_without_a_map_of_every_row(monkeypatch):
+    # 100,000 rows: the map of every row's position took ~30 ms to build after each re-sort,
+    # to find the rows of the batch's dataChanged signals; a binary search per row serves
+    m = make_model()
+    proxy = LockFilterProxy()
+    proxy.setSourceModel(m)
+    proxy.sort(Col.AGE, Qt.SortOrder.DescendingOrder)
+    m.apply([(s.path, s) for s in (status(i, age=float(i)) for i in range(5000))])
+    built: list[int] = []
+    real = LockFilterProxy._positions
+
+    def positions(self: LockFilterProxy) -> dict[int, int]:
+        built.append(1)
+        return real(self)
+
+    monkeypatch.setattr(LockFilterProxy, "_positions", positions)
+    changed: list[tuple[int, int]] = []
+    proxy.dataChanged.connect(lambda tl, br, *_: changed.append((tl.row(), br.row())))
+    m.apply([(s.path, s) for s in (status(i, age=float(i), tag="renamed")
+                                   for i in range(100, 110))])  # in place: no re-sort
+    assert changed == [(4890, 4899)]
+    idx = proxy.mapFromSource(m.index(m.row_of(status(7).path) or 0, 0))
+    assert idx.row() == 4992 and proxy.status_at(4992) == m.status_of(status(7).path)
+    m.apply([(status(3).path, None)])  # a removal finds its row the same way
+    assert proxy.rowCount() == 4999
+    assert built == []
