@@ -136,3 +136,24 @@ def test_large_list_prints_each_lock_once_in_order(tmp_path: Path) -> None:
             lines = out.stdout.splitlines()
             assert lines[0].startswith("STATE")
             assert [line.rsplit(None, 1)[1] for line in lines[1:]] == expected
+
+
+def test_a_batch_whose_worker_dies_is_judged_here(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that dies while rendering a batch (killed: its process exits) loses nothing:
+    that batch and every one after it are judged in the listing's process, in order."""
+    monkeypatch.setenv("LOCKWARDEN_CONFIG", str(tmp_path / "none.toml"))
+    root = tmp_path / "tree"
+    _mixed_tree(root)
+    now = datetime.now(UTC)
+    listing = os.getpid()
+    render = JsonItems()
+
+    def dying(judged_batch: list[tuple[object, object]]) -> str:
+        if os.getpid() != listing and any("/d3/" in s.path for s, _c in judged_batch):  # type: ignore[attr-defined]
+            os._exit(9)
+        return render(judged_batch)  # type: ignore[arg-type]
+
+    got = ", ".join(t for t in _listing(root, now, dying, 0) if t)  # type: ignore[misc]
+    assert got == ", ".join(t for t in _listing(root, now, JsonItems(), 10**9) if t)  # type: ignore[misc]
+    assert got.count('"path": ') == 6 * 12 + 9 + 1

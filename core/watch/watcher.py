@@ -404,7 +404,8 @@ class Watcher:
                     self._urgent.pop(p, None)
                     rooms.refresh_path(p, None, procs=None)
             elif isinstance(item, _Specs):
-                rooms.apply_specs(item.specs)
+                with _scan.gc_paused():  # a directory added may be as large as the first scan
+                    rooms.apply_specs(item.specs)
             elif isinstance(item, _Rescan):
                 rooms.rescan_all(force=True)
                 dones.append(item.done)
