@@ -21,6 +21,7 @@ the listing never loses a batch.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections import deque
@@ -151,6 +152,7 @@ def _in_workers(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged]
     sys.stdout.flush()  # a forked worker flushes its copy of the buffers when it ends
     sys.stderr.flush()
     _JOB = (judge, render)  # type: ignore[assignment]  # B is the walk's Batch
+    gc.freeze()  # the workers' collections skip what they inherit (no copy of its pages)
     pending: deque[tuple[B, Future[T | None] | None]] = deque()
 
     def result(batch: B, fut: Future[T | None] | None) -> T:
@@ -181,6 +183,7 @@ def _in_workers(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _JOB = None
+        gc.unfreeze()
 
 
 def _worker_init() -> None:
