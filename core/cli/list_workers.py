@@ -62,9 +62,11 @@ class Judge(Protocol[B_contra]):
         """The verdicts on ``batch``; with ``fleet`` False, the fleet is not asked."""
         ...
 
+
 PARALLEL_AFTER = 2000
-"""Candidate files seen before a listing starts its worker processes: below it, forking and
-handing batches out would cost more than it saves (``tests/benchmarks/bench_cli_startup.py``)."""
+"""Candidate files seen before a listing starts its worker processes: a small listing starts
+as fast as before (no fork, no import of :mod:`multiprocessing`); 2,000 files take ~0.1 s to
+judge here, about what starting the workers costs."""
 
 AHEAD = 4
 """Batches handed to each worker beyond the one being printed."""
@@ -105,6 +107,11 @@ def table_cells(judged: Judged) -> list[list[str]]:
     return cells([s for s, _c in judged])
 
 
+def no_cells(judged: Judged) -> list[list[str]]:
+    """No rows (``list -q``: the verdicts are judged, nothing is printed)."""
+    return []
+
+
 def judged(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged], T], *,
            parallel_after: int = PARALLEL_AFTER, workers: int | None = None) -> Iterator[T]:
     """``render(judge.batch(b))`` for each batch ``b`` of ``batches``, in order: in this
@@ -112,9 +119,10 @@ def judged(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged], T],
     ``workers`` forked worker processes (default: the CPUs this process may run on, at most
     :data:`MAX_WORKERS`).
 
-    ``render`` runs in the worker (its result must pickle: text, lists of text). stdout and
-    stderr are flushed before the fork (a worker never writes to them). Never raises for what
-    is on disk; an exception of ``judge`` or ``render`` propagates as it would here.
+    ``render`` runs here for the first batches and in the workers for the rest: its result
+    must pickle (text, lists of text) and never be ``None``. stdout and stderr are flushed
+    before the fork (a worker never writes to them). Never raises for what is on disk; an
+    exception of ``judge`` or ``render`` propagates as it would here.
     """
     n = _cpus() if workers is None else workers
     seen = 0

@@ -318,7 +318,7 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
         CliError: a ``DIR`` is missing or not a directory (exit 3, before anything is listed).
     """
     from core.cli.common import json_text
-    from core.cli.list_workers import JsonItems, judged, table_cells
+    from core.cli.list_workers import JsonItems, judged, no_cells, table_cells
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
     from core.watch.scan import name_matcher
@@ -363,7 +363,7 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
         from core.cli.output import TableWriter
 
         table = TableWriter(write) if not out.quiet else None
-        for cells in judged(batches, judge, table_cells):
+        for cells in judged(batches, judge, table_cells if table is not None else no_cells):
             if table is not None:
                 table.cells(cells)
         if table is not None:
