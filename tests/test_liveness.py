@@ -282,3 +282,21 @@ def test_the_owner_of_a_live_holder_is_looked_up_once_per_snapshot(tmp_path: Pat
     statuses = [inspect(p, procs=snap) for p in paths]
     assert {s.evidence.process_user for s in statuses if s.evidence} == {getpass.getuser()}
     assert list(snap.owners) == [(os.getpid(), snap[os.getpid()].create_time)]
+
+
+def test_locks_of_one_pid_share_their_evidence_within_a_snapshot() -> None:
+    """Against one snapshot, locks naming the same PID (alive or dead) get one evidence object,
+    equal to the one judged without a snapshot; another snapshot makes its own."""
+    now = datetime.now(UTC)  # after this process started: its own PID is the holder, alive
+    snap = liveness.snapshot()
+    dead = 4_000_077
+    for pid in (os.getpid(), dead):
+        recs = [LockRecord(path=f"/x/{i}.lock", format="sema", pid=pid, acquired_at=now)
+                for i in range(3)]
+        got = [liveness.evidence(r, check(r, procs=snap)[1], snap) for r in recs]
+        assert got[0] is got[1] is got[2]
+        alone = liveness.evidence(recs[0], check(recs[0])[1], None)
+        assert got[0] == alone and got[0] is not alone
+        assert (got[0].process_user is not None) == (pid != dead)
+        other = liveness.snapshot()
+        assert liveness.evidence(recs[0], check(recs[0], procs=other)[1], other) is not got[0]

@@ -228,10 +228,12 @@ class Judge:
         policies: the command's policies.
         fleet: re-judge a lock recorded on another host (:func:`core.cli.fleet.fleet_judge`,
             asked at the first such lock), or None not to.
+        now: the moment of every verdict (aware UTC); default the current time.
     """
 
     def __init__(self, policies: CliPolicies,
-                 fleet: Callable[[], Callable[[LockStatus], LockStatus] | None] | None) -> None:
+                 fleet: Callable[[], Callable[[LockStatus], LockStatus] | None] | None, *,
+                 now: datetime | None = None) -> None:
         from core.kernel.openfiles import KernelView
         from core.watch.scan import process_snapshot
 
@@ -239,7 +241,7 @@ class Judge:
         self._choices: dict[str, PolicyChoice] = {}
         self._fleet = fleet
         self._fleet_judge: Callable[[LockStatus], LockStatus] | None = None
-        self._procs, self._now = process_snapshot(), datetime.now(UTC)
+        self._procs, self._now = process_snapshot(), now or datetime.now(UTC)
         self._view = KernelView()
 
     def choice(self, directory: str) -> PolicyChoice:
@@ -249,9 +251,10 @@ class Judge:
             choice = self._choices[directory] = self._policies.for_dir(directory)
         return choice
 
-    def batch(self, batch: Batch) -> list[tuple[LockStatus, PolicyChoice]]:
+    def batch(self, batch: Batch, *, fleet: bool = True) -> list[tuple[LockStatus, PolicyChoice]]:
         """The verdicts on ``batch``'s files and, for a proof directory, its replayed claims
-        (:func:`core.watch.scan.dedupe_claims`), sorted by path."""
+        (:func:`core.watch.scan.dedupe_claims`), sorted by path; with ``fleet`` False, a lock
+        recorded on another host is left as judged here (``remote``), the fleet not asked."""
         from core.record import Liveness
         from core.watch.scan import (
             dedupe_claims,
@@ -277,7 +280,8 @@ class Judge:
             out.extend((st, c) for st in dedupe_claims(claims, [s for s, _c in out],
                                                        batch.directory))
             out.sort(key=lambda pair: pair[0].path)
-        if self._fleet is not None and any(s.liveness is Liveness.REMOTE for s, _c in out):
+        if fleet and self._fleet is not None \
+                and any(s.liveness is Liveness.REMOTE for s, _c in out):
             if self._fleet_judge is None:
                 self._fleet_judge = self._fleet()
                 self._fleet = None if self._fleet_judge is None else self._fleet
@@ -302,7 +306,9 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     Streams: each directory is judged and printed as soon as it is read, its locks sorted by
     path, directories in the order of the walk (:func:`walk`); the JSON array is written
     item by item (the same text as one ``json.dumps`` of the whole list), the table aligned as
-    it goes (:class:`core.cli.output.TableWriter`). Nothing holds every row.
+    it goes (:class:`core.cli.output.TableWriter`). Nothing holds every row. Past
+    2,000 files the directories are judged by worker processes, printed in the same order
+    (:func:`core.cli.list_workers.judged`).
 
     Returns:
         0; 3 when a ``DIR`` named on the command line could not be listed (the rest is still
@@ -312,6 +318,7 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
         CliError: a ``DIR`` is missing or not a directory (exit 3, before anything is listed).
     """
     from core.cli.common import json_text
+    from core.cli.list_workers import JsonItems, judged, no_cells, table_cells
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
     from core.watch.scan import name_matcher
@@ -342,21 +349,11 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
                    skip=dir_matcher(PROJECT_SKIP_DIRS if project else ()), project=project)
     write = sys.stdout.write
     if out.json:
-        policy_text: dict[PolicyChoice, str] = {}
         sep = "["
-        for batch in batches:
-            judged = judge.batch(batch)
-            if not judged:
-                continue
-            parts = []
-            for s, c in judged:
-                pol = policy_text.get(c)
-                if pol is None:
-                    pol = policy_text[c] = json_text(c.to_dict())
-                # {**s.to_dict(), "policy": ...}: "policy" is the last key
-                parts.append(f'{sep}{json_text(s.to_dict())[:-1]}, "policy": {pol}}}')
+        for text in judged(batches, judge, JsonItems()):
+            if text:
+                write(f"{sep}{text}")
                 sep = ", "
-            write("".join(parts))
         for e in errors:
             write(f"{sep}{json_text(e.to_dict())}")
             sep = ", "
@@ -366,10 +363,9 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
         from core.cli.output import TableWriter
 
         table = TableWriter(write) if not out.quiet else None
-        for batch in batches:
-            judged = judge.batch(batch)
+        for cells in judged(batches, judge, table_cells if table is not None else no_cells):
             if table is not None:
-                table.rows([s for s, _c in judged])
+                table.cells(cells)
         if table is not None:
             table.close()
         sys.stdout.flush()

@@ -111,6 +111,12 @@ def table_row(s: LockStatus) -> list[str]:
     ]
 
 
+def table_cells(statuses: Sequence[LockStatus]) -> list[list[str]]:
+    """The rows of :func:`table` for ``statuses``, each cell escaped
+    (:func:`core.text.printable`)."""
+    return [[printable(c) for c in table_row(s)] for s in statuses]
+
+
 def table(statuses: Sequence[LockStatus]) -> str:
     """Aligned table of ``lockwarden list``: STATE AGE PID LIVENESS FORMAT KIND HOLDER/TAG PATH
     (KIND: ``marker``, ``kernel``, ``-``; HOLDER/TAG: the recorded owner, the holder process's
@@ -144,7 +150,10 @@ class TableWriter:
 
     def rows(self, statuses: Sequence[LockStatus]) -> None:
         """Print ``statuses`` (held back while fewer than ``hold`` rows came)."""
-        cells = [[printable(c) for c in table_row(s)] for s in statuses]
+        self.cells(table_cells(statuses))
+
+    def cells(self, cells: list[list[str]]) -> None:
+        """Print rows already escaped (:func:`table_cells`), as :meth:`rows`."""
         widths = self._widths
         for r in cells:
             for i, c in enumerate(r[:-1]):

@@ -48,6 +48,10 @@ from core.record import LockRecord
 FORMAT = "sema"
 
 KNOWN_KEYS = ("pid", "timestamp", "tag", "host", "start", "proc", "token", "ttl", "acquired")
+_KNOWN = frozenset(KNOWN_KEYS)
+_OWN_KEYS = frozenset(KNOWN_KEYS[3:])
+"""Lockwarden's keys (``host`` ... ``acquired``): a file with none of them is parsed without
+looking for each (docs/performance.md, "Listing and watching 100,000 locks")."""
 """Keys with a meaning: the specs' three, then Lockwarden's, in the order we write them."""
 
 _INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
@@ -161,8 +165,13 @@ def parse(data: bytes, path: str = "") -> LockRecord:
         raise ParseError(f"timestamp is out of range (after the year 9999): {timestamp}")
     acquired_at = from_unix(timestamp, "timestamp")
 
-    metadata: dict[str, Any] = {k: v for k, v in pairs.items() if k not in KNOWN_KEYS}
+    metadata: dict[str, Any] = {k: v for k, v in pairs.items() if k not in _KNOWN}
     tag = clean_value(pairs["tag"]) if "tag" in pairs else None
+    if _OWN_KEYS.isdisjoint(pairs):  # another tool's lock (sema's own keys only)
+        return LockRecord(path=path, format=FORMAT, holder=None, pid=pid, host=None,
+                          acquired_at=acquired_at, expires_at=None, ttl=None, tag=tag,
+                          metadata=metadata, raw=raw_text(data), token=None, start=None,
+                          proc=None, renewed_at=None)
 
     def fits_ttl(value: str) -> float | None:
         ttl = _float(value)

@@ -98,6 +98,11 @@ class ProcessSnapshot(Mapping[int, ProcInfo]):
         default_factory=dict, repr=False)
     """Owners looked up while judging against this snapshot (:func:`evidence`), by PID and
     start time: the locks of one holder ask psutil once per snapshot, not once per lock."""
+    evidence: dict[tuple[int | None, float | None, str | None, bool], Evidence] = field(
+        default_factory=dict, repr=False)
+    """The :class:`~core.record.Evidence` :func:`evidence` gave while judging against this
+    snapshot, by PID, start time, name and whether the holder was seen alive: the locks of
+    one PID share one (immutable) object."""
 
     def __getitem__(self, pid: int) -> ProcInfo:
         return self.procs[pid]
@@ -335,7 +340,8 @@ def evidence(record: LockRecord, reasons: list[Reason],
     """The :class:`~core.record.Evidence` of a :func:`check`: the PID looked up, the start time,
     name and user of the process found alive under it (:func:`process_owner`: one look-up
     per live holder, shared by the locks judged against the same ``procs`` snapshot), and this
-    host's boot time."""
+    host's boot time. Against a snapshot, the locks of one PID get one shared object
+    (:attr:`ProcessSnapshot.evidence`)."""
     start: float | None = None
     name: str | None = None
     alive = False
@@ -347,6 +353,10 @@ def evidence(record: LockRecord, reasons: list[Reason],
             alive = True
     uid: int | None = None
     user: str | None = None
+    if procs is not None:
+        shared = procs.evidence.get((record.pid, start, name, alive))
+        if shared is not None:
+            return shared
     if alive and record.pid:
         if procs is None:
             uid, user = process_owner(record.pid)
@@ -356,8 +366,11 @@ def evidence(record: LockRecord, reasons: list[Reason],
             if owner is None:
                 owner = procs.owners[key] = process_owner(record.pid)
             uid, user = owner
-    return Evidence(pid=record.pid, process_start=start, process_name=name,
+    made = Evidence(pid=record.pid, process_start=start, process_name=name,
                     boot_time=boot_time(), process_user=user, process_uid=uid)
+    if procs is not None:
+        procs.evidence[(record.pid, start, name, alive)] = made
+    return made
 
 
 @functools.lru_cache(maxsize=256)
