@@ -236,6 +236,12 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
         :class:`core.watch.tree.TreeWatcher` for its inotify events)."""
         self._hint(path, is_dir, done)
 
+    def wants(self, name: str) -> bool:
+        """True when a file named ``name`` may matter: the spec's patterns, any ``*.lock``
+        (af's claim and ledger locks), an af ledger event file. The file rule of
+        :meth:`hint`, asked by :class:`core.watch.tree.TreeWatcher` before it builds a path."""
+        return self.target.match(name) or name.endswith(".lock") or _scan.is_event_file(name)
+
     def _hint(self, path: str, is_dir: bool, done: bool) -> None:
         if not path:
             return
@@ -248,7 +254,7 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
             wanted = (d.recursive or d.match(name) or path == d.root or path in d.watches
                       or name in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR))
         else:
-            wanted = d.match(name) or name.endswith(".lock") or _scan.is_event_file(name)
+            wanted = self.wants(name)
         if wanted:
             self.emit(d, path, is_dir, done)
 
@@ -356,16 +362,23 @@ class Sources:
             self.events_obs = obs
         return self.events_obs
 
-    def schedule(self, handler: FileSystemEventHandler, path: str, *, recursive: bool,
+    def schedule(self, handler: EventHandler[Any], path: str, *, recursive: bool,
                  polling: bool) -> Watch:
-        """Watch ``path`` (its real path) with ``handler`` on the shared observer.
+        """Watch ``path`` (its real path) with ``handler``: a single directory with events on
+        Linux on the shared :class:`core.watch.tree.TreeWatcher` (one thread, names filtered
+        before anything is built: docs/performance.md, "Idle tray"), else on the shared
+        watchdog observer (polling, a recursive watch, not Linux).
 
         Raises:
-            OSError: from :meth:`observer`, or the path cannot be watched (gone, not a
-                directory, inotify limits).
+            OSError: from :meth:`observer` or :meth:`tree`, or the path cannot be watched
+                (gone, not a directory, inotify limits).
         """
-        obs = self.observer(polling)
         real = os.path.realpath(path)
+        if not polling and not recursive:
+            tree = self.tree()
+            if tree is not None:
+                return Watch(tree, tree.schedule(handler, real, follow=True, capped=False))
+        obs = self.observer(polling)
         return Watch(obs, obs.schedule(handler, real, recursive=recursive,
                                        event_filter=EVENT_FILTER))
 
