@@ -44,8 +44,8 @@ try:
 except ImportError:  # pragma: no cover - not Linux
     inotify_simple = None
 
-__all__ = ["MAX_USER_WATCHES", "TREE_WATCH_SHARE", "ShareReached", "TreeWatcher", "available",
-           "default_limit", "parse"]
+__all__ = ["BUSY_GAP", "BUSY_GAP_FIRST", "MAX_USER_WATCHES", "TREE_WATCH_SHARE", "ShareReached",
+           "TreeWatcher", "available", "default_limit", "parse"]
 
 MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
 """Where Linux keeps the per-user limit of inotify watches (``fs.inotify.max_user_watches``)."""
@@ -118,6 +118,25 @@ if inotify_simple is not None:
     _OVERFLOW: int = _F.Q_OVERFLOW
     _IGNORED: int = _F.IGNORED
     _SELF: int = _F.DELETE_SELF | _F.MOVE_SELF | _F.UNMOUNT
+
+
+BUSY_GAP = 0.1
+"""The most seconds the reader waits before reading again while a directory is busy with
+files no lock has (a build's ``/tmp``; docs/performance.md, "Idle tray"; docs/watching.md,
+"Latency"). After a read whose every event it dropped by name the reader waits
+:data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to this: a busy
+directory wakes it at most 10 times a second however many files are written there, instead
+of once or more per file (each wake-up of a Python thread costs ~0.1-0.2 ms of CPU with cold
+caches). Events of a quiet directory, and events after a read that hinted anything (a lock
+among them), are read at once; a lock written while the reader waits is seen when it reads."""
+
+BUSY_GAP_FIRST = 0.025
+"""Seconds of the first wait after a read whose every event was dropped (see
+:data:`BUSY_GAP`): one stray temporary file delays a lock written just after it by 25 ms at
+most."""
+
+_GAP_FIRST_MS = round(BUSY_GAP_FIRST * 1000)
+_GAP_MAX_MS = round(BUSY_GAP * 1000)
 
 
 class _Reg(NamedTuple):
@@ -284,34 +303,46 @@ class TreeWatcher:
 
     def _run(self) -> None:
         fd = self._ino.fileno()
-        poller = select.poll()
+        poller = select.poll()  # events or stop
         poller.register(fd, select.POLLIN)
         poller.register(self._stop_r, select.POLLIN)
+        stopper = select.poll()  # stop only: the gap of a busy directory
+        stopper.register(self._stop_r, select.POLLIN)
         stop_r = self._stop_r
+        gap_ms = 0
         try:
             while True:
-                ready = poller.poll()
-                if any(f == stop_r for f, _ in ready):
+                if gap_ms:
+                    if stopper.poll(gap_ms):
+                        return
+                elif any(f == stop_r for f, _ in poller.poll()):
                     return
                 try:
                     data = os.read(fd, _READ_SIZE)
-                except BlockingIOError:
+                except BlockingIOError:  # quiet: wait for the next event
+                    gap_ms = 0
                     continue
-                self._deliver(parse(data))
+                if self._deliver(parse(data)) or len(data) > _READ_SIZE // 2:
+                    gap_ms = 0  # a lock among them, or more may be waiting: read at once
+                else:  # a busy directory of other files: read less often, up to BUSY_GAP
+                    gap_ms = min(gap_ms * 2, _GAP_MAX_MS) if gap_ms else _GAP_FIRST_MS
         except Exception:  # pragma: no cover - a bug here must not kill the app silently
             log.exception("lockwarden watcher: the directory watch stopped")
         finally:
             os.close(self._stop_r)
             self._ino.close()
 
-    def _deliver(self, events: Iterable[tuple[int, int, int, str]]) -> None:
+    def _deliver(self, events: Iterable[tuple[int, int, int, str]]) -> bool:
         """Hand each event to its directory's handlers: a file's name only if the handler
-        wants it, a directory's always, the directory's own deletion or move as its path."""
+        wants it, a directory's always, the directory's own deletion or move as its path.
+        Returns False when every event was dropped (by name, or its watch is gone)."""
         by_wd = self._by_wd
         join = os.path.join
+        hinted = False
         for wd, mask, _cookie, name in events:
             if mask & _OVERFLOW:
                 self._rescan_all()
+                hinted = True
                 continue
             regs = by_wd.get(wd)
             if regs is None:
@@ -324,16 +355,20 @@ class TreeWatcher:
                 continue
             if not name:
                 if mask & _SELF:
+                    hinted = True
                     for reg in regs:
                         reg.handler.hint(reg.path, True, True)
                 continue
             if mask & _ISDIR:
+                hinted = True
                 for reg in regs:
                     reg.handler.hint(join(reg.path, name), True, bool(mask & _DONE))
                 continue
             for reg in regs:
                 if reg.handler.wants(name):
+                    hinted = True
                     reg.handler.hint(join(reg.path, name), False, bool(mask & _DONE))
+        return hinted
 
     def _rescan_all(self) -> None:
         """Events were lost: hint one sub-directory of each watched directory or tree (the
