@@ -67,7 +67,7 @@ def test_a_busy_directory_of_other_files_hands_nothing_on(tmp_path: Path) -> Non
         tw.stop()
 
 
-def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -> None:
+def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
@@ -81,24 +81,24 @@ def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -
     rec.until(lambda m: not m, what="its deletion")
 
 
-def test_the_root_moved_away_is_seen_at_once(watch: Any, tmp_path: Path) -> None:
+def test_the_root_moved_away_is_seen_at_once(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     """No liveness pass or rescan comes (both an hour away): the root's own move is the
     event that detaches it (watchdog never reported a watched root's move)."""
     d = tmp_path / "locks"
     d.mkdir()
     write(d / "a.lock", sema_text(os.getpid()))
-    w, rec = watch([WatchSpec(str(d))], rescan_interval=3600, liveness_interval=3600)
+    _w, rec = watch([WatchSpec(str(d))], rescan_interval=3600, liveness_interval=3600)
     assert str(d / "a.lock") in rec.model
     os.rename(d, tmp_path / "elsewhere")
     rec.until(lambda m: not m, what="the moved directory's locks removed")
     rec.until_dirs(lambda ds: bool(ds) and ds[0].mode == "missing")
 
 
-def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: Path) -> None:
+def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     d = tmp_path / "locks"
     d.mkdir()
     write(d / "a.lock", sema_text(os.getpid()))
-    w, rec = watch([WatchSpec(str(d))], rescan_interval=3600)
+    _w, rec = watch([WatchSpec(str(d))], rescan_interval=3600)
     shutil.rmtree(d)
     rec.until(lambda m: not m, what="the deleted directory's locks removed")
     d.mkdir()
@@ -108,7 +108,7 @@ def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: 
     rec.until(lambda m: str(d / "c.lock") in m, what="an event in the new directory")
 
 
-def test_an_overflow_rescans_a_plain_directory(watch: Any, tmp_path: Path) -> None:
+def test_an_overflow_rescans_a_plain_directory(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     """A lock whose event was lost (the kernel's queue overflowed: handed to the reader's
     delivery as the kernel's ``IN_Q_OVERFLOW``, wd -1) is found by the rescan the overflow
     starts, long before the periodic one (an hour away)."""
@@ -137,7 +137,7 @@ def test_an_overflow_rescans_a_plain_directory(watch: Any, tmp_path: Path) -> No
     rec.until(lambda m: str(lost) in m, what="the lock whose event was lost")
 
 
-def test_two_specs_on_one_directory_both_hear_it(watch: Any, tmp_path: Path) -> None:
+def test_two_specs_on_one_directory_both_hear_it(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     """One inotify watch descriptor for the directory, two handlers on it."""
     d = tmp_path / "locks"
     d.mkdir()
@@ -154,12 +154,12 @@ def test_two_specs_on_one_directory_both_hear_it(watch: Any, tmp_path: Path) -> 
     rec.until(lambda m: str(d / "c.pid") in m, what="the other spec still hears the directory")
 
 
-def test_a_symlinked_root_reports_under_its_configured_path(watch: Any, tmp_path: Path) -> None:
+def test_a_symlinked_root_reports_under_its_configured_path(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     real = tmp_path / "real"
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
-    w, rec = watch([WatchSpec(str(link))], rescan_interval=3600)
+    _w, rec = watch([WatchSpec(str(link))], rescan_interval=3600)
     write(real / "a.lock", sema_text(os.getpid()))
     rec.until(lambda m: str(link / "a.lock") in m, what="the lock under the link's path")
     assert str(real / "a.lock") not in rec.model

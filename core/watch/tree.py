@@ -44,8 +44,8 @@ try:
 except ImportError:  # pragma: no cover - not Linux
     inotify_simple = None
 
-__all__ = ["BUSY_GAP", "BUSY_GAP_FIRST", "MAX_USER_WATCHES", "TREE_WATCH_SHARE", "ShareReached",
-           "TreeWatcher", "available", "default_limit", "parse"]
+__all__ = ["BUSY_GAP", "BUSY_GAP_FIRST", "BUSY_READS", "MAX_USER_WATCHES", "TREE_WATCH_SHARE",
+           "ShareReached", "TreeWatcher", "available", "default_limit", "parse"]
 
 MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
 """Where Linux keeps the per-user limit of inotify watches (``fs.inotify.max_user_watches``)."""
@@ -120,20 +120,25 @@ if inotify_simple is not None:
     _SELF: int = _F.DELETE_SELF | _F.MOVE_SELF | _F.UNMOUNT
 
 
+BUSY_READS = 8
+"""Reads in a row in which the reader dropped every event (by name) that make a directory
+*busy* (see :data:`BUSY_GAP`). Lockwarden's own publish (a temp file written, linked to the
+lock's name, removed) and other tools' write-then-rename make fewer than this between two
+events that hint a lock, so they are never slowed; a build's ``/tmp`` makes three a file."""
+
 BUSY_GAP = 0.1
 """The most seconds the reader waits before reading again while a directory is busy with
 files no lock has (a build's ``/tmp``; docs/performance.md, "Idle tray"; docs/watching.md,
-"Latency"). After a read whose every event it dropped by name the reader waits
-:data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to this: a busy
-directory wakes it at most 10 times a second however many files are written there, instead
-of once or more per file (each wake-up of a Python thread costs ~0.1-0.2 ms of CPU with cold
-caches). Events of a quiet directory, and events after a read that hinted anything (a lock
-among them), are read at once; a lock written while the reader waits is seen when it reads."""
+"Latency"). After :data:`BUSY_READS` reads in a row whose every event it dropped by name the
+reader waits :data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to
+this: a busy directory wakes it at most 10 times a second however many files are written
+there, instead of once or more per file (each wake-up of a Python thread costs ~0.1-0.2 ms of
+CPU with cold caches). A read that hints anything (a lock among them) or finds nothing ends
+it: events are read at once again. A lock written while the reader waits is seen when it
+reads."""
 
 BUSY_GAP_FIRST = 0.025
-"""Seconds of the first wait after a read whose every event was dropped (see
-:data:`BUSY_GAP`): one stray temporary file delays a lock written just after it by 25 ms at
-most."""
+"""Seconds of the first wait once a directory is busy (see :data:`BUSY_GAP`)."""
 
 _GAP_FIRST_MS = round(BUSY_GAP_FIRST * 1000)
 _GAP_MAX_MS = round(BUSY_GAP * 1000)
@@ -310,6 +315,7 @@ class TreeWatcher:
         stopper.register(self._stop_r, select.POLLIN)
         stop_r = self._stop_r
         gap_ms = 0
+        dropped = 0  # reads in a row whose every event was dropped
         try:
             while True:
                 if gap_ms:
@@ -320,11 +326,12 @@ class TreeWatcher:
                 try:
                     data = os.read(fd, _READ_SIZE)
                 except BlockingIOError:  # quiet: wait for the next event
-                    gap_ms = 0
+                    gap_ms = dropped = 0
                     continue
-                if self._deliver(parse(data)) or len(data) > _READ_SIZE // 2:
-                    gap_ms = 0  # a lock among them, or more may be waiting: read at once
-                else:  # a busy directory of other files: read less often, up to BUSY_GAP
+                dropped = 0 if self._deliver(parse(data)) else dropped + 1
+                if dropped < BUSY_READS or len(data) > _READ_SIZE // 2:
+                    gap_ms = 0  # a lock among them, not busy, or more waiting: read at once
+                else:  # a directory busy with other files: read less often, up to BUSY_GAP
                     gap_ms = min(gap_ms * 2, _GAP_MAX_MS) if gap_ms else _GAP_FIRST_MS
         except Exception:  # pragma: no cover - a bug here must not kill the app silently
             log.exception("lockwarden watcher: the directory watch stopped")
