@@ -126,16 +126,16 @@ BUSY_READS = 8
 lock's name, removed) and other tools' write-then-rename make fewer than this between two
 events that hint a lock, so they are never slowed; a build's ``/tmp`` makes three a file."""
 
-BUSY_GAP = 0.1
+BUSY_GAP = 0.25
 """The most seconds the reader waits before reading again while a directory is busy with
 files no lock has (a build's ``/tmp``; docs/performance.md, "Idle tray"; docs/watching.md,
 "Latency"). After :data:`BUSY_READS` reads in a row whose every event it dropped by name the
 reader waits :data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to
-this: a busy directory wakes it at most 10 times a second however many files are written
-there, instead of once or more per file (each wake-up of a Python thread costs ~0.1-0.2 ms of
-CPU with cold caches). A read that hints anything (a lock among them) or finds nothing ends
-it: events are read at once again. A lock written while the reader waits is seen when it
-reads."""
+this: a busy directory wakes it at most 4 times a second however many files are written
+there, instead of once or more per file (each wake-up of the reader costs ~0.2 ms of CPU with
+cold caches, measured: the idle tray's target, 0.2 % of a core, is 2 ms a second). A read
+that hints anything (a lock among them) or finds nothing ends it: events are read at once
+again. A lock written while the reader waits is seen when it reads."""
 
 BUSY_GAP_FIRST = 0.025
 """Seconds of the first wait once a directory is busy (see :data:`BUSY_GAP`)."""
