@@ -640,7 +640,9 @@ def test_close_stops_everything(lockdir: Path, tmp_path: Path) -> None:
     w = Watcher([WatchSpec(str(lockdir)), WatchSpec(str(tmp_path / "x"), polling="on"),
                  WatchSpec(str(tmp_path), polling="on")], rec.on_change)
     w.start()
-    threads = [w._thread] + [o for o in (w._events_obs, w._poll_obs) if o is not None]
+    tree = w._rooms.sources.tree_obs  # plain directories' inotify reader (Linux)
+    threads = [w._thread] + [o for o in (w._events_obs, w._poll_obs) if o is not None] + (
+        [tree._thread] if tree is not None else [])
     assert len(threads) == 3
     t0 = time.monotonic()
     w.close()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from core.config import WatchSpec
 from core.watch import scan as _scan
 from core.watch.inventory import Entry, Inventory, file_sig
+from core.watch.processes import DIRECT_LOOKUPS, holders_snapshot, take_snapshot
 from core.watch.sources import EventHandler, Sources, Watch, fallback_message, unschedule
 from core.watch.watched_dir import DirStatus, Proof, SpecKey, WatchedDir
 
@@ -36,12 +37,6 @@ if TYPE_CHECKING:
     from core.verdicts.liveness import ProcessSnapshot
 
 log = logging.getLogger("core.watch.watcher")  # one logger for everything the watcher does
-
-DIRECT_LOOKUPS = 64
-"""A round of work that judges at most this many files looks their holders up directly
-(psutil, one PID at a time); a larger one takes one fresh :func:`core.verdicts.liveness.snapshot`
-for the round. Either way a file that just changed is judged against the processes running now,
-never against a snapshot up to 2 s old (a holder started after that snapshot is not in it)."""
 
 _APPEARS = "does not exist; it will be watched when it appears"
 
@@ -77,18 +72,6 @@ def _blank(read: _scan.FileRead) -> bool:
     return read.data is not None and not read.data.strip()
 
 
-def take_snapshot() -> ProcessSnapshot | None:
-    """:func:`core.verdicts.liveness.snapshot`, or ``None`` when psutil cannot list processes (then
-    every holder is looked up directly)."""
-    from core.verdicts.liveness import snapshot
-
-    try:
-        return snapshot()
-    except Exception:
-        log.debug("liveness snapshot failed", exc_info=True)
-        return None
-
-
 class Directories:
     """The watched directories and their inventory (see the module docstring).
 
@@ -109,6 +92,7 @@ class Directories:
         self.inventory = Inventory()
         self.sources = Sources(tree_watch_limit=tree_watch_limit)
         self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
+        self._holders_only: ProcessSnapshot | None = None  # the last one of holders only
         self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round
         self.round_view: KernelView | None = None  # the kernel's locks and open files
         self._open_files: OpenFiles | None = None  # the last walk of the open descriptors
@@ -163,6 +147,27 @@ class Directories:
             self.round_view = KernelView(open_files=recent)
         return self.round_view
 
+    def liveness_snapshot(self) -> ProcessSnapshot | None:
+        """The processes a liveness pass compares with the last pass's (docs/watching.md,
+        "Liveness and time"): while the inventory names at most :data:`DIRECT_LOOKUPS` holder
+        PIDs, those processes only, each looked up on its own (:func:`holders_snapshot`: a
+        desktop's ``/tmp`` names a few, such as the X server's ``.X0-lock``); else one
+        :func:`take_snapshot` of every process. A pass over every process cost 4-5 ms, every
+        2 s: alone more than the idle tray's CPU target (docs/performance.md, "Idle tray").
+        A snapshot of holders only is never used to judge a PID it does not hold
+        (:meth:`rejudge`, :meth:`refresh_proof` look such PIDs up directly)."""
+        pids = self.inventory.holder_pids
+        if len(pids) > DIRECT_LOOKUPS:
+            self._holders_only = None
+            return take_snapshot()
+        self._holders_only = holders_snapshot(list(pids))
+        return self._holders_only
+
+    def _whole(self, procs: ProcessSnapshot | None) -> ProcessSnapshot | None:
+        """``procs``, or ``None`` (look each PID up) when it holds only the holders known at
+        the last liveness pass."""
+        return None if procs is not None and procs is self._holders_only else procs
+
     def procs_for_reads(self, n: int) -> ProcessSnapshot | None:
         """Processes to judge ``n`` freshly read files with: ``None`` (direct look-ups) for a
         few, one fresh snapshot per round for many (see :data:`DIRECT_LOOKUPS`)."""
@@ -216,6 +221,7 @@ class Directories:
     def rejudge(self, path: str, e: Entry, procs: ProcessSnapshot | None) -> None:
         """Judge an entry again from the bytes already read (no file I/O)."""
         now = datetime.now(UTC)
+        procs = self._whole(procs)
         rec = e.status.record
         if procs is not None and rec is not None and rec.pid is not None \
                 and rec.pid not in procs:
@@ -242,7 +248,8 @@ class Directories:
             ps.sig = sig
             ps.replayed = True
         now = datetime.now(UTC)
-        claims = [_scan.judge_claim(r, policy=d.policy, procs=self.procs, now=now)
+        procs = self._whole(self.procs)
+        claims = [_scan.judge_claim(r, policy=d.policy, procs=procs, now=now)
                   for r in ps.records]
         files = self.inventory.statuses_in(d, os.path.join(proof, _scan.CLAIMS_DIR))
         claims = _scan.dedupe_claims(claims, files, proof)

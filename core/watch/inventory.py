@@ -252,6 +252,11 @@ class Inventory:
         return bool(self._pid_of) or bool(self._unsettled)
 
     @property
+    def holder_pids(self) -> Set[int]:
+        """The PIDs the entries name as holders (a live view: copy it to keep it)."""
+        return self._pid_index.keys()
+
+    @property
     def has_changes(self) -> bool:
         """True when this round touched a path (:meth:`flush` may have something to say)."""
         return bool(self._before)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from core.watch.directories import take_snapshot
 from core.watch.sources import unschedule
 from core.watch.watched_dir import WatchedDir
 
@@ -37,7 +36,8 @@ def _awaits_walk(st: LockStatus) -> bool:
 
 def liveness_pass(dirs: Directories) -> None:
     """Check every directory of ``dirs`` (appeared, vanished, replaced), forget watches of af
-    ``ledger/``/``locks/`` directories that are gone, take one process snapshot and
+    ``ledger/``/``locks/`` directories that are gone, take one process snapshot (of the
+    holders only, when they are few: :meth:`Directories.liveness_snapshot`) and
     re-judge the entries whose holder's process changed
     (:meth:`core.watch.inventory.Inventory.holders_changed`). No file is read."""
     for d in dirs.dirs:
@@ -51,7 +51,7 @@ def liveness_pass(dirs: Directories) -> None:
     _empty_files_unsettled(dirs)
     if not dirs.inventory.has_holders:
         return
-    prev, new = dirs.procs, take_snapshot()
+    prev, new = dirs.procs, dirs.liveness_snapshot()
     dirs.procs = new
     for path in dirs.inventory.holders_changed(prev, new):
         e = dirs.inventory.get(path)

@@ -1,16 +1,20 @@
-"""Where the watcher's hints come from: watchdog observers (docs/DESIGN.md, "Watching";
-docs/watching.md, "Polling" and "Resources").
+"""Where the watcher's hints come from: the inotify reader of :mod:`core.watch.tree` and
+watchdog's observers (docs/DESIGN.md, "Watching"; docs/watching.md, "Polling" and "Resources").
 
-- :class:`Sources` owns the two observers every watched directory shares: one event observer
-  (inotify on Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows) — one inotify
-  instance for all directories, since Linux allows only 128 per user by default — and one
-  ``PollingObserverVFS`` (``lstat`` every :data:`POLL_INTERVAL` s, never following symlinks).
-  It picks a directory's mode (:meth:`Sources.choose_mode`): polling for network file systems
-  (:func:`filesystem_of`, :func:`is_network_fs`), after inotify ran out of instances or
-  watches, or when the settings say ``polling = "on"``.
-- :class:`EventHandler` turns watchdog events into hints ``(directory, path, is_dir)`` for the
-  watcher's queue, on watchdog's threads. It matches patterns on base names itself (watchdog 7
-  matches its own patterns against absolute paths) and never reads a file.
+- :class:`Sources` owns the watchers every watched directory shares, each created on first
+  use: on Linux the :class:`core.watch.tree.TreeWatcher` (one inotify instance, one thread)
+  for every single directory watched with events -- plain directories, an af proof's
+  ``ledger/`` and ``locks/``, each directory of a project tree --; one watchdog event observer
+  for the rest (a recursive plain directory; FSEvents on macOS, ReadDirectoryChangesW on
+  Windows) -- one inotify instance for all of them, since Linux allows only 128 per user by
+  default --; and one ``PollingObserverVFS`` (``lstat`` every :data:`POLL_INTERVAL` s, never
+  following symlinks). It picks a directory's mode (:meth:`Sources.choose_mode`): polling for
+  network file systems (:func:`filesystem_of`, :func:`is_network_fs`), after inotify ran out
+  of instances or watches, or when the settings say ``polling = "on"``.
+- :class:`EventHandler` turns events into hints ``(directory, path, is_dir)`` for the
+  watcher's queue, on the watchers' threads. It matches patterns on base names itself
+  (watchdog 7 matches its own patterns against absolute paths; the inotify reader asks
+  :meth:`EventHandler.wants` before it builds a path) and never reads a file.
 
 Nothing here judges a lock; :class:`core.watch.watcher.Watcher` decides what a hint means.
 """
@@ -236,6 +240,12 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
         :class:`core.watch.tree.TreeWatcher` for its inotify events)."""
         self._hint(path, is_dir, done)
 
+    def wants(self, name: str) -> bool:
+        """True when a file named ``name`` may matter: the spec's patterns, any ``*.lock``
+        (af's claim and ledger locks), an af ledger event file. The file rule of
+        :meth:`hint`, asked by :class:`core.watch.tree.TreeWatcher` before it builds a path."""
+        return self.target.match(name) or name.endswith(".lock") or _scan.is_event_file(name)
+
     def _hint(self, path: str, is_dir: bool, done: bool) -> None:
         if not path:
             return
@@ -248,7 +258,7 @@ class EventHandler(FileSystemEventHandler, Generic[T]):
             wanted = (d.recursive or d.match(name) or path == d.root or path in d.watches
                       or name in (_scan.LEDGER_DIR, _scan.CLAIMS_DIR))
         else:
-            wanted = d.match(name) or name.endswith(".lock") or _scan.is_event_file(name)
+            wanted = self.wants(name)
         if wanted:
             self.emit(d, path, is_dir, done)
 
@@ -356,16 +366,23 @@ class Sources:
             self.events_obs = obs
         return self.events_obs
 
-    def schedule(self, handler: FileSystemEventHandler, path: str, *, recursive: bool,
+    def schedule(self, handler: EventHandler[Any], path: str, *, recursive: bool,
                  polling: bool) -> Watch:
-        """Watch ``path`` (its real path) with ``handler`` on the shared observer.
+        """Watch ``path`` (its real path) with ``handler``: a single directory with events on
+        Linux on the shared :class:`core.watch.tree.TreeWatcher` (one thread, names filtered
+        before anything is built: docs/performance.md, "Idle tray"), else on the shared
+        watchdog observer (polling, a recursive watch, not Linux).
 
         Raises:
-            OSError: from :meth:`observer`, or the path cannot be watched (gone, not a
-                directory, inotify limits).
+            OSError: from :meth:`observer` or :meth:`tree`, or the path cannot be watched
+                (gone, not a directory, inotify limits).
         """
-        obs = self.observer(polling)
         real = os.path.realpath(path)
+        if not polling and not recursive:
+            tree = self.tree()
+            if tree is not None:
+                return Watch(tree, tree.schedule(handler, real, follow=True, capped=False))
+        obs = self.observer(polling)
         return Watch(obs, obs.schedule(handler, real, recursive=recursive,
                                        event_filter=EVENT_FILTER))
 

@@ -1,4 +1,5 @@
-"""Per-directory inotify watches for project trees (Linux; ``docs/watching.md``, "Projects").
+"""Single-directory inotify watches on one reader thread (Linux; ``docs/watching.md``,
+"Projects" and "Resources").
 
 watchdog's recursive inotify watch adds a watch for *every* sub-directory -- a project's
 ``node_modules`` or ``target`` can hold tens of thousands -- and its observer opens one
@@ -6,33 +7,45 @@ inotify instance per scheduled directory (Linux allows 128 per user by default),
 recursive watch nor one watchdog watch per directory fits a tree that must skip parts of
 itself. :class:`TreeWatcher` holds **one** inotify instance (``inotify_simple``) for every
 directory of every project tree the scanner walked (:attr:`core.watch.scan.Listing.dirs`, skipped
-directories left out by :mod:`core.watch.scope`), read on one daemon thread, and turns its events
-into the same hints as watchdog's (:meth:`core.watch.sources.EventHandler.hint`).
+directories left out by :mod:`core.watch.scope`) and for every plain (non-recursive) watched
+directory, read on one daemon thread, and turns its events into the same hints as watchdog's
+(:meth:`core.watch.sources.EventHandler.hint`).
+
+Plain directories are here for their cost (docs/performance.md, "Idle tray"): watchdog wakes
+three threads per event (its inotify reader, the emitter building an event object, the
+observer dispatching it) before the handler drops a name no lock has, and a busy ``/tmp``
+makes hundreds of such events a second. Here one thread reads the raw events and drops those
+names before any path or object is built.
 
 A directory created later is hinted like any directory; the watcher's rescan of the tree then
-walks it and watches it. An event queue overflow hints every tree so it is rescanned.
+walks it and watches it. A watched directory deleted or moved away is hinted as its own path
+(the watcher checks it and watches what is there again). An event queue overflow hints every
+watched directory and tree so it is rescanned.
 
 Not available (``inotify_simple`` missing, not Linux): :func:`available` is False and the
-caller watches the root recursively with watchdog instead (FSEvents and
+caller watches with watchdog instead (a tree's root recursively: FSEvents and
 ReadDirectoryChangesW are recursive by nature and cost no per-directory resource).
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import select
+import struct
 import threading
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Any, NamedTuple, Protocol
 
 try:
     import inotify_simple  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - not Linux
     inotify_simple = None
 
-__all__ = ["MAX_USER_WATCHES", "TREE_WATCH_SHARE", "ShareReached", "TreeWatcher", "available",
-           "default_limit"]
+__all__ = ["BUSY_GAP", "BUSY_GAP_FIRST", "BUSY_READS", "MAX_USER_WATCHES", "TREE_WATCH_SHARE",
+           "ShareReached", "TreeWatcher", "available", "default_limit", "parse"]
 
 MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
 """Where Linux keeps the per-user limit of inotify watches (``fs.inotify.max_user_watches``)."""
@@ -68,10 +81,15 @@ log = logging.getLogger("core.watch.watcher")
 
 
 class Hinted(Protocol):
-    """What a tree watch delivers events to (:class:`core.watch.sources.EventHandler`); each
-    watched directory has a handler of its own, ``target`` is the tree they belong to."""
+    """What a watch delivers events to (:class:`core.watch.sources.EventHandler`); each
+    watched directory has a handler of its own, ``target`` is the watched directory (or tree)
+    it belongs to."""
 
     target: Any
+
+    def wants(self, name: str) -> bool:
+        """True when a file named ``name`` may matter (checked on the reader thread before
+        any path is built: a name no lock can have is dropped here)."""
 
     def hint(self, path: str, is_dir: bool, done: bool) -> None:
         """A change at ``path`` (``done``: its content is final for now)."""
@@ -83,24 +101,89 @@ def available() -> bool:
     return inotify_simple is not None
 
 
+_EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
+_READ_SIZE = 64 * 1024
+"""Bytes read from the inotify descriptor at once (an event is at most 16 + 256 bytes)."""
+
 if inotify_simple is not None:
     _F = inotify_simple.flags
     _MASK: int = (_F.MODIFY | _F.ATTRIB | _F.CLOSE_WRITE | _F.MOVED_FROM | _F.MOVED_TO
-                  | _F.CREATE | _F.DELETE | _F.ONLYDIR | _F.DONT_FOLLOW | _F.EXCL_UNLINK)
+                  | _F.CREATE | _F.DELETE | _F.DELETE_SELF | _F.MOVE_SELF | _F.ONLYDIR
+                  | _F.DONT_FOLLOW | _F.EXCL_UNLINK)
+    """What is asked of the kernel: the kinds docs/watching.md ("Latency") reads a path after
+    (opens, reads and closes without writing are never asked for), and the directory's own
+    deletion or move."""
     _DONE: int = _F.CLOSE_WRITE | _F.DELETE | _F.MOVED_FROM | _F.MOVED_TO
     _ISDIR: int = _F.ISDIR
     _OVERFLOW: int = _F.Q_OVERFLOW
     _IGNORED: int = _F.IGNORED
+    _SELF: int = _F.DELETE_SELF | _F.MOVE_SELF | _F.UNMOUNT
+
+
+BUSY_READS = 8
+"""Reads in a row in which the reader dropped every event (by name) that make a directory
+*busy* (see :data:`BUSY_GAP`). Lockwarden's own publish (a temp file written, linked to the
+lock's name, removed) and other tools' write-then-rename make fewer than this between two
+events that hint a lock, so they are never slowed; a build's ``/tmp`` makes three a file."""
+
+BUSY_GAP = 0.25
+"""The most seconds the reader waits before reading again while a directory is busy with
+files no lock has (a build's ``/tmp``; docs/performance.md, "Idle tray"; docs/watching.md,
+"Latency"). After :data:`BUSY_READS` reads in a row whose every event it dropped by name the
+reader waits :data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to
+this: a busy directory wakes it at most 4 times a second however many files are written
+there, instead of once or more per file (each wake-up of the reader costs ~0.2 ms of CPU with
+cold caches, measured: the idle tray's target, 0.2 % of a core, is 2 ms a second). A read
+that hints anything (a lock among them) or finds nothing ends it: events are read at once
+again. A lock written while the reader waits is seen when it reads."""
+
+BUSY_GAP_FIRST = 0.025
+"""Seconds of the first wait once a directory is busy (see :data:`BUSY_GAP`)."""
+
+_GAP_FIRST_MS = round(BUSY_GAP_FIRST * 1000)
+_GAP_MAX_MS = round(BUSY_GAP * 1000)
+
+
+class _Reg(NamedTuple):
+    """One scheduled watch: a directory's path for one handler, on inotify watch ``wd``
+    (several handlers may share a directory, hence a watch descriptor)."""
+
+    token: int
+    wd: int
+    path: str
+    handler: Hinted
+    capped: bool
+
+
+def parse(data: bytes) -> list[tuple[int, int, int, str]]:
+    """The events in ``data`` read from an inotify descriptor: ``(wd, mask, cookie, name)``,
+    the name decoded as file names are (``os.fsdecode``; empty for the directory itself)."""
+    out: list[tuple[int, int, int, str]] = []
+    pos, end = 0, len(data)
+    unpack = _EVENT.unpack_from
+    while pos < end:
+        wd, mask, cookie, size = unpack(data, pos)
+        pos += 16 + size
+        name = os.fsdecode(data[pos - size:pos].split(b"\0", 1)[0]) if size else ""
+        out.append((wd, mask, cookie, name))
+    return out
 
 
 class TreeWatcher:
-    """One inotify instance and one reader thread for the directories of all project trees.
+    """One inotify instance and one reader thread for single directories: every directory
+    of the project trees, and the plain watched directories (and their af proofs' ``ledger/``
+    and ``locks/``) on Linux.
 
     :meth:`schedule` and :meth:`unschedule` are called from the watcher's worker thread; the
-    reader thread only calls the handlers' :meth:`Hinted.hint`, which must not block.
+    reader thread only calls the handlers' :meth:`Hinted.wants` and :meth:`Hinted.hint`,
+    which must not block. A file event whose name the handler does not want is dropped on the
+    reader thread before any path is built (docs/performance.md, "Idle tray"); the deletion or
+    move of a watched directory itself is hinted as its own path (the watcher then checks it).
 
-    ``limit``: the most directories it watches at once (default :func:`default_limit`; ``None``
-    from there means no cap of ours); :meth:`schedule` raises :class:`ShareReached` beyond it.
+    ``limit``: the most directories of project trees (``capped`` watches) it watches at once
+    (default :func:`default_limit`; ``None`` from there means no cap of ours);
+    :meth:`schedule` raises :class:`ShareReached` beyond it. Plain directories are not
+    counted: the kernel's own limit (``ENOSPC``) applies to them, as it did under watchdog.
 
     Raises:
         OSError: from the constructor when no inotify instance can be had (the caller then
@@ -113,26 +196,31 @@ class TreeWatcher:
         self.limit = default_limit() if limit is None else max(1, int(limit))
         self._ino = inotify_simple.INotify(nonblocking=True)
         self._lock = threading.Lock()
-        self._dirs: dict[int, tuple[str, Hinted]] = {}
-        self._idents: dict[int, tuple[int, int] | None] = {}  # (st_dev, st_ino) when set
+        self._regs: dict[int, _Reg] = {}  # token -> registration
+        self._by_wd: dict[int, tuple[_Reg, ...]] = {}  # replaced, never changed in place
+        self._idents: dict[int, tuple[int, int] | None] = {}  # token -> (st_dev, st_ino)
+        self._capped = 0
+        self._tokens = itertools.count(1)
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="lockwarden-tree-watch",
                                         daemon=True)
         self._thread.start()
 
-    def schedule(self, handler: Hinted, path: str, *, follow: bool = False) -> int:
-        """Watch directory ``path`` (never following a symlink, unless ``follow``: a tree's
+    def schedule(self, handler: Hinted, path: str, *, follow: bool = False,
+                 capped: bool = True) -> int:
+        """Watch directory ``path`` (never following a symlink, unless ``follow``: a watched
         root may be a link to its directory) for ``handler``; returns the handle for
-        :meth:`unschedule`.
+        :meth:`unschedule`. ``capped``: a project tree's directory, counted against
+        :attr:`limit`.
 
         Raises:
-            ShareReached: :attr:`limit` directories are watched already.
+            ShareReached: :attr:`limit` directories of project trees are watched already.
             OSError: ``path`` is gone or not a directory, or the inotify watch limit
                 (``fs.inotify.max_user_watches``, ``ENOSPC``) is reached.
         """
-        if self.limit is not None:
+        if capped and self.limit is not None:
             with self._lock:
-                if len(self._dirs) >= self.limit:
+                if self._capped >= self.limit:
                     raise ShareReached(self.limit)
         wd: int = self._ino.add_watch(path, _MASK & ~_F.DONT_FOLLOW if follow else _MASK)
         try:
@@ -140,12 +228,29 @@ class TreeWatcher:
             ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             ident = None
+        reg = _Reg(next(self._tokens), wd, path, handler, capped)
         with self._lock:
-            # a directory already watched under another path (moved) keeps its descriptor:
-            # the watch now belongs to this path (:meth:`current` is False for the old one)
-            self._dirs[wd] = (path, handler)
-            self._idents[wd] = ident
-        return wd
+            # a directory already watched for this handler's directory under another path
+            # (moved) is the same watch descriptor: the watch now belongs to this path
+            # (:meth:`current` is False for the old one)
+            kept = []
+            for old in self._by_wd.get(wd, ()):
+                if old.handler.target is handler.target:
+                    self._forget(old)
+                else:
+                    kept.append(old)
+            self._by_wd[wd] = (*kept, reg)
+            self._regs[reg.token] = reg
+            self._idents[reg.token] = ident
+            self._capped += capped
+        return reg.token
+
+    def _forget(self, reg: _Reg) -> None:
+        """Drop one registration's book-keeping (under the lock; ``_by_wd`` left to the
+        caller)."""
+        self._regs.pop(reg.token, None)
+        self._idents.pop(reg.token, None)
+        self._capped -= reg.capped
 
     def current(self, handle: Any, path: str) -> bool:
         """True when ``handle`` still watches the directory now at ``path``: the watch was
@@ -153,9 +258,9 @@ class TreeWatcher:
         and watched there), and ``path`` is still the directory it was set on (not one made
         again at the same path after the old one was deleted or moved away)."""
         with self._lock:
-            known = self._dirs.get(handle)
+            known = self._regs.get(handle)
             ident = self._idents.get(handle)
-        if known is None or known[0] != path or ident is None:
+        if known is None or known.path != path or ident is None:
             return False
         try:
             st = os.lstat(path)
@@ -164,24 +269,29 @@ class TreeWatcher:
         return (st.st_dev, st.st_ino) == ident
 
     def unschedule(self, handle: Any, path: str | None = None) -> None:
-        """Stop watching one directory; one already gone is not an error. With ``path``, only
-        while the watch is still that path's (not handed to the directory's new path)."""
+        """Stop watching one directory for its handler; one already gone is not an error.
+        With ``path``, only while the watch is still that path's (not handed to the
+        directory's new path). The kernel's watch goes with its last handler."""
         with self._lock:
-            known = self._dirs.get(handle)
-            if known is not None and path is not None and known[0] != path:
+            known = self._regs.get(handle)
+            if known is None or (path is not None and known.path != path):
                 return
-            self._dirs.pop(handle, None)
-            self._idents.pop(handle, None)
-        if known is not None:
+            self._forget(known)
+            rest = tuple(r for r in self._by_wd.get(known.wd, ()) if r.token != handle)
+            if rest:
+                self._by_wd[known.wd] = rest
+            else:
+                self._by_wd.pop(known.wd, None)
+        if not rest:
             try:
-                self._ino.rm_watch(handle)
+                self._ino.rm_watch(known.wd)
             except OSError:
                 pass  # the directory went away: the kernel dropped the watch already
 
     def watched(self) -> int:
         """How many directories are watched now."""
         with self._lock:
-            return len(self._dirs)
+            return len(self._by_wd)
 
     def stop(self) -> None:
         """Stop the reader thread and close the inotify instance (idempotent)."""
@@ -198,51 +308,88 @@ class TreeWatcher:
 
     def _run(self) -> None:
         fd = self._ino.fileno()
+        poller = select.poll()  # events or stop
+        poller.register(fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        stopper = select.poll()  # stop only: the gap of a busy directory
+        stopper.register(self._stop_r, select.POLLIN)
+        stop_r = self._stop_r
+        gap_ms = 0
+        dropped = 0  # reads in a row whose every event was dropped
         try:
             while True:
-                ready, _, _ = select.select([fd, self._stop_r], [], [])
-                if self._stop_r in ready:
+                if gap_ms:
+                    if stopper.poll(gap_ms):
+                        return
+                elif any(f == stop_r for f, _ in poller.poll()):
                     return
                 try:
-                    events = self._ino.read(timeout=0)
-                except BlockingIOError:
+                    data = os.read(fd, _READ_SIZE)
+                except BlockingIOError:  # quiet: wait for the next event
+                    gap_ms = dropped = 0
                     continue
-                self._deliver(events)
+                dropped = 0 if self._deliver(parse(data)) else dropped + 1
+                if dropped < BUSY_READS or len(data) > _READ_SIZE // 2:
+                    gap_ms = 0  # a lock among them, not busy, or more waiting: read at once
+                else:  # a directory busy with other files: read less often, up to BUSY_GAP
+                    gap_ms = min(gap_ms * 2, _GAP_MAX_MS) if gap_ms else _GAP_FIRST_MS
         except Exception:  # pragma: no cover - a bug here must not kill the app silently
-            log.exception("lockwarden watcher: the tree watch stopped")
+            log.exception("lockwarden watcher: the directory watch stopped")
         finally:
             os.close(self._stop_r)
             self._ino.close()
 
-    def _deliver(self, events: list[Any]) -> None:
-        """Hand each event to its directory's handler."""
-        for ev in events:
-            if ev.mask & _OVERFLOW:
+    def _deliver(self, events: Iterable[tuple[int, int, int, str]]) -> bool:
+        """Hand each event to its directory's handlers: a file's name only if the handler
+        wants it, a directory's always, the directory's own deletion or move as its path.
+        Returns False when every event was dropped (by name, or its watch is gone)."""
+        by_wd = self._by_wd
+        join = os.path.join
+        hinted = False
+        for wd, mask, _cookie, name in events:
+            if mask & _OVERFLOW:
                 self._rescan_all()
+                hinted = True
                 continue
-            with self._lock:
-                known = self._dirs.get(ev.wd)
-                if known is not None and ev.mask & _IGNORED:
-                    del self._dirs[ev.wd]  # the directory itself went away
-                    self._idents.pop(ev.wd, None)
-            if known is None or not ev.name:
+            regs = by_wd.get(wd)
+            if regs is None:
                 continue
-            path, handler = known
-            handler.hint(os.path.join(path, ev.name), bool(ev.mask & _ISDIR),
-                         bool(ev.mask & _DONE))
+            if mask & _IGNORED:  # the directory itself went away
+                with self._lock:
+                    gone = self._by_wd.pop(wd, ())
+                    for reg in gone:
+                        self._forget(reg)
+                continue
+            if not name:
+                if mask & _SELF:
+                    hinted = True
+                    for reg in regs:
+                        reg.handler.hint(reg.path, True, True)
+                continue
+            if mask & _ISDIR:
+                hinted = True
+                for reg in regs:
+                    reg.handler.hint(join(reg.path, name), True, bool(mask & _DONE))
+                continue
+            for reg in regs:
+                if reg.handler.wants(name):
+                    hinted = True
+                    reg.handler.hint(join(reg.path, name), False, bool(mask & _DONE))
+        return hinted
 
     def _rescan_all(self) -> None:
-        """Events were lost: hint one sub-directory of each tree (the watcher rescans the tree
-        on a directory hint), or its root when none is watched (a hint of the root itself
-        makes the watcher detach and attach the tree again) -- one hint per tree, not one per
-        directory. The longest path of a tree's watched directories is below its root
-        whenever any sub-directory is watched."""
+        """Events were lost: hint one sub-directory of each watched directory or tree (the
+        watcher rescans a tree on a directory hint), or its root when none is watched (a hint
+        of the root itself makes the watcher check it, detach and attach it again: a full
+        rescan) -- one hint per watched directory, not one per inotify watch. The longest
+        path of a tree's watched directories is below its root whenever any sub-directory is
+        watched."""
         with self._lock:
-            known = list(self._dirs.values())
-        by_tree: dict[int, tuple[str, Hinted]] = {}
-        for path, handler in known:
-            had = by_tree.get(id(handler.target))
-            if had is None or len(path) > len(had[0]):
-                by_tree[id(handler.target)] = (path, handler)
-        for path, handler in by_tree.values():
-            handler.hint(path, True, True)
+            known = list(self._regs.values())
+        by_target: dict[int, _Reg] = {}
+        for reg in known:
+            had = by_target.get(id(reg.handler.target))
+            if had is None or len(reg.path) > len(had.path):
+                by_target[id(reg.handler.target)] = reg
+        for reg in by_target.values():
+            reg.handler.hint(reg.path, True, True)
