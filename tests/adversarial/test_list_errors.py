@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,10 +22,15 @@ RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lo
 
 
 @pytest.fixture
-def tree() -> Path:
+def tree() -> Iterator[Path]:
+    """A directory the second account can enter (pytest's own temp root is 0700), removed
+    afterwards with whatever the test made unlistable in it."""
     base = Path(tempfile.mkdtemp(prefix="lockwarden-list-"))
     base.chmod(0o755)
-    return base
+    yield base
+    for d, _subdirs, _files in os.walk(base):
+        os.chmod(d, 0o755)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def test_list_r_reports_each_unlistable_directory_and_lists_the_rest(tree: Path) -> None:

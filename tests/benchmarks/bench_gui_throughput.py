@@ -18,7 +18,9 @@ Run: ``.venv/bin/python tests/benchmarks/bench_gui_throughput.py [--rows N] [--s
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -68,6 +70,7 @@ def main() -> int:
     from core import config as cfgmod
 
     tmp = tempfile.mkdtemp(prefix="lockwarden-bench-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the config and the GUI's state
     cfg = str(Path(tmp) / "config.toml")
     cfgmod.save(cfgmod.Config(watches=[cfgmod.WatchSpec(path="/bench")]), cfg)
     lw = LockwardenApp(qapp, config_path=cfg, use_tray=False)
