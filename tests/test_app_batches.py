@@ -214,16 +214,23 @@ class CountingKeys:
         return self.keys[row]
 
 
-def test_new_rows_are_merged_into_a_big_order_not_sorted_with_it(monkeypatch):
-    # the first fill arrives in chunks: each chunk's rows are placed by binary search (a few
-    # key look-ups each), not by re-sorting every row already shown (one look-up per row)
+def sorted_by_age(monkeypatch, order: Qt.SortOrder):
+    """A model of 20,000 locks aged 0, 2, 4... s shown through a proxy sorted by age, and
+    the model's age keys counting their look-ups from now on: ``(model, proxy, counted)``."""
     m = make_model()
     proxy = LockFilterProxy()
     proxy.setSourceModel(m)
-    proxy.sort(Col.AGE, Qt.SortOrder.DescendingOrder)
+    proxy.sort(Col.AGE, order)
     m.apply([(s.path, s) for s in (status(i, age=float(2 * i)) for i in range(20_000))])
     counted = CountingKeys(m.column_sort_keys(Col.AGE))
     monkeypatch.setattr(m, "column_sort_keys", lambda col: counted)
+    return m, proxy, counted
+
+
+def test_new_rows_are_merged_into_a_big_order_not_sorted_with_it(monkeypatch):
+    # the first fill arrives in chunks: each chunk's rows are placed by binary search (a few
+    # key look-ups each), not by re-sorting every row already shown (one look-up per row)
+    m, proxy, counted = sorted_by_age(monkeypatch, Qt.SortOrder.DescendingOrder)
     layouts: list[int] = []
     proxy.layoutChanged.connect(lambda *_: layouts.append(1))
     # ten older-or-younger locks land between the others
@@ -239,13 +246,7 @@ def test_new_rows_are_merged_into_a_big_order_not_sorted_with_it(monkeypatch):
 
 def test_a_few_re_sorted_rows_move_without_re_sorting_the_rest(monkeypatch):
     # sorted by age, 10 of 20,000 locks re-aged: each is taken out and merged back in
-    m = make_model()
-    proxy = LockFilterProxy()
-    proxy.setSourceModel(m)
-    proxy.sort(Col.AGE, Qt.SortOrder.AscendingOrder)
-    m.apply([(s.path, s) for s in (status(i, age=float(2 * i)) for i in range(20_000))])
-    counted = CountingKeys(m.column_sort_keys(Col.AGE))
-    monkeypatch.setattr(m, "column_sort_keys", lambda col: counted)
+    m, proxy, counted = sorted_by_age(monkeypatch, Qt.SortOrder.AscendingOrder)
     changed: list[tuple[int, int]] = []
     proxy.dataChanged.connect(lambda tl, br, *_: changed.append((tl.row(), br.row())))
     aged = [status(i, age=float(40_001 + 7 * i)) for i in range(0, 20_000, 2_000)]

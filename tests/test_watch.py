@@ -284,11 +284,10 @@ def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path)
     print(f"killed holder seen stale after {elapsed:.2f} s (liveness tick: 2 s)")
 
 
-def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
-    """A holder that starts after one liveness snapshot and dies before the next is in
-    neither: it was judged alive by a direct look-up, and must still be re-judged."""
-    _w, rec = watch([WatchSpec(str(lockdir))], liveness_interval=4.0)
-    p = str(lockdir / "brief.lock")
+def holder_dies(rec: Any, p: str) -> int:
+    """A real process takes the lock ``p`` (:data:`HOLDER`); once ``rec`` (the ``watch``
+    fixture's recorder) sees it alive, it is SIGKILLed, and this returns its PID when ``rec``
+    sees the lock stale with its holder dead."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     child = subprocess.Popen([sys.executable, "-c", HOLDER, p], stdout=subprocess.PIPE,
                              text=True, env=env)
@@ -304,6 +303,14 @@ def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
             child.kill()
             child.wait()
     assert rec.model[p].liveness is Liveness.DEAD
+    return child.pid
+
+
+def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
+    """A holder that starts after one liveness snapshot and dies before the next is in
+    neither: it was judged alive by a direct look-up, and must still be re-judged."""
+    _w, rec = watch([WatchSpec(str(lockdir))], liveness_interval=4.0)
+    holder_dies(rec, str(lockdir / "brief.lock"))
 
 
 def test_ttl_lock_expires_on_time_without_file_event(watch: Any, lockdir: Path) -> None:

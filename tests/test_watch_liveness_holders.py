@@ -14,37 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from core.config import WatchSpec
-from core.record import Liveness, State
+from core.record import Liveness
 from core.watch.processes import holders_snapshot
-from tests.test_watch import HOLDER, ROOT, WAIT, sema_text, watch, write  # noqa: F401
+from tests.test_watch import holder_dies, sema_text, watch, write  # noqa: F401
 
 
 def test_a_pass_looks_up_the_few_holders_only(watch: Any, lockdir: Path) -> None:  # noqa: F811
     mine = lockdir / "mine.lock"
     write(mine, sema_text(os.getpid()))
     w, rec = watch([WatchSpec(str(lockdir))], liveness_interval=0.2)
-    p = str(lockdir / "held.lock")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, p], stdout=subprocess.PIPE,
-                             text=True, env=env)
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "ready"
-        rec.until(lambda m: p in m and m[p].liveness is Liveness.ALIVE, what="live holder")
-        child.kill()
-        child.wait(timeout=WAIT)
-        rec.until(lambda m: m[p].state is State.STALE, what="stale after the next pass")
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert rec.model[p].liveness is Liveness.DEAD
+    dead = holder_dies(rec, str(lockdir / "held.lock"))
     assert rec.model[str(mine)].liveness is Liveness.ALIVE
     with w._lock:
         procs = w._rooms.procs
         assert procs is not None
         # this process, and the dead child's PID until its lock's entry names it no more
-        assert set(procs) <= {os.getpid(), child.pid}, sorted(procs)[:20]
+        assert set(procs) <= {os.getpid(), dead}, sorted(procs)[:20]
         assert os.getpid() in procs
 
 
