@@ -27,6 +27,7 @@ from app.lockinfo import Update
 from core.config import WatchSpec
 from core.record import LockStatus
 from core.verdicts.inspect import inspect
+from core.watch.tree import BUSY_GAP
 from core.watch.watcher import ChangeSet, DirStatus, Watcher
 
 KEPT_CHECK_MS = 3000
@@ -301,7 +302,7 @@ class Inventory(QObject):
         self.close()
         self._kept_timer.start()
         w = Watcher(list(specs), self.push_changeset, on_dirs=self.push_dirs,
-                    rescan_interval=self.rescan_interval)
+                    rescan_interval=self.rescan_interval, busy_gap=BUSY_GAP)  # idle tray
         self._watcher = w
 
         def run() -> None:

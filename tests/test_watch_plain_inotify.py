@@ -67,6 +67,32 @@ def test_a_busy_directory_of_other_files_hands_nothing_on(tmp_path: Path) -> Non
         tw.stop()
 
 
+@pytest.mark.parametrize("busy_gap", [0.0, tree.BUSY_GAP])
+def test_only_a_reader_given_a_busy_gap_waits_in_a_busy_directory(
+        tmp_path: Path, busy_gap: float) -> None:
+    """The tray app and the agent give the reader ``BUSY_GAP``: a directory busy with other
+    files makes it wait between reads. ``lockwarden watch`` and the API give nothing: it
+    never waits, so a consumer of ``watch --json`` sees each lock when it comes
+    (docs/watching.md, "Latency")."""
+    busy = tmp_path / "tmp"
+    busy.mkdir()
+    handler = Counting(WatchedDir(WatchSpec(str(busy))))
+    tw = tree.TreeWatcher(busy_gap=busy_gap)
+    try:
+        tw.schedule(handler, str(busy), follow=True)
+        for i in range(20_000):  # until the reader has waited once, or 20,000 files
+            p = busy / f"cc{i % 64}.o.tmp"
+            write(p, "x")
+            p.unlink()
+            if busy_gap and tw.busy_waits and i >= 1000:
+                break
+        write(busy / "after.lock", sema_text(os.getpid()))
+        assert handler.emitted.get(timeout=WAIT) == str(busy / "after.lock")
+        assert (tw.busy_waits > 0) == bool(busy_gap), tw.busy_waits
+    finally:
+        tw.stop()
+
+
 def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -> None:  # noqa: F811
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

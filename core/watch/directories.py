@@ -83,14 +83,15 @@ class Directories:
         tree_watch_limit: the most directories of project trees watched with inotify
             (default: :func:`core.watch.tree.default_limit`, half the user's watches); beyond
             it a tree is walked every 5 s.
+        busy_gap: seconds (:data:`core.watch.tree.BUSY_GAP`; 0: never wait).
     """
 
     def __init__(self, emit: Callable[[WatchedDir, str, bool, bool], None],
                  on_detach: Callable[[WatchedDir], None], *, rescan_interval: float,
-                 tree_watch_limit: int | None = None) -> None:
+                 tree_watch_limit: int | None = None, busy_gap: float = 0.0) -> None:
         self.dirs: list[WatchedDir] = []
         self.inventory = Inventory()
-        self.sources = Sources(tree_watch_limit=tree_watch_limit)
+        self.sources = Sources(tree_watch_limit=tree_watch_limit, busy_gap=busy_gap)
         self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
         self._holders_only: ProcessSnapshot | None = None  # the last one of holders only
         self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round

@@ -297,8 +297,9 @@ class Sources:
     table (read once per :meth:`forget_mounts`). Used from the watcher's worker thread;
     :meth:`stop` from any thread."""
 
-    def __init__(self, *, tree_watch_limit: int | None = None) -> None:
+    def __init__(self, *, tree_watch_limit: int | None = None, busy_gap: float = 0.0) -> None:
         self.tree_watch_limit = tree_watch_limit  # None: core.watch.tree.default_limit()
+        self.busy_gap = busy_gap  # seconds: core.watch.tree.BUSY_GAP
         self.events_obs: BaseObserver | None = None
         self.poll_obs: BaseObserver | None = None
         self.events_error: str | None = None  # why the event observer cannot be had
@@ -398,7 +399,8 @@ class Sources:
             return None
         if self.tree_obs is None:
             try:
-                self.tree_obs = _tree.TreeWatcher(self.tree_watch_limit)
+                self.tree_obs = _tree.TreeWatcher(self.tree_watch_limit,
+                                                  busy_gap=self.busy_gap)
             except OSError as exc:
                 if exc.errno in INOTIFY_LIMIT_ERRNOS:
                     self.events_error = fallback_message(exc)

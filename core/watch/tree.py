@@ -127,21 +127,23 @@ lock's name, removed) and other tools' write-then-rename make fewer than this be
 events that hint a lock, so they are never slowed; a build's ``/tmp`` makes three a file."""
 
 BUSY_GAP = 0.25
-"""The most seconds the reader waits before reading again while a directory is busy with
-files no lock has (a build's ``/tmp``; docs/performance.md, "Idle tray"; docs/watching.md,
-"Latency"). After :data:`BUSY_READS` reads in a row whose every event it dropped by name the
-reader waits :data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to
-this: a busy directory wakes it at most 4 times a second however many files are written
-there, instead of once or more per file (each wake-up of the reader costs ~0.2 ms of CPU with
-cold caches, measured: the idle tray's target, 0.2 % of a core, is 2 ms a second). A read
-that hints anything (a lock among them) or finds nothing ends it: events are read at once
-again. A lock written while the reader waits is seen when it reads."""
+"""The most seconds the reader of the tray app and of ``lockwarden agent`` waits before
+reading again while a directory is busy with files no lock has (a build's ``/tmp``;
+docs/performance.md, "Idle tray"; docs/watching.md, "Latency"): the ``busy_gap`` they give
+:class:`TreeWatcher`, whose default, 0, never waits (``lockwarden watch``, the API). After
+:data:`BUSY_READS` reads in a row whose every event it dropped by name the reader waits
+:data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to this: a busy
+directory wakes it at most 4 times a second however many files are written there, instead
+of once or more per file (each wake-up of the reader costs ~0.2 ms of CPU with cold caches,
+measured: the idle tray's target, 0.2 % of a core, is 2 ms a second). A read that hints
+anything (a lock among them) or finds nothing ends it: events are read at once again. While
+the reader waits, every directory it watches waits: a lock written anywhere meanwhile is seen
+when it reads."""
 
 BUSY_GAP_FIRST = 0.025
 """Seconds of the first wait once a directory is busy (see :data:`BUSY_GAP`)."""
 
 _GAP_FIRST_MS = round(BUSY_GAP_FIRST * 1000)
-_GAP_MAX_MS = round(BUSY_GAP * 1000)
 
 
 class _Reg(NamedTuple):
@@ -184,16 +186,20 @@ class TreeWatcher:
     (default :func:`default_limit`; ``None`` from there means no cap of ours);
     :meth:`schedule` raises :class:`ShareReached` beyond it. Plain directories are not
     counted: the kernel's own limit (``ENOSPC``) applies to them, as it did under watchdog.
+    ``busy_gap``: the most seconds the reader waits between two reads while a directory is
+    busy with files no lock has (:data:`BUSY_GAP`); 0, the default, reads every event at once.
 
     Raises:
         OSError: from the constructor when no inotify instance can be had (the caller then
             polls, :func:`core.watch.sources.fallback_message`).
     """
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, *, busy_gap: float = 0.0) -> None:
         if inotify_simple is None:  # pragma: no cover - callers check available()
             raise OSError("inotify is not available here")
         self.limit = default_limit() if limit is None else max(1, int(limit))
+        self._gap_max_ms = max(0, round(busy_gap * 1000))
+        self.busy_waits = 0  # how many times the reader waited (BUSY_GAP): for tests
         self._ino = inotify_simple.INotify(nonblocking=True)
         self._lock = threading.Lock()
         self._regs: dict[int, _Reg] = {}  # token -> registration
@@ -329,10 +335,12 @@ class TreeWatcher:
                     gap_ms = dropped = 0
                     continue
                 dropped = 0 if self._deliver(parse(data)) else dropped + 1
-                if dropped < BUSY_READS or len(data) > _READ_SIZE // 2:
-                    gap_ms = 0  # a lock among them, not busy, or more waiting: read at once
-                else:  # a directory busy with other files: read less often, up to BUSY_GAP
-                    gap_ms = min(gap_ms * 2, _GAP_MAX_MS) if gap_ms else _GAP_FIRST_MS
+                if (dropped < BUSY_READS or len(data) > _READ_SIZE // 2
+                        or not self._gap_max_ms):
+                    gap_ms = 0  # a lock among them, not busy, more waiting, or never wait
+                else:  # a directory busy with other files: read less often, up to busy_gap
+                    gap_ms = min(gap_ms * 2 if gap_ms else _GAP_FIRST_MS, self._gap_max_ms)
+                    self.busy_waits += 1
         except Exception:  # pragma: no cover - a bug here must not kill the app silently
             log.exception("lockwarden watcher: the directory watch stopped")
         finally:

@@ -122,6 +122,10 @@ class Watcher:
         tree_watch_limit: the most directories of project trees watched with inotify (default:
             half of ``fs.inotify.max_user_watches``, :func:`core.watch.tree.default_limit`);
             beyond it a tree is walked every 5 s and its status says why.
+        busy_gap: the most seconds the Linux inotify reader waits between two reads while a
+            directory is busy with files no lock has (:data:`core.watch.tree.BUSY_GAP`, what
+            the tray app and the agent give: fewer wake-ups, a lock there seen up to that much
+            later); 0, the default, reads every event at once (docs/watching.md, "Latency").
 
     Raises:
         ValueError: an interval that is not > 0.
@@ -147,6 +151,7 @@ class Watcher:
         rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
         liveness_interval: float = LIVENESS_INTERVAL,
         tree_watch_limit: int | None = None,
+        busy_gap: float = 0.0,
     ) -> None:
         if rescan_interval <= 0 or liveness_interval <= 0:
             raise ValueError("rescan_interval and liveness_interval must be positive seconds")
@@ -159,7 +164,7 @@ class Watcher:
         self._life = threading.Lock()  # started/closed flags
         self._rooms = Directories(self._post_hint, self._forget_pending,
                                   rescan_interval=float(rescan_interval),
-                                  tree_watch_limit=tree_watch_limit)
+                                  tree_watch_limit=tree_watch_limit, busy_gap=busy_gap)
         # timers, in time.monotonic() seconds
         self._pending: dict[str, tuple[float, WatchedDir]] = {}  # debounced paths, due order
         self._urgent: dict[str, WatchedDir] = {}  # paths to read in this round (no debounce)
