@@ -172,7 +172,6 @@ def cmd_agent(args: argparse.Namespace, out: Out) -> int:
     """
     from core.config.servers import redact_url
     from core.fleet.store import FleetError, Publisher
-    from core.watch.tree import BUSY_GAP
     from core.watch.watcher import Watcher
 
     cfg, spec = _fleet_of(args)
@@ -184,8 +183,7 @@ def cmd_agent(args: argparse.Namespace, out: Out) -> int:
         changed.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    # a background publisher, like the tray: a busy /tmp read at most 4 times a second
-    watcher = Watcher(cfg.all_watches(), lambda _changes: changed.set(), busy_gap=BUSY_GAP)
+    watcher = Watcher(cfg.all_watches(), lambda _changes: changed.set())
     publisher = Publisher(spec)
     problem: str | None = None
     try:

@@ -126,14 +126,14 @@ BUSY_READS = 8
 lock's name, removed) and other tools' write-then-rename make fewer than this between two
 events that hint a lock, so they are never slowed; a build's ``/tmp`` makes three a file."""
 
-BUSY_GAP = 0.25
-"""The most seconds the reader of the tray app and of ``lockwarden agent`` waits before
+BUSY_GAP = 0.5
+"""The most seconds the reader of the tray app waits before
 reading again while a directory is busy with files no lock has (a build's ``/tmp``;
 docs/performance.md, "Idle tray"; docs/watching.md, "Latency"): the ``busy_gap`` they give
 :class:`TreeWatcher`, whose default, 0, never waits (``lockwarden watch``, the API). After
 :data:`BUSY_READS` reads in a row whose every event it dropped by name the reader waits
 :data:`BUSY_GAP_FIRST`, and twice as long after each further such read, up to this: a busy
-directory wakes it at most 4 times a second however many files are written there, instead
+directory wakes it at most twice a second however many files are written there, instead
 of once or more per file (each wake-up of the reader costs ~0.2 ms of CPU with cold caches,
 measured: the idle tray's target, 0.2 % of a core, is 2 ms a second). A read that hints
 anything (a lock among them) or finds nothing ends it: events are read at once again. While
