@@ -124,7 +124,8 @@ class Watcher:
             beyond it a tree is walked every 5 s and its status says why.
         busy_gap: the most seconds the Linux inotify reader waits between two reads while a
             directory is busy with files no lock has (:data:`core.watch.tree.BUSY_GAP`, what
-            the tray app gives: fewer wake-ups, a lock there seen up to that much later); 0, the default, reads every event at once (docs/watching.md, "Latency").
+            the tray app gives: fewer wake-ups, a lock there seen up to that much later); 0,
+            the default, reads every event at once (docs/watching.md, "Latency").
 
     Raises:
         ValueError: an interval that is not > 0.
