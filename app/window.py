@@ -81,6 +81,7 @@ class MainWindow(ActionsWindow):
         self._hide_on_close = hide_on_close
         self._closing = False
         self._auto_selected = False
+        self._hidden_by_filter: str | None = None  # selected, then hidden by a filter
         self.setWindowTitle("Lockwarden")
         self.setWindowIcon(app_icon())
         self.resize(1100, 680)
@@ -290,6 +291,7 @@ class MainWindow(ActionsWindow):
             why = "it was released or removed"
         elif not shown and self._proxy.active:
             why = "it is hidden by the filter"
+            self._hidden_by_filter = path  # selected again when a filter shows it
         else:  # gone from the list and back before this line was written: not the same lock
             why = "it was released or removed (a lock at the same path is listed again)"
         self.detail.reasons.setText(
@@ -397,6 +399,12 @@ class MainWindow(ActionsWindow):
         self.table.selectRow(0)
 
     def _update_empty(self, *_args: object) -> None:
+        hidden = self._hidden_by_filter
+        if hidden is not None:  # the lock a filter hid, shown again: selected again
+            if self.detail.status is not None and self.detail.status.path != hidden:
+                self._hidden_by_filter = None  # the user chose another lock meanwhile
+            elif self.detail.status is None and self.select_path(hidden):
+                self._hidden_by_filter = None
         n = self._proxy.rowCount()
         if n:
             self.empty.hide()

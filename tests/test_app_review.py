@@ -441,6 +441,12 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
     assert lw.window.current_status() is None
     qtbot.waitUntil(lambda: "c.lock is no longer in the list: it is hidden by the filter"
                     in lw.window.detail.reasons.text(), timeout=10_000)
+    # the filter cleared: the lock it hid is selected again, its verdict shown, not the note
+    lw.window.filter.clear()
+    st = lw.window.current_status()
+    assert st is not None and st.path == paths[0]
+    assert lw.window.detail.status is not None and lw.window.detail.status.path == paths[0]
+    assert "no longer in the list" not in lw.window.detail.reasons.text()
 
 
 def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, lockdir: Path,
