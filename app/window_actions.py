@@ -17,8 +17,9 @@ from PySide6.QtWidgets import QMainWindow, QMenu
 
 from app.engine_calls import LockActions
 from app.fleet_rows import Safety, fleet_origin, real_path
-from app.lockinfo import forceable, is_remote, not_a_lock_file, reclaimable
+from app.lockinfo import forceable, held_by_user, is_remote, not_a_lock_file, reclaimable
 from app.table import LockTable
+from core.holder import process_label
 from core.record import LockStatus, State
 from core.text import printable
 
@@ -179,8 +180,16 @@ class ActionsWindow(QMainWindow):
                 f"{os.path.basename(st.path)} is a kernel lock's file: only the kernel knows "
                 "whether it is held, and Lockwarden never deletes it.", 10000)
             return
+        name = os.path.basename(st.path)
+        process = process_label(st) if held_by_user(st) else ""
+        if process:  # "mine" in the Holder column: your user's process, not this app
+            self.statusBar().showMessage(printable(
+                f"{name} is held by {process} of your user, not by this Lockwarden, so Del "
+                f"does not release it: release it from there (lockwarden release {st.path}), "
+                "or use Force release… (Ctrl+Shift+Del)."), 10000)
+            return
         self.statusBar().showMessage(
-            f"{os.path.basename(st.path)} is not held by this Lockwarden, so Del does not "
+            f"{name} is not held by this Lockwarden, so Del does not "
             "release it; use Force release… (Ctrl+Shift+Del) to delete it anyway.", 10000)
 
     def _update_actions(self) -> None:

@@ -527,6 +527,18 @@ def test_keyboard_shortcuts_and_tray_entries(make_app: Any, lockdir: Path,
     qtbot.keyClick(w.table, Qt.Key.Key_Delete)  # not ours: a hint, nothing released
     assert "not held by this Lockwarden" in w.statusBar().currentMessage()
     assert stale.exists()
+    # "mine" in the Holder column (a process of this user, here the one that ran the tests,
+    # older than the lock): Del names it
+    held = lockdir / "held.lock"
+    write_sema(held, pid=os.getppid(), age=1)
+    qtbot.waitUntil(lambda: lw.model.status_of(str(held)) is not None, timeout=20_000)
+    assert w.select_path(str(held))
+    w.table.setFocus()
+    qtbot.keyClick(w.table, Qt.Key.Key_Delete)
+    said = w.statusBar().currentMessage()
+    assert f"PID {os.getppid()}" in said and "of your user, not by this Lockwarden" in said
+    assert held.exists()
+    assert w.select_path(str(stale))
     keys: list[tuple[Any, Any, Any, str]] = [
         (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
          ConfirmDialog, "Reclaim lock"),
