@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -35,6 +35,22 @@ SOURCES = ("configuration", "audit", "lock server", "fleet", "directory")
 
 PROBLEM_DIR_MODES = ("missing", "error")
 """Directory modes listed as problems (as the tray's)."""
+
+
+SHOWN_ROWS = 4
+"""How many problems the panel is tall enough for when it first opens (it can be dragged
+taller): the table keeps the room, and one problem does not take half the window."""
+
+
+class ProblemList(QListWidget):
+    """The panel's list, whose size hint is the height of its first :data:`SHOWN_ROWS`
+    problems (at least two lines of text), not Qt's fixed default."""
+
+    def sizeHint(self) -> QSize:  # noqa: D102 - Qt's
+        hint = super().sizeHint()
+        rows = sum(max(0, self.sizeHintForRow(i)) for i in range(min(self.count(), SHOWN_ROWS)))
+        rows = max(rows, 2 * self.fontMetrics().lineSpacing())
+        return QSize(hint.width(), rows + 2 * self.frameWidth() + 4)
 
 
 class ProblemsPanel(QDockWidget):
@@ -64,7 +80,7 @@ class ProblemsPanel(QDockWidget):
         self._by_source: dict[str, list[str]] = {s: [] for s in SOURCES}
         self.summary = QLabel()
         self.summary.setAccessibleName("Problem count")
-        self.list = QListWidget()
+        self.list = ProblemList()
         self.list.setAccessibleName("Problems")
         self.list.setWordWrap(True)
         self.list.setTextElideMode(Qt.TextElideMode.ElideNone)

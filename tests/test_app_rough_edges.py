@@ -308,3 +308,23 @@ def test_the_raw_pane_escapes_format_characters(qtbot: Any, lockdir: Path) -> No
     qtbot.waitUntil(lambda: pane.raw.toPlainText() != "", timeout=10_000)
     raw = pane.raw.toPlainText()
     assert "\u202e" not in raw and raw == "\\u202e garbage \\x00\\xff\n\tnext"
+
+
+def test_one_problem_does_not_take_half_the_window(make_app: Any, lockdir: Path,
+                                                   qtbot: Any) -> None:
+    # a new user's first TOML typo opened a Problems panel of ~190 px for one line, leaving
+    # the table five rows: the panel opens as tall as its first few problems
+    for i in range(8):
+        (lockdir / f"l{i}.lock").write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\n")
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    w = lw.window
+    w.resize(1100, 680)
+    qtbot.waitUntil(lambda: lw.model.rowCount() == 8, timeout=20_000)
+    w.problems.set_config_problems(["config.toml line 3, column 17: stale_after: invalid TOML: "
+                                    "Expected newline or end of document after a statement"])
+    w.problems.reveal()
+    qtbot.waitUntil(lambda: w.problems.isVisible() and w.problems.height() > 0, timeout=5_000)
+    line = w.problems.list.fontMetrics().lineSpacing()
+    assert w.problems.list.height() <= 6 * line, (w.problems.list.height(), line)
+    assert w.table.height() > w.problems.height()
