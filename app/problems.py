@@ -46,7 +46,7 @@ class ProblemList(QListWidget):
     """The panel's list, whose size hint is the height of its first :data:`SHOWN_ROWS`
     problems (at least two lines of text), not Qt's fixed default."""
 
-    def sizeHint(self) -> QSize:  # noqa: D102 - Qt's
+    def sizeHint(self) -> QSize:
         hint = super().sizeHint()
         rows = sum(max(0, self.sizeHintForRow(i)) for i in range(min(self.count(), SHOWN_ROWS)))
         rows = max(rows, 2 * self.fontMetrics().lineSpacing())
