@@ -22,7 +22,7 @@ from app.columns import HEADERS, STATUS_ROLE, Col
 from core.record import LockStatus
 
 DEFAULT_WIDTHS = {Col.STATE: 135, Col.LOCK: 150, Col.DIRECTORY: 190, Col.FORMAT: 76,
-                  Col.HOLDER: 230, Col.PID: 60, Col.LIVENESS: 72, Col.AGE: 76,
+                  Col.HOLDER: 230, Col.PID: 70, Col.LIVENESS: 72, Col.AGE: 76,
                   Col.EXPIRES: 100, Col.TAG: 100, Col.TOOL: 80, Col.KIND: 60,
                   Col.HOST: 110}
 """Column widths in pixels before the user changes them (then they persist)."""
