@@ -52,6 +52,7 @@ from core.cli.common import (
     Handler,
     Out,
     Verb,
+    forget_reported_problems,
     nul_argument,
     one_line,
     silence_stdout,
@@ -197,6 +198,7 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
     reuse a name.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
+    forget_reported_problems()
     verbs = _all_verbs(extra_verbs)
     debug = "--debug" in args_list
     bad = nul_argument(args_list)
