@@ -6,6 +6,7 @@ Real files, real subprocesses."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from pathlib import Path
@@ -108,3 +109,37 @@ def test_watch_prints_each_problem_once(bad_config: tuple[Path, Path]) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("how", [["--config", "{cfg}"], ["--config={cfg}"]])
+def test_config_before_the_verb_is_the_same_as_after_it(bad_config: tuple[Path, Path],
+                                                        how: list[str]) -> None:
+    cfg, locks = bad_config
+    before = run(*[w.format(cfg=cfg) for w in how], "list", str(locks), "--json")
+    after = run("list", str(locks), "--json", "--config", str(cfg))
+    assert before.returncode == after.returncode == 0, before.stderr
+    def verdicts(out: str) -> list[tuple[str, str, dict[str, object]]]:
+        return [(i["path"], i["state"], i["policy"]) for i in json.loads(out)]
+
+    assert verdicts(before.stdout) == verdicts(after.stdout)
+    assert verdicts(before.stdout)[0][2]["source"] == "config"
+    assert before.stderr == after.stderr
+    assert "unknown table `wacth`" in before.stderr
+    # through a shell, as a user types it
+    shell = subprocess.run(["bash", "-c", 'exec "$@"', "bash", *LW, "--config", str(cfg),
+                            "status", str(locks / "a.lock")], capture_output=True, text=True,
+                           timeout=60, env=ENV, check=False)
+    assert shell.returncode == 1 and "unknown table `wacth`" in shell.stderr  # held by PID 1
+    assert "invalid choice" not in shell.stderr
+
+
+def test_config_before_a_verb_without_it_is_a_clear_usage_error(
+        bad_config: tuple[Path, Path]) -> None:
+    cfg, locks = bad_config
+    out = run("--config", str(cfg), "try", str(locks / "b.lock"))
+    assert out.returncode == 2 and not (locks / "b.lock").exists()
+    assert out.stderr == ("lockwarden: error: try takes no --config; the verbs that do: "
+                          "status, list, watch, agent (see 'lockwarden try --help')\n")
+    alone = run("--config", str(cfg))
+    assert alone.returncode == 2
+    assert "the following arguments are required: VERB" in alone.stderr
