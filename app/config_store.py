@@ -11,8 +11,8 @@ from dataclasses import replace
 from PySide6.QtCore import QObject, Signal
 
 from core.config import Config, load
+from core.config.problems import problem_line
 from core.errors import ConfigError
-from core.text import printable
 
 
 class ConfigStore(QObject):
@@ -147,7 +147,7 @@ class ConfigStore(QObject):
         for p in problems:
             if p not in self._printed:
                 self._printed.add(p)
-                print(f"lockwarden: config: {printable(p)}", file=sys.stderr, flush=True)
+                print(problem_line(p), file=sys.stderr, flush=True)
 
 
 def _why(path: str, exc: Exception) -> str:

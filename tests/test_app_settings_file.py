@@ -246,3 +246,24 @@ def test_readable_lock_files_is_a_checkbox_edited_into_the_file(app_on: Any, loc
     assert saved.replace("readable_lock_files = true\n", "").startswith(text.split("[ui]")[0])
     assert cfgmod.load(str(cfg)).watches[0].readable_lock_files
     assert lw.config.watches[0].readable_lock_files
+
+
+def test_a_misspelled_table_is_listed_and_kept_by_settings(
+        app_on: Any, lockdir: Path, qtbot: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    from core.config.problems import problem_line
+
+    lw = app_on(_hand_written(lockdir) + f'\n[[wacth]]\npath = "{lockdir}"\n')
+    problems = lw.window.problems.problems("configuration")
+    assert any(p.endswith("line 10: unknown table `wacth` (ignored; did you mean `watch`?)")
+               for p in problems)
+    assert any(p.endswith("watch[1].colour: unknown key; ignored") for p in problems)
+    err = capfd.readouterr().err
+    assert all(problem_line(p) in err for p in problems)  # the words of the command line
+    dlg = lw.ops.open_settings()
+    dlg.stale.setValue(1200)
+    dlg.accept()
+    assert dlg.result() == dlg.DialogCode.Accepted
+    _settled(lw, qtbot)
+    saved = Path(lw.config_path).read_text()
+    assert "stale_after = 1200" in saved
+    assert f'[[wacth]]\npath = "{lockdir}"' in saved and 'colour = "blue"' in saved

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from core.config import WatchSpec
+    from core.config import Config, WatchSpec
     from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
@@ -385,6 +385,31 @@ def config_path() -> str:
     return os.path.join(base, "lockwarden", "config.toml")
 
 
+_REPORTED: set[str] = set()
+"""The configuration problems this command has printed (:func:`load_config`)."""
+
+
+def load_config(path: str | None) -> Config:
+    """The configuration at ``path`` (None: ``$LOCKWARDEN_CONFIG``, else the per-user file),
+    as :func:`core.config.load` reads it (never raises), each of its problems printed on
+    stderr once per command in the words of the app's Problems panel
+    (:func:`core.config.problems.problem_line`; docs/cli.md, "Configuration problems")."""
+    from core.config import load
+    from core.config.problems import problem_line
+
+    cfg = load(path)
+    for problem in cfg.warnings:
+        if problem not in _REPORTED:
+            _REPORTED.add(problem)
+            print(problem_line(problem), file=sys.stderr, flush=True)
+    return cfg
+
+
+def forget_reported_problems() -> None:
+    """Start a new command: :func:`load_config` prints every problem again."""
+    _REPORTED.clear()
+
+
 def cli_policies(args: argparse.Namespace) -> CliPolicies:
     """The policies of this command (:class:`CliPolicies`): ``--stale-after`` wins; else the
     configuration file is read (``--config PATH``, ``$LOCKWARDEN_CONFIG``, the platformdirs
@@ -407,9 +432,7 @@ def cli_policies(args: argparse.Namespace) -> CliPolicies:
         path = config_path()
     if given is None and not os.path.lexists(path):
         return CliPolicies(option=None, config_path=path, specs=[], exists=False)
-    from core.config import load
-
-    cfg = load(path)
+    cfg = load_config(path)
     specs = [] if cfg.watches_are_default else list(cfg.watches)
     specs += [p.watch_spec() for p in cfg.projects]
     problem = cfg.load_error.text() if cfg.load_error is not None else ""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
+from core.cli.common import load_config as _load_config
 
 if TYPE_CHECKING:  # imported where used: `list --fleet` needs no verdicts (docs/fleet.md)
     from core.config.model import Config, FleetSpec
@@ -30,12 +31,7 @@ PROG = "lockwarden"
 def load_config(args: argparse.Namespace) -> Config:
     """The configuration ``--config`` names (default: the per-user file, or
     ``LOCKWARDEN_CONFIG``); its warnings go to stderr."""
-    from core.config import load
-
-    cfg = load(getattr(args, "config", None))
-    for warning in cfg.warnings:
-        print(f"{PROG}: {one_line(warning)}", file=sys.stderr, flush=True)
-    return cfg
+    return _load_config(getattr(args, "config", None))
 
 
 def fleet_judged(statuses: Sequence[LockStatus], args: argparse.Namespace,

@@ -52,6 +52,7 @@ from core.cli.common import (
     Handler,
     Out,
     Verb,
+    forget_reported_problems,
     nul_argument,
     one_line,
     silence_stdout,
@@ -148,7 +149,7 @@ def build_parser(extra_verbs: Sequence[Verb] = ()) -> argparse.ArgumentParser:
         "(sema/semats, af, Task MCP, pidfiles) through Lockwarden's engine.",
         epilog="exit codes: 0 ok, 1 held/timeout/refused, 2 usage error, 3 I/O error or "
         "bad lock file, 4 internal error.\nRun 'lockwarden VERB --help' for a verb's "
-        "options and an example.",
+        "options and an example. --config FILE may come before the verb or after it.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {core.__version__}")
     _add_common(parser)
@@ -169,9 +170,58 @@ def build_parser(extra_verbs: Sequence[Verb] = ()) -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------------------
 
 
+def _verb_index(argv: Sequence[str]) -> int | None:
+    """Where the verb is: the first word that is not an option, nor the ``FILE`` of a
+    ``--config FILE`` before it (the only option before the verb that takes a value)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--config":
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            return i
+    return None
+
+
 def _verb_of(argv: Sequence[str]) -> str | None:
-    """The verb: the first word that is not an option (no global option takes a value)."""
-    return next((a for a in argv if not a.startswith("-")), None)
+    """The verb (:func:`_verb_index`), or None."""
+    i = _verb_index(argv)
+    return None if i is None else argv[i]
+
+
+def _config_after_verb(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``argv`` with each ``--config FILE`` (or ``--config=FILE``) given before the verb moved
+    to just after it, where the verb's parser reads it: ``lockwarden --config F list D`` is
+    ``lockwarden list --config F D`` (docs/cli.md, "Configuration problems").
+
+    Raises:
+        CliError: the verb reads no configuration file (exit :data:`EXIT_USAGE`).
+    """
+    verb = _verb_index(argv)
+    end = len(argv) if verb is None else verb
+    before: list[str] = []
+    moved: list[str] = []
+    i = 0
+    while i < end:
+        if argv[i] == "--config":
+            moved += argv[i:i + 2]
+            i += 2
+        else:
+            (moved if argv[i].startswith("--config=") else before).append(argv[i])
+            i += 1
+    if not moved or verb is None:  # no verb: argparse says a VERB is required
+        return argv if not moved else before
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    choices: dict[str, argparse.ArgumentParser] = sub.choices if sub is not None else {}
+    verb_parser = choices.get(argv[verb])
+    if verb_parser is not None and "--config" not in verb_parser._option_string_actions:
+        takers = [name for name, p in choices.items()
+                  if "--config" in p._option_string_actions and p.prog.endswith(f" {name}")]
+        raise CliError(f"error: {argv[verb]} takes no --config; the verbs that do: "
+                       f"{', '.join(dict.fromkeys(takers))} (see '{PROG} {argv[verb]} --help')",
+                       EXIT_USAGE)
+    return [*before, argv[verb], *moved, *argv[verb + 1:]]
 
 
 def _split_run_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -197,6 +247,7 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
     reuse a name.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
+    forget_reported_problems()
     verbs = _all_verbs(extra_verbs)
     debug = "--debug" in args_list
     bad = nul_argument(args_list)
@@ -207,8 +258,9 @@ def main(argv: Sequence[str] | None = None, *, extra_verbs: Sequence[Verb] = ())
         return EXIT_USAGE
     try:
         head, run_cmd = _split_run_command(args_list)
+        parser = build_parser(extra_verbs)
         try:
-            args = build_parser(extra_verbs).parse_args(head)
+            args = parser.parse_args(_config_after_verb(head, parser))
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         if run_cmd is not None:

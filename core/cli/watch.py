@@ -30,6 +30,7 @@ from core.cli.common import (
     Out,
     cli_policies,
     json_text,
+    load_config,
     silence_stdout,
     watch_specs,
 )
@@ -232,6 +233,4 @@ def _fleet_spec(config_path: str | None) -> FleetSpec | None:
     per-user file; docs/fleet.md, "Watching"), or None (no file, no table)."""
     if config_path is None or not os.path.isfile(os.path.expanduser(config_path)):
         return None
-    from core.config import load
-
-    return load(os.path.expanduser(config_path)).fleet
+    return load_config(os.path.expanduser(config_path)).fleet

@@ -20,7 +20,11 @@ from typing import Any
 
 from core.config.model import FleetSpec
 from core.config.model import describe_value as _describe
+from core.config.problems import unknown_key_fallback
 from core.config.servers import Problems, check_url, set_credential
+
+_KEYS = ("dsn", "password_env", "keyring", "host", "interval", "silent_after")
+"""The keys of ``[fleet]``."""
 
 
 def _seconds(v: object) -> float | None:
@@ -69,5 +73,5 @@ def parse_fleet(raw: object, problems: Problems) -> FleetSpec | None:
                 setattr(spec, name, seconds)
         else:
             problems.add(f"fleet.{name}", "unknown key", section=sect, name=name,
-                         fallback="ignored")
+                         fallback=unknown_key_fallback(name, _KEYS))
     return spec

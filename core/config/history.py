@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from core.config.problems import unknown_key_fallback
 from core.text import parse_duration
 
 
@@ -83,4 +84,5 @@ def parse_history(raw: object, target: HistorySettings,
                 problem(key, f"must be a positive number of MiB, not {value!r}",
                         f"using {target.max_mb:g}")
         else:
-            problem(key, "unknown key", "ignored")
+            problem(key, "unknown key",
+                    unknown_key_fallback(name, ("enabled", "keep", "max_mb")))

@@ -29,6 +29,13 @@ from core.config.model import (
 )
 from core.config.model import describe_value as _describe
 from core.config.platform_defaults import default_config, default_config_path, default_watches
+from core.config.problems import (
+    PROJECT_KEYS,
+    TOP_LEVEL_TABLES,
+    WATCH_KEYS,
+    unknown_hint,
+    unknown_key_fallback,
+)
 from core.config.read import read_config_bytes
 from core.config.servers import parse_server
 from core.errors import ConfigError
@@ -70,6 +77,24 @@ class _Problems:
             if pat.match(self.lines[i]):
                 return i + 1
         return header
+
+    def table_line(self, name: str) -> int | None:
+        """1-based line of the first header of table ``name`` (``[name]``, ``[[name]]``,
+        ``[name.sub]``), else of ``name = ...`` at the top level, else ``None``."""
+        headers = [span[2] for (table, _), span in self._sections.items()
+                   if (table == name or table.startswith(f"{name}.")) and span[2] is not None]
+        return min(headers) if headers else self.find_line(None, name)
+
+    def unknown_table(self, name: str) -> None:
+        """A top-level table nobody reads (``[[wacth]]``): ``unknown table `wacth` (ignored;
+        did you mean `watch`?)``, with its header's line. It stays in the file."""
+        line = self.table_line(name)
+        where = f"{self.label} line {line}" if line else self.label
+        hint = unknown_hint(name, TOP_LEVEL_TABLES)
+        text = printable(f"{where}: unknown table `{name}` (ignored{'; ' + hint if hint else ''})")
+        if self.strict:
+            raise ConfigError(text, key=name, line=line)
+        self.warnings.append(text)
 
 
 def _section_spans(lines: list[str]) -> dict[tuple[str, int], tuple[int, int, int | None]]:
@@ -177,7 +202,7 @@ def _parse_watch(
                 bad(name, f"must be one of auto, on, off, not {_describe(value)}", spec.polling)
         else:
             problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
-                         fallback="ignored")
+                         fallback=unknown_key_fallback(name, WATCH_KEYS))
     return spec
 
 
@@ -216,7 +241,7 @@ def _parse_project(raw: object, idx: int, problems: _Problems) -> ProjectSpec | 
                              f"{_describe(value)}", section=sect, name=name, fallback=fallback)
         else:
             problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
-                         fallback="ignored")
+                         fallback=unknown_key_fallback(name, PROJECT_KEYS))
     return spec
 
 
@@ -256,7 +281,8 @@ def _parse_section(
         key = f"{section}.{name}"
         current = getattr(target, name, None)
         if not hasattr(target, name):
-            problems.add(key, "unknown key", section=sect, name=name, fallback="ignored")
+            problems.add(key, "unknown key", section=sect, name=name,
+                         fallback=unknown_key_fallback(name, vars(target)))
         elif isinstance(current, bool):
             if isinstance(value, bool):
                 setattr(target, name, value)
@@ -374,8 +400,12 @@ def _from_text(text: str, path: str | None, *, strict: bool) -> Config:
                              name=key.rpartition(".")[2], fallback=fallback)
 
             parse_history(value, cfg.history, bad)
+        elif isinstance(value, dict) or (
+                isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
+            problems.unknown_table(name)
         else:
-            problems.add(name, "unknown key", section=None, name=name, fallback="ignored")
+            problems.add(name, "unknown key", section=None, name=name,
+                         fallback=unknown_key_fallback(name, TOP_LEVEL_TABLES))
     if "watch" not in data or not isinstance(data.get("watch"), list):
         cfg.watches = default_watches()
         cfg.watches_are_default = True

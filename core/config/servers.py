@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from core.config.model import SERVER_DEADLINE_S, SERVER_KINDS, ServerSpec
 from core.config.model import describe_value as _describe
+from core.config.problems import unknown_key_fallback
 
 REDIS_PROFILES: tuple[str, ...] = ("python-redis-lock", "redis-py")
 """Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis`)."""
@@ -154,8 +155,9 @@ def parse_server(kind: str, raw: object, idx: int, problems: Problems) -> Server
         if name == main:
             continue
         if not _option(spec, name, value, key0, sect, problems):
+            known = [main, *_allowed(kind)]
             problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
-                         fallback="ignored")
+                         fallback=unknown_key_fallback(name, known))
     if kind == "redis" and "redis-py" in spec.profiles and not spec.patterns:
         problems.add(f"{key0}.patterns", "profile redis-py needs patterns (its keys have no "
                      "prefix)", section=sect, name="profiles", fallback="redis-py not looked for")
@@ -184,6 +186,13 @@ def _server(spec: ServerSpec, main: str, value: object, key0: str, sect: tuple[s
     return True
 
 
+def _allowed(kind: str) -> set[str]:
+    """The optional keys of a ``[[kind]]`` table (its server key aside)."""
+    return {"password_env", "keyring", "stale_after", "deadline"} | {
+        "redis": {"profiles", "patterns", "notifications"},
+        "etcd": {"prefix", "username"}}.get(kind, set())
+
+
 def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str, int],
             problems: Problems) -> bool:
     """Set one optional key; False for a key this kind does not have."""
@@ -191,10 +200,7 @@ def _option(spec: ServerSpec, name: str, value: Any, key0: str, sect: tuple[str,
         problems.add(f"{key0}.{name}", message, section=sect, name=name,
                      fallback=f"using {_describe(default)}")
 
-    allowed = {"password_env", "keyring", "stale_after", "deadline"} | {
-        "redis": {"profiles", "patterns", "notifications"},
-        "etcd": {"prefix", "username"}}.get(spec.kind, set())
-    if name not in allowed:
+    if name not in _allowed(spec.kind):
         return False
     if name == "stale_after":
         if isinstance(value, int | float) and not isinstance(value, bool) \
