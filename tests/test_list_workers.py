@@ -157,3 +157,56 @@ def test_a_batch_whose_worker_dies_is_judged_here(tmp_path: Path,
     got = ", ".join(t for t in _listing(root, now, dying, 0) if t)  # type: ignore[misc]
     assert got == ", ".join(t for t in _listing(root, now, JsonItems(), 10**9) if t)  # type: ignore[misc]
     assert got.count('"path": ') == 6 * 12 + 9 + 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="list workers: Linux with 2 CPUs or more")
+def test_a_listing_killed_alone_leaves_no_worker_holding_its_output(tmp_path: Path) -> None:
+    """SIGTERM to the listing only (a supervisor, `kill PID`): its workers end with it, and
+    the reader of its output sees the end of it (a worker kept the pipe open for ever)."""
+    import fcntl
+    import select
+    import signal
+
+    import psutil
+
+    root = tmp_path / "tree"
+    now = int(time.time())
+    for i in range(100):
+        d = root / f"d{i:03d}"
+        d.mkdir(parents=True)
+        for j in range(100):
+            (d / f"l{j:03d}.lock").write_bytes(f"pid={4_000_000 + j}\ntimestamp={now}\n".encode())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_CONFIG": str(tmp_path / "no")}
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: room for the rows judged before the workers
+    proc = subprocess.Popen([sys.executable, "-m", "core", "list", "-r", str(root)], stdout=w,
+                            stderr=subprocess.DEVNULL, env=env)
+    os.close(w)
+    workers: list[psutil.Process] = []
+    try:
+        listing = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 60
+        while not workers and proc.poll() is None and time.monotonic() < deadline:
+            workers = listing.children()  # the pool forks once 2,000 files are judged
+            select.select([], [], [], 0.05)
+        assert workers, "no worker started (the pipe filled before 2,000 rows?)"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:  # read to the end: EOF once no process holds the pipe
+            ready, _, _ = select.select([r], [], [], max(0.0, end - time.monotonic()))
+            if ready and not os.read(r, 1 << 16):
+                break
+        else:
+            pytest.fail("the listing's output never ended: a worker holds it")
+        _gone, alive = psutil.wait_procs(workers, timeout=30)
+        assert not alive, alive
+    finally:
+        os.close(r)
+        for p in workers:
+            if p.is_running():
+                p.kill()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

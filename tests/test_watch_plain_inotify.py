@@ -70,8 +70,8 @@ def test_a_busy_directory_of_other_files_hands_nothing_on(tmp_path: Path) -> Non
 @pytest.mark.parametrize("busy_gap", [0.0, tree.BUSY_GAP])
 def test_only_a_reader_given_a_busy_gap_waits_in_a_busy_directory(
         tmp_path: Path, busy_gap: float) -> None:
-    """The tray app and the agent give the reader ``BUSY_GAP``: a directory busy with other
-    files makes it wait between reads. ``lockwarden watch`` and the API give nothing: it
+    """The tray app gives the reader ``BUSY_GAP``: a directory busy with other
+    files makes it wait between reads. ``lockwarden watch``, the agent and the API give nothing: it
     never waits, so a consumer of ``watch --json`` sees each lock when it comes
     (docs/watching.md, "Latency")."""
     busy = tmp_path / "tmp"

@@ -159,8 +159,6 @@ def _in_workers(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged]
     global _JOB
     sys.stdout.flush()  # a forked worker flushes its copy of the buffers when it ends
     sys.stderr.flush()
-    _JOB = (judge, render)  # type: ignore[assignment]  # B is the walk's Batch
-    gc.freeze()  # the workers' collections skip what they inherit (no copy of its pages)
     pending: deque[tuple[B, Future[T | None] | None]] = deque()
 
     def result(batch: B, fut: Future[T | None] | None) -> T:
@@ -172,8 +170,15 @@ def _in_workers(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged]
                 done = None
         return render(judge.batch(batch)) if done is None else done
 
-    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_init)
+    _JOB = (judge, render)  # type: ignore[assignment]  # B is the walk's Batch
+    gc.freeze()  # the workers' collections skip what they inherit (no copy of its pages)
+    try:
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_worker_init, initargs=(os.getpid(),))
+    except BaseException:
+        _JOB = None
+        gc.unfreeze()
+        raise
     try:
         broken = False
         for batch in batches:
@@ -194,11 +199,31 @@ def _in_workers(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged]
         gc.unfreeze()
 
 
-def _worker_init() -> None:
-    """In a worker: Ctrl-C is the listing's to handle (it ends the pool), not each worker's."""
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when the thread that forked it ends."""
+
+
+def _worker_init(listing: int) -> None:
+    """In a worker forked by the listing ``listing`` (its PID): Ctrl-C is the listing's to
+    handle (it ends the pool), not each worker's; the worker is SIGKILLed when the listing
+    dies, however it dies (prctl(2) ``PR_SET_PDEATHSIG``: a listing killed alone by SIGTERM or
+    SIGKILL would otherwise leave workers waiting for work for ever), and it holds neither
+    the listing's stdin nor its stdout (``/dev/null`` in their place: whatever reads the
+    listing's output sees its end when the listing ends)."""
+    import ctypes
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # pragma: no cover - Linux has prctl (workers: Linux only)
+        pass
+    if os.getppid() != listing:  # the listing died before prctl took effect
+        os._exit(0)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
 
 
 def _work(batch: Batch) -> object | None:
