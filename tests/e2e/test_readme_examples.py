@@ -294,6 +294,22 @@ def rule_list(box: Sandbox, line: str) -> Callable[[Run], None]:
     return check
 
 
+def rule_config_problems(box: Sandbox, line: str) -> Callable[[Run], None]:
+    words = _words(line)
+    directory = box.path(_operand(words))
+    directory.mkdir(parents=True, exist_ok=True)
+    config = box.cwd / words[words.index("--config") + 1]
+    config.write_text(f'[[watch]]\npath = "{directory}"\n\n[[watch]]\npath = "/elsewhere"\n'
+                      'stale_after = "abc"\n\n[[wacth]]\npath = "/x"\n')
+
+    def check(run: Run) -> None:  # each problem once on stderr, then the listing as usual
+        assert run.code == 0, run
+        assert run.err.count("must be a finite positive number") == 1, run
+        assert run.err.count("unknown table `wacth` (ignored; did you mean `watch`?)") == 1, run
+        assert config.read_text().count("[[wacth]]") == 1  # the file is left as it is
+    return check
+
+
 def rule_reclaim(box: Sandbox, line: str) -> Callable[[Run], None]:
     lock = box.path(_operand(_words(line)))
     box.stale(lock)
@@ -425,6 +441,7 @@ RULES: list[tuple[str, Rule]] = [
      rule_script_with_release),
     (r"^lockwarden run \S+ .*-- \S+", rule_run),
     (r"^lockwarden status ", rule_status),
+    (r"^lockwarden list \S+ --config ", rule_config_problems),
     (r"^lockwarden list ", rule_list),
     (r"^lockwarden reclaim ", rule_reclaim),
     (r"^lockwarden release \S+ --force --reason ", rule_force_release),
