@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from core.cli.caller import checked_holder_pid, releasing_pid
+from core.cli.caller import checked_holder_pid, held_by_caller, releasing_pid
 from core.cli.common import (
     EXIT_NO,
     EXIT_OK,
@@ -62,13 +62,27 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
                 policy=policy, durable=bool(args.durable))
     try:
-        lock.acquire(timeout=timeout, blocking=blocking)
+        try:
+            # a first attempt without waiting: a lock held by the very holder this command
+            # records (the calling shell) is refused at once -- waiting for it never ends
+            lock.acquire(blocking=False)
+        except LockHeld as exc:
+            if not blocking or exc.status is None \
+                    or held_by_caller(exc.status, pid) is not None:
+                raise
+            lock.acquire(timeout=timeout, blocking=True)
     except (LockHeld, LockTimeout) as exc:
         status = exc.status
         if status is not None:
             refuse_unreadable(status)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": path})
+        own = held_by_caller(status, pid, path) if status is not None else None
+        if own is not None:
+            from core.reasons import render
+
+            out.note(f"{path}: {render(own)}")
+            return EXIT_NO
         what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
         detail = describe_holder(status) if status else "held"
         out.note(f"{what}{path}: {detail}")
@@ -94,6 +108,10 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
     only "not released", so the lock is looked at again (:func:`core.verdicts.inspect.inspect`) and
     the line says whether it is free or whose it is.
+
+    ``--json`` prints the lock after the release (``status --json``'s fields: ``free``) with
+    ``"released": true``, ``"displaced"`` (the status of the lock removed) and ``"kept"``
+    (docs/cli.md, "Verbs").
 
     Returns:
         0 released, 1 not yours or not held, or unsaved changes without
@@ -138,7 +156,11 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
         out.note(f"not released: {path} is not held")
         return EXIT_NO
     if out.json:
-        out.data({**status.to_dict(), "kept": done.kept.to_dict() if done.kept else None})
+        # the result, as try/acquire print theirs: the lock now (free), what was removed
+        # ("displaced", as a server lock's release prints it), where a kept file went
+        out.data({**inspect(path, policy=policy).to_dict(), "released": True,
+                  "displaced": status.to_dict(),
+                  "kept": done.kept.to_dict() if done.kept else None})
     elif status.empty_free:
         out.result(f"removed {path}: an empty lock file that nobody held or had open")
     else:
