@@ -10,6 +10,7 @@ Engine modules are imported inside each verb (start-up cost: docs/cli.md, "Start
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 from core.cli.caller import checked_holder_pid, held_by_caller, releasing_pid
@@ -24,6 +25,8 @@ from core.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from core.reasons import Reason
+    from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
 
@@ -61,28 +64,25 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     policy = writer_policy(args, path)
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
                 policy=policy, durable=bool(args.durable))
+    if blocking and os.path.lexists(path):
+        # a lock held by the very holder this command records (the calling shell) is refused
+        # at once: waiting for it would never end (looked at first, not by a refused attempt,
+        # which the engine would audit as acquire_refused)
+        from core.verdicts.inspect import inspect
+
+        now = inspect(path, policy=policy)
+        if (own := held_by_caller(now, pid, path)) is not None:
+            return _refused(now, own, path, out)
     try:
-        try:
-            # a first attempt without waiting: a lock held by the very holder this command
-            # records (the calling shell) is refused at once -- waiting for it never ends
-            lock.acquire(blocking=False)
-        except LockHeld as exc:
-            if not blocking or exc.status is None \
-                    or held_by_caller(exc.status, pid) is not None:
-                raise
-            lock.acquire(timeout=timeout, blocking=True)
+        lock.acquire(timeout=timeout, blocking=blocking)
     except (LockHeld, LockTimeout) as exc:
         status = exc.status
         if status is not None:
             refuse_unreadable(status)
+            if (own := held_by_caller(status, pid, path)) is not None:
+                return _refused(status, own, path, out)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": path})
-        own = held_by_caller(status, pid, path) if status is not None else None
-        if own is not None:
-            from core.reasons import render
-
-            out.note(f"{path}: {render(own)}")
-            return EXIT_NO
         what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
         detail = describe_holder(status) if status else "held"
         out.note(f"{what}{path}: {detail}")
@@ -94,6 +94,18 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     else:
         out.result(f"acquired {path} (pid {pid})")
     return EXIT_OK
+
+
+def _refused(status: LockStatus, own: Reason, path: str, out: Out) -> int:
+    """Exit 1 for a lock held by the caller itself (``own``: its ``held_by_caller`` reason;
+    docs/cli.md, "Who holds a lock taken from the command line"): the status on stdout with
+    ``--json``, the reason rendered on stderr."""
+    from core.reasons import render
+
+    if out.json:
+        out.data(status.to_dict())
+    out.note(f"{path}: {render(own)}")
+    return EXIT_NO
 
 
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
