@@ -32,6 +32,7 @@ class Code(enum.StrEnum):
     PID_REUSED = "pid_reused"  # pid, how, delta_s
     PREDATES_BOOT = "predates_boot"  # pid (optional), boot_at
     LIVENESS_UNCHECKED = "liveness_unchecked"  # detail
+    HELD_BY_CALLER = "held_by_caller"  # pid, name, shell, since, path (CLI: a self-deadlock)
     # the policy (core.verdicts.policy)
     EXPIRED = "expired"  # ago_s, ttl_s | expires_at
     AF_KEEPS_EXPIRED = "af_keeps_expired"

@@ -12,6 +12,7 @@ durations), so every module of ``core`` may use it.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -306,6 +307,11 @@ _WORDS: dict[Code, object] = {
     Code.EMPTY_UNCHECKED: lambda r: (
         f"the file is empty and the kernel's locks cannot be read here ({r.get('detail')}): "
         "a kernel lock may hold it"),
+    Code.HELD_BY_CALLER: lambda r: (
+        ("held by this shell" if r.get("shell") else "held by the caller of this command")
+        + f" (PID {r.get('pid')}" + (f", {r.get('name')}" if r.get("name") else "") + ")"
+        + (f" since {_utc(r.get('since'))}" if r.get("since") else "")
+        + f"; release it first: lockwarden release {shlex.quote(str(r.get('path')))}"),
     Code.NO_PID: "the lock records no process ID",
     Code.INVALID_PID: lambda r: f"PID {r.get('pid')} is not a valid process ID",
     Code.INIT_HOLDER: lambda r: (

@@ -273,10 +273,18 @@ def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     assert out.returncode == 1
     assert "held" in one_line(out.stderr) and str(me) in out.stderr
 
-    out = lw("acquire", str(lock), "--timeout", "0.3")
+    out = lw("acquire", str(lock), "--pid", "1", "--timeout", "0.3")
     assert out.returncode == 1 and "timed out" in one_line(out.stderr)
-    out = lw("wait", str(lock), "--timeout", "0.3")
+    # another caller (a bash that goes on after the command) waits, and times out
+    out = subprocess.run(
+        ["bash", "-c", '"$@"; exit $?', "_", *LW, "wait", str(lock), "--timeout", "0.3"],
+        capture_output=True, text=True, timeout=60, env=ENV, check=False)
     assert out.returncode == 1 and "timed out" in one_line(out.stderr)
+    # the holder itself (this process, the caller) would wait for ever: refused at once
+    # (core/cli/caller.py held_by_caller; tests/test_cli_self_held.py)
+    for verb in ("acquire", "wait"):
+        out = lw(verb, str(lock), "--timeout", "30")
+        assert out.returncode == 1 and "release it first" in one_line(out.stderr)
 
     out = lw("release", str(lock), "--pid", "1")
     assert out.returncode == 1 and "not released" in one_line(out.stderr)
@@ -309,13 +317,17 @@ def waiting(proc: subprocess.Popen[str], timeout: float = 30) -> None:
 @pytest.mark.parametrize("verb", ["wait", "acquire"])
 def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: str) -> None:
     lock = lockdir / "deploy.lock"
-    assert lw("try", str(lock), "-q").returncode == 0
+    # the holder is a process of its own: this process, the waiter's caller, holding it would
+    # be refused at once (core/cli/caller.py held_by_caller; tests/test_cli_self_held.py)
+    holder = subprocess.Popen(["sleep", "600"])
+    assert lw("try", str(lock), "-q", "--pid", str(holder.pid)).returncode == 0
     args = [verb, str(lock), "--timeout", "60", *(["--pid", "1"] if verb == "acquire" else [])]
-    proc = subprocess.Popen([*LW, *args], env=ENV, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*LW, *args], env=ENV,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         waiting(proc)
-        assert lw("release", str(lock)).returncode == 0
+        assert lw("release", str(lock), "--pid", str(holder.pid)).returncode == 0
         assert proc.wait(timeout=60) == 0
         if verb == "acquire":
             assert status_json(lock)["pid"] == 1
@@ -325,6 +337,8 @@ def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: 
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+        holder.kill()
+        holder.wait()
 
 
 def test_force_release_and_reclaim(lockdir: Path) -> None:
@@ -337,7 +351,9 @@ def test_force_release_and_reclaim(lockdir: Path) -> None:
 
     out = lw("release", str(lock), "--force", "--reason", "holder hung", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["pid"] == 1
+    done = json.loads(out.stdout)  # the result: the lock now, and what was released
+    assert done["released"] is True and done["state"] == "free" and done["locked"] is False
+    assert done["displaced"]["pid"] == 1 and done["displaced"]["state"] == "held"
     assert not lock.exists()
 
     assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0

@@ -231,6 +231,19 @@ def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Pa
     assert not (tmp_path / "data" / "lockwarden" / "history.sqlite3").exists()
 
 
+def test_json_with_no_history_yet_is_valid_json_on_stdout(tmp_path: Path) -> None:
+    """A JSON consumer reads stdout: ``stats --json`` prints its object (zero figures),
+    ``history --json`` zero JSON lines; the note stays on stderr (docs/cli.md, "``history``
+    and ``stats``")."""
+    env = env_for(tmp_path)
+    out = run(env, "stats", str(tmp_path), "--json")
+    assert out.returncode == 0, out.stderr
+    st = json.loads(out.stdout)
+    assert st["path"] == str(tmp_path) and st["transitions"] == 0 and st["held_s"] == 0
+    assert "no history recorded yet" in out.stderr
+    assert history(env, tmp_path) == []
+
+
 def test_bad_since_is_a_usage_error(tmp_path: Path) -> None:
     out = run(env_for(tmp_path), "history", str(tmp_path), "--since", "soon")
     assert out.returncode == 2 and "--since" in out.stderr and "Traceback" not in out.stderr

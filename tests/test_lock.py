@@ -156,6 +156,15 @@ def test_timeout(lockdir: Path) -> None:
             wait(path, timeout=0.05)
 
 
+def test_timeout_message_names_the_path_then_the_verdict(lockdir: Path) -> None:
+    """The message is the one renderer's text (core/engine/waiting.py): "waiting for PATH:
+    held by ...", never "waiting for PATH is held by"."""
+    path = lockdir / "msg.lock"
+    with Lock(path), pytest.raises(LockTimeout) as ei:
+        Lock(path).acquire(timeout=0.05)
+    assert str(ei.value).startswith(f"timed out after 0.05 s waiting for {path}: held by PID ")
+
+
 def test_lock_lost_when_file_replaced_and_foreign_file_kept(lockdir: Path) -> None:
     path = lockdir / "f.lock"
     lk = Lock(path).acquire()

@@ -14,7 +14,10 @@ from tests.test_cli import ENV, LW, lw, waiting
 
 def test_wait_notify_without_notify_send_says_so(lockdir: Path) -> None:
     lock = lockdir / "deploy.lock"
-    assert lw("try", str(lock), "-q").returncode == 0
+    # a holder of its own: this process, the waiter's caller, holding it would be refused at
+    # once (core/cli/caller.py held_by_caller)
+    holder = subprocess.Popen(["sleep", "600"])
+    assert lw("try", str(lock), "-q", "--pid", str(holder.pid)).returncode == 0
     path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
                            if d and not os.path.exists(os.path.join(d, "notify-send")))
     assert shutil.which("notify-send", path=path) is None
@@ -23,12 +26,14 @@ def test_wait_notify_without_notify_send_says_so(lockdir: Path) -> None:
                             stderr=subprocess.PIPE, text=True)
     try:
         waiting(proc)
-        assert lw("release", str(lock)).returncode == 0
+        assert lw("release", str(lock), "--pid", str(holder.pid)).returncode == 0
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+        holder.kill()
+        holder.wait()
     assert proc.returncode == 0
     assert out.strip() == f"{lock} is free"
     assert err.strip() == ("lockwarden: no desktop notification: notify-send is not installed "

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 from core.cli.common import EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
+    from core.reasons import Reason
     from core.record import LockStatus
 
-__all__ = ["INIT_PID", "SHELLS", "WRAPPERS", "caller_pid", "checked_holder_pid", "holder_pid",
-           "lineage", "one_command", "releasing_pid"]
+__all__ = ["INIT_PID", "SHELLS", "WRAPPERS", "caller_pid", "checked_holder_pid", "held_by_caller",
+           "holder_pid", "lineage", "one_command", "releasing_pid"]
 
 INIT_PID = 1
 """The init process, which adopts orphans (as :data:`core.verdicts.liveness.INIT_PID`; not imported
@@ -207,3 +208,36 @@ def checked_holder_pid(args: argparse.Namespace) -> int:
                        EXIT_USAGE)
     return pid
 
+
+
+def held_by_caller(status: LockStatus, pid: int, path: str | None = None) -> Reason | None:
+    """A ``held_by_caller`` reason (:class:`core.codes.Code`, docs/verdicts.md) when the lock
+    ``status`` judges is held by ``pid`` -- the holder ``try``/``acquire``/``wait`` would
+    record (:func:`holder_pid`) -- itself: the same PID, alive with the start time the lock
+    recorded (:func:`core.verdicts.liveness.check`: not a reused PID), on this host. Such a
+    lock frees only when that caller releases it, which it cannot do while it waits for this
+    command, so waiting would never end (docs/cli.md, "Who holds a lock taken from the command
+    line"). None otherwise (also for init, PID 1: no caller).
+
+    Parameters: ``pid``, ``name`` (its process name, psutil, or None), ``shell`` (the name is
+    one of :data:`SHELLS`), ``since`` (ISO 8601 UTC, when the lock was taken), ``path``
+    (``path`` as the user wrote it, else the status's)."""
+    from core.record import Liveness, State
+
+    rec = status.record
+    if (status.state not in (State.HELD, State.EXPIRED) or rec is None or rec.pid != pid
+            or pid <= INIT_PID):
+        return None
+    from core.verdicts.liveness import check, same_host
+
+    if (rec.host is not None and not same_host(rec.host)) \
+            or check(rec)[0] is not Liveness.ALIVE:
+        return None
+    from core.codes import Code
+    from core.reasons import Reason
+
+    info = _parent_and_name(pid)
+    name = info[1] if info is not None else None
+    since = rec.acquired_at.isoformat(timespec="seconds") if rec.acquired_at else None
+    return Reason.of(Code.HELD_BY_CALLER, pid=pid, name=name, shell=name in SHELLS,
+                     since=since, path=path if path is not None else status.path)

@@ -5,7 +5,9 @@
 ``history`` prints one line per transition, oldest first (``--json``: one JSON object per
 line, :meth:`core.history.model.Transition.to_dict`); ``stats`` prints the contention figures
 of :func:`core.history.spans.stats_of`. Both read the store without writing it; an empty or
-missing history is not an error (nothing printed, a note on stderr).
+missing history is not an error: a note on stderr, and on stdout ``history`` prints no line
+(``--json`` too: JSON Lines of zero objects) while ``stats --json`` prints its one object with
+zero figures.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     lock, under = target_of(args.path)
     store = open_store(out)
     if store is None:
+        if out.json:  # a JSON consumer reads stdout: the figures of an empty window
+            out.data({"path": args.path, **stats_of([], since, now).to_dict()})
         return EXIT_OK
     try:
         rows = store.transitions(lock, under=under, since=since)

@@ -10,9 +10,10 @@ Engine modules are imported inside each verb (start-up cost: docs/cli.md, "Start
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
-from core.cli.caller import checked_holder_pid, releasing_pid
+from core.cli.caller import checked_holder_pid, held_by_caller, releasing_pid
 from core.cli.common import (
     EXIT_NO,
     EXIT_OK,
@@ -24,6 +25,8 @@ from core.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from core.reasons import Reason
+    from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
 
@@ -61,12 +64,23 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     policy = writer_policy(args, path)
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
                 policy=policy, durable=bool(args.durable))
+    if blocking and os.path.lexists(path):
+        # a lock held by the very holder this command records (the calling shell) is refused
+        # at once: waiting for it would never end (looked at first, not by a refused attempt,
+        # which the engine would audit as acquire_refused)
+        from core.verdicts.inspect import inspect
+
+        now = inspect(path, policy=policy)
+        if (own := held_by_caller(now, pid, path)) is not None:
+            return _refused(now, own, path, out)
     try:
         lock.acquire(timeout=timeout, blocking=blocking)
     except (LockHeld, LockTimeout) as exc:
         status = exc.status
         if status is not None:
             refuse_unreadable(status)
+            if (own := held_by_caller(status, pid, path)) is not None:
+                return _refused(status, own, path, out)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": path})
         what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
@@ -82,6 +96,18 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     return EXIT_OK
 
 
+def _refused(status: LockStatus, own: Reason, path: str, out: Out) -> int:
+    """Exit 1 for a lock held by the caller itself (``own``: its ``held_by_caller`` reason;
+    docs/cli.md, "Who holds a lock taken from the command line"): the status on stdout with
+    ``--json``, the reason rendered on stderr."""
+    from core.reasons import render
+
+    if out.json:
+        out.data(status.to_dict())
+    out.note(f"{path}: {render(own)}")
+    return EXIT_NO
+
+
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
     """``release PATH [--force [--discard-unsaved]] [--reason T]``: owner-checked release
     through :func:`core.engine.operations.release_path_kept` for the holder
@@ -94,6 +120,10 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
     The refusal is worded from data, never from the engine's message: :exc:`LockLost` says
     only "not released", so the lock is looked at again (:func:`core.verdicts.inspect.inspect`) and
     the line says whether it is free or whose it is.
+
+    ``--json`` prints the lock after the release (``status --json``'s fields: ``free``) with
+    ``"released": true``, ``"displaced"`` (the status of the lock removed) and ``"kept"``
+    (docs/cli.md, "Verbs").
 
     Returns:
         0 released, 1 not yours or not held, or unsaved changes without
@@ -138,7 +168,11 @@ def cmd_release(args: argparse.Namespace, out: Out) -> int:
         out.note(f"not released: {path} is not held")
         return EXIT_NO
     if out.json:
-        out.data({**status.to_dict(), "kept": done.kept.to_dict() if done.kept else None})
+        # the result, as try/acquire print theirs: the lock now (free), what was removed
+        # ("displaced", as a server lock's release prints it), where a kept file went
+        out.data({**inspect(path, policy=policy).to_dict(), "released": True,
+                  "displaced": status.to_dict(),
+                  "kept": done.kept.to_dict() if done.kept else None})
     elif status.empty_free:
         out.result(f"removed {path}: an empty lock file that nobody held or had open")
     else:

@@ -58,7 +58,14 @@ def resolve_policy(policy: StalePolicy | None, stale_after: float | None) -> Sta
 
 
 def describe(status: LockStatus) -> str:
-    """One line for an exception message: the path, its state, the holder and the reasons."""
+    """One line for an exception message: the path, its state, the holder and the reasons
+    (``"/locks/a.lock is held by PID 42 (...)"``)."""
+    return f"{status.path} is {state_phrase(status)}"
+
+
+def state_phrase(status: LockStatus) -> str:
+    """:func:`describe` without the path: ``"held by PID 42 on build-7 (reasons)"``, for a
+    message that names the path itself (``"waiting for PATH: held by ..."``)."""
     rec = status.record
     who = ""
     if rec is not None:
@@ -67,7 +74,7 @@ def describe(status: LockStatus) -> str:
         elif rec.holder:
             who = f" by {rec.holder}"
     why = render_all(status.reasons)
-    return f"{status.path} is {status.state.value}{who}" + (f" ({why})" if why else "")
+    return f"{status.state.value}{who}" + (f" ({why})" if why else "")
 
 
 def on_this_host(host: str | None) -> bool:
@@ -404,4 +411,5 @@ __all__ = [
     "release_path",
     "release_path_kept",
     "resolve_policy",
+    "state_phrase",
 ]

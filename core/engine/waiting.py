@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from core.codes import Code
-from core.engine.operations import describe, on_this_host, resolve_policy
+from core.engine.operations import on_this_host, resolve_policy, state_phrase
 from core.errors import LockTimeout
 from core.fsutil import refuse_unreadable, validate_lock_path
 from core.record import Liveness, LockStatus, State
@@ -129,7 +129,8 @@ def wait_until(
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise LockTimeout(
-                        f"timed out after {timeout:g} s waiting for {describe(status)}", status
+                        f"timed out after {timeout:g} s waiting for {status.path}: "
+                        f"{state_phrase(status)}", status
                     )
                 wake = next_wake(status, policy, waiter.events, remaining)
                 if waiter.holder_exited and status.liveness is Liveness.ALIVE:
