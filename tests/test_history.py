@@ -217,14 +217,17 @@ def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Pa
         watch.kill()
     cfg = tmp_path / "off.toml"
     cfg.write_text("[history]\nenabled = false\n")
-    env["LOCKWARDEN_CONFIG"] = str(cfg)
-    watch = Watch(env, lockdir)
-    try:
-        (lockdir / "b.lock").write_text("pid=1\ntimestamp=1\n")
-        watch.saw(lockdir / "b.lock")
-        watch.stop()
-    finally:
-        watch.kill()
+    # the switch read from the file `--config` names, then from $LOCKWARDEN_CONFIG
+    for extra, config_env in ((("--config", str(cfg)), ""), ((), str(cfg))):
+        env["LOCKWARDEN_CONFIG"] = config_env
+        watch = Watch(env, lockdir, extra=extra)
+        try:
+            (lockdir / "b.lock").write_text("pid=1\ntimestamp=1\n")
+            watch.saw(lockdir / "b.lock")
+            watch.stop()
+        finally:
+            watch.kill()
+        (lockdir / "b.lock").unlink()
     out = run(env, "history", str(lockdir))
     assert out.returncode == 0 and out.stdout == ""
     assert "no history recorded yet" in out.stderr

@@ -165,15 +165,18 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def start_recorder(out: Out, *, disabled: bool) -> Recorder | None:
+def start_recorder(out: Out, *, disabled: bool,
+                   config_path: str | None = None) -> Recorder | None:
     """The recorder ``lockwarden watch`` runs unless ``--no-history`` (``disabled``) or
-    ``[history] enabled = false``; its pauses and resumptions are notes on stderr."""
+    ``[history] enabled = false`` in the configuration at ``config_path`` (``--config``;
+    None: ``$LOCKWARDEN_CONFIG``, else the per-user file); its pauses and resumptions are
+    notes on stderr."""
     if disabled:
         return None
-    from core.config import load
+    from core.cli.common import load_config
     from core.history.recorder import Recorder
 
-    settings = load().history
+    settings = load_config(config_path).history
     if not settings.enabled:
         return None
 

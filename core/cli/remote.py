@@ -384,7 +384,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
     failing: dict[str, str] = {}
     from core.cli.history import start_recorder
 
-    recorder = start_recorder(out, disabled=bool(getattr(args, "no_history", False)))
+    recorder = start_recorder(out, disabled=bool(getattr(args, "no_history", False)),
+                              config_path=getattr(args, "config", None))
     if recorder is not None:
         recorder.start()
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -223,7 +223,8 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
     from core.cli.history import start_recorder
 
     limit = getattr(args, "max_watches", None)
-    return watch(specs, out, policy_of, start_recorder(out, disabled=args.no_history),
+    return watch(specs, out, policy_of, start_recorder(out, disabled=args.no_history,
+                                                  config_path=getattr(args, "config", None)),
                  tree_watch_limit=max(1, limit) if limit is not None else None,
                  fleet=_fleet_spec(policies.config_path or getattr(args, "config", None)))
 
