@@ -196,35 +196,3 @@ def test_lock_forced_away_while_cmd_runs_is_reported(lockdir: Path) -> None:
     assert code == 0  # CMD's code
     assert "was lost while the command ran" in one_line(err)
     assert status_json(lock)["pid"] == 1  # the successor's lock was not touched
-
-
-def test_ctrl_c_at_a_terminal_ends_cmd_and_releases(lockdir: Path) -> None:
-    """A terminal's Ctrl-C reaches the whole foreground process group, CMD included: the
-    wrapper waits for CMD and releases the lock (exit 130; docs/cli.md, "``run``"), instead of
-    leaving it as a signal sent to its PID alone does. A real pseudo-terminal: the wrapper is
-    its session's foreground group, and ^C is typed into it."""
-    import fcntl
-    import termios
-
-    lock = lockdir / "tty.lock"
-    master, slave = os.openpty()
-
-    def controlling_tty() -> None:  # in the child, after setsid (start_new_session)
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    try:
-        proc = subprocess.Popen([*LW, "run", str(lock), "--", *WAITER], stdin=slave,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=ENV, start_new_session=True, preexec_fn=controlling_tty)
-        os.close(slave)
-        slave = -1
-        cmd = psutil.Process(child_pid(proc))
-        os.write(master, b"\x03")  # ^C: SIGINT to the foreground process group
-        code, err = finish(proc)
-        assert code == 128 + signal.SIGINT, err
-        assert not cmd.is_running() or cmd.status() == psutil.STATUS_ZOMBIE
-        assert not lock.exists()
-    finally:
-        os.close(master)
-        if slave >= 0:
-            os.close(slave)
