@@ -3,13 +3,8 @@ runs, like flock(1).
 
 The holder recorded in the lock is this wrapper process. The engine acquires
 (:class:`core.engine.lock.Lock`) and, with ``--ttl``, the wrapper refreshes the lease at 75 % of
-the TTL (docs/DESIGN.md "Refresh"). The wrapper waits for CMD and releases the lock when it
-exits. SIGINT/SIGTERM/SIGHUP sent to the wrapper while CMD runs with the lock's pin end the
-wrapper alone (exit ``128 + N``), as they end flock(1): CMD runs on and keeps the lock by its
-pin (below); a note on stderr names CMD. Two exceptions: a terminal's Ctrl-C (the wrapper is in
-the terminal's foreground process group, so CMD got the SIGINT too) -- the wrapper waits for
-CMD and releases; and a CMD without the pin (``flock`` refused) -- the signal is forwarded to
-CMD, since a lock left behind would be stale at once while CMD runs.
+the TTL (docs/DESIGN.md "Refresh"). SIGINT/SIGTERM/SIGHUP are forwarded to CMD; the wrapper
+waits for CMD and releases the lock when it exits.
 
 **CMD inherits the lock's pin** (docs/engine.md, "The holder's pin"), as flock(1)'s command
 inherits its lock: before CMD starts, the wrapper opens the lock file again, takes a shared
@@ -20,9 +15,9 @@ the one that took it even after the wrapper died; the verdict counts it as the r
 holder's pin (:func:`core.kernel.pin.keepers`). So the lock lives exactly as long as a process
 of the command does, whatever happens to the wrapper:
 
-- the wrapper is SIGKILLed (or sent SIGINT/SIGTERM/SIGHUP): CMD runs on (nothing kills it)
-  and the lock stays ``held`` (``holder_pinned``) until the last process keeping the pin
-  exits; then it is ``stale`` (its recorded holder is dead) and the next acquire takes it;
+- the wrapper is SIGKILLed: CMD runs on (nothing kills it) and the lock stays ``held``
+  (``holder_pinned``) until the last process keeping the pin exits; then it is ``stale`` (its
+  recorded holder is dead) and the next acquire takes it;
 - CMD exits while processes it started still keep the pin (``sh -c 'job &'``): the wrapper
   leaves the lock in place for them, says so on stderr, and exits with CMD's code; the lock is
   ``held`` until they exit, then ``stale``. Otherwise it releases the lock (``free``).
@@ -31,11 +26,9 @@ A lease does not keep the lock: once the wrapper is gone nobody renews it, and t
 ``expired`` after its TTL while the pin keeps it from being taken (docs/cli.md, "``run``").
 
 CMD stays in the wrapper's process group (job control and the terminal's Ctrl-C work as with
-flock(1)); the pin, not the group, says which processes are the command's. A SIGINT while the
-wrapper is in the terminal's foreground process group is taken as the terminal's Ctrl-C: it is
-neither forwarded (the terminal already sent it to CMD; a second one could cut CMD's own
-clean-up short) nor the end of the wrapper, which waits for CMD and releases. (A ``kill -INT``
-from elsewhere at that moment looks the same: a Python handler does not see the sender.)
+flock(1)); the pin, not the group, says which processes are the command's. SIGINT is not
+forwarded when the wrapper is in the terminal's foreground process group: the terminal already
+sent it to CMD (a second SIGINT could cut CMD's own clean-up short).
 
 Elsewhere: where the kernel's locks cannot be read (macOS, other systems without
 ``/proc/locks``) a reader cannot see the pin, and a dead wrapper's lock is judged by its PID
@@ -68,8 +61,7 @@ if TYPE_CHECKING:
 FORWARDED = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
-"""Signals the wrapper handles: before CMD starts they abort the wait for the lock; while CMD
-runs they end the wrapper alone (CMD keeps the pin) or, without a pin, are forwarded to CMD."""
+"""Signals the wrapper forwards to CMD."""
 
 
 class _Signalled(BaseException):
@@ -100,27 +92,13 @@ def _terminal_sent_it() -> bool:
         os.close(fd)
 
 
-class _Detached(BaseException):
-    """A signal told the wrapper to stop while CMD runs holding the lock's pin: like flock(1),
-    the wrapper exits and leaves CMD running with the lock (a ``BaseException``, as
-    :class:`_Signalled`)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"signal {signum}")
-
-
 class _Forwarder:
-    """Signal handlers: before CMD starts they abort the wrapper; afterwards, when CMD holds
-    the lock's pin (``pinned``), they end the wrapper and leave CMD running, as flock(1) does
-    (:class:`_Detached`) -- except a terminal's Ctrl-C, which reached CMD too: the wrapper
-    waits for CMD and releases; without a pin they forward the signal to CMD."""
+    """Signal handlers: before CMD starts they abort the wrapper; afterwards they forward."""
 
     def __init__(self) -> None:
         self.child: subprocess.Popen[bytes] | None = None
         self.starting = False
         self.pending: int | None = None
-        self.pinned = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         child = self.child
@@ -129,9 +107,6 @@ class _Forwarder:
                 self.pending = signum
                 return
             raise _Signalled(signum)
-        if self.pinned and child.returncode is None \
-                and not (signum == getattr(signal, "SIGINT", None) and _terminal_sent_it()):
-            raise _Detached(signum)
         self.forward(signum)
 
     def forward(self, signum: int) -> None:
@@ -250,7 +225,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
                 detail = describe_holder(exc.status) if exc.status else "held"
                 out.note(f"run: {what}{args.path}: {detail}; command not run")
                 return EXIT_NO
-            ran = detached = False
+            ran = False
             try:
                 pin_fd = _hand_down(lock, out)
                 fwd.starting = True
@@ -275,24 +250,11 @@ def run(args: argparse.Namespace, out: Out) -> int:
                     fwd.forward(fwd.pending)
                 if lock.ttl is not None:
                     _refresher(lock, out, stop_refresh)
-                try:
-                    fwd.pinned = pin_fd is not None  # from here a signal may detach
-                    code = _exit_code(fwd.child.wait())
-                except _Detached as sig:
-                    detached = True
-                    # like flock(1): the wrapper goes, CMD runs on and keeps the lock by its
-                    # pin (held, holder_pinned; stale once its last process exits)
-                    left_to = fwd.child.pid
-                    out.note(f"run: {signal.Signals(sig.signum).name}: exiting; the command (PID "
-                             f"{left_to}) runs on and keeps {args.path} by its pin until it "
-                             "exits (then the lock is stale)")
-                    return 128 + sig.signum
+                code = _exit_code(fwd.child.wait())
             finally:
                 stop_refresh.set()
-                kept = _still_pinned(lock) if ran and lock.is_held and not detached else ()
-                if detached:
-                    pass  # the lock is CMD's now (above)
-                elif kept:
+                kept = _still_pinned(lock) if ran and lock.is_held else ()
+                if kept:
                     # like flock(1): the lock is theirs until the last of them exits; it is
                     # stale then (this wrapper, its recorded holder, is gone) -- module docstring
                     out.note(f"run: {args.path} stays held: the command exited, but "
