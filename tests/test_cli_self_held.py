@@ -57,8 +57,9 @@ def _bash(script: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
 
 
-@pytest.mark.parametrize("verb", [["acquire"], ["acquire", "--timeout", "30"], ["wait"], ["try"]],
-                         ids=["acquire", "acquire-timeout", "wait", "try"])
+@pytest.mark.parametrize("verb", [["acquire"], ["acquire", "--timeout", "30"], ["wait"], ["try"],
+                                  ["run"]],
+                         ids=["acquire", "acquire-timeout", "wait", "try", "run"])
 def test_a_lock_held_by_the_calling_shell_is_refused_at_once(
     verb: list[str], env: dict[str, str], lockdir: Path
 ) -> None:
@@ -66,14 +67,33 @@ def test_a_lock_held_by_the_calling_shell_is_refused_at_once(
     shell and the release command; then the shell releases it as usual."""
     lock = lockdir / "x.lock"
     args = " ".join(verb)
+    command = " -- echo ran" if verb == ["run"] else ""  # run's command is never run
     got = _bash(f'lockwarden try x.lock -q; echo "try=$?"; echo "shell=$$"; '
-                f'lockwarden {args} x.lock 2>"$D/err"; echo "again=$?"; '
+                f'lockwarden {args} x.lock{command} 2>"$D/err"; echo "again=$?"; '
                 'lockwarden release x.lock -q; echo "release=$?"', env, lockdir)
     assert got == {"try": "0", "shell": got["shell"], "again": "1", "release": "0"}, got
     err = (Path(env["D"]) / "err").read_text()
     assert f"x.lock: held by this shell (PID {got['shell']}, bash) since " in err, err
-    assert err.rstrip().endswith("release it first: lockwarden release x.lock"), err
+    assert "release it first: lockwarden release x.lock" in err, err
     assert not lock.exists()
+
+
+def test_a_holder_given_by_pid_is_waited_for_not_called_the_caller(
+    env: dict[str, str], lockdir: Path
+) -> None:
+    """``try --pid N`` then ``acquire --pid N``: N is another process, which may release the
+    lock: no "held by this shell", an ordinary time-out."""
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        got = _bash(f'lockwarden try --pid {holder.pid} p.lock -q; echo "try=$?"; '
+                    f'lockwarden acquire --pid {holder.pid} p.lock --timeout 1 2>"$D/err"; '
+                    'echo "again=$?"', env, lockdir)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert got == {"try": "0", "again": "1"}, got
+    err = (Path(env["D"]) / "err").read_text()
+    assert "timed out waiting for p.lock" in err and "this shell" not in err, err
 
 
 def test_a_lock_held_by_another_shell_is_waited_for_as_before(

@@ -64,7 +64,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     policy = writer_policy(args, path)
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
                 policy=policy, durable=bool(args.durable))
-    if blocking and os.path.lexists(path):
+    if blocking and args.pid is None and os.path.lexists(path):
         # a lock held by the very holder this command records (the calling shell) is refused
         # at once: waiting for it would never end (looked at first, not by a refused attempt,
         # which the engine would audit as acquire_refused)
@@ -79,7 +79,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
         status = exc.status
         if status is not None:
             refuse_unreadable(status)
-            if (own := held_by_caller(status, pid, path)) is not None:
+            if args.pid is None and (own := held_by_caller(status, pid, path)) is not None:
                 return _refused(status, own, path, out)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": path})

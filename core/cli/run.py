@@ -57,6 +57,7 @@ from core.cli.locks import writer_policy
 
 if TYPE_CHECKING:
     from core.engine.lock import Lock
+    from core.stale_policy import StalePolicy
 
 FORWARDED = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -189,6 +190,24 @@ def _still_pinned(lock: Lock) -> tuple[int, ...]:
     return pin.keepers(lock.path, os.getpid(), lock.token, exclude=os.getpid()).pids
 
 
+def _waits_for_caller(path: str, policy: StalePolicy, out: Out) -> bool:
+    """Whether the lock at ``path`` is held by the shell that runs ``run`` (its caller:
+    :func:`core.cli.caller.held_by_caller`), for which ``run`` would wait for ever; then the
+    line on stderr says so and how to release it."""
+    from core.cli.caller import caller_pid, held_by_caller
+    from core.reasons import render
+    from core.verdicts.inspect import inspect
+
+    now = inspect(path, policy=policy)
+    if now.record is None or not now.record.pid:  # psutil (caller_pid) only when it can matter
+        return False
+    own = held_by_caller(now, caller_pid(), path)
+    if own is None:
+        return False
+    out.note(f"run: {path}: {render(own)}; command not run")
+    return True
+
+
 def run(args: argparse.Namespace, out: Out) -> int:
     """Acquire ``args.path``, run ``args.cmd`` with the lock's pin, release; return the exit
     code (see module).
@@ -205,10 +224,14 @@ def run(args: argparse.Namespace, out: Out) -> int:
 
         # the refresher's "lock lost" warning: reported below as one line of ours instead
         logging.getLogger("lockwarden.lock").addHandler(logging.NullHandler())
+    policy = writer_policy(args, args.path)
     lock = Lock(  # refreshed by _refresher, which reports a failure as one line of ours
         args.path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=os.getpid(),
-        policy=writer_policy(args, args.path), durable=bool(args.durable),
+        policy=policy, durable=bool(args.durable),
     )
+    if args.timeout != 0 and os.path.lexists(args.path) and _waits_for_caller(args.path, policy,
+                                                                               out):
+        return EXIT_NO
     stop_refresh = threading.Event()
     fwd = _Forwarder()
     with fwd.installed():
