@@ -8,6 +8,7 @@ tooltip (docs/gui.md, "Fleet"). :class:`app.window.MainWindow` builds on it.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from typing import TypeAlias
 
@@ -185,7 +186,8 @@ class ActionsWindow(QMainWindow):
         if process:  # "mine" in the Holder column: your user's process, not this app
             self.statusBar().showMessage(printable(
                 f"{name} is held by {process} of your user, not by this Lockwarden, so Del "
-                f"does not release it: release it from there (lockwarden release {st.path}), "
+                f"does not release it: release it from there (lockwarden release "
+                f"{shlex.quote(st.path)}), "
                 "or use Force release… (Ctrl+Shift+Del)."), 10000)
             return
         self.statusBar().showMessage(
