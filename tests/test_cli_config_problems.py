@@ -70,6 +70,21 @@ def test_unknown_names_in_every_table_get_a_suggestion(tmp_path: Path) -> None:
     ]
 
 
+def test_a_misspelled_server_key_is_named_beside_the_missing_one(tmp_path: Path) -> None:
+    # `dns` for `dsn`: the table is unusable, and the misspelling is why: both are said
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[fleet]\ndns = "postgresql://db/x"\n[[postgres]]\ndns = "postgresql://db/x"\n'
+                   '[[redis]]\nulr = "redis://localhost"\n')
+    assert load(str(cfg)).warnings == [
+        "config.toml line 1: fleet.dsn: is missing; this host does not publish to a fleet",
+        "config.toml line 2: fleet.dns: unknown key; ignored (did you mean `dsn`?)",
+        "config.toml line 3: postgres[1].dsn: is missing; this [[postgres]] entry is ignored",
+        "config.toml line 4: postgres[1].dns: unknown key; ignored (did you mean `dsn`?)",
+        "config.toml line 5: redis[1].url: is missing; this [[redis]] entry is ignored",
+        "config.toml line 6: redis[1].ulr: unknown key; ignored (did you mean `url`?)",
+    ]
+
+
 def test_unknown_tables_and_keys_stay_in_the_file_when_saved(
         bad_config: tuple[Path, Path]) -> None:
     cfg, _ = bad_config

@@ -47,6 +47,10 @@ def parse_fleet(raw: object, problems: Problems) -> FleetSpec | None:
     if why:
         problems.add("fleet.dsn", why, section=sect, name="dsn",
                      fallback="this host does not publish to a fleet")
+        for name in raw:  # a misspelled dsn is why it is missing: name it, suggest
+            if name not in _KEYS:
+                problems.add(f"fleet.{name}", "unknown key", section=sect, name=name,
+                             fallback=unknown_key_fallback(name, _KEYS))
         return None
     assert isinstance(dsn, str)
     spec = FleetSpec(dsn=dsn.strip())

@@ -149,13 +149,17 @@ def parse_server(kind: str, raw: object, idx: int, problems: Problems) -> Server
         return None
     spec = ServerSpec(kind=kind, profiles=[] if kind != "redis" else ["python-redis-lock"])
     main = {"postgres": "dsn", "redis": "url", "etcd": "endpoints"}[kind]
+    known = [main, *sorted(_allowed(kind))]
     if not _server(spec, main, raw.get(main), key0, sect, problems):
+        for name in raw:  # a misspelled server key is why it is missing: name it, suggest
+            if name not in known:
+                problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
+                             fallback=unknown_key_fallback(name, known))
         return None
     for name, value in raw.items():
         if name == main:
             continue
         if not _option(spec, name, value, key0, sect, problems):
-            known = [main, *_allowed(kind)]
             problems.add(f"{key0}.{name}", "unknown key", section=sect, name=name,
                          fallback=unknown_key_fallback(name, known))
     if kind == "redis" and "redis-py" in spec.profiles and not spec.patterns:
