@@ -13,14 +13,16 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from core.cli.common import EXIT_USAGE, CliError
+from core.cli.common import EXIT_NO, EXIT_USAGE, CliError, Out
 
 if TYPE_CHECKING:
     from core.reasons import Reason
     from core.record import LockStatus
+    from core.stale_policy import StalePolicy
 
-__all__ = ["INIT_PID", "SHELLS", "WRAPPERS", "caller_pid", "checked_holder_pid", "held_by_caller",
-           "holder_pid", "lineage", "one_command", "releasing_pid"]
+__all__ = ["INIT_PID", "SHELLS", "WRAPPERS", "caller_holds", "caller_pid", "checked_holder_pid",
+           "held_by_caller", "holder_pid", "lineage", "one_command", "refuse_held_by_caller",
+           "releasing_pid"]
 
 INIT_PID = 1
 """The init process, which adopts orphans (as :data:`core.verdicts.liveness.INIT_PID`; not imported
@@ -241,3 +243,32 @@ def held_by_caller(status: LockStatus, pid: int, path: str | None = None) -> Rea
     since = rec.acquired_at.isoformat(timespec="seconds") if rec.acquired_at else None
     return Reason.of(Code.HELD_BY_CALLER, pid=pid, name=name, shell=name in SHELLS,
                      since=since, path=path if path is not None else status.path)
+
+
+def caller_holds(path: str, policy: StalePolicy,
+                 pid: int | None = None) -> tuple[LockStatus, Reason] | None:
+    """The lock at ``path`` judged under ``policy`` and its :func:`held_by_caller` reason when
+    ``pid`` (default: this command's caller, :func:`caller_pid`) holds it itself -- looked at
+    before waiting for it, which would never end; None otherwise. psutil is asked only for a
+    lock that names a process."""
+    from core.verdicts.inspect import inspect
+
+    now = inspect(path, policy=policy)
+    if now.record is None or not now.record.pid:
+        return None
+    own = held_by_caller(now, caller_pid() if pid is None else pid, path)
+    return None if own is None else (now, own)
+
+
+def refuse_held_by_caller(status: LockStatus, own: Reason, path: str, out: Out, *,
+                          verb: str = "", after: str = "") -> int:
+    """Exit 1 (:data:`~core.cli.common.EXIT_NO`) for a lock its own caller holds (``own``: the
+    :func:`held_by_caller` reason; docs/cli.md, "Who holds a lock taken from the command
+    line"): with ``--json`` the status on stdout; the reason rendered on stderr, led by
+    ``verb`` (``"run: "``) and followed by ``after`` (``"; command not run"``)."""
+    from core.reasons import render
+
+    if out.json:
+        out.data(status.to_dict())
+    out.note(f"{verb}{path}: {render(own)}{after}")
+    return EXIT_NO

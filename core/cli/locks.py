@@ -13,7 +13,13 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from core.cli.caller import checked_holder_pid, held_by_caller, releasing_pid
+from core.cli.caller import (
+    caller_holds,
+    checked_holder_pid,
+    held_by_caller,
+    refuse_held_by_caller,
+    releasing_pid,
+)
 from core.cli.common import (
     EXIT_NO,
     EXIT_OK,
@@ -25,8 +31,6 @@ from core.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from core.reasons import Reason
-    from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
 
@@ -64,15 +68,12 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     policy = writer_policy(args, path)
     lock = Lock(path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=pid,
                 policy=policy, durable=bool(args.durable))
-    if blocking and args.pid is None and os.path.lexists(path):
-        # a lock held by the very holder this command records (the calling shell) is refused
-        # at once: waiting for it would never end (looked at first, not by a refused attempt,
-        # which the engine would audit as acquire_refused)
-        from core.verdicts.inspect import inspect
-
-        now = inspect(path, policy=policy)
-        if (own := held_by_caller(now, pid, path)) is not None:
-            return _refused(now, own, path, out)
+    # a lock held by the very holder this command records (the calling shell) is refused at
+    # once: waiting for it would never end (looked at first, not by a refused attempt, which
+    # the engine would audit as acquire_refused)
+    if blocking and args.pid is None and os.path.lexists(path) \
+            and (held := caller_holds(path, policy, pid)) is not None:
+        return refuse_held_by_caller(*held, path, out)
     try:
         lock.acquire(timeout=timeout, blocking=blocking)
     except (LockHeld, LockTimeout) as exc:
@@ -80,7 +81,7 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
         if status is not None:
             refuse_unreadable(status)
             if args.pid is None and (own := held_by_caller(status, pid, path)) is not None:
-                return _refused(status, own, path, out)
+                return refuse_held_by_caller(status, own, path, out)
         if out.json:
             out.data(status.to_dict() if status is not None else {"path": path})
         what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
@@ -94,18 +95,6 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
     else:
         out.result(f"acquired {path} (pid {pid})")
     return EXIT_OK
-
-
-def _refused(status: LockStatus, own: Reason, path: str, out: Out) -> int:
-    """Exit 1 for a lock held by the caller itself (``own``: its ``held_by_caller`` reason;
-    docs/cli.md, "Who holds a lock taken from the command line"): the status on stdout with
-    ``--json``, the reason rendered on stderr."""
-    from core.reasons import render
-
-    if out.json:
-        out.data(status.to_dict())
-    out.note(f"{path}: {render(own)}")
-    return EXIT_NO
 
 
 def cmd_release(args: argparse.Namespace, out: Out) -> int:

@@ -57,7 +57,6 @@ from core.cli.locks import writer_policy
 
 if TYPE_CHECKING:
     from core.engine.lock import Lock
-    from core.stale_policy import StalePolicy
 
 FORWARDED = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -190,24 +189,6 @@ def _still_pinned(lock: Lock) -> tuple[int, ...]:
     return pin.keepers(lock.path, os.getpid(), lock.token, exclude=os.getpid()).pids
 
 
-def _waits_for_caller(path: str, policy: StalePolicy, out: Out) -> bool:
-    """Whether the lock at ``path`` is held by the shell that runs ``run`` (its caller:
-    :func:`core.cli.caller.held_by_caller`), for which ``run`` would wait for ever; then the
-    line on stderr says so and how to release it."""
-    from core.cli.caller import caller_pid, held_by_caller
-    from core.reasons import render
-    from core.verdicts.inspect import inspect
-
-    now = inspect(path, policy=policy)
-    if now.record is None or not now.record.pid:  # psutil (caller_pid) only when it can matter
-        return False
-    own = held_by_caller(now, caller_pid(), path)
-    if own is None:
-        return False
-    out.note(f"run: {path}: {render(own)}; command not run")
-    return True
-
-
 def run(args: argparse.Namespace, out: Out) -> int:
     """Acquire ``args.path``, run ``args.cmd`` with the lock's pin, release; return the exit
     code (see module).
@@ -215,6 +196,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: the lock file cannot be read as a lock (exit 3).
     """
+    from core.cli.caller import caller_holds, refuse_held_by_caller
     from core.engine.lock import Lock
     from core.errors import LockHeld, LockLost, LockTimeout
     from core.holder import describe_holder
@@ -229,9 +211,10 @@ def run(args: argparse.Namespace, out: Out) -> int:
         args.path, tag=args.tag, ttl=args.ttl, format=args.format, holder_pid=os.getpid(),
         policy=policy, durable=bool(args.durable),
     )
-    if args.timeout != 0 and os.path.lexists(args.path) and _waits_for_caller(args.path, policy,
-                                                                               out):
-        return EXIT_NO
+    if args.timeout != 0 and os.path.lexists(args.path) \
+            and (held := caller_holds(args.path, policy)) is not None:  # would wait for ever
+        return refuse_held_by_caller(*held, args.path, out, verb="run: ",
+                                     after="; command not run")
     stop_refresh = threading.Event()
     fwd = _Forwarder()
     with fwd.installed():

@@ -106,8 +106,10 @@ def cmd_wait(args: argparse.Namespace, out: Out) -> int:
     path: str = args.path
     timeout: float | None = args.timeout
     check_lock_path(path, must_be_file=True)
-    if _waits_for_caller(path, args, out):
-        return EXIT_NO
+    from core.cli.caller import caller_holds, refuse_held_by_caller
+
+    if (held := caller_holds(path, stale_policy(args))) is not None:  # would wait for ever
+        return refuse_held_by_caller(*held, path, out)
     try:
         status = wait(path, timeout=timeout, policy=stale_policy(args))
     except LockTimeout as exc:
@@ -125,25 +127,6 @@ def cmd_wait(args: argparse.Namespace, out: Out) -> int:
     if getattr(args, "notify", False):
         _notify_free(path, status.state is State.STALE, out)
     return EXIT_OK
-
-
-def _waits_for_caller(path: str, args: argparse.Namespace, out: Out) -> bool:
-    """Whether the lock at ``path`` is held by this command's caller itself
-    (:func:`core.cli.caller.held_by_caller`: a wait that could never end); then the line on
-    stderr says so and how to release it (``--json``: the status on stdout)."""
-    from core.cli.caller import caller_pid, held_by_caller
-    from core.reasons import render
-    from core.verdicts.inspect import inspect
-
-    now = inspect(path, policy=stale_policy(args))
-    rec = now.record  # psutil (caller_pid) only for a lock that names a process
-    own = held_by_caller(now, caller_pid(), path) if rec is not None and rec.pid else None
-    if own is None:
-        return False
-    if out.json:
-        out.data(now.to_dict())
-    out.note(f"{path}: {render(own)}")
-    return True
 
 
 def _notify_free(path: str, stale: bool, out: Out) -> None:
