@@ -148,13 +148,15 @@ _GAP_FIRST_MS = round(BUSY_GAP_FIRST * 1000)
 
 class _Reg(NamedTuple):
     """One scheduled watch: a directory's path for one handler, on inotify watch ``wd``
-    (several handlers may share a directory, hence a watch descriptor)."""
+    (several handlers may share a directory, hence a watch descriptor); ``ident`` the
+    directory's ``(st_dev, st_ino)`` when scheduled (None: it could not be read)."""
 
     token: int
     wd: int
     path: str
     handler: Hinted
     capped: bool
+    ident: tuple[int, int] | None
 
 
 def parse(data: bytes) -> list[tuple[int, int, int, str]]:
@@ -204,7 +206,6 @@ class TreeWatcher:
         self._lock = threading.Lock()
         self._regs: dict[int, _Reg] = {}  # token -> registration
         self._by_wd: dict[int, tuple[_Reg, ...]] = {}  # replaced, never changed in place
-        self._idents: dict[int, tuple[int, int] | None] = {}  # token -> (st_dev, st_ino)
         self._capped = 0
         self._tokens = itertools.count(1)
         self._stop_r, self._stop_w = os.pipe()
@@ -234,7 +235,7 @@ class TreeWatcher:
             ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             ident = None
-        reg = _Reg(next(self._tokens), wd, path, handler, capped)
+        reg = _Reg(next(self._tokens), wd, path, handler, capped, ident)
         with self._lock:
             # a directory already watched for this handler's directory under another path
             # (moved) is the same watch descriptor: the watch now belongs to this path
@@ -247,7 +248,6 @@ class TreeWatcher:
                     kept.append(old)
             self._by_wd[wd] = (*kept, reg)
             self._regs[reg.token] = reg
-            self._idents[reg.token] = ident
             self._capped += capped
         return reg.token
 
@@ -255,7 +255,6 @@ class TreeWatcher:
         """Drop one registration's book-keeping (under the lock; ``_by_wd`` left to the
         caller)."""
         self._regs.pop(reg.token, None)
-        self._idents.pop(reg.token, None)
         self._capped -= reg.capped
 
     def current(self, handle: Any, path: str) -> bool:
@@ -265,14 +264,13 @@ class TreeWatcher:
         again at the same path after the old one was deleted or moved away)."""
         with self._lock:
             known = self._regs.get(handle)
-            ident = self._idents.get(handle)
-        if known is None or known.path != path or ident is None:
+        if known is None or known.path != path or known.ident is None:
             return False
         try:
             st = os.lstat(path)
         except OSError:
             return False
-        return (st.st_dev, st.st_ino) == ident
+        return (st.st_dev, st.st_ino) == known.ident
 
     def unschedule(self, handle: Any, path: str | None = None) -> None:
         """Stop watching one directory for its handler; one already gone is not an error.
