@@ -163,6 +163,18 @@ def _countdown(left: float | None) -> str:
     return human_duration(-left) + " ago"
 
 
+def _pid_text(st: LockStatus) -> str:
+    """The PID cell: the recorded PID, else a kernel lock's holder as the kernel names it
+    (:attr:`core.record.LockStatus.holder_pid`)."""
+    pid = st.holder_pid
+    return "" if pid is None else str(pid)
+
+
+def _liveness_text(st: LockStatus) -> str:
+    """The liveness cell: for a recorded lock, or a kernel-held file without a record."""
+    return st.liveness.value if st.record is not None or st.kernel_held else ""
+
+
 def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     """The text of a cell that does not follow the clock (every column but age and expires,
     which give "")."""
@@ -181,18 +193,14 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
         return st.kind
     if col == Col.HOST:
         return host_of(st, my_host)
-    if col == Col.PID and st.holder_pid is not None and (rec is None or rec.pid is None):
-        return str(st.holder_pid)  # a kernel lock's holder, as the kernel names it
-    if col == Col.LIVENESS and rec is None and st.kernel_held:
-        return st.liveness.value
+    if col == Col.PID:
+        return _pid_text(st)
+    if col == Col.LIVENESS:
+        return _liveness_text(st)
     if rec is None:
         return ""
     if col == Col.FORMAT:
         return rec.format
-    if col == Col.PID:
-        return "" if rec.pid is None else str(rec.pid)
-    if col == Col.LIVENESS:
-        return st.liveness.value
     if col == Col.TAG:
         return rec.tag or ""
     return ""
@@ -207,17 +215,10 @@ def searched_texts(st: LockStatus, my_host: str) -> list[str]:
     pass (the filter box's first search of 100,000 rows asks this of every row)."""
     rec = st.record
     path = st.path
-    kernel_pid = st.kernel_pid if rec is None or rec.pid is None else None
-    if rec is None:
-        fmt = tag = ""
-        pid = "" if kernel_pid is None else str(kernel_pid)
-        liveness = st.liveness.value if st.kernel_held else ""
-    else:
-        fmt, tag, liveness = rec.format, rec.tag or "", st.liveness.value
-        pid = str(rec.pid) if rec.pid is not None else (
-            "" if kernel_pid is None else str(kernel_pid))
+    fmt, tag = ("", "") if rec is None else (rec.format, rec.tag or "")
     return [STATE_WORDS[display_state(st)], os.path.basename(path), directory_of(path), fmt,
-            holder_text(st, my_host), pid, liveness, tag, st.tool, st.kind, host_of(st, my_host)]
+            holder_text(st, my_host), _pid_text(st), _liveness_text(st), tag, st.tool, st.kind,
+            host_of(st, my_host)]
 
 
 def display(st: LockStatus, col: Col, now: datetime, my_host: str) -> str:
