@@ -329,15 +329,27 @@ class MainWindow(ActionsWindow):
 
     def _filter_changed(self, text: str) -> None:
         self._proxy.set_text(text)
-        self._update_empty()
+        self._filters_applied()
 
     def _quick_filters(self) -> None:
         self._proxy.set_stale_only(self.stale_only.isChecked())
         self._proxy.set_held_by_me(self.held_by_me.isChecked())
-        self._update_empty()
+        self._filters_applied()
 
     def _host_changed(self, host: str | None) -> None:
         self._proxy.set_host(host)
+        self._filters_applied()
+
+    def _filters_applied(self) -> None:
+        """After a filter changed: the lock a filter hid while selected is selected again
+        once a filter shows it (unless the user chose another meanwhile); the empty-table
+        note follows."""
+        hidden = self._hidden_by_filter
+        if hidden is not None:
+            if self.detail.status is not None and self.detail.status.path != hidden:
+                self._hidden_by_filter = None  # the user chose another lock meanwhile
+            elif self.detail.status is None and self.select_path(hidden):
+                self._hidden_by_filter = None
         self._update_empty()
 
     def _selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
@@ -399,12 +411,6 @@ class MainWindow(ActionsWindow):
         self.table.selectRow(0)
 
     def _update_empty(self, *_args: object) -> None:
-        hidden = self._hidden_by_filter
-        if hidden is not None:  # the lock a filter hid, shown again: selected again
-            if self.detail.status is not None and self.detail.status.path != hidden:
-                self._hidden_by_filter = None  # the user chose another lock meanwhile
-            elif self.detail.status is None and self.select_path(hidden):
-                self._hidden_by_filter = None
         n = self._proxy.rowCount()
         if n:
             self.empty.hide()
