@@ -111,16 +111,22 @@ def test_list_table_in_workers_is_the_table_here(tmp_path: Path,
     assert texts[0].count("\n") == 1 + 6 * 12 + 9 + 1
 
 
+def _sema_tree(root: Path, dirs: int) -> None:
+    """``dirs`` directories of 100 sema locks each under ``root``, taken now by PIDs that do
+    not exist."""
+    now = int(time.time())
+    for i in range(dirs):
+        d = root / f"d{i:03d}"
+        d.mkdir(parents=True)
+        for j in range(100):
+            (d / f"l{j:03d}.lock").write_bytes(f"pid={4_000_000 + j}\ntimestamp={now}\n".encode())
+
+
 def test_large_list_prints_each_lock_once_in_order(tmp_path: Path) -> None:
     """``list -r --json`` of 2,500 locks (past the threshold: workers) prints every lock once,
     in the order of the walk, and the note printed before the fork once."""
     root = tmp_path / "tree"
-    now = int(time.time())
-    for i in range(25):
-        d = root / f"d{i:02d}"
-        d.mkdir(parents=True)
-        for j in range(100):
-            (d / f"l{j:03d}.lock").write_bytes(f"pid={4_000_000 + j}\ntimestamp={now}\n".encode())
+    _sema_tree(root, 25)
     config = tmp_path / "empty.toml"  # a file without policies: a note that defaults apply
     config.write_text("")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_CONFIG": str(config)}
@@ -171,12 +177,7 @@ def test_a_listing_killed_alone_leaves_no_worker_holding_its_output(tmp_path: Pa
     import psutil
 
     root = tmp_path / "tree"
-    now = int(time.time())
-    for i in range(100):
-        d = root / f"d{i:03d}"
-        d.mkdir(parents=True)
-        for j in range(100):
-            (d / f"l{j:03d}.lock").write_bytes(f"pid={4_000_000 + j}\ntimestamp={now}\n".encode())
+    _sema_tree(root, 100)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_CONFIG": str(tmp_path / "no")}
     r, w = os.pipe()
     fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: room for the rows judged before the workers
