@@ -9,7 +9,7 @@ connects. No part knows the app object.
 The main window (with the filter proxy, the Undo bar and the history's pane) is built the first
 time it is needed -- shown, a dialog opened over it, a test reading :attr:`LockwardenApp.window`
 -- not at start: a tray-only app neither imports nor holds it (docs/performance.md "Idle
-tray"; tests/test_app_idle.py).
+tray"; tests/app/test_app_idle.py).
 
 Import arrows point one way: this module imports every part; no part imports it.
 """
@@ -23,28 +23,28 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
 
-from app.collector import GarbageCollector
-from app.commands import Commands
-from app.config_store import ConfigStore
-from app.engine_calls import LockActions
-from app.fleet_bridge import FleetBridge
+from app.actions.commands import Commands
+from app.bridges.config_store import ConfigStore
+from app.bridges.lock_actions import LockActions
+from app.bridges.remote_poller import RemotePoller
+from app.bridges.watch_bridge import WatchBridge
+from app.fleet.bridge import FleetBridge
 from app.history_setup import install as install_history
-from app.lockinfo import plural
-from app.model import LockTableModel
-from app.remote_poller import RemotePoller
-from app.theme import apply_theme
+from app.startup.collector import GarbageCollector
+from app.style.theme import apply_theme
+from app.table.lockinfo import plural
+from app.table.model import LockTableModel
 from app.tray import TrayController
-from app.watch_bridge import Inventory
 from core import audit
 from core import config as cfgmod
-from core.audit.write import add_lost_listener
+from core.audit import add_lost_listener
 from core.config import Config
 from core.text import printable
 
 if TYPE_CHECKING:  # built on first show (docs/performance.md "Idle tray")
-    from app.demo import Demo
-    from app.proxy import LockFilterProxy
-    from app.undo import UndoBar
+    from app.actions.undo import UndoBar
+    from app.startup.demo import Demo
+    from app.table.proxy import LockFilterProxy
     from app.window import MainWindow
     from core.fleet.hosts import HostSummary
 
@@ -63,7 +63,7 @@ class LockwardenApp(QObject):
     Args:
         qapp: the running QApplication.
         config_path: the TOML configuration (default :func:`core.config.default_config_path`).
-        demo: a started :class:`app.demo.Demo` whose directory is watched instead of the
+        demo: a started :class:`app.startup.demo.Demo` whose directory is watched instead of the
             configured ones (its configuration is never saved); stopped on quit.
         use_tray: show a tray icon (``None``: when the platform has a tray).
 
@@ -107,7 +107,7 @@ class LockwardenApp(QObject):
         self._window: MainWindow | None = None
         self._undo: UndoBar | None = None
         self._hide_on_close = False
-        self.inventory = Inventory(self)
+        self.inventory = WatchBridge(self)
         self.actions = LockActions(self)
         if demo is None:  # the locks kept at the last quit are listed again
             self.actions.restore_kept(self.settings)
@@ -158,7 +158,7 @@ class LockwardenApp(QObject):
     def proxy(self) -> LockFilterProxy:
         """The window's sort/filter proxy over :attr:`model` (built on first use)."""
         if self._proxy is None:
-            from app.proxy import LockFilterProxy
+            from app.table.proxy import LockFilterProxy
 
             self._proxy = LockFilterProxy(self)
             self._proxy.setSourceModel(self.model)
@@ -169,7 +169,7 @@ class LockwardenApp(QObject):
         """The main window, built (hidden) the first time it is asked for, with its Undo bar
         and the history's pane, connected to the operations."""
         if self._window is None:
-            from app.undo import UndoBar
+            from app.actions.undo import UndoBar
             from app.window import MainWindow
 
             w = MainWindow(model=self.model, proxy=self.proxy, inventory=self.inventory,
@@ -266,10 +266,10 @@ class LockwardenApp(QObject):
         if show_window or self.tray is None:
             self.show_window()
         # the configuration's problems: in the Problems panel (open from the start) and on
-        # stderr (app.config_store.ConfigStore), never cut in the status line
+        # stderr (app.bridges.config_store.ConfigStore), never cut in the status line
 
     def set_fleet(self, config: Config) -> None:
-        """Publish to and read ``config``'s ``[fleet]`` (:class:`app.fleet_bridge.FleetBridge`;
+        """Publish to and read ``config``'s ``[fleet]`` (:class:`app.fleet.bridge.FleetBridge`;
         never in the demo, whose locks are not this host's); the window shows the Host column,
         the host filter and the Hosts panel while one is configured."""
         if self.demo is not None:

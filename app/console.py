@@ -32,7 +32,7 @@ _GUI_EXAMPLE = """examples:
 
 def add_gui_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``lockwarden gui``: those :func:`app.main.build_parser` accepts (a test
-    in tests/test_cli.py keeps the two lists equal)."""
+    in tests/core/cli/test_cli.py keeps the two lists equal)."""
     p.add_argument("--config", type=path_arg, metavar="PATH",
                    help="configuration file (TOML); default: the per-user config file")
     p.add_argument("--demo", action="store_true",

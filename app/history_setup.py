@@ -17,18 +17,18 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel
 
-from app.free_watch import FreeWatch, wanted
-from app.history_bridge import HistoryRecorder
+from app.history.free_watch import FreeWatch, wanted
+from app.history.recorder import HistoryRecorder
 from core.record import LockStatus
 from core.text import printable
 
 if TYPE_CHECKING:
-    from app.commands import Commands
-    from app.config_store import ConfigStore
-    from app.history_view import HistoryPane
-    from app.remote_poller import RemotePoller
+    from app.actions.commands import Commands
+    from app.bridges.config_store import ConfigStore
+    from app.bridges.remote_poller import RemotePoller
+    from app.bridges.watch_bridge import WatchBridge
+    from app.history.view import HistoryPane
     from app.tray import TrayController
-    from app.watch_bridge import Inventory
     from app.window import MainWindow
     from core.config import Config
 
@@ -52,16 +52,16 @@ class HistoryParts(QObject):
     "Idle tray"). Reading one of them before builds the window (``window``, a callable).
 
     Attributes:
-        recorder: :class:`app.history_bridge.HistoryRecorder` (records nothing when
+        recorder: :class:`app.history.recorder.HistoryRecorder` (records nothing when
             ``[history] enabled = false`` or in the demo).
         pane, dock: the History pane and its dock widget (hidden until asked for).
-        free: :class:`app.free_watch.FreeWatch`.
+        free: :class:`app.history.free_watch.FreeWatch`.
         paused_label: the status bar's "History paused" warning (hidden while recording).
         act_history, act_notify: the window's "History timeline" and "Notify me when free".
     """
 
     def __init__(self, *, config: Config, record: bool, window: Callable[[], MainWindow],
-                 inventory: Inventory, tray: TrayController | None,
+                 inventory: WatchBridge, tray: TrayController | None,
                  remote: RemotePoller | None = None, store: ConfigStore | None = None,
                  ops: Commands | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -94,7 +94,7 @@ class HistoryParts(QObject):
     def attach_window(self, window: MainWindow) -> None:
         """Build the window's parts: the pane in a dock under the table (Ctrl+Shift+H), the
         status bar's paused label, "Notify me when free" on the table's context menu."""
-        from app.history_view import HistoryPane
+        from app.history.view import HistoryPane
 
         self.window = window
         paused_label = QLabel()
@@ -274,7 +274,7 @@ class HistoryParts(QObject):
 
 
 def install(*, config: Config, record: bool, window: Callable[[], MainWindow],
-            inventory: Inventory, tray: TrayController | None, remote: RemotePoller | None,
+            inventory: WatchBridge, tray: TrayController | None, remote: RemotePoller | None,
             store: ConfigStore, ops: Commands, parent: QObject) -> HistoryParts:
     """Build and connect the history's parts (see :class:`HistoryParts`); ``window`` returns
     the app's window, building it on first call (and the app then calls

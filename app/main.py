@@ -43,7 +43,7 @@ def _qapplication() -> QApplication:
     """The process's QApplication (created when there is none), named and with its icon."""
     from PySide6.QtWidgets import QApplication
 
-    from app.icons import app_icon
+    from app.style.icons import app_icon
 
     existing = QApplication.instance()
     qapp = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0]])
@@ -175,18 +175,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     without a graphical display)."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.demo_helper:
-        from app.demo import helper_main
+        from app.startup.demo import helper_main
 
         return helper_main(args.demo_helper[0], args.demo_helper[1])
     hash_without_openssl()
-    from app.display import problem
+    from app.startup.display import problem
 
     why = problem()
     if why is not None:
         print(f"lockwarden-gui: {why}", file=sys.stderr)
         return 1
 
-    from app.single import InstanceLocationError, SingleInstance, server_name
+    from app.startup.single import InstanceLocationError, SingleInstance, server_name
     from core import config as cfgmod
 
     qapp = _qapplication()
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     demo = None
     if args.demo:
-        from app.demo import Demo
+        from app.startup.demo import Demo
 
         demo = Demo()
         demo.start()

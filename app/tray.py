@@ -19,11 +19,12 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from app.columns import MINE
-from app.config_store import ConfigStore
-from app.engine_calls import LockActions, lost_message
-from app.icons import app_icon, state_icon, tray_icon
-from app.lockinfo import (
+from app.bridges.config_store import ConfigStore
+from app.bridges.lock_actions import LockActions, lost_message
+from app.bridges.watch_bridge import WatchBridge
+from app.style.icons import app_icon, state_icon, tray_icon
+from app.table.columns import MINE
+from app.table.lockinfo import (
     STATE_WORDS,
     display_state,
     forceable,
@@ -35,8 +36,7 @@ from app.lockinfo import (
     reclaimable,
     under_any,
 )
-from app.model import LockTableModel, Transition
-from app.watch_bridge import Inventory
+from app.table.model import LockTableModel, Transition
 from core.config import expand_path
 from core.reasons import render_all
 from core.record import LockStatus, State
@@ -97,7 +97,8 @@ class TrayController(QObject):
 
     Notifications: for the inventory's transitions (:meth:`_transitions`), except the
     disappearance of a lock held by this process (:meth:`LockTableModel.is_mine`), which only
-    :class:`app.engine_calls.LockActions` can tell apart -- released by us (:attr:`released`) or
+    :class:`app.bridges.lock_actions.LockActions` can tell apart -- released by us
+    (:attr:`released`) or
     lost (:attr:`lost`); it announces it and the tray shows what it says.
 
     Signals:
@@ -123,7 +124,7 @@ class TrayController(QObject):
     problemsRequested = Signal()
     quitRequested = Signal()
 
-    def __init__(self, *, model: LockTableModel, inventory: Inventory, actions: LockActions,
+    def __init__(self, *, model: LockTableModel, inventory: WatchBridge, actions: LockActions,
                  store: ConfigStore, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._model = model
@@ -308,7 +309,8 @@ class TrayController(QObject):
         (once per lock, not per tick); a lock was acquired (a new lock or a new holder, not a
         stale lock turning held again) or released, if asked. Nothing for what the first scan
         found (it was there before the app started), and nothing for the disappearance of a
-        lock of this process: :class:`app.engine_calls.LockActions` announces that (released or
+        lock of this process: :class:`app.bridges.lock_actions.LockActions` announces that
+        (released or
         lost)."""
         n = self._store.config.notifications
         self._dup_names = None  # this batch may have added a lock of the same name

@@ -4,7 +4,7 @@ context menu, shortcuts and status bar (docs/gui.md "Window").
 The window only presents and asks: what it needs comes in through its constructor, and the
 operations it offers (acquire, release, reclaim, force release, open folder, copy path,
 settings, audit log, quit) leave it as ``...Requested`` signals that
-:class:`app.application.LockwardenApp` connects to :class:`app.commands.Commands`.
+:class:`app.application.LockwardenApp` connects to :class:`app.actions.commands.Commands`.
 """
 
 from __future__ import annotations
@@ -26,22 +26,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import window_state
-from app.columns import Col
-from app.config_store import ConfigStore
-from app.detail import DetailPane
-from app.engine_calls import LockActions, lost_message
-from app.fleet_rows import fleet_origin
-from app.hosts_panel import HostFilter, HostsPanel
-from app.icons import app_icon
-from app.lockinfo import human_duration, under_any
-from app.model import LockTableModel
-from app.problems import ProblemsPanel
-from app.proxy import LockFilterProxy
-from app.statusline import StatusLine
-from app.table import LockTable
-from app.watch_bridge import Inventory
-from app.window_actions import ActionsWindow
+from app.bridges.config_store import ConfigStore
+from app.bridges.lock_actions import LockActions, lost_message
+from app.bridges.watch_bridge import WatchBridge
+from app.fleet.hosts_panel import HostFilter, HostsPanel
+from app.frame import state as window_state
+from app.frame.actions import ActionsWindow
+from app.frame.problems import ProblemsPanel
+from app.frame.statusline import StatusLine
+from app.style.icons import app_icon
+from app.table.columns import Col
+from app.table.detail import DetailPane
+from app.table.fleet_rows import fleet_origin
+from app.table.lockinfo import human_duration, under_any
+from app.table.model import LockTableModel
+from app.table.proxy import LockFilterProxy
+from app.table.view import LockTable
 from core.record import LockStatus, State
 from core.text import printable
 
@@ -62,10 +62,10 @@ class MainWindow(ActionsWindow):
         hide_on_close: True with a tray: closing only hides the window; False: closing asks
             to quit (:attr:`quitRequested`).
 
-    Signals: those of :class:`app.window_actions.ActionsWindow`.
+    Signals: those of :class:`app.frame.actions.ActionsWindow`.
     """
 
-    def __init__(self, *, model: LockTableModel, proxy: LockFilterProxy, inventory: Inventory,
+    def __init__(self, *, model: LockTableModel, proxy: LockFilterProxy, inventory: WatchBridge,
                  actions: LockActions, store: ConfigStore, settings: QSettings,
                  hide_on_close: bool) -> None:
         super().__init__()
@@ -159,7 +159,7 @@ class MainWindow(ActionsWindow):
         self.host_filter.hostChanged.connect(self._host_changed)
 
     def _build_problems(self) -> None:
-        """The Problems panel (:mod:`app.problems`), docked below; open from the start when
+        """The Problems panel (:mod:`app.frame.problems`), docked below; open from the start when
         the configuration has problems; Ctrl+Shift+P and the status line's button show it."""
         self.problems = ProblemsPanel(self._store, self._inventory, self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.problems)
@@ -172,7 +172,7 @@ class MainWindow(ActionsWindow):
         self.addAction(self.act_problems)
 
     def _build_hosts(self) -> None:
-        """The Hosts panel (:mod:`app.hosts_panel`), docked right, and the host filter; both
+        """The Hosts panel (:mod:`app.fleet.hosts_panel`), docked right, and the host filter; both
         hidden until a ``[fleet]`` is configured (:meth:`set_fleet`); Ctrl+Shift+O."""
         self.hosts = HostsPanel(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.hosts)
@@ -442,12 +442,13 @@ class MainWindow(ActionsWindow):
         self.refresh_detail()
 
     def update_status(self) -> None:
-        """The status line (:class:`app.statusline.StatusLine`) and the empty-table hint."""
+        """The status line (:class:`app.frame.statusline.StatusLine`) and the empty-table hint."""
         self.status_line.update()
         self._update_empty()
 
     def _lock_lost(self, path: str, replaced: bool) -> None:
-        """A lock this app held was taken away (:attr:`app.engine_calls.LockActions.lost`): say so
+        """A lock this app held was taken away (:attr:`app.bridges.lock_actions.LockActions.lost`):
+        say so
         in the status bar for 15 s."""
         title, body = lost_message(path, replaced)
         self.statusBar().showMessage(printable(f"{title}: {body}"), 15000)
@@ -456,11 +457,11 @@ class MainWindow(ActionsWindow):
 
     def restore_state(self) -> None:
         """Window geometry, splitter, column widths, hidden columns, sort order, filter text
-        and quick filters from QSettings (:func:`app.window_state.restore`)."""
+        and quick filters from QSettings (:func:`app.frame.state.restore`)."""
         window_state.restore(self.settings, self._saved_parts())
 
     def save_state(self) -> None:
-        """Store what :meth:`restore_state` restores (:func:`app.window_state.save`)."""
+        """Store what :meth:`restore_state` restores (:func:`app.frame.state.save`)."""
         window_state.save(self.settings, self._saved_parts())
 
     def _saved_parts(self) -> window_state.Parts:

@@ -33,7 +33,7 @@ class Code(enum.StrEnum):
     PREDATES_BOOT = "predates_boot"  # pid (optional), boot_at
     LIVENESS_UNCHECKED = "liveness_unchecked"  # detail
     HELD_BY_CALLER = "held_by_caller"  # pid, name, shell, since, path (CLI: a self-deadlock)
-    # the policy (core.verdicts.policy)
+    # the policy (core.verdicts.judge)
     EXPIRED = "expired"  # ago_s, ttl_s | expires_at
     AF_KEEPS_EXPIRED = "af_keeps_expired"
     EXPIRED_HOLDER_DEAD = "expired_holder_dead"

@@ -1,6 +1,6 @@
 """The named defaults of the stale policy, in one place (seconds).
 
-Imported by :mod:`core.verdicts.policy` (which carries them in
+Imported by :mod:`core.verdicts.judge` (which carries them in
 :class:`~core.stale_policy.StalePolicy`), by
 :mod:`core.record` and by the configuration; nowhere else is a stale limit written as a number.
 """

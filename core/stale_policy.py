@@ -1,6 +1,6 @@
 """The stale policy object: every rule's limit in one value, carried from the configuration
 (:mod:`core.config`, per watched directory and per format) and the CLI's flags to
-:func:`core.verdicts.policy.judge`, the lock operations, the watcher and the GUI's dialogs. Each
+:func:`core.verdicts.judge.judge`, the lock operations, the watcher and the GUI's dialogs. Each
 :class:`~core.record.LockStatus` carries the policy it was judged under.
 
 Imports only :mod:`core.defaults`.

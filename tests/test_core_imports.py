@@ -18,7 +18,7 @@ CORE_MODULES = [
     "core.formats.taskmcp",
     "core.formats.pidfile",
     "core.verdicts.liveness",
-    "core.verdicts.policy",
+    "core.verdicts.judge",
     "core.verdicts.inspect",
     "core.audit",
     "core.engine.lock",

@@ -153,6 +153,13 @@ def test_the_checker_sees_lazy_imports_and_circles(tmp_path: Path) -> None:
 #: ``""`` is core's root, the shared vocabulary every room speaks.
 CORE_ROOMS = ("", "kernel", "formats", "config", "audit", "verdicts", "engine", "watch",
               "history", "remote", "fleet", "cli")
+#: app's rooms from the bottom up (docs/architecture.md "Rooms"). ``""`` is app's root: the
+#: entry points, the application that builds every part, the main window and the tray; only
+#: ``shots`` (the screenshots, run as a script) stands above it.
+APP_ROOMS = ("style", "table", "bridges", "startup", "dialogs", "fleet", "history", "actions",
+             "frame", "", "shots")
+#: The most modules app's root may hold (``__init__`` and ``__main__`` included).
+APP_ROOT_MAX = 15
 #: The only modules at core's root: the vocabulary (and the package's own entry points).
 VOCABULARY = {"core", "core.__main__", "core.record", "core.codes", "core.reasons", "core.errors",
               "core.defaults", "core.stale_policy", "core.fsutil", "core.tempfiles",
@@ -169,10 +176,14 @@ MOVES_ALLOWED = {
 
 def _room(module: str) -> str:
     """``core.engine.lock`` -> ``engine``; ``core.record`` and ``core`` -> ``""`` (the root).
-    ``core.__main__`` (``python -m core``) is the command line's entry point: room ``cli``."""
+    ``core.__main__`` (``python -m core``) is the command line's entry point: room ``cli``.
+    For app: ``app.table.model`` -> ``table``; ``app.window`` and ``app`` -> ``""``."""
     parts = module.split(".")
+    if parts[0] == "app":
+        return parts[1] if len(parts) > 2 or (len(parts) == 2 and (ROOT / "app" / parts[1])
+                                                .is_dir()) else ""
     if parts[0] != "core":
-        return "app"
+        return "outside"
     if module == "core.__main__":
         return "cli"
     if len(parts) == 1 or module in VOCABULARY:
@@ -221,3 +232,38 @@ def test_only_the_engine_links_unlinks_or_renames_files() -> None:
              for line in _file_moves(path)]
     assert found == [], "file moves outside core/engine/:\n" + "\n".join(found)
     assert _file_moves(ROOT / "core" / "engine" / "cleanup.py"), "the checker sees os.unlink"
+
+
+def test_every_app_room_is_known_and_the_root_stays_small() -> None:
+    modules = [m for m in _modules() if m.startswith("app")]
+    rooms = {_room(m) for m in modules}
+    assert rooms <= set(APP_ROOMS), f"rooms not in APP_ROOMS: {rooms - set(APP_ROOMS)}"
+    root = sorted(p.name for p in (ROOT / "app").glob("*.py"))
+    assert len(root) <= APP_ROOT_MAX, f"{len(root)} modules at app's root: {root}"
+
+
+def test_an_app_module_imports_only_its_own_room_or_rooms_below() -> None:
+    edges, _ = _graph()
+    order = {room: i for i, room in enumerate(APP_ROOMS)}
+    upward = [f"{a} ({_room(a) or 'root'}) imports {b} ({_room(b) or 'root'})"
+              for a, targets in edges.items() if a.startswith("app.") or a == "app"
+              for b in targets if b.startswith("app") and not _package_edge(a, b)
+              and order[_room(b)] > order[_room(a)]]
+    assert upward == [], "upward arrows between app's rooms:\n" + "\n".join(sorted(upward))
+
+
+#: core's internals the app may not reach: it talks to a room through the names the room
+#: publishes (docs/DESIGN.md, "Layout"). A module here is one room's private machinery.
+CORE_PRIVATE = {"core.watch.tree", "core.watch.scan", "core.watch.walk", "core.watch.sources",
+                "core.watch.directories", "core.watch.rejudge", "core.watch.messages",
+                "core.watch.processes", "core.watch.watched_dir", "core.engine.publish",
+                "core.engine.exchange", "core.engine.remove", "core.engine.waiting",
+                "core.kernel.table", "core.kernel.getlk", "core.audit.appender",
+                "core.audit.heads", "core.audit.write"}
+
+
+def test_the_app_reaches_core_through_its_rooms_public_names() -> None:
+    edges, _ = _graph()
+    private = [f"{a} imports {b}" for a, targets in edges.items() if a.startswith("app")
+               for b in targets if b in CORE_PRIVATE]
+    assert private == [], "the app reaches into core's internals:\n" + "\n".join(sorted(private))

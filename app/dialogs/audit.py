@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.lockinfo import local_time, utc_time
+from app.table.lockinfo import local_time, utc_time
 from core import audit
 from core.audit import AuditEntry
 from core.text import plural, printable
@@ -38,7 +38,7 @@ DETAIL_KEYS = ("reason", "decision", "displaced", "holder", "kept", "error")
 
 class AuditRow(TypedDict):
     """One entry as the viewer shows it. ``sort``: (Unix time in s, 0.0 when unknown; read
-    order), ``time``: local time (:func:`app.lockinfo.local_time`), ``utc``: the same in UTC
+    order), ``time``: local time (:func:`app.table.lockinfo.local_time`), ``utc``: the same in UTC
     (its tooltip), ``log``: the log file it came from."""
 
     sort: tuple[float, int]

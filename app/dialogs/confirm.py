@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.lockinfo import is_remote, lock_name
+from app.table.lockinfo import is_remote, lock_name
 from core.engine.end_holder import TERM_GRACE
 from core.holder import describe_holder
 from core.reasons import Reason, render

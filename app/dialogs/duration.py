@@ -9,7 +9,7 @@ import re
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import QDoubleSpinBox, QWidget
 
-from app.lockinfo import duration_words
+from app.table.lockinfo import duration_words
 
 UNITS: dict[str, float] = {
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
@@ -42,7 +42,7 @@ def parse_duration(text: str) -> float | None:
 
 
 class DurationSpinBox(QDoubleSpinBox):
-    """A :class:`QDoubleSpinBox` of seconds shown as :func:`app.lockinfo.duration_words` and
+    """A :class:`QDoubleSpinBox` of seconds shown as :func:`app.table.lockinfo.duration_words` and
     typed in the same words (:func:`parse_duration`)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:

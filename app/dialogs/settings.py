@@ -2,7 +2,7 @@
 (:mod:`app.dialogs.projects`), lock servers (added, edited, removed and tested:
 :mod:`app.dialogs.servers`), notifications, appearance, start at login. It edits a copy.
 
-With a :class:`app.config_store.ConfigStore`, OK saves before the dialog closes
+With a :class:`app.bridges.config_store.ConfigStore`, OK saves before the dialog closes
 (docs/DESIGN.md, "Nothing lost"): only what the dialog changed is edited into the file, which
 is read again first. When that cannot be done the dialog stays open with everything typed and
 says why in its problem bar: a file that does not parse (never overwritten: the parser's line
@@ -45,7 +45,7 @@ from core.errors import ConfigError
 from core.text import printable
 
 if TYPE_CHECKING:
-    from app.config_store import ConfigStore
+    from app.bridges.config_store import ConfigStore
 
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
 STALE_DECIMALS = 3

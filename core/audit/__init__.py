@@ -72,6 +72,7 @@ from core.audit.model import (
 from core.audit.placement import repository_of
 from core.audit.read import read, read_many, tail
 from core.audit.verify import verify
+from core.audit.write import add_lost_listener
 
 __all__ = [
     "FALLBACK_LOG_NAME",
@@ -84,6 +85,7 @@ __all__ = [
     "AuditEntry",
     "AuditWrite",
     "VerifyResult",
+    "add_lost_listener",
     "append",
     "close_logs",
     "fallback_log_path",

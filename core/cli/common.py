@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from core.config import Config, WatchSpec
+    from core.config import Config, PolicyResolver, WatchSpec
     from core.record import LockStatus
     from core.stale_policy import StalePolicy
 
@@ -322,22 +322,23 @@ class CliPolicies:
         self.specs = specs
         self.problem = problem
         self.exists = exists
-        self._roots: list[str] | None = None
+        self._resolver: PolicyResolver | None = None
 
     def _owner(self, path: str) -> WatchSpec | None:
-        from core.config import expand_path
-        from core.watch.scan import CLAIMS_DIR, LEDGER_DIR, dir_in_scope, split_claim_path
+        from core.config.policies import PolicyResolver
 
-        if self._roots is None:
-            self._roots = [expand_path(s.path) for s in self.specs]
-        claim = split_claim_path(path)
-        dirs = [claim[0]] if claim is not None else [os.path.dirname(path)]
-        if claim is None and os.path.basename(dirs[0]) in (LEDGER_DIR, CLAIMS_DIR):
-            dirs.append(os.path.dirname(dirs[0]))
-        for spec, root in zip(self.specs, self._roots, strict=True):
-            if any(dir_in_scope(spec, root, d) for d in dirs):
-                return spec
-        return None
+        if self._resolver is None:
+            self._resolver = PolicyResolver(self.specs)
+        return self._resolver.spec_for(path)
+
+    def for_writer(self, path: str, limits: StalePolicy) -> StalePolicy:
+        """The policy of a verb that writes a lock at ``path``
+        (:meth:`core.config.policies.PolicyResolver.writer_policy`)."""
+        from core.config.policies import PolicyResolver
+
+        if self._resolver is None:
+            self._resolver = PolicyResolver(self.specs)
+        return self._resolver.writer_policy(path, limits)
 
     def for_path(self, path: str) -> PolicyChoice:
         """The policy a lock at ``path`` (absolute, or relative to the working directory)
@@ -370,7 +371,7 @@ def config_path() -> str:
     Linux and the other Unix platformdirs treats alike: ``$LOCKWARDEN_CONFIG``, else
     ``$XDG_CONFIG_HOME`` (when absolute) or ``~/.config``, then ``lockwarden/config.toml``.
     macOS, Windows and a relative ``$HOME`` ask platformdirs itself. A test holds the two
-    equal (tests/test_config_edit.py)."""
+    equal (tests/core/config/test_config_edit.py)."""
     env = os.environ.get("LOCKWARDEN_CONFIG", "").strip()
     if env:
         return os.path.normpath(os.path.abspath(os.path.expandvars(os.path.expanduser(env))))

@@ -108,7 +108,7 @@ def walk(roots: list[str], *, recursive: bool, match: Callable[[str], bool],
          project: bool = False) -> Iterator[Batch]:
     """Walk ``roots`` (absolute, literal paths: never expanded) in order of path, descending
     into sub-directories (in order of name) when ``recursive``, never through a symbolic link,
-    nor into the directories the walk skips (:func:`core.watch.scope.skips_dir`: ``skip``, and
+    nor into the directories the walk skips (:func:`core.config.scope.skips_dir`: ``skip``, and
     a git directory's object store, logs and hooks), yielding one :class:`Batch` per directory
     as soon as it is read: nothing of the whole tree is held (docs/cli.md, "``list``: what
     could not be listed"). A directory two roots reach is walked once.
@@ -119,16 +119,16 @@ def walk(roots: list[str], *, recursive: bool, match: Callable[[str], bool],
         match: the name predicate (:func:`core.watch.scan.name_matcher`).
         errors: where each directory that cannot be listed is added (a :class:`ListError`),
             as the walk meets it.
-        skip: a predicate on directory names never entered (:func:`core.watch.scope.dir_matcher`);
+        skip: a predicate on directory names never entered (:func:`core.config.scope.dir_matcher`);
             default none.
         project: ``--project``: git's lock names count only inside a git directory
-            (:func:`core.watch.scope.wanted_file`).
+            (:func:`core.config.scope.wanted_file`).
 
     Never raises for what is on disk: the walk goes on past every directory that cannot be
     listed.
     """
+    from core.config.scope import dir_matcher, skips_dir, wanted_file
     from core.watch.scan import CLAIMS_DIR, LEDGER_DIR, is_proof_dir
-    from core.watch.scope import dir_matcher, skips_dir, wanted_file
 
     skip = skip or dir_matcher(())
     reported: set[str] = set()
@@ -321,8 +321,8 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     from core.cli.list_workers import JsonItems, judged, no_cells, table_cells
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
+    from core.config.scope import dir_matcher
     from core.watch.scan import name_matcher
-    from core.watch.scope import dir_matcher
 
     dirs: list[str] = list(args.dirs)
     for d in dirs:

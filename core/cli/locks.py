@@ -227,17 +227,12 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
 
 def writer_policy(args: argparse.Namespace, path: str) -> StalePolicy:
     """The policy of a verb that writes a lock file at ``path`` (``try``, ``acquire``,
-    ``reclaim``, ``run``): :func:`core.cli.common.stale_policy`, with the configured
-    directory's ``readable_lock_files`` (docs/engine.md, "Who can read a lock file") -- read
-    from the configuration even when ``--stale-after`` is given, since it is no verdict rule.
+    ``reclaim``, ``run``): :func:`core.cli.common.stale_policy` as the governing directory's
+    resolver gives it to a writer (:meth:`core.config.policies.PolicyResolver.writer_policy`;
+    the configuration is read even when ``--stale-after`` is given).
 
     Raises:
         CliError: ``--config PATH`` names no file (exit 3).
     """
-    import dataclasses
-
-    policy = stale_policy(args)
     config_args = argparse.Namespace(**{**vars(args), "stale_after": None})
-    if cli_policies(config_args).for_path(path).policy.readable_lock_files:
-        policy = dataclasses.replace(policy, readable_lock_files=True)
-    return policy
+    return cli_policies(config_args).for_writer(path, stale_policy(args))

@@ -322,13 +322,13 @@ def _acquire(source: RemoteSource, key: str, ttl: float | None, pid: int,
     """Take lock ``key`` for ``pid`` with the backend's own acquire (only that backend's
     module is imported: it is already loaded for ``source``)."""
     if source.scheme == "redis":
-        from core.remote.redis import RedisSource
+        from core.remote.redis.backend import RedisSource
 
         assert isinstance(source, RedisSource)
         profile = source.profile_of(key)
         return source.acquire(profile.name_of(key), ttl=ttl, profile=profile, holder_pid=pid)
     if source.scheme == "etcd":
-        from core.remote.etcd import EtcdSource
+        from core.remote.etcd.backend import EtcdSource
 
         assert isinstance(source, EtcdSource)
         seconds = math.ceil(ttl) if ttl is not None else ETCD_RECLAIM_TTL

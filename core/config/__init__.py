@@ -93,6 +93,7 @@ from core.config.platform_defaults import (
     default_config_path,
     default_watch_dirs,
 )
+from core.config.policies import PolicyResolver
 from core.config.read import MAX_CONFIG_BYTES, read_config_bytes
 from core.config.servers import server_to_dict
 
@@ -108,6 +109,7 @@ __all__ = [
     "Config",
     "LoadError",
     "NotificationSettings",
+    "PolicyResolver",
     "UISettings",
     "WatchSpec",
     "default_config",

@@ -27,7 +27,7 @@ regular file, unreadable, over 1 MiB) raises :class:`OSError` and is not overwri
 How each kind of table maps to fields, new tables and matching keys is
 :mod:`core.config.edit_tables`; the ``tomlkit`` document edited is :mod:`core.config.edit_doc`.
 ``tomlkit`` is imported there only, and these modules only when saving: ``lockwarden status``
-never loads it (tests/test_cli_startup_imports.py).
+never loads it (tests/core/cli/test_cli_startup_imports.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ appended when the edit is finished (docs/DESIGN.md, "Nothing lost": the configur
 never regenerated).
 
 ``tomlkit`` is imported inside the functions, and this module only when saving:
-``lockwarden status`` never loads it (tests/test_cli_startup_imports.py).
+``lockwarden status`` never loads it (tests/core/cli/test_cli_startup_imports.py).
 """
 
 from __future__ import annotations

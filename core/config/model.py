@@ -57,7 +57,7 @@ PROJECT_SKIP_DIRS: tuple[str, ...] = (
 """Directory names (fnmatch patterns) a project scan never descends into: dependency trees
 (``node_modules``, virtual environments), build outputs (cargo's ``target``, ``build``,
 ``dist``, ``out``) and caches. Inside a git directory the object store, logs and hooks are
-skipped as well (:func:`core.watch.scope.skips_dir`); ``docs/watching.md``, "Projects"."""
+skipped as well (:func:`core.config.scope.skips_dir`); ``docs/watching.md``, "Projects"."""
 
 POLLING_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 THEME_CHOICES: tuple[str, ...] = ("auto", "light", "dark")
@@ -118,8 +118,8 @@ class WatchSpec:
             (docs/engine.md, "Who can read a lock file").
         project: a project root (:class:`ProjectSpec`): only developer tools' locks are
             listed, git's ``*.lock`` and ``gc.pid`` only inside a git directory
-            (:func:`core.watch.scope.wanted_file`), and on Linux each walked directory is watched on
-            its own so skipped trees cost no inotify watch (:mod:`core.watch.tree`).
+            (:func:`core.config.scope.wanted_file`), and on Linux each walked directory is
+            watched on its own so skipped trees cost no inotify watch (:mod:`core.watch.tree`).
         table_index: the index of the ``[[watch]]`` table it was read from (0-based, counting
             every table of the array, unusable ones too), or ``None`` for a spec not read
             from a file. Not compared. :mod:`core.config.edit` edits that very table.

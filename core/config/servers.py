@@ -24,7 +24,7 @@ from core.config.model import describe_value as _describe
 from core.config.problems import unknown_key_fallback
 
 REDIS_PROFILES: tuple[str, ...] = ("python-redis-lock", "redis-py")
-"""Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis`)."""
+"""Profile names a ``[[redis]]`` table may list (:mod:`core.remote.redis.backend`)."""
 
 MAX_DEADLINE_S = 3600.0
 """The largest ``deadline`` a server table may set (s): one hour."""

@@ -6,7 +6,7 @@ operations"). The audit call is :mod:`core.engine.audited`; what force may remov
 :mod:`core.engine.lock` and :mod:`core` as well.
 
 The file work itself (verified remove under the directory guard) is :mod:`core.engine.publish`;
-waking on events is :mod:`core.engine.waiter`.
+waking on events is :mod:`core.engine.waiting`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from core.reasons import Reason, render_all
 from core.record import FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
 from core.verdicts.inspect import inspect, inspect_bytes, kernel_status
+from core.verdicts.judge import taskmcp_decision
 from core.verdicts.liveness import hostname, process_identity, process_start_time, same_host
-from core.verdicts.policy import taskmcp_decision
 from core.verdicts.unsaved import unsaved_changes
 
 log = logging.getLogger("lockwarden.lock")
@@ -137,7 +137,7 @@ class ReclaimJudge:
     """Whether a reclaim may break the lock it sees, as a callable ``judge(status) -> bool``
     (docs/engine.md, "Task MCP reclaim"): a free path, a stale lock, any lock with ``force``;
     for a ``task-mcp`` lock the decision of the reclaim matrix of
-    ``docs/specs/task-mcp.txt`` (:func:`core.verdicts.policy.taskmcp_decision`, Lockwarden
+    ``docs/specs/task-mcp.txt`` (:func:`core.verdicts.judge.taskmcp_decision`, Lockwarden
     requesting as :data:`~core.formats.taskmcp.LOCKWARDEN_ENVIRONMENT` /
     :data:`~core.formats.taskmcp.LOCKWARDEN_PURPOSE`). Called again under the directory guard;
     ``decision`` holds the last call's Task MCP ``decision`` and ``priority`` (and ``matrix``

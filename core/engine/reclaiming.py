@@ -37,7 +37,7 @@ def reclaim(
     default :data:`core.stale_policy.DEFAULT_POLICY` -- with ``stale_after`` seconds replacing
     its limit when given), or ``force`` is True (an explicit human or ``--force`` decision),
     or -- for a ``task-mcp`` lock -- when docs/specs/task-mcp.txt's decision matrix
-    (:func:`core.verdicts.policy.taskmcp_decision`: LOCK_EXPIRED, HOLDER_DEAD, SAME_USER;
+    (:func:`core.verdicts.judge.taskmcp_decision`: LOCK_EXPIRED, HOLDER_DEAD, SAME_USER;
     HIGHER_PRIVILEGE and EMERGENCY_OVERRIDE only when the policy enables them, since they rest
     on self-declared fields) says so. The decision and its reason go into the audit entry and,
     for task-mcp, into the new lock's ``metadata`` (``reclaimed_from``, ``reclaimed_reason``;

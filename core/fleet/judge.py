@@ -4,7 +4,7 @@
 A lock whose record names another host has liveness ``remote`` here: its PID cannot be checked
 from this host, so the local rules wait out its TTL or its age (``stale_after``). With a fleet,
 the host named in the lock publishes the liveness of its own PIDs; :func:`judge_with_fleet`
-re-judges such a lock with :func:`core.verdicts.policy.judge` -- the one judge, same policy --
+re-judges such a lock with :func:`core.verdicts.judge.judge` -- the one judge, same policy --
 as if the PID had been checked here:
 
 - the host's heartbeat is recent and it reports the PID gone (or now a later process): the
@@ -25,8 +25,8 @@ from core.codes import Code
 from core.fleet.store import FleetSnapshot
 from core.reasons import Reason
 from core.record import Evidence, Liveness, LockStatus
+from core.verdicts.judge import judge
 from core.verdicts.liveness import START_TOLERANCE
-from core.verdicts.policy import judge
 
 _LIVENESS = {"alive": Liveness.ALIVE, "dead": Liveness.DEAD, "reused": Liveness.REUSED}
 

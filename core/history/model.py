@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from core.record import LockStatus
 
 # the values of core.record.State, as plain strings: reading history never imports the
-# verdicts' vocabulary (docs/cli.md, "Start-up time"); tests/test_history_model.py checks them
+# verdicts' vocabulary (docs/cli.md, "Start-up time"); tests/core/history/test_history_model.py
+# checks them
 FREE, HELD, STALE, EXPIRED, WRITING, UNREADABLE = (
     "free", "held", "stale", "expired", "writing", "unreadable")
 

@@ -2,7 +2,7 @@
 
 A *remote source* is one server (a PostgreSQL database, a Redis database) whose locks Lockwarden
 lists in the same table as lock files: :meth:`RemoteSource.list_locks` returns the same
-:class:`~core.record.LockStatus` verdicts, judged by the same :func:`core.verdicts.policy.judge`
+:class:`~core.record.LockStatus` verdicts, judged by the same :func:`core.verdicts.judge.judge`
 under a
 :class:`~core.stale_policy.StalePolicy`. A lock's ``path`` is a URL naming the server and the
 lock after ``#`` (docs/remote.md, "Paths"), e.g. ``postgres://db.example:5432/shop#advisory/42``

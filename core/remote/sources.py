@@ -122,7 +122,7 @@ def _backend(kind: str, url: str) -> Any:
 
 
 def redis_profiles(names: Sequence[str], patterns: Sequence[str]) -> tuple[Any, ...]:
-    """The :class:`core.remote.redis.RedisProfile` objects named (``python-redis-lock``,
+    """The :class:`core.remote.redis.backend.RedisProfile` objects named (``python-redis-lock``,
     ``redis-py`` with ``patterns``); with no names, python-redis-lock, plus redis-py when
     patterns are given.
 

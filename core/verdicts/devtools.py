@@ -3,7 +3,7 @@ filelock's SoftFileLock (``docs/specs/devtool-locks.md`` §2 and §3 "Cross-cutt
 rules (recommended)").
 
 One function per tool, each returning a :class:`core.record.LockStatus` (state, liveness,
-reasons as data, evidence) like :func:`core.verdicts.policy.judge`; :func:`judge_devtool` picks one
+reasons as data, evidence) like :func:`core.verdicts.judge.judge`; :func:`judge_devtool` picks one
 by ``record.format``. These are *marker* locks (the file's existence is the lock, kind A of the
 spec's §0): their holder is inferred from the PID/host they record or from the processes that run.
 *Kernel* locks (kind B) are never stale; Terraform's label is judged by the kernel lock on its state

@@ -29,14 +29,14 @@ from core.record import (
     State,
 )
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
-from core.verdicts.liveness import ProcessSnapshot, check, evidence
-from core.verdicts.policy import (
+from core.verdicts.judge import (
     free_status,
     judge,
     judge_empty,
     judge_unparsed,
     judge_unreadable,
 )
+from core.verdicts.liveness import ProcessSnapshot, check, evidence
 
 if TYPE_CHECKING:
     from core.kernel.locks import Holding
@@ -147,9 +147,9 @@ def inspect_bytes(
     information region into its lock files, docs/specs/devtool-locks.md §1 row Gradle). An empty git
     lock file (``HEAD.lock``) is a ``git-lock``.
     Other empty bytes (or only whitespace) are judged by
-    :func:`core.verdicts.policy.judge_empty` with the processes that have the file open
+    :func:`core.verdicts.judge.judge_empty` with the processes that have the file open
     (``free`` when nobody does; ``writing`` while someone does; never ``stale``, never
-    ``unreadable``). Bytes no format accepts go to :func:`core.verdicts.policy.judge_unparsed`
+    ``unreadable``). Bytes no format accepts go to :func:`core.verdicts.judge.judge_unparsed`
     (``writing`` while young; garbage stays ``unreadable``). Parsed records get a liveness
     check (:func:`core.verdicts.liveness.check`) and a verdict. Never raises for the content of
     ``data``.
@@ -195,7 +195,7 @@ def judge_record(
     mtime: float | None = None,
 ) -> LockStatus:
     """Check ``record``'s holder (:func:`core.verdicts.liveness.check`) and judge it
-    (:func:`core.verdicts.policy.judge`); a developer tool's lock
+    (:func:`core.verdicts.judge.judge`); a developer tool's lock
     (:data:`core.record.DEVTOOL_FORMATS`)
     is judged by :func:`core.verdicts.devtools.judge_devtool` instead. A failure of the process
     check (psutil, ``/proc`` not mounted) is judged as ``unknown`` liveness with reason
@@ -305,7 +305,7 @@ def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus
 
 def _judge_empty(path: str, file: FileInfo | None, view: KernelView, kernel_error: str | None,
                  *, policy: StalePolicy, now: datetime, mtime: float | None) -> LockStatus:
-    """:func:`core.verdicts.policy.judge_empty` with the processes that have the file open
+    """:func:`core.verdicts.judge.judge_empty` with the processes that have the file open
     (:meth:`core.kernel.openfiles.KernelView.open_by`) and the first one's name and user."""
     openers: tuple[int, ...] | None = None
     if file is not None:

@@ -71,7 +71,7 @@ def _empty_files_unsettled(dirs: Directories) -> None:
         return
     _kernel_locks_taken(dirs, candidates)
     if not dirs.kernel_view().can_walk:
-        return  # no /proc: the writing grace alone decides (core.verdicts.policy)
+        return  # no /proc: the writing grace alone decides (core.verdicts.judge)
     for path in candidates:
         e = dirs.inventory.get(path)
         if e is not None and _awaits_walk(e.status):

@@ -171,12 +171,12 @@ def judge_read(
     kernel: KernelView | None = None,
 ) -> LockStatus:
     """The verdict on a :class:`FileRead` (:func:`core.verdicts.inspect.inspect_bytes`, or an
-    ``unreadable`` verdict from :func:`core.verdicts.policy.judge` with the read error).
+    ``unreadable`` verdict from :func:`core.verdicts.judge.judge` with the read error).
     ``kernel``: the kernel's locks and open files for the whole batch of reads
     (:class:`core.kernel.openfiles.KernelView`), so that a directory of empty files costs one
     read of ``/proc/locks`` and one walk of the open descriptors, not one per file."""
     if read.error is not None or read.data is None:
-        from core.verdicts.policy import judge_unreadable
+        from core.verdicts.judge import judge_unreadable
 
         return judge_unreadable(read.path, kind=read.kind, detail=read.error or "could not be read",
                                 policy=policy, now=now)

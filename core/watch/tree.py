@@ -7,7 +7,7 @@ inotify instance per scheduled directory (Linux allows 128 per user by default),
 recursive watch nor one watchdog watch per directory fits a tree that must skip parts of
 itself. :class:`TreeWatcher` holds **one** inotify instance (``inotify_simple``) for every
 directory of every project tree the scanner walked (:attr:`core.watch.scan.Listing.dirs`, skipped
-directories left out by :mod:`core.watch.scope`) and for every plain (non-recursive) watched
+directories left out by :mod:`core.config.scope`) and for every plain (non-recursive) watched
 directory, read on one daemon thread, and turns its events into the same hints as watchdog's
 (:meth:`core.watch.sources.EventHandler.hint`).
 

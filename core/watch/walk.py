@@ -23,18 +23,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from core.config import WatchSpec, expand_path
+from core.config.scope import (
+    CLAIM_SEPARATOR,
+    CLAIMS_DIR,
+    LEDGER_DIR,
+    LEDGER_LOCK,
+    dir_in_scope,
+    dir_matcher,
+    skips_dir,
+    split_claim_path,
+    wanted_file,
+)
 from core.fsutil import is_engine_file
-from core.watch.scope import dir_matcher, skips_dir, walkable, wanted_file
 
 if TYPE_CHECKING:
     from core.stale_policy import StalePolicy
 
-LEDGER_DIR = "ledger"
-LEDGER_LOCK = "ledger.lock"
-CLAIMS_DIR = "locks"
+__all__ = ["CLAIMS_DIR", "CLAIM_SEPARATOR", "LEDGER_DIR", "LEDGER_LOCK", "dir_in_scope",
+           "split_claim_path"]  # re-exported: core.watch.scan's names
+
 _EVENT_RE = re.compile(r"^(?:event-)?[0-9]{1,18}\.json$")
-CLAIM_SEPARATOR = "#"
-"""Separator between the ledger directory and the node id in a replayed claim's path."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,14 +99,6 @@ def claim_path(proof_dir: str, node_id: str) -> str:
     return os.path.join(proof_dir, LEDGER_DIR) + CLAIM_SEPARATOR + node_id
 
 
-def split_claim_path(path: str) -> tuple[str, str] | None:
-    """``(proof_dir, node_id)`` for a virtual claim path, else ``None``."""
-    head, sep, node = path.rpartition(CLAIM_SEPARATOR)
-    if not sep or os.path.basename(head) != LEDGER_DIR or os.sep in node:
-        return None
-    return os.path.dirname(head), node
-
-
 def policy_for(spec: WatchSpec) -> StalePolicy:
     """The :class:`core.stale_policy.StalePolicy` of a watched directory: ``spec.policy``
     (its ``stale_after``, Task MCP flags and per-format limits)."""
@@ -120,7 +120,7 @@ class Listing:
         proofs: af proof directories found (the root itself, or any directory walked).
         problems: sub-directories that could not be listed, with the reason.
         dirs: every directory walked (the root first), skipped ones left out
-            (:mod:`core.watch.scope`): a project tree watches each on its own.
+            (:mod:`core.config.scope`): a project tree watches each on its own.
         regular: the candidates the directory listing calls regular files (read without an
             ``lstat`` first: :func:`core.fsutil.read_lock_file`, ``regular``).
     """
@@ -154,7 +154,7 @@ def list_dir(spec: WatchSpec, *,
 
     Directories the spec skips (its ``skip`` patterns; a git directory's object store, logs
     and hooks) are never entered, and a project tree lists only developer tools' locks
-    (:func:`core.watch.scope.wanted_file`).
+    (:func:`core.config.scope.wanted_file`).
 
     Args:
         spec: the watched directory.
@@ -259,14 +259,3 @@ def covers(spec: WatchSpec, path: str, root: str | None = None) -> bool:
     ):
         return dir_in_scope(spec, root, pp)
     return False
-
-
-def dir_in_scope(spec: WatchSpec, root: str, d: str) -> bool:
-    """True when files directly in directory ``d`` are in the scope of ``spec`` (whose
-    expanded directory is ``root``): ``d`` is the root, or below it for a recursive spec and
-    not inside a directory the walk skips (:func:`core.watch.scope.walkable`)."""
-    if d == root:
-        return True
-    if not spec.recursive:
-        return False
-    return walkable(dir_matcher(spec.skip), root, d)

@@ -6,11 +6,13 @@ ledger). :class:`core.watch.directories.Directories` acts on them; nothing here 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.config import WatchSpec, expand_path
+from core.config.scope import dir_in_scope
 from core.stale_policy import StalePolicy
 from core.watch import scan as _scan
 
@@ -72,14 +74,11 @@ class WatchedDir:
     """
 
     def __init__(self, spec: WatchSpec) -> None:
-        self.spec = WatchSpec(
-            path=spec.path, recursive=bool(spec.recursive), patterns=list(spec.patterns),
+        self.spec = dataclasses.replace(  # every field kept (the policy's whole), normalised
+            spec, recursive=bool(spec.recursive), patterns=list(spec.patterns),
             stale_after=float(spec.stale_after), polling=str(spec.polling or "auto"),
-            allow_higher_privilege=bool(spec.allow_higher_privilege),
-            allow_emergency=bool(spec.allow_emergency),
-            format_stale_after=dict(spec.format_stale_after),
-            skip=list(spec.skip), project=bool(spec.project),
-        )
+            format_stale_after=dict(spec.format_stale_after), skip=list(spec.skip),
+            project=bool(spec.project))
         self.root = expand_path(spec.path)
         self.watch_root = self.root
         self.policy: StalePolicy = self.spec.policy
@@ -111,7 +110,7 @@ class WatchedDir:
 
     def in_scope(self, d: str) -> bool:
         """True when directory ``d`` is walked by this spec."""
-        return _scan.dir_in_scope(self.spec, self.root, d)
+        return dir_in_scope(self.spec, self.root, d)
 
     def overlaps(self, other: WatchedDir) -> bool:
         """True when the two directories share some sub-tree."""

@@ -77,14 +77,15 @@ from core.watch.sources import (
     is_network_fs,
     unschedule,
 )
+from core.watch.tree import BUSY_GAP
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
 __all__ = [  # the public names, as before the split into modules
-    "CLOSE_TIMEOUT", "DEBOUNCE", "DIRECT_LOOKUPS", "LIVENESS_INTERVAL", "MAX_BATCH_DELAY",
-    "NETWORK_FS_TYPES", "POLL_INTERVAL", "ChangeSet", "DirStatus", "Filesystem", "Sig",
-    "Watcher", "filesystem_of", "is_network_fs", "same_verdict",
+    "BUSY_GAP", "CLOSE_TIMEOUT", "DEBOUNCE", "DIRECT_LOOKUPS", "LIVENESS_INTERVAL",
+    "MAX_BATCH_DELAY", "NETWORK_FS_TYPES", "POLL_INTERVAL", "ChangeSet", "DirStatus",
+    "Filesystem", "Sig", "Watcher", "filesystem_of", "is_network_fs", "same_verdict",
 ]
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class Watcher:
         self._q: queue.SimpleQueue[_Message] = queue.SimpleQueue()
         self._lock = threading.RLock()  # the inventory (held by the worker while it works)
         self._life = threading.Lock()  # started/closed flags
-        self._rooms = Directories(self._post_hint, self._forget_pending,
+        self._directories = Directories(self._post_hint, self._forget_pending,
                                   rescan_interval=float(rescan_interval),
                                   tree_watch_limit=tree_watch_limit, busy_gap=busy_gap)
         # timers, in time.monotonic() seconds
@@ -180,11 +181,11 @@ class Watcher:
     @property
     def rescan_interval(self) -> float:
         """Seconds between full rescans of a directory."""
-        return self._rooms.rescan_interval
+        return self._directories.rescan_interval
 
     @rescan_interval.setter
     def rescan_interval(self, seconds: float) -> None:
-        self._rooms.rescan_interval = float(seconds)
+        self._directories.rescan_interval = float(seconds)
 
     def start(self) -> None:
         """Scan the directories, start watching them and start the worker thread.
@@ -209,10 +210,10 @@ class Watcher:
                 return
             self._started = True
         with self._lock, _scan.gc_paused():
-            rooms = self._rooms
-            rooms.procs = rooms.round_procs = take_snapshot()
-            rooms.apply_specs(self._specs)
-            rooms.inventory.forget_changes()  # the initial inventory is not a change
+            directories = self._directories
+            directories.procs = directories.round_procs = take_snapshot()
+            directories.apply_specs(self._specs)
+            directories.inventory.forget_changes()  # the initial inventory is not a change
             self._next_tick = time.monotonic() + self.liveness_interval
         thread = threading.Thread(target=self._run, name="lockwarden-watcher", daemon=True)
         thread.start()  # before it is published: close() never joins a thread not yet started
@@ -233,12 +234,12 @@ class Watcher:
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(max(0.0, deadline - time.monotonic()) * 0.5)
-        self._rooms.sources.stop(deadline)
+        self._directories.sources.stop(deadline)
 
     def snapshot(self) -> list[LockStatus]:
         """The current inventory, sorted by path (thread-safe; a copy)."""
         with self._lock:
-            return self._rooms.inventory.snapshot()
+            return self._directories.inventory.snapshot()
 
     def dir_status(self) -> list[DirStatus]:
         """One :class:`DirStatus` per spec, in order (thread-safe)."""
@@ -246,7 +247,7 @@ class Watcher:
             if not self._started:
                 return [DirStatus(expand_path(s.path), "missing", "not started")
                         for s in self._specs]
-            return self._rooms.statuses()
+            return self._directories.statuses()
 
     def rescan(self) -> None:
         """Rescan every directory now, re-reading every file and re-replaying af ledgers,
@@ -256,8 +257,8 @@ class Watcher:
             return
         if threading.current_thread() is self._thread:  # from a callback
             with self._lock:
-                self._rooms.new_round()
-                self._rooms.rescan_all(force=True)
+                self._directories.new_round()
+                self._directories.rescan_all(force=True)
             self._q.put(_Wake("rescan"))
             return
         done = threading.Event()
@@ -269,7 +270,7 @@ class Watcher:
         its spec's patterns and recursion). Thread-safe."""
         path = os.path.abspath(path)
         with self._lock:
-            return self._rooms.covers(path)
+            return self._directories.covers(path)
 
     def refresh(self, paths: list[str]) -> bool:
         """Re-read ``paths`` now, without the debounce, in the watcher's thread; what changed is
@@ -303,15 +304,15 @@ class Watcher:
 
     @property
     def _dirs(self) -> list[WatchedDir]:
-        return self._rooms.dirs
+        return self._directories.dirs
 
     @property
     def _events_obs(self) -> BaseObserver | None:
-        return self._rooms.sources.events_obs
+        return self._directories.sources.events_obs
 
     @property
     def _poll_obs(self) -> BaseObserver | None:
-        return self._rooms.sources.poll_obs
+        return self._directories.sources.poll_obs
 
     def _post_hint(self, d: WatchedDir, path: str, is_dir: bool, done: bool) -> None:
         """Queue a hint (called by watchdog's threads)."""
@@ -335,10 +336,10 @@ class Watcher:
             try:
                 with self._lock:
                     self._work(items, dones)
-                    changes = self._rooms.inventory.flush()
-                    if first or self._rooms.dirty:
-                        self._rooms.dirty = False
-                        dirs = self._rooms.statuses()
+                    changes = self._directories.inventory.flush()
+                    if first or self._directories.dirty:
+                        self._directories.dirty = False
+                        dirs = self._directories.statuses()
             except Exception:  # never let one bad round kill the watcher
                 log.exception("lockwarden watcher: error while processing changes")
                 changes = ChangeSet()
@@ -387,18 +388,18 @@ class Watcher:
             wake = min(wake, min(self._dir_checks.values()))
         if self._proof_due:
             wake = min(wake, min(self._proof_due.values()))
-        for d in self._rooms.dirs:
+        for d in self._directories.dirs:
             wake = min(wake, d.next_rescan)
         timeout = wake - now_m
-        deadline = self._rooms.inventory.next_deadline
+        deadline = self._directories.inventory.next_deadline
         if deadline < math.inf:
             timeout = min(timeout, deadline - time.time())
         return max(0.001, min(timeout, 60.0))
 
     def _work(self, items: list[_Message], dones: list[threading.Event]) -> None:
         """One round: handle the messages, then whatever timer is due."""
-        rooms = self._rooms
-        rooms.new_round()
+        directories = self._directories
+        directories.new_round()
         now_m = time.monotonic()
         for item in items:
             if isinstance(item, _Hint):
@@ -407,23 +408,23 @@ class Watcher:
                 for p in item.paths:
                     self._pending.pop(p, None)
                     self._urgent.pop(p, None)
-                    rooms.refresh_path(p, None, procs=None)
+                    directories.refresh_path(p, None, procs=None)
             elif isinstance(item, _Specs):
                 with _scan.gc_paused():  # a directory added may be as large as the first scan
-                    rooms.apply_specs(item.specs)
+                    directories.apply_specs(item.specs)
             elif isinstance(item, _Rescan):
-                rooms.rescan_all(force=True)
+                directories.rescan_all(force=True)
                 dones.append(item.done)
         now_m = time.monotonic()
         if now_m >= self._next_tick:
-            liveness_pass(rooms)
+            liveness_pass(directories)
             self._next_tick = time.monotonic() + self.liveness_interval
         if self._dir_checks:
             for d, due in list(self._dir_checks.items()):
                 if due <= now_m:
                     del self._dir_checks[d]
-                    if d in rooms.dirs:
-                        rooms.check_dir(d)
+                    if d in directories.dirs:
+                        directories.check_dir(d)
         if self._pending or self._urgent:
             self._read_due(now_m)
         if self._proof_due:
@@ -431,15 +432,15 @@ class Watcher:
                 if due <= now_m:
                     del self._proof_due[key]
                     d, proof = key
-                    if d in rooms.dirs and d.attached:
-                        rooms.refresh_proof(d, proof, force=True)
-        for d in rooms.dirs:
+                    if d in directories.dirs and d.attached:
+                        directories.refresh_proof(d, proof, force=True)
+        for d in directories.dirs:
             if d.next_rescan <= now_m:
                 if d.mode == "error" and d.root not in d.watches:
-                    rooms.retry(d)
+                    directories.retry(d)
                 else:
-                    rooms.rescan_dir(d)
-        run_deadlines(rooms, time.time())
+                    directories.rescan_dir(d)
+        run_deadlines(directories, time.time())
 
     def _read_due(self, now_m: float) -> None:
         """Re-read the paths of this round and the debounced ones due at ``now_m``
@@ -453,15 +454,15 @@ class Watcher:
             del self._pending[p]
         due_paths += self._urgent.items()
         self._urgent.clear()
-        procs = self._rooms.procs_for_reads(len(due_paths))
+        procs = self._directories.procs_for_reads(len(due_paths))
         for p, d in due_paths:
-            self._rooms.refresh_path(p, d, procs=procs)
+            self._directories.refresh_path(p, d, procs=procs)
 
     def _hint(self, d: WatchedDir, path: str, is_dir: bool, now_m: float, done: bool) -> None:
         """Debounce a hint: schedule a re-read of ``path``, a check of ``d`` itself, a rescan
         of a new sub-directory, or a replay of an af ledger, :data:`DEBOUNCE` s from ``now_m``
         (monotonic s), or in this round when the event says the file is ``done``."""
-        if d not in self._rooms.dirs:
+        if d not in self._directories.dirs:
             return
         due = now_m if done else now_m + DEBOUNCE
         if path == d.root:

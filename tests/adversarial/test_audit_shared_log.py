@@ -28,7 +28,7 @@ import pytest
 
 from core import audit
 from core.fsutil import AUDIT_LOG_NAME
-from tests.adversarial.second_user import (
+from tests.support.second_user import (
     USER2,
     second_user,
     second_user_python,

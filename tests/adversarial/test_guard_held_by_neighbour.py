@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from core.engine.exchange import DirGuard, GuardTimeout
-from tests.adversarial.second_user import USER2, second_user
-from tests.test_cli import ENV, LW
-from tests.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.core.cli.test_cli import ENV, LW
+from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.support.second_user import USER2, second_user
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
                                 reason="flock(1) and /proc/locks (Linux) are needed")

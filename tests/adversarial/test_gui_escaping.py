@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.columns import Col
 from app.dialogs import force_dialog
+from app.table.columns import Col
 from core.verdicts.inspect import inspect
-from tests.app_spies import SignalSpy
+from tests.support.app_spies import SignalSpy
 
 EVIL = "deploy\x1b[2J\nrm -rf \u202eevil"
 TAG = "deploy\x1b[2J \u202eevil"  # one line: a sema tag ends at the newline

@@ -16,7 +16,7 @@ import pytest
 from core.config.model import ProjectSpec
 from core.watch import tree
 from core.watch.watcher import ChangeSet, DirStatus, Watcher
-from tests.test_cli import ENV
+from tests.core.cli.test_cli import ENV
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not tree.available(),
                                 reason="per-directory inotify watches are Linux's")
@@ -50,7 +50,7 @@ def test_a_tree_beyond_the_share_is_walked_and_its_locks_still_found(tmp_path: P
                 tree_watch_limit=8)
     w.start()
     try:
-        tree_obs = w._rooms.sources.tree_obs
+        tree_obs = w._directories.sources.tree_obs
         assert tree_obs is not None
         assert tree_obs.watched() <= 8
         assert statuses and "share of inotify watches" in statuses[-1][0].message

@@ -31,8 +31,8 @@ import pytest
 
 from core.kernel.locks import file_key, key_text
 from core.kernel.table import read_table
-from tests.adversarial.second_user import second_user, second_user_python, site_for_second_user
-from tests.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flock") is None or not os.path.exists("/proc/locks")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.second_user import second_user, second_user_python, site_for_second_user
+from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
 RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
       "runpy.run_module('core', run_name='__main__')"

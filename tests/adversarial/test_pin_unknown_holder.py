@@ -27,9 +27,9 @@ import pytest
 
 from core.engine.lock import Lock
 from core.stale_policy import StalePolicy
-from tests.adversarial.second_user import second_user, second_user_python, site_for_second_user
-from tests.test_cli import LW
-from tests.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.core.cli.test_cli import LW
+from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
 RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
       "runpy.run_module('core', run_name='__main__')"
@@ -157,7 +157,7 @@ def test_a_neighbour_cannot_open_a_private_lock(shared_tmp: Path,  # noqa: F811
 @pytest.mark.parametrize("readable", [False, True])
 def test_the_directory_policy_of_the_configuration_decides(tmp_path: Path,
                                                            readable: bool) -> None:
-    from tests.test_cli import ENV
+    from tests.core.cli.test_cli import ENV
 
     locks = tmp_path / "shared"
     locks.mkdir()

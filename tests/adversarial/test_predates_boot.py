@@ -1,5 +1,5 @@
 """Locks of this host taken before its last boot are stale whatever their PID says: PIDs
-restart at boot (core/verdicts/policy.py, ``judge``; docs/verdicts.md)."""
+restart at boot (core/verdicts/judge.py, ``judge``; docs/verdicts.md)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from core.reasons import Reason
 from core.record import Evidence, Liveness, LockRecord, State
 from core.stale_policy import DEFAULT_POLICY
 from core.verdicts.inspect import inspect
+from core.verdicts.judge import judge
 from core.verdicts.liveness import hostname
-from core.verdicts.policy import judge
 
 
 def test_real_lock_written_before_boot_is_stale(tmp_path: Path) -> None:

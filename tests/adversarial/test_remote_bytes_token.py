@@ -1,6 +1,6 @@
 """A Redis lock whose value is not UTF-8 can be listed, shown and force-released: the token
 round-trips as the exact bytes read (docs/remote.md, "Redis"), and a key that took other
-bytes meanwhile is not deleted. Real redis-server (tests/remote/servers.py), real CLI."""
+bytes meanwhile is not deleted. Real redis-server (tests/support/servers.py), real CLI."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.sources import source_from_url
 from tests.remote.conftest import own_audit_log, redis_server
-from tests.remote.servers import RedisServer
+from tests.support.servers import RedisServer
 
 __all__ = ["own_audit_log", "redis_server"]  # fixtures
 

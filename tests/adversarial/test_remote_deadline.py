@@ -1,5 +1,5 @@
 """A lock server that drips its answers one byte every 2 s (a proxy on 127.0.0.1 in front of
-the real servers of tests/remote/servers.py) cannot hang ``list``, ``status`` or ``release``:
+the real servers of tests/support/servers.py) cannot hang ``list``, ``status`` or ``release``:
 every remote operation has an overall deadline (docs/remote.md, "Deadline"; ``--deadline``,
 a server table's ``deadline``), and the error names the server and the deadline. Human
 ``list`` does not say "(no locks)" for a server that failed."""
@@ -17,9 +17,9 @@ import pytest
 from core.config.model import Config, ServerSpec
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.sources import sources_from_config
-from tests.adversarial.drip import DripProxy
 from tests.remote.conftest import etcd_server, own_audit_log, pg_server, redis_server
-from tests.remote.servers import PG_PASSWORD, EtcdServer, PgServer, RedisServer
+from tests.support.drip import DripProxy
+from tests.support.servers import PG_PASSWORD, EtcdServer, PgServer, RedisServer
 
 __all__ = ["etcd_server", "own_audit_log", "pg_server", "redis_server"]  # fixtures
 

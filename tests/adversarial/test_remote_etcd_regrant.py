@@ -1,7 +1,7 @@
 """etcd accepts an explicit lease ID at grant: a new holder that re-grants the old holder's
 lease ID and writes the same key holds another lock, and a release with the token seen
 before must not revoke it (docs/remote.md, "etcd": the token carries the key's create
-revision). Real etcd (tests/remote/servers.py), its real HTTP gateway."""
+revision). Real etcd (tests/support/servers.py), its real HTTP gateway."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from core.remote.base import RemoteError, RemoteErrorKind
-from core.remote.etcd import EtcdSource
+from core.remote.etcd.backend import EtcdSource
 from tests.remote.conftest import etcd_server, own_audit_log
-from tests.remote.servers import EtcdServer
+from tests.support.servers import EtcdServer
 
 __all__ = ["etcd_server", "own_audit_log"]  # fixtures
 

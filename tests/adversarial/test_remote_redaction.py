@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from core.config import load
-from tests.remote.servers import free_port
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "topsecret"

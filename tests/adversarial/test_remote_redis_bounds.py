@@ -1,7 +1,7 @@
 """Redis reads are bounded (docs/remote.md, "Redis"): a lock's value is read up to 4 KiB
 (a longer one is identified by its length and the SHA-1 of its first 4 KiB, and can still be
 force-released, never when it changed), and a listing stops at its key bound with a visible
-"more than N locks". Real redis-server (tests/remote/servers.py), real CLI."""
+"more than N locks". Real redis-server (tests/support/servers.py), real CLI."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from core.remote.base import RemoteError, RemoteErrorKind
-from core.remote.redis import MAX_LOCKS, PYTHON_REDIS_LOCK, RedisSource
+from core.remote.redis.backend import MAX_LOCKS, PYTHON_REDIS_LOCK, RedisSource
 from tests.remote.conftest import own_audit_log, redis_server
-from tests.remote.servers import RedisServer
+from tests.support.servers import RedisServer
 
 __all__ = ["own_audit_log", "redis_server"]  # fixtures
 

@@ -1,7 +1,7 @@
 """What the CLI says about lock servers is true: a PostgreSQL database that does not exist is
 ``no_database``, not ``unreachable`` nor ``auth_failed``; a Redis lock whose holder cannot be
 checked does not say "its holder is alive"; ``list`` does not say "(no locks)" for a server
-that failed. Real servers (tests/remote/servers.py), real CLI."""
+that failed. Real servers (tests/support/servers.py), real CLI."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.remote.conftest import own_audit_log, pg_server, redis_server
-from tests.remote.servers import PG_PASSWORD, PgServer, RedisServer, free_port
+from tests.support.servers import PG_PASSWORD, PgServer, RedisServer, free_port
 
 __all__ = ["own_audit_log", "pg_server", "redis_server"]  # fixtures
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import ENV, LW, status_json
+from tests.core.cli.test_cli import ENV, LW, status_json
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/proc/locks"), reason="the pin is read from /proc/locks; subreapers "
@@ -377,7 +377,7 @@ def test_command_that_leaves_a_child_behind_keeps_the_lock_until_it_exits(
     """Like flock(1): CMD (``sh -c 'cat FIFO &'``) exits at once, leaving its child with the
     lock's pin; the wrapper exits with CMD's code and leaves the lock to the child (held), and
     it is stale once the child exits. With nothing left behind, ``run`` releases (free):
-    tests/test_cli_run.py."""
+    tests/core/cli/test_cli_run.py."""
     lock, fifo = lockdir / "x.lock", tmp_path / "fifo"
     os.mkfifo(fifo)
     w = subprocess.Popen([*LW, "run", str(lock), "--", "sh", "-c",

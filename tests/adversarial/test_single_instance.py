@@ -1,5 +1,5 @@
 """The GUI's single-instance socket lives in this user's private runtime directory, never in a
-place another user could take first (app/single.py; docs/gui.md, "Start"). The other user is
+place another user could take first (app/startup/single.py; docs/gui.md, "Start"). The other user is
 a real second account; the directories are real. ``XDG_RUNTIME_DIR`` is always a 0700
 directory of ours here: platformdirs itself ignores one that is not (and falls back to
 ``/tmp/runtime-<uid>``, which is then checked the same way)."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.single import InstanceLocationError, private_dir, server_name
-from tests.adversarial.second_user import second_user
+from app.startup.single import InstanceLocationError, private_dir, server_name
+from tests.support.second_user import second_user
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX runtime directories")
 

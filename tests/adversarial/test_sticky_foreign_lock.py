@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.second_user import second_user, second_user_python, site_for_second_user
-from tests.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
 RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
       "runpy.run_module('core', run_name='__main__')"

@@ -29,7 +29,7 @@ from core.fleet.schema import CHANNEL, migrate  # noqa: E402
 from core.fleet.store import Publisher, connect, read_snapshot  # noqa: E402
 from core.reasons import Reason  # noqa: E402
 from core.record import Evidence, Liveness, LockRecord, LockStatus, State  # noqa: E402
-from tests.remote.servers import PG_PASSWORD, start_pg  # noqa: E402
+from tests.support.servers import PG_PASSWORD, start_pg  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

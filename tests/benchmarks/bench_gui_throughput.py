@@ -1,6 +1,6 @@
 """GUI under load: N locks in the table (10,000 by default; ``--rows 100000`` for the large
 case), then 1,000 lock changes per second for 10 s, fed from a worker thread through the same
-path the watcher uses (Inventory.push -> queued signal -> model.apply), with the main window
+path the watcher uses (WatchBridge.push -> queued signal -> model.apply), with the main window
 shown and sorted by age.
 
 Prints the longest GUI event-loop stall during the first fill and under load (targets <= 50 ms

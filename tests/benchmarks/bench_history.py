@@ -115,7 +115,7 @@ def bench_timeline(rows: int) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from app.timeline import TimelineWidget
+    from app.history.timeline import TimelineWidget
     from core.history.model import Transition
     from core.history.spans import spans_of
 

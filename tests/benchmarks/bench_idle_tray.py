@@ -1,6 +1,6 @@
 """The idle tray app: RSS and CPU of ``python -m app --minimized`` (tray icon only, no window)
 over 60 s with the default watches (a fresh configuration) while /tmp is busy, under a real X
-server (Xvfb) with a real tray host (trayer), as tests/test_tray_xvfb.py runs it.
+server (Xvfb) with a real tray host (trayer), as tests/app/test_tray_xvfb.py runs it.
 
 Targets (docs/performance.md "Idle tray"): <= 80 MB RSS, <= 0.2 % of one core. Printed beside
 them, anchors of the same run measured the same way: a bare PySide6 tray icon (QApplication +

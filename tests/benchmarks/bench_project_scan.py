@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.config.model import PROJECT_SKIP_DIRS, ProjectSpec  # noqa: E402
+from core.config.scope import dir_matcher, skips_dir  # noqa: E402
 from core.watch.scan import list_dir  # noqa: E402
-from core.watch.scope import dir_matcher, skips_dir  # noqa: E402
 
 
 def build(root: Path, repos: int, packages: int) -> None:

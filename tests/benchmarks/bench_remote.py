@@ -7,7 +7,7 @@ verdicts) with 1,000 advisory locks held. Prints figures; asserts nothing about 
         [--redis-other 100000] [--pg-locks 1000] [--rounds 7]
 
 Starts a private redis-server and PostgreSQL cluster as tests/remote does
-(tests/remote/servers.py); a server whose binary or driver is missing is skipped with a line.
+(tests/support/servers.py); a server whose binary or driver is missing is skipped with a line.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.remote.servers import start_pg, start_redis  # noqa: E402
+from tests.support.servers import start_pg, start_redis  # noqa: E402
 
 
 def timed(fn: Callable[[], object], rounds: int) -> list[float]:
@@ -44,7 +44,7 @@ def bench_redis(locks: int, other: int, rounds: int) -> None:
     try:
         import redis
 
-        from core.remote.redis import PYTHON_REDIS_LOCK, RedisSource, redis_py_profile
+        from core.remote.redis.backend import PYTHON_REDIS_LOCK, RedisSource, redis_py_profile
     except ImportError as exc:
         print(f"redis: skipped ({exc})")
         return
@@ -83,7 +83,7 @@ def bench_pg(locks: int, rounds: int) -> None:
     try:
         import psycopg
 
-        from core.remote.postgres import PostgresSource
+        from core.remote.postgres.backend import PostgresSource
     except ImportError as exc:
         print(f"postgres: skipped ({exc})")
         return
@@ -104,7 +104,7 @@ def bench_pg(locks: int, rounds: int) -> None:
             holders.append(c)
         with PostgresSource(server.sockdir, server.port, "postgres", user="lw") as src:
             found = len(src.list_locks())
-            from core.remote import postgres as pg
+            from core.remote.postgres import backend as pg
 
             query = timed(lambda: src._rows(pg.LOCKS_SQL), rounds)
             poll = timed(src.list_locks, rounds)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from tests.remote.servers import start_redis  # noqa: E402
+from tests.support.servers import start_redis  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
@@ -49,8 +49,8 @@ def main() -> None:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.remote_poller import RemotePoller
-    from app.watch_bridge import Inventory
+    from app.bridges.remote_poller import RemotePoller
+    from app.bridges.watch_bridge import WatchBridge
     from core.config import Config
     from core.config.model import ServerSpec
 
@@ -79,7 +79,7 @@ def main() -> None:
 
             results: dict[str, list[float]] = {}
             for feed, poll_s in ((True, 3600.0), (False, 5.0)):
-                inv = Inventory()
+                inv = WatchBridge()
                 poller = RemotePoller(inv, poll_s=poll_s)
                 arrived: dict[str, float] = {}
                 inv.updated.connect(lambda ups, a=arrived: a.update(

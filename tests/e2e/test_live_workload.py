@@ -7,12 +7,13 @@ show it stale within 3 s (docs/e2e.md "What the run does", step 3). It is then r
 **through the GUI**, driven from outside the way a person would: ``xdotool`` right-clicks the
 tray icon, walks the menu with the keyboard (first entry = the stale lock, its first action =
 "Reclaim"), and confirms the dialog.
-The GUI has no other remote control (``app/single.py``'s channel only says "show"), and running
+The GUI has no other remote control (``app/startup/single.py``'s channel only says "show"), and
+running
 the GUI's code in a second process would not prove that *this* GUI works. The GUI is quit the
 same way (tray menu "Quit", then "Release all").
 
 What the GUI shows is read from the screen: the tray icon's colour (held blue, stale amber,
-``resources/icons/tray-*.svg``) and the table's state dots (``app.icons.STATE_COLORS``).
+``resources/icons/tray-*.svg``) and the table's state dots (``app.style.icons.STATE_COLORS``).
 Notifications are paused in the test's configuration so that no balloon covers the icon.
 
 Figures (locks seen, changes delivered vs made, detection latencies, audit entries) are printed
@@ -47,7 +48,7 @@ from PIL import Image, ImageChops, ImageGrab
 from core import audit
 from core import config as cfgmod
 from core.watch.scan import scan
-from tests.test_tray_xvfb import xtray  # noqa: F401  (the session's Xvfb + trayer fixture)
+from tests.app.test_tray_xvfb import xtray  # noqa: F401  (the session's Xvfb + trayer fixture)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HERE = Path(__file__).resolve().parent
@@ -66,7 +67,7 @@ SHORT_LIVED = 0.1
 docs/watching.md). Every lock of this workload lives >= 0.5 s, so a miss fails the test."""
 
 # Colours on screen (RGB): tray icons from resources/icons/tray-*.svg, table state dots from
-# app.icons.STATE_COLORS.
+# app.style.icons.STATE_COLORS.
 TRAY_COLORS = {"held": (0x2F, 0x6F, 0xC0), "stale": (0xE3, 0x9A, 0x0B),
                "free": (0x5F, 0x9E, 0x6E), "problem": (0xD0, 0x31, 0x2D)}
 TABLE_STALE = ((0xE0, 0x82, 0x2C), (170, 133, 90))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from core import config as cfgmod
-from tests.test_tray_xvfb import ROOT, xtray  # noqa: F401  (the session's Xvfb + trayer)
+from tests.app.test_tray_xvfb import ROOT, xtray  # noqa: F401  (the session's Xvfb + trayer)
 
 DRIVE = r'''
 import os, sys, time

@@ -1,5 +1,5 @@
 """Fixtures of tests/remote: one private redis-server, one etcd and one PostgreSQL cluster
-per session (tests/remote/servers.py), and an audit log of the test's own (XDG_STATE_HOME in
+per session (tests/support/servers.py), and an audit log of the test's own (XDG_STATE_HOME in
 a temp dir)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.remote.servers import (
+from tests.support.servers import (
     EtcdServer,
     PgServer,
     RedisServer,

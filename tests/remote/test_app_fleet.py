@@ -28,14 +28,14 @@ from PySide6.QtCore import Qt
 
 pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
 
-from app.columns import Col
-from app.fleet_rows import fleet_key, fleet_origin
+from app.table.columns import Col
+from app.table.fleet_rows import fleet_key, fleet_origin
 from core.codes import Code
 from core.config.model import FleetSpec
 from core.fleet.store import Publisher, connect, read_snapshot
 from core.record import State
 from core.verdicts.inspect import inspect
-from tests.remote.servers import PG_PASSWORD, PgServer, start_pg
+from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_FLEET_PW": PG_PASSWORD}

@@ -17,7 +17,7 @@ redis_lock = pytest.importorskip("redis_lock", reason="python-redis-lock is not 
 from core import config as cfgmod  # noqa: E402
 from core.config.model import ServerSpec  # noqa: E402
 from core.record import State  # noqa: E402
-from tests.remote.servers import RedisServer, free_port  # noqa: E402
+from tests.support.servers import RedisServer, free_port  # noqa: E402
 
 
 def _app(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lockdir: Path,
@@ -122,7 +122,7 @@ def test_keyspace_notifications_bring_changes_without_polling(
     """Opted in (``notifications = true``), the poller turns on the server's keyspace events
     and follows them: with polling slowed to once an hour, a lock taken and released by the
     real python-redis-lock still appears and disappears in the table."""
-    from app.remote_poller import RemotePoller
+    from app.bridges.remote_poller import RemotePoller
 
     client = redis.Redis(port=redis_server.port)
     client.flushdb()

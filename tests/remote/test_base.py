@@ -32,8 +32,8 @@ def test_backends_import_and_say_so_without_their_drivers() -> None:
                 return None
         sys.meta_path.insert(0, Block())
         import core.remote
-        from core.remote.postgres import PostgresSource
-        from core.remote.redis import RedisSource
+        from core.remote.postgres.backend import PostgresSource
+        from core.remote.redis.backend import RedisSource
         from core.remote import RemoteError, RemoteErrorKind
         for src in (PostgresSource("localhost", 1), RedisSource("localhost", 1)):
             try:
@@ -51,7 +51,7 @@ def test_backends_import_and_say_so_without_their_drivers() -> None:
 
 
 def test_a_foreign_url_is_a_bad_key() -> None:
-    from core.remote.redis import RedisSource
+    from core.remote.redis.backend import RedisSource
 
     src = RedisSource("127.0.0.1", 6379)
     assert src.key_of("redis://127.0.0.1:6379/0#lock:a") == "lock:a"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.remote.servers import EtcdServer, PgServer, RedisServer, free_port
+from tests.support.servers import EtcdServer, PgServer, RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,8 +22,8 @@ from core import audit
 from core.codes import Code
 from core.record import Liveness, State
 from core.remote import RemoteError, RemoteErrorKind
-from core.remote.etcd import EtcdSource
-from tests.remote.servers import EtcdServer, free_port, start_etcd
+from core.remote.etcd.backend import EtcdSource
+from tests.support.servers import EtcdServer, free_port, start_etcd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,7 +205,7 @@ def test_release_with_an_old_lease_never_removes_the_new_lock(src) -> None:
 
 def test_our_lock_whose_holder_died_is_stale_and_released_without_force(src, etcd_server
                                                                         ) -> None:
-    code = ("from core.remote.etcd import EtcdSource\n"
+    code = ("from core.remote.etcd.backend import EtcdSource\n"
             f"print(EtcdSource(['{etcd_server.endpoint}']).acquire('locks/dead', ttl=60)[1])\n")
     token = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.strip()

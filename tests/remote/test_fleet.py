@@ -31,7 +31,7 @@ from core.fleet.schema import CHANNEL, migrate
 from core.fleet.store import FleetError, Publisher, connect, read_snapshot
 from core.record import State
 from core.verdicts.inspect import inspect
-from tests.remote.servers import PG_PASSWORD, PgServer, start_pg
+from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_FLEET_PW": PG_PASSWORD}

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.remote.servers import PG_PASSWORD, PgServer, start_pg
 from tests.remote.test_fleet import ENV, Procs, _dsn, _pg_ctl, _role, fresh_db, procs
+from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 

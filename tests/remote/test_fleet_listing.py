@@ -23,7 +23,7 @@ from core.fleet.schema import MIGRATIONS, migrate
 from core.fleet.store import Publisher
 from core.record import LockStatus
 from core.verdicts.inspect import inspect
-from tests.remote.servers import PG_PASSWORD, PgServer
+from tests.support.servers import PG_PASSWORD, PgServer
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 

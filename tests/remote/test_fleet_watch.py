@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.remote.servers import PgServer, start_pg
 from tests.remote.test_fleet import HOLDER, Procs, _config, _on_host, _pg_ctl, procs
+from tests.support.servers import PgServer, start_pg
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,

@@ -21,12 +21,12 @@ from core import audit  # noqa: E402
 from core.reasons import Code  # noqa: E402
 from core.record import Liveness, State  # noqa: E402
 from core.remote import RemoteError, RemoteErrorKind  # noqa: E402
-from core.remote.postgres import (  # noqa: E402
+from core.remote.postgres.backend import (  # noqa: E402
     PostgresSource,
     advisory_key,
     parse_advisory_key,
 )
-from tests.remote.servers import PG_PASSWORD, PgServer, free_port  # noqa: E402
+from tests.support.servers import PG_PASSWORD, PgServer, free_port  # noqa: E402
 
 
 def connect(pg: PgServer, app: str = "test", **kw: Any) -> Any:
@@ -285,7 +285,7 @@ def test_flyway_and_rails_keys_are_named(src, pg_server, sessions) -> None:
     ``flyway_schema_history``, Rails' MIGRATOR_SALT times the CRC-32 of the database name."""
     import zlib
 
-    from core.remote.pg_keys import FLYWAY_BASE, RAILS_MIGRATOR_SALT
+    from core.remote.postgres.keys import FLYWAY_BASE, RAILS_MIGRATOR_SALT
 
     def java_hash(text: str) -> int:
         h = 0

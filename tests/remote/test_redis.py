@@ -22,7 +22,7 @@ from core import audit  # noqa: E402
 from core.reasons import Code  # noqa: E402
 from core.record import Liveness, State  # noqa: E402
 from core.remote import RemoteError, RemoteErrorKind  # noqa: E402
-from core.remote.redis import (  # noqa: E402
+from core.remote.redis.backend import (  # noqa: E402
     PYTHON_REDIS_LOCK,
     RedisSource,
     parse_own_token,
@@ -30,7 +30,7 @@ from core.remote.redis import (  # noqa: E402
     uuid1_time,
 )
 from core.stale_policy import StalePolicy  # noqa: E402
-from tests.remote.servers import RedisServer, free_port, start_redis  # noqa: E402
+from tests.support.servers import RedisServer, free_port, start_redis  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_a_lapsed_ttl_makes_the_lock_disappear(r, src) -> None:
 
 
 def test_our_lock_whose_holder_was_killed_is_stale_at_once(r, redis_server) -> None:
-    code = ("import sys; from core.remote.redis import RedisSource, PYTHON_REDIS_LOCK\n"
+    code = ("import sys; from core.remote.redis.backend import RedisSource, PYTHON_REDIS_LOCK\n"
             f"s = RedisSource('127.0.0.1', {redis_server.port})\n"
             "print(s.acquire('killed', ttl=None)[1], flush=True); sys.stdin.read()\n")
     child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,

@@ -23,14 +23,14 @@ redis = pytest.importorskip("redis", reason="redis-py is not installed")
 redis_lock = pytest.importorskip("redis_lock", reason="python-redis-lock is not installed")
 pytest.importorskip("etcd3gw", reason="etcd3gw is not installed")
 
-from app.detail import DetailPane  # noqa: E402
 from app.dialogs import force_dialog  # noqa: E402
+from app.table.detail import DetailPane  # noqa: E402
 from core.reasons import Code  # noqa: E402
 from core.record import Liveness, LockStatus, State  # noqa: E402
-from core.remote.etcd import EtcdSource  # noqa: E402
-from core.remote.postgres import PostgresSource  # noqa: E402
-from core.remote.redis import PYTHON_REDIS_LOCK, RedisSource, redis_py_profile  # noqa: E402
-from tests.remote.servers import EtcdServer, PgServer, RedisServer  # noqa: E402
+from core.remote.etcd.backend import EtcdSource  # noqa: E402
+from core.remote.postgres.backend import PostgresSource  # noqa: E402
+from core.remote.redis.backend import PYTHON_REDIS_LOCK, RedisSource, redis_py_profile  # noqa: E402
+from tests.support.servers import EtcdServer, PgServer, RedisServer  # noqa: E402
 
 FILE_WORDS = ("lock file", "the file is the lock", "outside the watched directories")
 

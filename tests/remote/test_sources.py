@@ -13,7 +13,7 @@ redis = pytest.importorskip("redis", reason="redis-py is not installed (pip inst
 from core import config  # noqa: E402
 from core.remote import RemoteError, RemoteErrorKind  # noqa: E402
 from core.remote.sources import sources_from_config  # noqa: E402
-from tests.remote.servers import start_redis  # noqa: E402
+from tests.support.servers import start_redis  # noqa: E402
 
 
 def test_a_configured_redis_with_password_env(tmp_path: Path) -> None:

@@ -1,0 +1,44 @@
+"""Settings applied without restart (docs/gui.md, "Settings"): the watched directories handed to
+the watcher, rows of directories no longer watched taken out of the table (the locks this app
+holds stay), and start at login."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.bridges.watch_bridge import WatchBridge
+from app.startup import autostart
+from app.table.lockinfo import under_any
+from app.table.model import LockTableModel
+from core.config import Config
+
+
+def rewatch(config: Config, *, model: LockTableModel, inventory: WatchBridge,
+            held: Iterable[str]) -> None:
+    """Watch ``config``'s directories (``Watcher.set_specs``, in a worker thread) and take out
+    of the table the rows outside them, except the locks this app holds (``held``): they stay
+    listed, and held, wherever they are -- leaving the watch list says nothing about them
+    (docs/gui.md "Watched directories and the locks the app holds")."""
+    inventory.set_specs(config.all_watches())
+    kept = {w.path for w in config.all_watches()}
+    outside = [s.path for s in model.statuses() if not under_any(s.path, kept)]
+    keep = set(held)
+    gone = [p for p in outside if p not in keep]
+    if gone:
+        inventory.push([(p, None) for p in gone])
+
+
+def set_autostart(on: bool | None) -> str | None:
+    """Turn start at login on or off (``None``: leave it); the error in words when the login
+    item cannot be changed, else ``None``."""
+    if on is None:
+        return None
+    try:
+        if on != autostart.is_enabled():
+            autostart.set_enabled(on)
+    except OSError as exc:
+        return f"Could not change the login item: {exc}"
+    return None
+
+
+__all__ = ["rewatch", "set_autostart"]

@@ -1,0 +1,66 @@
+"""Undo of the last force release in the main window: an Edit menu entry with the platform's
+Undo shortcut (Ctrl+Z), and the status bar's message with an Undo button (docs/gui.md,
+"Window"). The work is :meth:`app.actions.commands.Commands.undo_force_release`; this part only
+shows
+what it would do and asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QPushButton
+
+from app.actions.commands import Commands
+from core.text import printable
+
+UNDO_MESSAGE_MS = 60_000
+"""How long the status bar says what Undo would do (ms); the Edit menu keeps offering it."""
+
+
+class UndoBar(QObject):
+    """Adds "Undo force release" to ``window``'s Edit menu (``QKeySequence.Undo``: Ctrl+Z) and an
+    Undo button to its status bar, both enabled only while ``commands`` has something to undo
+    (:attr:`app.actions.commands.Commands.undoChanged`).
+
+    Attributes:
+        action: the menu entry (and its shortcut). ``button``: the status bar's button.
+    """
+
+    def __init__(self, window: QMainWindow, commands: Commands) -> None:
+        super().__init__(window)
+        self._window = window
+        self._commands = commands
+        self.action = QAction("Undo force release", window)
+        self.action.setShortcut(QKeySequence(QKeySequence.StandardKey.Undo))
+        self.action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        self.action.setToolTip("Put back the file the last force release removed (Ctrl+Z)")
+        self.action.setEnabled(False)
+        self.action.triggered.connect(self.undo)
+        window.addAction(self.action)
+        edit = window.menuBar().addMenu("&Edit")
+        edit.addAction(self.action)
+        self.menu = edit
+        self.button = QPushButton("Undo")
+        self.button.setAccessibleName("Undo force release")
+        self.button.setToolTip(self.action.toolTip())
+        self.button.clicked.connect(self.undo)
+        self.button.hide()
+        window.statusBar().addPermanentWidget(self.button)
+        commands.undoChanged.connect(self._changed)
+
+    def undo(self) -> None:
+        """Ask for the undo (nothing happens when there is nothing to undo)."""
+        self._commands.undo_force_release()
+
+    def _changed(self, text: str) -> None:
+        self.action.setEnabled(bool(text))
+        self.button.setVisible(bool(text))
+        kept = self._commands.last_kept
+        name = printable(os.path.basename(kept.original)) if kept is not None else ""
+        self.action.setText(f"Undo force release of {name}" if name else "Undo force release")
+        if text:
+            self._window.statusBar().showMessage(f"{text}. Undo (Ctrl+Z) puts it back.",
+                                                 UNDO_MESSAGE_MS)

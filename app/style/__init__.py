@@ -1,0 +1,1 @@
+"""How the app looks: icons (tray states, lock states) and the light/dark theme."""

@@ -1,0 +1,1 @@
+"""etcd's concurrency-API locks, as ``etcdctl lock`` writes them (docs/remote.md)."""

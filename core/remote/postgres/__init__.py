@@ -1,0 +1,1 @@
+"""PostgreSQL's locks: advisory locks and the Liquibase lock table (docs/remote.md)."""
