@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-OUT_DEFAULT = Path(__file__).resolve().parent.parent / "resources" / "screenshots"
+OUT_DEFAULT = Path(__file__).resolve().parents[2] / "resources" / "screenshots"
 
 
 def fill(db: str, base: str, now: float) -> None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # Qt and core are imported where they are used (this runs bef
     from app.application import LockwardenApp
     from core.record import LockStatus
 
-OUT_DEFAULT = Path(__file__).resolve().parent.parent / "resources" / "screenshots"
+OUT_DEFAULT = Path(__file__).resolve().parents[2] / "resources" / "screenshots"
 
 
 def _run_in_xvfb(argv: list[str]) -> int:
@@ -54,7 +54,7 @@ def _run_in_xvfb(argv: list[str]) -> int:
                 [trayer, "--edge", "top", "--align", "right", "--widthtype", "request",
                  "--height", "28", "--transparent", "false", "--tint", "0x303030"],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         return subprocess.call([sys.executable, "-m", "app.shots.screenshots", *argv], env=env)
     finally:

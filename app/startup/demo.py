@@ -71,7 +71,7 @@ class Demo:
         # a corrupt file, as a crashed foreign tool might leave: shows as unreadable
         Path(self.dir, "corrupt.lock").write_bytes(CORRUPT)
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         for role in ROLES:
             proc = subprocess.Popen(

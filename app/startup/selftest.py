@@ -63,7 +63,7 @@ def resources_dir() -> Path:
     base = getattr(sys, "_MEIPASS", None)
     if base:
         return Path(base) / "resources"
-    return Path(__file__).resolve().parent.parent / "resources"
+    return Path(__file__).resolve().parents[2] / "resources"
 
 
 def _check_qt() -> str:

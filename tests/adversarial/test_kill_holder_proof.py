@@ -115,7 +115,7 @@ def test_the_app_confirms_the_real_holder(make_app: Any, qtbot: Any,
     path, taker, child = handed_down
     app = make_app([path.parent])
     app.start(show_window=False)
-    qtbot.waitUntil(lambda: app.table.model.status_of(str(path)) is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: app.model.status_of(str(path)) is not None, timeout=10_000)
     n = len(app.ops.dialogs)
     dlg = app.ops.open_end_holder(str(path))
     assert dlg is app.ops.dialogs[n]

@@ -79,7 +79,7 @@ def test_detail_pane_rule_names_the_developer_tools_rule(tmp_path: Path) -> None
     from app.table.lockinfo import deciding_rule
 
     swap = tmp_path / ".notes.txt.swp"
-    data = Path(__file__).parents[2] / "data"
+    data = Path(__file__).parents[1] / "data"
     shutil.copy(data / "devtools" / "vim" / "dead-dirty.notes.txt.swp", swap)
     repo = _repo(tmp_path / "r")
     lock = repo / ".git" / "index.lock"

@@ -39,14 +39,14 @@ def test_an_overflow_rescans_without_dropping_known_locks(
     tree = w._directories.sources.tree_obs
     assert tree is not None
     lost = root / "app" / ".lost.c.swp"
-    tree.unschedule(w._dirs.dirs[0].watches[str(root / "app")].handle)  # its event is lost
+    tree.unschedule(w._directories.dirs[0].watches[str(root / "app")].handle)  # its event is lost
     shutil.copy(SWAP, lost)
     time.sleep(0.2)
     assert str(lost) not in rec.model
-    kept = {p: wt.handle for p, wt in w._dirs.dirs[0].watches.items()}
+    kept = {p: wt.handle for p, wt in w._directories.dirs[0].watches.items()}
     tree._deliver([inotify_simple.Event(-1, inotify_simple.flags.Q_OVERFLOW, 0, "")])
     sets = rec.until(lambda m: str(lost) in m, what="the lock whose event was lost")
     assert not any(s.path == str(known) for cs in sets for s in cs.removed)
-    now = {p: wt.handle for p, wt in w._dirs.dirs[0].watches.items()}
+    now = {p: wt.handle for p, wt in w._directories.dirs[0].watches.items()}
     assert now == {**kept, str(root / "app"): now[str(root / "app")]}
     w.close()
