@@ -5,7 +5,8 @@ module that runs it, imported only when the verb runs (docs/cli.md, "Start-up ti
 - :mod:`core.cli.locks`: ``try``, ``acquire``, ``release``, ``reclaim``;
 - :mod:`core.cli.status`: ``status``, ``wait``; :mod:`core.cli.listing`: ``list``;
 - :mod:`core.cli.run`, :mod:`core.cli.audit`, :mod:`core.cli.clean`, :mod:`core.cli.watch`;
-- :mod:`core.cli.kill`: ``kill-holder``; :mod:`core.cli.history`: ``history``, ``stats``;
+- :mod:`core.cli.kill`: ``kill-holder``; :mod:`core.cli.who`: ``who``;
+- :mod:`core.cli.history`: ``history``, ``stats``;
 - :mod:`core.cli.remote`: ``list``, ``status``, ``release``, ``reclaim`` of a server lock's URL.
 
 :mod:`core.cli.main` builds the parser from :data:`BUILTIN_VERBS` plus the verbs a caller adds
@@ -345,6 +346,17 @@ def _run_kill_holder(args: argparse.Namespace, out: Out) -> int:
     return cmd_kill_holder(args, out)
 
 
+def _args_who(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=cli_args.path, metavar="PATH",
+                   help="files or folders (a folder: everything beneath it)")
+
+
+def _run_who(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.who import cmd_who
+
+    return cmd_who(args, out)
+
+
 def _run_clean(args: argparse.Namespace, out: Out) -> int:
     from core.cli.clean import cmd_clean
 
@@ -417,6 +429,11 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden kill-holder ~/.cache/uv/.lock --reason "uv hung for an hour"
   (asks first; SIGTERM to the PID the kernel names; audited; exit 0 signalled, 1 refused)""",
          _args_kill_holder, _run_kill_holder, via="cli"),
+    Verb("who", "show every process using a file or folder (open, mapped, locked, cwd)",
+         """examples:
+  lockwarden who ~/Downloads/report.pdf         # exit 0 nothing uses it, 1 something does
+  lockwarden who /media/usb --json | jq '.processes[].pid'   # what keeps a mount busy""",
+         _args_who, _run_who),
     Verb("clean", "remove temp files Lockwarden's engine left behind (never others')",
          """example:
   lockwarden clean /tmp --dry-run               # list Lockwarden's leftover temp files
