@@ -226,14 +226,17 @@ def _fd_use(report: UsageReport, pid: int, fdinfo: str, link: str) -> None:
 
 def _maps(report: UsageReport, pid: int, maps: str) -> None:
     """Record the targets ``pid`` maps into memory (its executable's mapping counts as
-    ``exe``, already seen)."""
+    ``exe``, already seen). The text is searched for the targets' paths before it is split: most
+    processes map none of them."""
     try:
-        with open(maps, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        with open(maps, "rb") as f:
+            data = f.read()
     except OSError:
         return
+    if not any(t.real.encode("utf-8", "surrogateescape") in data for t in report.targets):
+        return
     seen: set[str] = set()
-    for line in text.splitlines():
+    for line in data.decode("utf-8", "surrogateescape").splitlines():
         parts = line.split(None, 5)
         if len(parts) < 6 or parts[5][:1] != "/":
             continue
