@@ -115,6 +115,7 @@ def append(
     details: dict[str, Any] | None = None,
     format: str | None = None,
     durable: bool = False,
+    user_log: bool = False,
 ) -> AuditWrite:
     """Append one entry about ``operation`` on ``lock_path`` to its directory's audit log.
 
@@ -128,6 +129,7 @@ def append(
         format: the lock's format name, or None.
         durable: fsync the entry (always done for reclaims, force releases and lost locks:
             :data:`core.audit.write.DURABLE_OPERATIONS`).
+        user_log: only the per-user log (the path is no lock: ``end_user``).
 
     Returns:
         :class:`AuditWrite` (``fallback``, ``reason``, ``error``, ``repaired``); see
@@ -142,6 +144,7 @@ def append(
         format=format,
         lock_timeout=LOCK_TIMEOUT,
         durable=durable,
+        user_log=user_log,
     )
 
 

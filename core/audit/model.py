@@ -61,9 +61,11 @@ OPERATIONS = (
     "repair",
     "end_holder",
     "restore",
+    "end_user",
 )
 """Operations Lockwarden records (docs/audit.md); ``repair`` is the log's own entry after
-an interrupted write, ``restore`` the undo of a force release (a kept file put back). Not
+an interrupted write, ``restore`` the undo of a force release (a kept file put back),
+``end_user`` a process ended because it used a file (``lockwarden who``, the app). Not
 enforced: other tools write their own (Task MCP writes ``reclaim``)."""
 
 OWN_FIELDS = frozenset({"prev", "host", "via", "format", "result"})

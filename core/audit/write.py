@@ -145,6 +145,7 @@ def append(
     format: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     durable: bool = False,
+    user_log: bool = False,
 ) -> AuditWrite:
     """Append one entry about ``operation`` on ``lock_path`` to its directory's audit log.
 
@@ -158,6 +159,8 @@ def append(
         format: the lock's format name, or None.
         lock_timeout: seconds to wait for another writer's lock on the log (then fallback).
         durable: fsync the entry even when ``operation`` is not in :data:`DURABLE_OPERATIONS`.
+        user_log: write to the per-user log only: the path is no lock and its directory is
+            nobody's lock directory (``end_user``: a process ended because it used a file).
 
     Returns:
         :class:`AuditWrite`: ``fallback`` True when the lock's directory log was not used
@@ -172,7 +175,7 @@ def append(
     entry = make_entry(lock_path, operation, result, details, format)
     primary = log_path_for(lock_path)
     durable = durable or operation in DURABLE_OPERATIONS
-    reason = placement.refusal(primary)  # never into a git repository
+    reason = "not a lock directory" if user_log else placement.refusal(primary)  # nor a repo
     if reason is None:
         try:
             repaired = append_entry(primary, entry, lock_timeout, durable)
