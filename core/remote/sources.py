@@ -107,14 +107,14 @@ _EXTRA = {"postgres": "postgres", "redis": "redis", "etcd": "etcd"}
 
 
 def _backend(kind: str, url: str) -> Any:
-    """The backend module of ``kind`` (``core.remote.<kind>``), imported now.
+    """The backend module of ``kind`` (``core.remote.<kind>.backend``), imported now.
 
     Raises:
         RemoteError: ``no_driver`` when it cannot be imported here (an install without the
             optional extra, or the packaged app, which leaves the drivers out).
     """
     try:
-        return import_module(f"core.remote.{kind}")
+        return import_module(f"core.remote.{kind}.backend")
     except ImportError as exc:
         raise RemoteError(f"{kind} servers are not supported by this installation ({exc}): "
                           f"pip install 'lockwarden[{_EXTRA.get(kind, kind)}]'",
