@@ -22,14 +22,16 @@ def record_audit(
     details: dict[str, Any] | None = None,
     format: str | None = None,
     durable: bool = False,
+    user_log: bool = False,
 ) -> None:
     """Write one audit entry (:func:`core.audit.append`, fsynced when ``durable`` or when the
     operation breaks a lock; docs/engine.md, "Every operation is audited once"). Never raises:
     a failure to audit is logged as a warning, because auditing must never turn an operation
-    that was done into a failure."""
+    that was done into a failure. ``user_log``: the per-user log only (``path`` is no lock).
+    """
     try:
         w = audit.append(path, operation, result=result, details=details, format=format,
-                         durable=durable)
+                         durable=durable, user_log=user_log)
     except Exception as exc:
         log.warning("audit entry for %s of %s not written: %s", operation, path, exc)
         return
