@@ -39,6 +39,8 @@ def add_gui_arguments(p: argparse.ArgumentParser) -> None:
                    help="watch a temporary directory where demo processes take locks")
     p.add_argument("--minimized", action="store_true", help="start in the tray, no window")
     p.add_argument("--demo-helper", nargs=2, metavar=("ROLE", "DIR"), help=argparse.SUPPRESS)
+    p.add_argument("--who", type=path_arg, metavar="PATH",
+                   help="open \"What's using this?\" on a file or folder")
 
 
 def app_argv(args: argparse.Namespace) -> list[str]:
@@ -52,6 +54,8 @@ def app_argv(args: argparse.Namespace) -> list[str]:
         argv.append("--minimized")
     if args.demo_helper is not None:
         argv += ["--demo-helper", *map(str, args.demo_helper)]
+    if args.who is not None:
+        argv += ["--who", str(args.who)]
     return argv
 
 

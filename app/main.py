@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="watch a temporary directory where demo processes take locks")
     p.add_argument("--minimized", action="store_true", help="start in the tray, no window")
     p.add_argument("--demo-helper", nargs=2, metavar=("ROLE", "DIR"), help=argparse.SUPPRESS)
+    p.add_argument("--who", metavar="PATH",
+                   help="open \"What's using this?\" on a file or folder (the file managers' "
+                        "menu entry runs this)")
     return p
 
 
@@ -170,6 +173,26 @@ def _report_startup(lw: LockwardenApp, report: str) -> None:
     QTimer.singleShot(0, check)
 
 
+def _who_window(path: str) -> int:
+    """``--who PATH``: the "What's using this?" window alone (no tray, no second instance
+    check: the file managers' entry opens one window per file). With
+    ``LOCKWARDEN_WHO_ONCE`` set (tests running the entry's command), the first scan's summary
+    is printed and the window closes."""
+    from app.dialogs.who import WhoDialog
+
+    qapp = _qapplication()
+    dialog = WhoDialog(os.path.abspath(os.path.expanduser(path)))
+    if os.environ.get("LOCKWARDEN_WHO_ONCE"):
+        def once(*_: object) -> None:
+            print(dialog.note.text(), flush=True)
+            dialog.reject()
+
+        dialog.scanned.connect(once)
+    dialog.finished.connect(qapp.quit)
+    dialog.show()
+    return int(qapp.exec())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the app; returns the exit status (0 also when another instance was raised, 1
     without a graphical display)."""
@@ -185,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if why is not None:
         print(f"lockwarden-gui: {why}", file=sys.stderr)
         return 1
+    if args.who is not None:
+        return _who_window(args.who)
 
     from app.startup.single import InstanceLocationError, SingleInstance, server_name
     from core import config as cfgmod

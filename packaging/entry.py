@@ -22,7 +22,8 @@ import sys
 from collections.abc import Sequence
 
 #: Options that belong to the app (``app.main.build_parser``), not to the CLI.
-APP_OPTIONS: frozenset[str] = frozenset({"--minimized", "--demo", "--config", "--demo-helper"})
+APP_OPTIONS: frozenset[str] = frozenset({"--minimized", "--demo", "--config", "--demo-helper",
+                                         "--who"})
 
 
 def _ensure_streams() -> None:

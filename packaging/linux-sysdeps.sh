@@ -14,6 +14,8 @@ binutils icu-devtools"
 PKGS="$PKGS postgresql redis-server etcd-server etcd-client"
 # real developer tools for the developer-lock tests (docs/formats.md); flock(1) is util-linux's
 PKGS="$PKGS git vim util-linux"
+# the file managers' menu entries are validated with desktop-file-validate (tests/app)
+PKGS="$PKGS desktop-file-utils"
 # the shells the CLI's holder tests run its examples under (tests/core/cli/test_cli_caller.py): bash and
 # dash are Debian's own; busybox's sh is Alpine's
 PKGS="$PKGS zsh busybox"

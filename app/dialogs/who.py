@@ -47,7 +47,10 @@ class _Results(QObject):
 
 
 class WhoDialog(QDialog):
-    """The window. ``path`` (optional) is scanned at once."""
+    """The window. ``path`` (optional) is scanned at once. :attr:`scanned` is emitted after
+    each scan is shown."""
+
+    scanned = Signal()
 
     def __init__(self, path: str | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -144,6 +147,7 @@ class WhoDialog(QDialog):
         if report is None:
             self.note.setText(error)
             self._enable()
+            self.scanned.emit()
             return
         uses = sorted(report.uses.values(), key=lambda u: u.pid)
         for u in uses:
@@ -171,6 +175,7 @@ class WhoDialog(QDialog):
                          f"({', '.join(users[:5])}) could not be inspected.")
         self.note.setText(printable(" ".join(words)))
         self._enable()
+        self.scanned.emit()
 
     # -- selection and actions -------------------------------------------------------------
 
