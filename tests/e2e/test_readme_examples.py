@@ -369,6 +369,28 @@ def rule_kill_holder(box: Sandbox, line: str) -> Callable[[Run], None]:
     return check
 
 
+def rule_who(box: Sandbox, line: str) -> Callable[[Run], None]:
+    """``who FILE`` / ``who FOLDER``: a real flock(1) holder uses it (for a folder, a file
+    beneath it): exit 1, and the holder's PID named."""
+    if shutil.which("flock") is None:
+        pytest.skip("flock(1) is needed for a process using the file")
+    if "jq" in line and shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    target = box.path(_operand(_words(line)))
+    inside = target if "." in target.name else target / "in-use.txt"
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    holder = box.flock_holder(inside)
+
+    def check(run: Run) -> None:
+        if "jq" in line:  # the pipeline's status is jq's
+            assert run.code == 0, run
+        else:
+            assert run.code == 1, run
+        assert str(holder.pid) in run.out.split() or any(
+            str(p.pid) in run.out.split() for p in psutil.Process(holder.pid).children()), run
+    return check
+
+
 def rule_server(box: Sandbox, line: str) -> Callable[[Run], None]:
     for word in _words(line):
         if "://" in word:
@@ -447,6 +469,7 @@ RULES: list[tuple[str, Rule]] = [
     (r"^lockwarden release \S+ --force --reason ", rule_force_release),
     (r"^lockwarden audit ", rule_audit),
     (r"^lockwarden kill-holder ", rule_kill_holder),
+    (r"^lockwarden who ", rule_who),
     (r"^lockwarden release --force \S+\.swp --discard-unsaved ", rule_discard_unsaved),
     (r"^lockwarden release --force \S+\.swp$", rule_refuse_unsaved),
     (r"^lockwarden wait \S+ --notify", rule_wait_notify),
