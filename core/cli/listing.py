@@ -317,8 +317,6 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: a ``DIR`` is missing or not a directory (exit 3, before anything is listed).
     """
-    from core.cli.common import json_text
-    from core.cli.list_workers import JsonItems, judged, no_cells, table_cells
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
     from core.config.scope import dir_matcher
@@ -347,28 +345,44 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     batches = walk(roots, recursive=bool(args.recursive) or project,
                    match=name_matcher(patterns), errors=errors,
                    skip=dir_matcher(PROJECT_SKIP_DIRS if project else ()), project=project)
-    write = sys.stdout.write
     if out.json:
-        sep = "["
-        for text in judged(batches, judge, JsonItems()):
-            if text:
-                write(f"{sep}{text}")
-                sep = ", "
-        for e in errors:
-            write(f"{sep}{json_text(e.to_dict())}")
-            sep = ", "
-        write("[]\n" if sep == "[" else "]\n")
-        sys.stdout.flush()
+        _write_json(batches, judge, errors)
     else:
-        from core.cli.output import TableWriter
-
-        table = TableWriter(write) if not out.quiet else None
-        for cells in judged(batches, judge, table_cells if table is not None else no_cells):
-            if table is not None:
-                table.cells(cells)
-        if table is not None:
-            table.close()
-        sys.stdout.flush()
+        _write_table(batches, judge, out)
     for e in errors:
         print(f"{PROG}: {one_line(e.text())}", file=sys.stderr, flush=True)
     return EXIT_IO if any(e.given for e in errors) else EXIT_OK
+
+
+def _write_json(batches: Iterator[Batch], judge: Judge, errors: list[ListError]) -> None:
+    """``list --json``: one array written item by item as the directories are judged, then
+    the listing errors (``errors`` is filled by the walk as ``batches`` is read)."""
+    from core.cli.common import json_text
+    from core.cli.list_workers import JsonItems, judged
+
+    write = sys.stdout.write
+    sep = "["
+    for text in judged(batches, judge, JsonItems()):
+        if text:
+            write(f"{sep}{text}")
+            sep = ", "
+    for e in errors:
+        write(f"{sep}{json_text(e.to_dict())}")
+        sep = ", "
+    write("[]\n" if sep == "[" else "]\n")
+    sys.stdout.flush()
+
+
+def _write_table(batches: Iterator[Batch], judge: Judge, out: Out) -> None:
+    """``list``: the table, aligned as it goes (nothing with ``-q``, the directories are still
+    judged)."""
+    from core.cli.list_workers import judged, no_cells, table_cells
+    from core.cli.output import TableWriter
+
+    table = TableWriter(sys.stdout.write) if not out.quiet else None
+    for cells in judged(batches, judge, table_cells if table is not None else no_cells):
+        if table is not None:
+            table.cells(cells)
+    if table is not None:
+        table.close()
+    sys.stdout.flush()

@@ -198,8 +198,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
     """
     from core.cli.caller import caller_holds, refuse_held_by_caller
     from core.engine.lock import Lock
-    from core.errors import LockHeld, LockLost, LockTimeout
-    from core.holder import describe_holder
+    from core.errors import LockLost
 
     if not getattr(args, "debug", False):
         import logging
@@ -219,69 +218,103 @@ def run(args: argparse.Namespace, out: Out) -> int:
     fwd = _Forwarder()
     with fwd.installed():
         try:
-            try:
-                if args.timeout == 0:
-                    lock.acquire(blocking=False)
-                else:
-                    lock.acquire(timeout=args.timeout, blocking=True)
-            except (LockHeld, LockTimeout) as exc:
-                if exc.status is not None:
-                    refuse_unreadable(exc.status)
-                what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
-                detail = describe_holder(exc.status) if exc.status else "held"
-                out.note(f"run: {what}{args.path}: {detail}; command not run")
-                return EXIT_NO
+            refused = _acquire(lock, args, out)
+            if refused is not None:
+                return refused
             ran = False
             try:
-                pin_fd = _hand_down(lock, out)
-                fwd.starting = True
-                try:
-                    fwd.child = subprocess.Popen(
-                        args.cmd, pass_fds=() if pin_fd is None else (pin_fd,))
-                except FileNotFoundError:
-                    out.note(f"run: {args.cmd[0]}: command not found")
-                    return 127
-                except PermissionError:
-                    out.note(f"run: {args.cmd[0]}: permission denied")
-                    return 126
-                except OSError as exc:
-                    out.note(f"run: {args.cmd[0]}: {exc.strerror}")
-                    return 126
-                finally:
-                    fwd.starting = False
-                    if pin_fd is not None:
-                        os.close(pin_fd)  # CMD's processes keep it now, not this wrapper
+                child = _spawn(lock, args, fwd, out)
+                if isinstance(child, int):
+                    return child
                 ran = True
                 if fwd.pending is not None:
                     fwd.forward(fwd.pending)
                 if lock.ttl is not None:
                     _refresher(lock, out, stop_refresh)
-                code = _exit_code(fwd.child.wait())
+                code = _exit_code(child.wait())
             finally:
                 stop_refresh.set()
-                kept = _still_pinned(lock) if ran and lock.is_held else ()
-                if kept:
-                    # like flock(1): the lock is theirs until the last of them exits; it is
-                    # stale then (this wrapper, its recorded holder, is gone) -- module docstring
-                    out.note(f"run: {args.path} stays held: the command exited, but "
-                             f"processes it started ({_names(kept)}) keep the lock's pin; "
-                             "it becomes stale when the last of them exits")
-                elif lock.is_held:
-                    try:
-                        lock.release()
-                    except LockLost as exc:
-                        out.note(f"run: the lock was lost while the command ran: {exc}")
-                    for note in lock.notes:
-                        out.note(f"run: {args.path}: {note}")
-                elif lock.lost.is_set():  # found by the refresher: removed or replaced
-                    out.note(f"run: the lock {args.path} was lost while the command ran "
-                             "(removed or replaced by someone else)")
+                _leave(lock, args.path, out, ran)
             return code
         except _Signalled as sig:
             if lock.is_held:
                 with contextlib.suppress(LockLost):
                     lock.release()
             return 128 + sig.signum
+
+
+def _acquire(lock: Lock, args: argparse.Namespace, out: Out) -> int | None:
+    """Take ``lock`` (waiting up to ``args.timeout`` seconds; 0: not at all), or say why not
+    on stderr and return 1.
+
+    Raises:
+        CliError: the lock file cannot be read as a lock (exit 3).
+    """
+    from core.errors import LockHeld, LockTimeout
+    from core.holder import describe_holder
+
+    try:
+        if args.timeout == 0:
+            lock.acquire(blocking=False)
+        else:
+            lock.acquire(timeout=args.timeout, blocking=True)
+    except (LockHeld, LockTimeout) as exc:
+        if exc.status is not None:
+            refuse_unreadable(exc.status)
+        what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
+        detail = describe_holder(exc.status) if exc.status else "held"
+        out.note(f"run: {what}{args.path}: {detail}; command not run")
+        return EXIT_NO
+    return None
+
+
+def _spawn(lock: Lock, args: argparse.Namespace, fwd: _Forwarder,
+           out: Out) -> subprocess.Popen[bytes] | int:
+    """Start CMD with the lock's pin (:func:`_hand_down`), closing this wrapper's copy of it;
+    or say why it cannot start and return 127 (not found) / 126 (cannot be executed)."""
+    pin_fd = _hand_down(lock, out)
+    fwd.starting = True
+    try:
+        fwd.child = subprocess.Popen(
+            args.cmd, pass_fds=() if pin_fd is None else (pin_fd,))
+    except FileNotFoundError:
+        out.note(f"run: {args.cmd[0]}: command not found")
+        return 127
+    except PermissionError:
+        out.note(f"run: {args.cmd[0]}: permission denied")
+        return 126
+    except OSError as exc:
+        out.note(f"run: {args.cmd[0]}: {exc.strerror}")
+        return 126
+    finally:
+        fwd.starting = False
+        if pin_fd is not None:
+            os.close(pin_fd)  # CMD's processes keep it now, not this wrapper
+    return fwd.child
+
+
+def _leave(lock: Lock, path: str, out: Out, ran: bool) -> None:
+    """Once CMD has exited (``ran``) or could not start: leave the lock to the processes CMD
+    started that keep its pin, or release it; say on stderr what happened to it."""
+    from core.errors import LockLost
+
+    kept = _still_pinned(lock) if ran and lock.is_held else ()
+    if kept:
+        # like flock(1): the lock is theirs until the last of them exits; it is
+        # stale then (this wrapper, its recorded holder, is gone) -- docs/cli.md "``run``"
+        out.note(f"run: {path} stays held: the command exited, but "
+                 f"processes it started ({_names(kept)}) keep the lock's pin; "
+                 "it becomes stale when the last of them exits")
+    elif lock.is_held:
+        try:
+            lock.release()
+        except LockLost as exc:
+            out.note(f"run: the lock was lost while the command ran: {exc}")
+        for note in lock.notes:
+            out.note(f"run: {path}: {note}")
+    elif lock.lost.is_set():  # found by the refresher: removed or replaced
+        out.note(f"run: the lock {path} was lost while the command ran "
+                 "(removed or replaced by someone else)")
 
 
 def _names(pids: tuple[int, ...]) -> str:
