@@ -1,20 +1,10 @@
-"""The ``sema`` format: ``key=value`` lines, shared by the Rust ``sema`` and TypeScript
-``semats`` tools (``docs/specs/sema.txt`` "Lock File Format",
-``docs/specs/semats.txt`` "Parsing Rules").
+"""The ``sema`` format: ``key=value`` lines (``pid``, ``timestamp``, ``tag``), shared by the
+Rust ``sema`` and TypeScript ``semats`` tools (docs/specs/sema.txt, "Lock File Format";
+docs/specs/semats.txt, "Parsing Rules").
 
-::
-
-    pid=12345
-    timestamp=1703520000
-    tag=deploy-v1.2.3
-
-Lockwarden writes more keys after those, which both reference tools ignore
-(docs/specs/sema.txt "Format Rules" 4: unknown fields are ignored): ``host``
-(hostname), ``start`` (holder process start time, Unix seconds with fraction), ``proc`` (boot id and
-start ticks), ``token`` (32 lowercase hex digits naming one acquisition), ``ttl`` (seconds) and,
-once a lock was refreshed, ``acquired`` (Unix seconds of the first acquisition; ``timestamp`` is
-then the last renewal, which is what sema and semats judge staleness by: docs/formats.md, "Refresh:
-age and expiry").
+Lockwarden writes more keys after those, which both tools ignore (``host``, ``start``,
+``proc``, ``token``, ``ttl``, and ``acquired`` once a lock was refreshed): docs/formats.md,
+"Formats" and "Refresh: age and expiry".
 """
 
 from __future__ import annotations
