@@ -2,25 +2,13 @@
 and every directory that could not be listed (docs/cli.md, "``list``: what could not be
 listed").
 
-The walk is the command line's own; the reading and judging are the scanner's
-(:func:`core.watch.scan.read_entry`, :func:`core.watch.scan.judge_read`, the ``af`` ledger helpers),
-so a lock is judged exactly as the GUI judges it. Why not :func:`core.watch.scan.scan` itself:
-
-- a directory whose listing fails *while it is read* (``/proc/PID/net`` of a process that
-  exits: ``EINVAL`` from ``getdents``) makes :func:`core.watch.scan.scan_dir` return nothing for
-  the whole tree, so ``list -r /`` printed an empty table;
-- the directories it skips are reported as text, and the CLI never parses text; here each
-  error keeps its ``errno``;
-- a :class:`core.config.WatchSpec` path is expanded (``~``, ``$VAR``), so ``list 'd$HOME'``
-  listed another directory than the one named.
-
-Rules of the walk (those of :func:`core.watch.scan.list_dir`): names are matched against the
-patterns by base name, the engine's own files never match, symbolic links are never followed
-(a link to a directory is not descended into; a link whose name matches is an ``unreadable``
-entry), nothing is opened but directories. A directory that vanishes during the walk
-(``ENOENT``, ``ESRCH`` for a process's ``/proc`` entry, ``ENOTDIR``) is not an error; one that
-cannot be listed (``EACCES``, ``EINVAL``...) is a :class:`ListError`, and the entries read
-before a failure mid-listing are kept.
+The walk (:func:`walk`) is the command line's own, so that a directory that fails while it is
+read hides nothing else, each error keeps its ``errno`` (:class:`ListError`), and a path is
+never expanded; its rules are those of :func:`core.watch.scan.list_dir` (docs/watching.md,
+"Inventory (``core.watch.scan``)"). The reading and judging are the scanner's
+(:func:`core.watch.scan.read_entry`, :func:`core.watch.scan.judge_read`, the ``af`` ledger
+helpers) under each directory's policy (:class:`Judge`), so a lock is judged exactly as the GUI
+judges it.
 """
 
 from __future__ import annotations

@@ -2,42 +2,14 @@
 runs, like flock(1).
 
 The holder recorded in the lock is this wrapper process. The engine acquires
-(:class:`core.engine.lock.Lock`) and, with ``--ttl``, the wrapper refreshes the lease at 75 % of
-the TTL (docs/DESIGN.md "Refresh"). SIGINT/SIGTERM/SIGHUP are forwarded to CMD; the wrapper
-waits for CMD and releases the lock when it exits.
+(:class:`core.engine.lock.Lock`); with ``--ttl`` the wrapper refreshes the lease at 75 % of the
+TTL; SIGINT/SIGTERM/SIGHUP are forwarded to CMD; CMD inherits the lock's pin
+(:func:`core.kernel.pin.hand_down`, passed with ``pass_fds``), so the lock lives as long as a
+process of the command keeps it, whatever happens to the wrapper; when CMD exits the wrapper
+releases the lock, or leaves it to the processes CMD started that keep the pin.
 
-**CMD inherits the lock's pin** (docs/engine.md, "The holder's pin"), as flock(1)'s command
-inherits its lock: before CMD starts, the wrapper opens the lock file again, takes a shared
-``flock`` on that description (:func:`core.kernel.pin.hand_down`) and passes the descriptor to
-CMD (``pass_fds``), closing its own copy. The kernel keeps that lock while any process of CMD
--- CMD, its children, their children -- keeps the descriptor, and shows the wrapper's PID as
-the one that took it even after the wrapper died; the verdict counts it as the recorded
-holder's pin (:func:`core.kernel.pin.keepers`). So the lock lives exactly as long as a process
-of the command does, whatever happens to the wrapper:
-
-- the wrapper is SIGKILLed: CMD runs on (nothing kills it) and the lock stays ``held``
-  (``holder_pinned``) until the last process keeping the pin exits; then it is ``stale`` (its
-  recorded holder is dead) and the next acquire takes it;
-- CMD exits while processes it started still keep the pin (``sh -c 'job &'``): the wrapper
-  leaves the lock in place for them, says so on stderr, and exits with CMD's code; the lock is
-  ``held`` until they exit, then ``stale``. Otherwise it releases the lock (``free``).
-
-A lease does not keep the lock: once the wrapper is gone nobody renews it, and the lock reads
-``expired`` after its TTL while the pin keeps it from being taken (docs/cli.md, "``run``").
-
-CMD stays in the wrapper's process group (job control and the terminal's Ctrl-C work as with
-flock(1)); the pin, not the group, says which processes are the command's. SIGINT is not
-forwarded when the wrapper is in the terminal's foreground process group: the terminal already
-sent it to CMD (a second SIGINT could cut CMD's own clean-up short).
-
-Elsewhere: where the kernel's locks cannot be read (macOS, other systems without
-``/proc/locks``) a reader cannot see the pin, and a dead wrapper's lock is judged by its PID
-(stale); on Windows a job object without ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` whose handle
-CMD's processes inherit would play the pin's role (not implemented: docs/cli.md).
-
-Exit code: CMD's; ``128 + N`` when CMD died of signal ``N``; ``1`` when the lock was not had
-(held, or ``--timeout`` passed); ``126``/``127`` when CMD cannot be executed / is not found
-(shell conventions); ``128 + N`` when signal ``N`` arrived before CMD started.
+Rules (what a killed wrapper leaves, leases, signals and process groups, other systems, exit
+codes): docs/cli.md, "``run``"; docs/engine.md, "The holder's pin".
 """
 
 from __future__ import annotations

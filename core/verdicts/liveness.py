@@ -1,18 +1,14 @@
-"""Is the holder of a lock still running? (docs/DESIGN.md, "Liveness and verdicts").
-
-Judged with psutil, on this host only:
-
-- ``alive``: the PID exists and its process started no later than the lock was written;
-  ``psutil.AccessDenied`` means the process exists, so it counts as alive (``semats`` gets this
-  wrong: it treats ``EPERM`` from ``kill(pid, 0)`` as dead, docs/DESIGN.md "Defects").
-- ``dead``: no such PID, or the PID is a zombie (it exited and waits to be reaped).
-- ``reused``: the PID exists but belongs to a later process, so the holder is dead.
-- ``remote``: the lock names another host; nothing can be checked from here.
-- ``unknown``: the lock records no PID (af, most task-mcp owners).
+"""Is the holder of a lock still running? :func:`check` answers with a
+:class:`~core.record.Liveness` (``alive``, ``dead``, ``reused``, ``remote``, ``unknown``) and its
+reasons, judged with psutil on this host only; ``psutil.AccessDenied`` means the process exists,
+so it counts as alive.
 
 One :func:`snapshot` (a single psutil pass over all processes) lets a scanner judge hundreds of
 locks without one system call per lock; :func:`check` confirms a PID missing from a snapshot
 with a direct look-up, so a process started after the snapshot is never called dead.
+
+Rules: docs/verdicts.md, "Liveness of a holder (``core.verdicts.liveness.check``)";
+docs/DESIGN.md, "Liveness and verdicts" (and "Defects": ``semats`` takes ``EPERM`` for dead).
 """
 
 from __future__ import annotations
