@@ -1,7 +1,7 @@
 """Lockwarden's engine: lock formats, liveness, verdicts, lock operations, audit, scanning,
 watching, configuration and the CLI. Never imports Qt or :mod:`app`.
 
-The public API (names resolved lazily, so ``import core`` stays cheap)::
+The public API (resolved lazily, so ``import core`` stays cheap; docs/architecture.md)::
 
     core.Lock(path, *, tag=None, ttl=None, format="sema", stale_after=3600.0,
               holder_pid=None, auto_refresh=False)
@@ -11,8 +11,7 @@ The public API (names resolved lazily, so ``import core`` stays cheap)::
     core.force_release_kept(path, ...) -> Removal(status, kept)   # kept: trash/quarantine
     core.release_path(path, *, pid, force=False, reason=None) -> LockStatus
     core.wait(path, *, timeout=None) -> LockStatus
-    exceptions: LockError, LockHeld, LockTimeout, LockLost, NotStale, ParseError,
-        UnsavedChanges, NotKept
+    exceptions: LockError, LockHeld, LockTimeout, LockLost, NotStale, ParseError, ...
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
-"""The safe action on a lock, in words (docs/specs/devtool-locks.md, "Two kinds";
-docs/formats.md), for the CLI's ``status`` and the GUI's detail pane. The tool and the kind are
-data on the verdict (:attr:`core.record.LockStatus.tool`, :attr:`~core.record.LockStatus.kind`),
-decided from the record's format and the reason codes, never from text.
+"""The safe action on a lock, in words (:func:`safe_action`), for the CLI's ``status`` and the
+GUI's detail pane. The tool and the kind are data on the verdict
+(:attr:`core.record.LockStatus.tool`, :attr:`~core.record.LockStatus.kind`), decided from the
+record's format and the reason codes, never from text.
 
-- **marker** locks: the file's existence is the lock (sema, Task MCP, af, pidfiles, git, Vim,
-  Emacs, LibreOffice, Terraform's label, filelock's SoftFileLock); a dead holder's marker is
-  removed to release it.
-- **kernel** locks: only the kernel knows (flock, POSIX ``fcntl``, OFD locks); the file is an
-  anchor, and deleting it would let a second holder in. Never stale, never deleted; the holder
-  process can be ended instead. A known tool's anchor (dpkg, apt, cargo, uv, Gradle:
-  :func:`core.kernel.anchors.anchor_tool`) that nobody holds is ``free``, and its safe action is
-  none.
-- an **empty file** that no kernel lock holds and no process has open (what filelock,
-  portalocker, fasteners and ``flock(1)`` leave when they release) is ``free``: leave it
-  (docs/DESIGN.md, "Two kinds of locks").
+Rules: a *marker* lock's file is the lock, and a dead holder's marker is removed to release it;
+a *kernel* lock's file is only its anchor, never stale, never deleted (its holder process can
+be ended instead; a known tool's free anchor needs nothing); an empty file no kernel lock holds
+and no process has open is free: leave it. docs/specs/devtool-locks.md, "The one rule that
+decides everything"; docs/DESIGN.md, "Two kinds of locks"; docs/verdicts.md, "Developer tools'
+locks (``core.verdicts.devtools``)" and "Empty files".
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
-"""The app's part of the fleet (docs/fleet.md, "The app"; docs/gui.md, "Fleet"): with a
-``[fleet]`` table in the configuration the app does what ``lockwarden agent`` does and reads
-what the other hosts publish, all in one worker thread with its own connections -- the GUI
-thread never waits on the database.
+"""The app's part of the fleet: with a ``[fleet]`` table in the configuration the app does what
+``lockwarden agent`` does and reads what the other hosts publish, all in one worker thread with
+its own connections -- the GUI thread never waits on the database (:class:`FleetBridge`).
 
-Each turn of the worker (every ``[fleet] interval`` seconds, at once after a change of the
-local watcher, and at once on a ``NOTIFY`` from another host):
-
-1. **publishes** this host's watched locks, heartbeat and PID liveness
-   (:class:`core.fleet.store.Publisher`), once the watcher's first scan is in;
-2. **reads** every host's heartbeat and PID reports (:func:`core.fleet.store.read_snapshot`),
-   the hosts' summaries and, after a ``NOTIFY`` from another host, their published locks
-   (:mod:`core.fleet.hosts`);
-3. **re-judges** this host's rows whose record names another host by that host's report
-   (:func:`core.fleet.judge.judge_with_fleet`, through
-   :attr:`app.bridges.watch_bridge.WatchBridge.judge`,
-   so the watcher's later updates are judged the same way), and puts the other hosts' locks
-   in the table as fleet rows (:mod:`app.table.fleet_rows`), with whether actions on each are safe
-   from here.
-
-A database that is down, slow or refuses is a problem in the Problems panel
-(:attr:`FleetBridge.problemsChanged`); the local table goes on unchanged (rows are judged by
-the local rules while no current report is at hand), the worker tries again every interval,
-and the publisher sends every row again once the database is back, so nothing is lost.
-Nothing of the fleet (nor psycopg) is imported until a ``[fleet]`` table is configured.
+Each turn (every ``[fleet] interval`` seconds, at once after a local change or a ``NOTIFY``
+from another host) publishes this host's locks (:class:`core.fleet.store.Publisher`), reads
+every host's reports (:func:`core.fleet.store.read_snapshot`, :mod:`core.fleet.hosts`),
+re-judges this host's rows of locks recorded on another host
+(:func:`core.fleet.judge.judge_with_fleet`, through
+:attr:`app.bridges.watch_bridge.WatchBridge.judge`) and puts the other hosts' locks in the table
+(:mod:`app.table.fleet_rows`). A database that is down, slow or refuses is a problem
+(:attr:`FleetBridge.problemsChanged`); nothing is lost. Rules: docs/fleet.md, "The app";
+docs/gui.md, "Fleet". Nothing of the fleet (nor psycopg) is imported until a ``[fleet]`` table
+is configured.
 """
 
 from __future__ import annotations

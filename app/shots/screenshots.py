@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # Qt and core are imported where they are used (this runs bef
     from PySide6.QtWidgets import QApplication
 
     from app.application import LockwardenApp
-    from core.record import LockStatus
+    from core.reasons import Reason
+    from core.record import Liveness, LockRecord, LockStatus, State
 
 OUT_DEFAULT = Path(__file__).resolve().parents[2] / "resources" / "screenshots"
 
@@ -66,27 +67,45 @@ def _run_in_xvfb(argv: list[str]) -> int:
                 p.kill()
 
 
+class _Picture:
+    """The helpers of :func:`inventory`: times ``s`` seconds before ``now``, records and
+    statuses whose paths are under ``base``."""
+
+    def __init__(self, base: str, now: datetime) -> None:
+        self.base, self.now = base, now
+
+    def ago(self, s: float) -> datetime:
+        return (self.now - timedelta(seconds=s)).replace(microsecond=0)
+
+    def rec(self, name: str, fmt: str, raw: str, **kw: Any) -> LockRecord:
+        from core.record import LockRecord
+
+        return LockRecord(path=f"{self.base}/{name}", format=fmt, raw=raw, **kw)
+
+    def st(self, name: str, state: State, record: LockRecord | None, live: Liveness,
+           reasons: list[Reason], **kw: Any) -> LockStatus:
+        from core.record import LockStatus
+
+        return LockStatus(path=f"{self.base}/{name}", state=state, liveness=live,
+                          reasons=tuple(reasons),
+                          record=record, checked_at=self.now, **kw)
+
+
 def inventory(base: str, my_pid: int, my_host: str) -> list[LockStatus]:
-    """A realistic set of :class:`LockStatus` under ``base`` (one of each state)."""
-    # ~120 lines, kept whole: one literal picture of an inventory, read top to bottom
+    """A realistic set of :class:`LockStatus` under ``base`` (one of each state), checked now
+    (UTC); ``my_pid``/``my_host`` stand for this process, so one lock reads as Lockwarden's."""
+    pic = _Picture(base, datetime.now(UTC))
+    return [*_app_locks(pic, my_pid, my_host), *_tool_locks(pic, my_host)]
+
+
+def _app_locks(pic: _Picture, my_pid: int, my_host: str) -> list[LockStatus]:
+    """The applications' lock files of :func:`inventory`: held, stale, expired, writing,
+    unreadable, a read-only ledger claim, a lock held by Lockwarden, a remote host's."""
     from core.codes import Code as C
     from core.reasons import Reason
-    from core.record import FileInfo, Liveness, LockRecord, LockStatus, State
+    from core.record import FileInfo, Liveness, State
 
-    now = datetime.now(UTC)
-
-    def ago(s: float) -> datetime:
-        return (now - timedelta(seconds=s)).replace(microsecond=0)
-
-    def rec(name: str, fmt: str, raw: str, **kw: Any) -> LockRecord:
-        return LockRecord(path=f"{base}/{name}", format=fmt, raw=raw, **kw)
-
-    def st(name: str, state: State, record: LockRecord | None, live: Liveness,
-           reasons: list[Reason], **kw: Any) -> LockStatus:
-        return LockStatus(path=f"{base}/{name}", state=state, liveness=live,
-                          reasons=tuple(reasons),
-                          record=record, checked_at=now, **kw)
-
+    now, ago, rec, st = pic.now, pic.ago, pic.rec, pic.st
     nightly_at = ago(754)
     deploy_at = ago(8047)
     q_at = ago(431)
@@ -156,7 +175,17 @@ def inventory(base: str, my_pid: int, my_host: str) -> list[LockStatus]:
                                   this_host=my_host),
                              Reason.of(C.YOUNGER_THAN_STALE_AFTER, age_s=180.0, limit_s=3600.0,
                                   holder="unknown")]),
-        # developer tools' locks in a project folder, and kernel locks
+    ]
+
+
+def _tool_locks(pic: _Picture, my_host: str) -> list[LockStatus]:
+    """The developer tools' locks in a project folder, and kernel locks, of :func:`inventory`."""
+    from core.codes import Code as C
+    from core.reasons import Reason
+    from core.record import FileInfo, Liveness, State
+
+    base, now, ago, rec, st = pic.base, pic.now, pic.ago, pic.rec, pic.st
+    return [
         st("src/shop/.git/index.lock", State.STALE,
            rec("src/shop/.git/index.lock", "git-lock", "DIRC...", acquired_at=ago(2600)),
            Liveness.DEAD, [Reason.of(C.NO_GIT_WORKER, repo=f"{base}/src/shop"),

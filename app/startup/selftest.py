@@ -1,32 +1,10 @@
 """``lockwarden --self-test`` (frozen) and ``python -m app.startup.selftest`` (source): check that a
 build has everything it needs, without a display and without touching the user's files.
 
-Checks, one printed line each (``"ok   icons: 6 SVG loaded, 9 generated"`` or
-``"FAIL icons: ..."``), in this order:
-
-1. ``qt``: a ``QApplication`` starts on the ``offscreen`` platform (forced, so the check works
-   on a headless CI runner); QtSvg imports (and QtNetwork on Windows, the single-instance
-   pipe's); the single-instance guard listens and answers (app/startup/single.py).
-2. ``text``: ICU, which Qt uses for locale-aware case mapping, loads and works: Turkish
-   ``i``/``I`` map to dotted/dotless letters (the Linux bundle ships a trimmed ICU data
-   library, ``packaging/trim_icu.py``).
-3. ``icons``: every SVG in ``resources/icons/`` parses (``QSvgRenderer``) and renders through
-   ``QIcon`` (which needs the ``svg`` icon-engine/image-format plugins in a frozen build); every
-   generated PNG/ICO in ``resources/generated/`` loads with ``QImage``. In a frozen build the
-   generated files must be present; from source they are optional (``packaging/make_icons.py``
-   makes them).
-4. ``app``: the GUI modules import (catches modules PyInstaller missed).
-5. ``lock``: in a fresh temp directory, ``core.Lock`` acquires a lock, ``core.inspect``
-judges
-   it ``held``/``alive``, the release removes it, and ``inspect`` then says ``free``.
-6. ``audit``: ``core.audit.read`` finds the ``acquire`` and ``release`` entries of that lock
-   and ``core.audit.verify`` accepts the chain.
-7. ``watch``: a watchdog observer (the one ``core.watch.watcher`` uses for the platform) starts on
-the
-   temp directory and stops.
-
-The exit status is 0 when every check passed, 1 otherwise. Nothing outside the temp directory
-is written (the engine writes its audit log beside the lock, in that directory).
+The checks, one printed line each, in order -- ``qt``, ``text`` (ICU), ``icons``, ``app``,
+``lock``, ``audit``, ``watch`` -- and what each proves: docs/packaging.md, "The self-test". The
+exit status is 0 when every check passed, 1 otherwise; nothing outside a fresh temp directory is
+written.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
-"""One instance per user and configuration (docs/gui.md "Start"), after qutebrowser's
-``misc/ipc.py``: the first instance listens on a local socket; a later launch connects, asks
-it to show its window ("show"), and exits 0.
+"""One instance per user and configuration, after qutebrowser's ``misc/ipc.py``: the first
+instance listens on a local socket; a later launch connects, asks it to show its window
+("show"), and exits 0.
 
-POSIX: a Unix-domain socket of Python's :mod:`socket`, watched by a ``QSocketNotifier``;
-Windows: a ``QLocalServer`` named pipe. QtNetwork is thus neither loaded by the app nor
-carried by the Linux bundle (its 2 MB mapped in every idle tray, 4.6 MB of the bundle with its
-Kerberos libraries: docs/performance.md "Idle tray", docs/packaging.md).
-
-Where the socket lives (POSIX): in this user's private runtime directory,
-``platformdirs.user_runtime_dir("lockwarden")`` (``$XDG_RUNTIME_DIR/lockwarden``; without
-``XDG_RUNTIME_DIR``, platformdirs' ``/tmp/runtime-<uid>/lockwarden``), used only when it is a
-real directory owned by this user with mode 0700 and its parent is this user's or root's: a
-name in a shared ``/tmp`` could be taken first by another user, who would then block or
-impersonate the GUI. When no such directory can be had, the app runs without the guard and
-says why (:class:`InstanceLocationError`). Windows uses a named pipe of this user
-(``UserAccessOption``).
+POSIX: a Unix-domain socket of Python's :mod:`socket`, watched by a ``QSocketNotifier``, so
+QtNetwork is neither loaded by the app nor carried by the Linux bundle (docs/performance.md,
+"Idle tray"; docs/packaging.md); Windows: a ``QLocalServer`` named pipe of this user. Where the
+socket lives (this user's private runtime directory, used only when it is a real directory of
+this user with mode 0700 whose parent is this user's or root's): docs/gui.md, "Start". When no
+such directory can be had the app runs without the guard and says why
+(:class:`InstanceLocationError`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""Other hosts' locks as rows of the app's one table (docs/gui.md, "Fleet"; docs/fleet.md,
-"The app"): pure functions, no Qt, no database.
+"""Other hosts' locks as rows of the app's one table: pure functions, no Qt, no database.
 
-- A **fleet row** is a lock another host published. Its key in the table is
-  :func:`fleet_key` (``lockwarden-fleet://<host>/<path>``), never the bare path, so it never
-  takes the place of this host's own row of the same file; :func:`fleet_origin` gives the
-  host and the path back. :func:`published_status` turns the published verdict into a
-  read-only :class:`core.record.LockStatus` the table and the detail pane show as they show
-  any other.
-- The **Host** column (:func:`host_of`): the lock's holder host (the record's ``host``; this
-  host for a lock file that names none); for a fleet row, the publishing host.
-- **Actions** on a fleet row (:func:`action_safety`) are offered only where they are safe
-  from here: the same lock file is at the same path here (a shared file system), checked by
-  reading it with the same engine and comparing its holder, PID, host, time and format with
-  what the host published. A path that is not here, or a different file at that path (that
-  host's private ``/tmp``), is refused with the reason shown as the actions' tooltip.
+A fleet row's key is :func:`fleet_key` (``lockwarden-fleet://<host>/<path>``), never the bare
+path, so it never takes the place of this host's own row of the same file; :func:`fleet_origin`
+gives host and path back; :func:`published_status` turns the published verdict into a read-only
+:class:`core.record.LockStatus`; :func:`host_of` is the Host column; :func:`action_safety`
+offers actions on a fleet row only where the same lock file is at the same path here, read by
+the same engine. Rules: docs/gui.md, "Fleet"; docs/fleet.md, "The app".
 """
 
 from __future__ import annotations

@@ -1,49 +1,14 @@
-"""The audit log: one JSON object per line in ``.lock_audit.log`` beside the locks, hash-chained.
+"""The audit log: one JSON object per line in ``.lock_audit.log`` beside the locks,
+hash-chained, shared with Task MCP's ``logLockOperation`` (docs/specs/task-mcp.txt, "Audit
+logging").
 
-This package's ``__init__`` is the room's public face; the work is done in (arrows point one way, no
-cycles)::
+This package's ``__init__`` is the room's public face (:func:`append`, :func:`read`,
+:func:`read_many`, :func:`tail`, :func:`verify`, :func:`set_via`, ...); its modules and what
+each imports: docs/audit.md, "Code layout".
 
-    model    constants, AuditEntry / AuditWrite / VerifyResult, via, log paths
-    parse    one line of bytes -> AuditEntry                       (model)
-    read     read, read_many, tail; forward and backward readers   (model, parse)
-    heads    this user's chain head of each log it appended to     (model)
-    appender the logs this process keeps open, its chain heads     (model, heads)
-             written in batches
-    verify   verify                                                (model, parse, read, heads)
-    entry    the fields and JSON encoding of a new line            (model)
-    placement  whether a directory lies in a git repository (its entries then go to the
-               per-user log)
-    known    the logs of every directory ever watched (a per-user list)
-    write    append: kernel lock, bounded tail read, repair        (model, parse, read,
-             of an interrupted write, fallback log                  heads, entry, placement)
-
-Rules and where they come from (docs/DESIGN.md "Audit log", docs/audit.md):
-
-* File name, place and the first six fields (``timestamp``, ``operation``, ``lockPath``,
-  ``details``, ``user``, ``pid``) are Task MCP's (docs/specs/task-mcp.txt, "Audit
-  logging", ``logLockOperation``): the log is ``path.join(path.dirname(lockPath),
-  '.lock_audit.log')`` and ``timestamp`` is JavaScript's ``toISOString()``. Task MCP appends to
-  the same file, so its lines (none of Lockwarden's keys) are accepted as *foreign* entries.
-* Lockwarden adds ``host``, ``via`` (``api``, ``cli``, ``gui``), ``format``, ``result`` and
-  ``prev``: the SHA-256 (lower-case hex) of the bytes of the previous non-blank line without its
-  ``\\n`` (a ``\\r`` before it is part of the line); 64 zeros on the first line. Blank lines
-  (only spaces, tabs, ``\\r``) are skipped by writer and reader alike. Editing, deleting,
-  inserting or swapping lines breaks the chain at the first of our lines after the change;
-  removing ``prev`` from our lines is itself reported; this user's chain head catches a log
-  rewritten from scratch or cut short after their last append (:mod:`core.audit.heads`).
-* Appends are serialised with a kernel lock on the log, chain onto the log's last line (read
-  back from this process's own last append, else at most 64 KiB from the end) and are written
-  with one ``write()`` (:mod:`core.audit.write`), through a descriptor the process keeps open
-  (its identity re-checked under the lock) and with this user's chain head written in batches
-  (:mod:`core.audit.appender`; docs/audit.md, "Chain heads written in batches"); only the
-  entries that break or lose someone's lock (``DURABLE_OPERATIONS``), and those a caller asks
-  to be durable, are fsynced. A log that
-  is not a regular file of this user with one link, or that cannot be written, or that lies in
-  a git working tree or git directory (:mod:`core.audit.placement`), sends the entry to the
-  per-user fallback log, and :func:`append` says so. A torn last line (disk full, crash)
-  is an interrupted write: :func:`verify` reports it as such and the next append repairs it.
-* ``user`` is the real OS user of the process (the name of the real uid), never an environment
-  variable a caller could set: Task MCP's ``process.env.USER`` can lie.
+Rules: docs/audit.md ("Format": the fields, ``prev``, foreign and blank lines; "Guarantees":
+concurrent writers, hostile directories, interrupted writes, the fallback log; "Where entries
+go": never into a git repository); docs/DESIGN.md, "Audit log".
 """
 
 from __future__ import annotations

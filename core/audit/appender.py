@@ -1,27 +1,10 @@
-"""The process's open audit logs and its chain heads written in batches (docs/audit.md,
-"Guarantees" and "Chain heads written in batches").
+"""The process's open audit logs and its chain heads written in batches.
 
 Part of :mod:`core.audit`; used by :mod:`core.audit.write`. Two costs of an append are paid
-once instead of per entry:
-
-* **The log stays open.** The first append to a log opens it
-  (``O_RDWR|O_APPEND|O_CREAT|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC``, 0644) and refuses anything but
-  a regular file of this user; later appends of this process reuse the descriptor. Every
-  append still takes the kernel lock (``flock(LOCK_EX)``) and, holding it, compares ``fstat``
-  of the descriptor with ``lstat`` of the path: a log renamed, removed or replaced since (a
-  rotation) is closed and the path opened again, so an entry never lands in a file no longer
-  at the log's name. Threads of the process take turns on a descriptor (a per-log mutex: a
-  ``flock`` does not exclude two users of one open file description); a child made by
-  ``fork`` never uses its parent's descriptors (it would share the parent's ``flock``) and
-  closes its copies. At most :data:`MAX_OPEN` logs are kept open.
-* **The chain head is written in batches.** The head (:mod:`core.audit.heads`) is written
-  under the log's lock at the first append to a log, at every :data:`HEAD_EVERY`-th append
-  since the last head write, at every append coming more than :data:`HEAD_MAX_DELAY` seconds
-  after the last head write, for every fsynced entry, before :func:`core.audit.verify` in this
-  process, and at normal exit (``atexit``). A crash (SIGKILL, power loss) may lose the heads
-  of at most the last ``HEAD_EVERY - 1`` entries written within ``HEAD_MAX_DELAY`` seconds;
-  the recorded head is then an older line of this user's, which still matches the log, so the
-  chain and the head still verify; only a cut of those last lines goes unseen by the head.
+once instead of per entry: the log stays open (at most :data:`MAX_OPEN`, re-opened when
+renamed, removed or replaced; docs/audit.md, "Guarantees": concurrent writers), and the chain
+head is written every :data:`HEAD_EVERY` appends or :data:`HEAD_MAX_DELAY` seconds, and what a
+crash can lose then (docs/audit.md, "Chain heads written in batches").
 
 A test may set :data:`crash_hook` (called with the name of each step of an append) to kill
 the process at any step.

@@ -1,18 +1,11 @@
 """Chain heads: where this user's last entry in each log is, kept in the user's own state.
 
-Part of :mod:`core.audit`. The hash chain proves the order and integrity of a log's lines, not
-who wrote them: whoever can write a log can rewrite it from scratch with a fresh, valid chain,
-or cut lines off its end. So after every append the writer records, in its own state directory
-(:func:`core.audit.model.heads_dir`, mode 0700), the log's path and inode and the byte range and
-SHA-256 of the line it wrote. :func:`core.audit.verify` run by the same user then checks that
-this line is still there, at the same place in the same file: a log rewritten, truncated or
-replaced by someone else since is reported.
-
-One small file per log (named by a hash of the log's path): the JSON record and its SHA-256,
-rewritten in place while the writer holds the log's kernel lock, so writers of the same log
-never race on it. At most
-:data:`MAX_HEADS` files are kept (the least recently written are removed). Recording and loading
-never raise: a head that cannot be kept only means that log is checked by its chain alone.
+Part of :mod:`core.audit`. The chain proves the order and integrity of a log's lines, not who
+wrote them; the head recorded after each append (the log's path and inode, the byte range and
+SHA-256 of the line) lets :func:`core.audit.verify` run by the same user report a log
+rewritten, truncated or replaced since. Where and how heads are kept (at most
+:data:`MAX_HEADS`; recording and loading never raise): docs/audit.md, "Chain heads written in
+batches".
 """
 
 from __future__ import annotations

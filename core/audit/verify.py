@@ -1,24 +1,8 @@
 """Checking an audit log (``lockwarden audit --verify``): the hash chain, Lockwarden lines that
 lost their ``prev``, interrupted writes and their repairs, and this user's chain head.
 
-Part of :mod:`core.audit`. Rules, in the order a line meets them:
-
-* Every non-blank line must be a JSON object, except an *interrupted write*: a line that is not
-  one but is followed by Lockwarden's ``repair`` entry naming it (``prev`` = its SHA-256,
-  ``details.torn`` = its offset and digest, ``details.before`` = the digest of the line before
-  it) is accounted for; the last line of the log, without newline and at most
-  :data:`~core.audit.model.TAIL_WINDOW` long, is a *torn tail* (an append cut short by a full
-  disk or a crash): reported, not held against the chain, repaired by the next append.
-* A line with any of Lockwarden's own keys (``prev``, ``host``, ``via``, ``format``,
-  ``result``) must have a ``prev`` that is the SHA-256 of the previous non-blank line, or 64
-  zeros when it is the log's first. Our lines always carry ``prev``, so one without it had it
-  removed, which would otherwise hide an edit before it.
-* Lines with none of those keys are *foreign* (Task MCP's own ``logLockOperation`` lines):
-  accepted anywhere, before the first of ours (a log that began without a chain) and between
-  ours, and hashed into the chain like any line, so the next line of ours vouches for them.
-* When this user has appended to the log, the line recorded as its chain head
-  (:mod:`core.audit.heads`) must still be at the recorded offset of the same file. Heads this
-  process holds back (:mod:`core.audit.appender` writes them in batches) are written first.
+Part of :mod:`core.audit`. The rules, in the order a line meets them: docs/audit.md, "What
+``verify`` checks".
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
-"""Appending to an audit log: the kernel lock, the bounded tail read that finds the line to chain
-onto, the repair of an interrupted write, the per-user fallback log.
+"""Appending to an audit log: the kernel lock, the bounded tail read that finds the line to
+chain onto, the repair of an interrupted write, the per-user fallback log.
 
-Part of :mod:`core.audit`. One append:
-
-1. open the log with ``O_RDWR|O_APPEND|O_CREAT|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC`` (mode 0o644;
-   read access is needed to hash the last line; ``O_NONBLOCK`` makes a FIFO planted at the
-   log's name fail at once instead of hanging), or reuse this process's open descriptor of it
-   (:mod:`core.audit.appender`), and refuse anything but a regular file of this user
-   (``st_uid == geteuid()``: another user could rewrite what we add) with one link;
-2. ``flock(LOCK_EX)`` (Windows: ``msvcrt.locking`` of a byte far past the end), waiting at most
-   ``lock_timeout`` seconds; re-open if the log was renamed or replaced meanwhile (``fstat`` of
-   the descriptor against ``lstat`` of the path, under the lock);
-3. find the line to chain onto: when this process wrote the log's last line itself and the log
-   still has the size it left it at, read back only that line's bytes (plus the LF before it)
-   and compare them with what it wrote (:func:`cached_tail`: the digest is then known without
-   hashing again); otherwise read at most :data:`~core.audit.model.TAIL_WINDOW` (64 KiB) from
-   the end to find and hash the last non-blank line, never the whole file; a log whose last
-   line does not fit is refused;
-4. if that last line lacks its newline and is not a JSON object it is an interrupted write
-   (disk full, crash): terminate it and write a ``repair`` entry (chained onto it, naming it
-   and the line before it) before the entry;
-5. ONE ``os.write`` of everything, ``os.fsync`` for a durable entry (:data:`DURABLE_OPERATIONS`
-   or asked for: docs/architecture.md, "Durability"), and note the new line as this user's
-   chain head (:mod:`core.audit.heads`), written in batches
-   (:func:`core.audit.appender.note_head`).
-
-Any failure sends the entry to :func:`~core.audit.model.fallback_log_path` instead (same rules,
-its own chain) and :func:`append` says so; it never raises for I/O.
+Part of :mod:`core.audit`. The steps of one append: docs/audit.md, "One append, step by step";
+which entries are fsynced (:data:`DURABLE_OPERATIONS`): docs/architecture.md, "Durability".
+:func:`append` never raises for I/O: a failure sends the entry to
+:func:`~core.audit.model.fallback_log_path` and says so (docs/audit.md, "Guarantees").
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Argument types of the ``lockwarden`` command line: every number and path is validated here,
-at the boundary, so a bad value is a usage error (exit 2, one line, no traceback: docs/cli.md,
-"Exit codes") and never reaches the engine.
+at the boundary, so a bad value is a usage error (exit 2, one line, no traceback) and never
+reaches the engine.
 
-Bounds (seconds unless said otherwise; floats allowed, docs/cli.md "Options"):
-
-- ``--timeout S``: finite, ``0 <= S <=`` one year (:data:`TIMEOUT`); leave it out to wait
-  without limit.
-- ``--ttl S``: finite, ``1 <= S <=`` one year (:data:`TTL`): a lease shorter than a second
-  expires before a holder could refresh it at 75 % (docs/DESIGN.md, "Refresh").
-- ``--stale-after S``: finite, ``0 < S <=`` ten years (:data:`STALE_AFTER`; the policy itself
-  refuses a limit that is not finite and > 0: :class:`core.stale_policy.StalePolicy`).
-- ``--min-age S`` (``clean``): finite, ``0 <= S <=`` ten years (:data:`MIN_AGE`).
-- ``--pid N``: an integer ``1 <= N <=`` :data:`MAX_PID` (a C ``pid_t``).
-- ``--tail N``: an integer ``>= 0``; a count larger than the log just means the whole log.
-- ``--tag T``: at most :data:`core.defaults.MAX_TAG_BYTES` (4096) bytes of UTF-8 (:func:`tag`).
+The bounds (seconds unless said otherwise; floats allowed): :data:`TIMEOUT`, :data:`TTL`,
+:data:`STALE_AFTER`, :data:`MIN_AGE`, :data:`MAX_PID`, a ``--tag`` of at most
+:data:`core.defaults.MAX_TAG_BYTES` bytes of UTF-8 (:func:`tag`): docs/cli.md, "Verbs" (the
+table of accepted numbers) and "Exit codes".
 
 Imports only the standard library (the parser is built on every start-up).
 """

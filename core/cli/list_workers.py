@@ -2,21 +2,13 @@
 "``list``: what could not be listed"; docs/performance.md, "Listing and watching 100,000
 locks").
 
-:func:`judged` turns the walk's batches (:func:`core.cli.listing.walk`) into rendered
-batches (JSON text, table cells), in the order of the walk. A listing starts in this process,
-as a small one always did (no worker, no import of :mod:`multiprocessing`); once more than
-:data:`PARALLEL_AFTER` candidate files were seen on a Linux host with more than one CPU, the
-rest of the batches are judged by worker processes *forked* from this one: they share the
-listing's process snapshot, moment, kernel view and policies (the :class:`Judge` as it was at
-the fork), so a verdict is the one this process would have given. Each worker sends back the
-rendered text of a batch; this process walks, hands out batches and prints each result in
-the order of the walk, with at most :data:`AHEAD` batches per worker in flight (nothing of
-the whole tree is held).
-
-A batch a worker cannot judge as this process would is judged here instead: one holding a
-lock recorded on another host (re-judged by the fleet's report, asked once, here:
-:meth:`core.cli.listing.Judge.batch`), or one whose worker failed (a worker killed, a bug):
-the listing never loses a batch.
+:func:`judged` turns the walk's batches (:func:`core.cli.listing.walk`) into rendered batches
+(JSON text, table cells), in the order of the walk. Past :data:`PARALLEL_AFTER` candidate files
+on a Linux host with more than one CPU, the rest are judged by worker processes *forked* from
+this one (sharing its snapshot, moment, kernel view and policies, so a verdict is the one this
+process would give), at most :data:`AHEAD` batches per worker in flight. A batch a worker cannot
+judge as this process would (a lock of another host, re-judged by the fleet's report; a worker
+that failed) is judged here: the listing never loses a batch.
 """
 
 from __future__ import annotations

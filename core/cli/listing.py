@@ -2,25 +2,13 @@
 and every directory that could not be listed (docs/cli.md, "``list``: what could not be
 listed").
 
-The walk is the command line's own; the reading and judging are the scanner's
-(:func:`core.watch.scan.read_entry`, :func:`core.watch.scan.judge_read`, the ``af`` ledger helpers),
-so a lock is judged exactly as the GUI judges it. Why not :func:`core.watch.scan.scan` itself:
-
-- a directory whose listing fails *while it is read* (``/proc/PID/net`` of a process that
-  exits: ``EINVAL`` from ``getdents``) makes :func:`core.watch.scan.scan_dir` return nothing for
-  the whole tree, so ``list -r /`` printed an empty table;
-- the directories it skips are reported as text, and the CLI never parses text; here each
-  error keeps its ``errno``;
-- a :class:`core.config.WatchSpec` path is expanded (``~``, ``$VAR``), so ``list 'd$HOME'``
-  listed another directory than the one named.
-
-Rules of the walk (those of :func:`core.watch.scan.list_dir`): names are matched against the
-patterns by base name, the engine's own files never match, symbolic links are never followed
-(a link to a directory is not descended into; a link whose name matches is an ``unreadable``
-entry), nothing is opened but directories. A directory that vanishes during the walk
-(``ENOENT``, ``ESRCH`` for a process's ``/proc`` entry, ``ENOTDIR``) is not an error; one that
-cannot be listed (``EACCES``, ``EINVAL``...) is a :class:`ListError`, and the entries read
-before a failure mid-listing are kept.
+The walk (:func:`walk`) is the command line's own, so that a directory that fails while it is
+read hides nothing else, each error keeps its ``errno`` (:class:`ListError`), and a path is
+never expanded; its rules are those of :func:`core.watch.scan.list_dir` (docs/watching.md,
+"Inventory (``core.watch.scan``)"). The reading and judging are the scanner's
+(:func:`core.watch.scan.read_entry`, :func:`core.watch.scan.judge_read`, the ``af`` ledger
+helpers) under each directory's policy (:class:`Judge`), so a lock is judged exactly as the GUI
+judges it.
 """
 
 from __future__ import annotations
@@ -317,8 +305,6 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     Raises:
         CliError: a ``DIR`` is missing or not a directory (exit 3, before anything is listed).
     """
-    from core.cli.common import json_text
-    from core.cli.list_workers import JsonItems, judged, no_cells, table_cells
     from core.config import DEFAULT_PATTERNS
     from core.config.model import DEVTOOL_PATTERNS, PROJECT_SKIP_DIRS
     from core.config.scope import dir_matcher
@@ -347,28 +333,44 @@ def cmd_list(args: argparse.Namespace, out: Out) -> int:
     batches = walk(roots, recursive=bool(args.recursive) or project,
                    match=name_matcher(patterns), errors=errors,
                    skip=dir_matcher(PROJECT_SKIP_DIRS if project else ()), project=project)
-    write = sys.stdout.write
     if out.json:
-        sep = "["
-        for text in judged(batches, judge, JsonItems()):
-            if text:
-                write(f"{sep}{text}")
-                sep = ", "
-        for e in errors:
-            write(f"{sep}{json_text(e.to_dict())}")
-            sep = ", "
-        write("[]\n" if sep == "[" else "]\n")
-        sys.stdout.flush()
+        _write_json(batches, judge, errors)
     else:
-        from core.cli.output import TableWriter
-
-        table = TableWriter(write) if not out.quiet else None
-        for cells in judged(batches, judge, table_cells if table is not None else no_cells):
-            if table is not None:
-                table.cells(cells)
-        if table is not None:
-            table.close()
-        sys.stdout.flush()
+        _write_table(batches, judge, out)
     for e in errors:
         print(f"{PROG}: {one_line(e.text())}", file=sys.stderr, flush=True)
     return EXIT_IO if any(e.given for e in errors) else EXIT_OK
+
+
+def _write_json(batches: Iterator[Batch], judge: Judge, errors: list[ListError]) -> None:
+    """``list --json``: one array written item by item as the directories are judged, then
+    the listing errors (``errors`` is filled by the walk as ``batches`` is read)."""
+    from core.cli.common import json_text
+    from core.cli.list_workers import JsonItems, judged
+
+    write = sys.stdout.write
+    sep = "["
+    for text in judged(batches, judge, JsonItems()):
+        if text:
+            write(f"{sep}{text}")
+            sep = ", "
+    for e in errors:
+        write(f"{sep}{json_text(e.to_dict())}")
+        sep = ", "
+    write("[]\n" if sep == "[" else "]\n")
+    sys.stdout.flush()
+
+
+def _write_table(batches: Iterator[Batch], judge: Judge, out: Out) -> None:
+    """``list``: the table, aligned as it goes (nothing with ``-q``, the directories are still
+    judged)."""
+    from core.cli.list_workers import judged, no_cells, table_cells
+    from core.cli.output import TableWriter
+
+    table = TableWriter(sys.stdout.write) if not out.quiet else None
+    for cells in judged(batches, judge, table_cells if table is not None else no_cells):
+        if table is not None:
+            table.cells(cells)
+    if table is not None:
+        table.close()
+    sys.stdout.flush()

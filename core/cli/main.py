@@ -1,35 +1,17 @@
-"""The ``lockwarden`` command line: the parser, the dispatch, and the extension point through
-which the app adds its ``gui`` verb (also ``python -m core``, which has every verb but
-``gui``).
+"""The ``lockwarden`` command line: the parser, the dispatch, the one-line report of an
+unexpected error, and the extension point (``extra_verbs``) through which the app adds its
+``gui`` verb (``python -m core`` has every verb but ``gui``).
 
-A thin layer over the engine (docs/DESIGN.md, "one engine"): every lock file is created,
-rewritten or removed by :mod:`core.engine.lock`. The layers of the CLI, arrows pointing down only
-(docs/DESIGN.md, "Layout"):
+A thin layer over the engine: every lock file is created, rewritten or removed by
+:mod:`core.engine.lock`. The built-in verbs are :mod:`core.cli.verbs`; each verb's module is
+imported only when it runs; the CLI's modules and their arrows: docs/architecture.md, "Rooms".
+``core`` never imports :mod:`app`: ``app.console`` passes the ``gui`` :class:`Verb` to
+:func:`main`.
 
-- this module: the parser, the dispatch, the one-line report of an unexpected error;
-- :mod:`core.cli.verbs`: the built-in verbs (options, examples, the module that runs each);
-- the verb modules, imported only when their verb runs: :mod:`core.cli.locks` (``try``,
-  ``acquire``, ``release``, ``reclaim``), :mod:`core.cli.status` (``status``, ``wait``),
-  :mod:`core.cli.listing`, :mod:`core.cli.run`, :mod:`core.cli.audit`, :mod:`core.cli.clean`,
-  :mod:`core.cli.watch`, with :mod:`core.cli.output` for text output;
-- :mod:`core.cli.common` (exit codes, :class:`CliError`, :class:`Out`, :class:`Verb`, path
-  checks, the stale policy built from the flags), :mod:`core.cli.caller` (the holder PID a
-  lock taken from the command line records) and :mod:`core.cli.args` (argument types: every
-  number is bounded there).
-
-``core`` never imports :mod:`app`: the ``gui`` verb is a :class:`Verb` that ``app.console`` (the
-``lockwarden`` console script) passes to :func:`main` as ``extra_verbs``.
-
-The verbs and exit codes are a superset of the ``sema`` tool's
-(``docs/specs/semats.txt``, "Compatibility"); the codes (docs/cli.md, "Exit
-codes"): 0 success; 1 the answer is "no"; 2 usage error (unknown option, a number out of
-bounds, NUL in a path); 3 I/O error or bad input file; 4 internal error (run again with
-``--debug``); ``run`` exits with its command's code.
-
-Start-up cost matters (``status``/``try``/``release`` run in shell loops): at load time this
-module imports only the standard library, :mod:`core.cli.common`, :mod:`core.cli.verbs`,
-:mod:`core.cli.args` and :mod:`core.defaults` (all standard library only); Qt and watchdog
-never on the ``status``/``try``/``release`` paths (docs/cli.md, "Start-up time").
+Rules: the verbs, options and exit codes (a superset of ``sema``'s, docs/specs/semats.txt,
+"Compatibility"): docs/cli.md, "Verbs" and "Exit codes"; what this module may import at load
+time (the standard library and a few stdlib-only modules; never Qt or watchdog on the
+``status``/``try``/``release`` paths): docs/cli.md, "Start-up time".
 """
 
 from __future__ import annotations

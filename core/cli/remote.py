@@ -37,6 +37,9 @@ from core.remote.deadline import DEFAULT_DEADLINE_S
 from core.remote.sources import is_server_url, parse_url, source_from_url
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from core.cli.watch import Printer
     from core.record import LockStatus
     from core.remote.base import ReleaseOutcome, RemoteSource
 
@@ -363,7 +366,6 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
 
     from core.cli.common import silence_stdout
     from core.cli.watch import Printer
-    from core.watch.inventory import same_verdict
 
     urls: list[str] = list(args.dirs)
     if not all(is_remote(u) for u in urls):
@@ -392,33 +394,8 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
     try:
         first = True
         while not stop.is_set():
-            now: dict[str, LockStatus] = {}
-            for url, source in zip(urls, sources, strict=True):
-                try:
-                    statuses = source.list_locks()
-                except RemoteError as exc:
-                    if failing.get(url) != str(exc):
-                        failing[url] = str(exc)
-                        if out.json:
-                            printer.obj({"event": "error", "path": redact_url(url),
-                                         "error_kind": exc.kind.value,
-                                         "error": redact_url(str(exc))}, "")
-                        else:
-                            print(f"{PROG}: {one_line(redact_url(str(exc)))}",
-                                  file=sys.stderr, flush=True)
-                    base = source.base_url + "#"
-                    now.update({p: s for p, s in seen.items() if p.startswith(base)})
-                    continue
-                failing.pop(url, None)
-                now.update({s.path: s for s in statuses})
-            for path in sorted(now):
-                was = seen.get(path)
-                if was is None:
-                    emit("initial" if first else "added", now[path])
-                elif not same_verdict(was, now[path]):
-                    emit("changed", now[path])
-            for path in sorted(set(seen) - set(now)):
-                emit("removed", seen[path])
+            now = _poll_servers(urls, sources, seen, failing, printer, out)
+            _emit_changes(seen, now, first, emit)
             if recorder is not None:  # the history (docs/history.md); equal verdicts are skipped
                 recorder.observe(now.values(), sorted(set(seen) - set(now)))
             if first:
@@ -438,3 +415,46 @@ def cmd_remote_watch(args: argparse.Namespace, out: Out) -> int:
         silence_stdout()
         return 141
     return EXIT_OK
+
+
+def _poll_servers(urls: list[str], sources: list[RemoteSource], seen: dict[str, LockStatus],
+                  failing: dict[str, str], printer: Printer, out: Out) -> dict[str, LockStatus]:
+    """One listing of every server of ``watch URL``, by path. A server that fails keeps its
+    locks of ``seen`` and is reported (one line, or an ``error`` event with ``--json``) when
+    its failure differs from the one kept in ``failing`` (URL -> message, updated here)."""
+    now: dict[str, LockStatus] = {}
+    for url, source in zip(urls, sources, strict=True):
+        try:
+            statuses = source.list_locks()
+        except RemoteError as exc:
+            if failing.get(url) != str(exc):
+                failing[url] = str(exc)
+                if out.json:
+                    printer.obj({"event": "error", "path": redact_url(url),
+                                 "error_kind": exc.kind.value,
+                                 "error": redact_url(str(exc))}, "")
+                else:
+                    print(f"{PROG}: {one_line(redact_url(str(exc)))}",
+                          file=sys.stderr, flush=True)
+            base = source.base_url + "#"
+            now.update({p: s for p, s in seen.items() if p.startswith(base)})
+            continue
+        failing.pop(url, None)
+        now.update({s.path: s for s in statuses})
+    return now
+
+
+def _emit_changes(seen: dict[str, LockStatus], now: dict[str, LockStatus], first: bool,
+                  emit: Callable[[str, LockStatus], None]) -> None:
+    """The events between two listings of ``watch URL``, sorted by path: ``initial`` (the
+    first listing) or ``added``, ``changed`` (another verdict), then ``removed``."""
+    from core.watch.inventory import same_verdict
+
+    for path in sorted(now):
+        was = seen.get(path)
+        if was is None:
+            emit("initial" if first else "added", now[path])
+        elif not same_verdict(was, now[path]):
+            emit("changed", now[path])
+    for path in sorted(set(seen) - set(now)):
+        emit("removed", seen[path])

@@ -2,42 +2,14 @@
 runs, like flock(1).
 
 The holder recorded in the lock is this wrapper process. The engine acquires
-(:class:`core.engine.lock.Lock`) and, with ``--ttl``, the wrapper refreshes the lease at 75 % of
-the TTL (docs/DESIGN.md "Refresh"). SIGINT/SIGTERM/SIGHUP are forwarded to CMD; the wrapper
-waits for CMD and releases the lock when it exits.
+(:class:`core.engine.lock.Lock`); with ``--ttl`` the wrapper refreshes the lease at 75 % of the
+TTL; SIGINT/SIGTERM/SIGHUP are forwarded to CMD; CMD inherits the lock's pin
+(:func:`core.kernel.pin.hand_down`, passed with ``pass_fds``), so the lock lives as long as a
+process of the command keeps it, whatever happens to the wrapper; when CMD exits the wrapper
+releases the lock, or leaves it to the processes CMD started that keep the pin.
 
-**CMD inherits the lock's pin** (docs/engine.md, "The holder's pin"), as flock(1)'s command
-inherits its lock: before CMD starts, the wrapper opens the lock file again, takes a shared
-``flock`` on that description (:func:`core.kernel.pin.hand_down`) and passes the descriptor to
-CMD (``pass_fds``), closing its own copy. The kernel keeps that lock while any process of CMD
--- CMD, its children, their children -- keeps the descriptor, and shows the wrapper's PID as
-the one that took it even after the wrapper died; the verdict counts it as the recorded
-holder's pin (:func:`core.kernel.pin.keepers`). So the lock lives exactly as long as a process
-of the command does, whatever happens to the wrapper:
-
-- the wrapper is SIGKILLed: CMD runs on (nothing kills it) and the lock stays ``held``
-  (``holder_pinned``) until the last process keeping the pin exits; then it is ``stale`` (its
-  recorded holder is dead) and the next acquire takes it;
-- CMD exits while processes it started still keep the pin (``sh -c 'job &'``): the wrapper
-  leaves the lock in place for them, says so on stderr, and exits with CMD's code; the lock is
-  ``held`` until they exit, then ``stale``. Otherwise it releases the lock (``free``).
-
-A lease does not keep the lock: once the wrapper is gone nobody renews it, and the lock reads
-``expired`` after its TTL while the pin keeps it from being taken (docs/cli.md, "``run``").
-
-CMD stays in the wrapper's process group (job control and the terminal's Ctrl-C work as with
-flock(1)); the pin, not the group, says which processes are the command's. SIGINT is not
-forwarded when the wrapper is in the terminal's foreground process group: the terminal already
-sent it to CMD (a second SIGINT could cut CMD's own clean-up short).
-
-Elsewhere: where the kernel's locks cannot be read (macOS, other systems without
-``/proc/locks``) a reader cannot see the pin, and a dead wrapper's lock is judged by its PID
-(stale); on Windows a job object without ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` whose handle
-CMD's processes inherit would play the pin's role (not implemented: docs/cli.md).
-
-Exit code: CMD's; ``128 + N`` when CMD died of signal ``N``; ``1`` when the lock was not had
-(held, or ``--timeout`` passed); ``126``/``127`` when CMD cannot be executed / is not found
-(shell conventions); ``128 + N`` when signal ``N`` arrived before CMD started.
+Rules (what a killed wrapper leaves, leases, signals and process groups, other systems, exit
+codes): docs/cli.md, "``run``"; docs/engine.md, "The holder's pin".
 """
 
 from __future__ import annotations
@@ -198,8 +170,7 @@ def run(args: argparse.Namespace, out: Out) -> int:
     """
     from core.cli.caller import caller_holds, refuse_held_by_caller
     from core.engine.lock import Lock
-    from core.errors import LockHeld, LockLost, LockTimeout
-    from core.holder import describe_holder
+    from core.errors import LockLost
 
     if not getattr(args, "debug", False):
         import logging
@@ -219,69 +190,103 @@ def run(args: argparse.Namespace, out: Out) -> int:
     fwd = _Forwarder()
     with fwd.installed():
         try:
-            try:
-                if args.timeout == 0:
-                    lock.acquire(blocking=False)
-                else:
-                    lock.acquire(timeout=args.timeout, blocking=True)
-            except (LockHeld, LockTimeout) as exc:
-                if exc.status is not None:
-                    refuse_unreadable(exc.status)
-                what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
-                detail = describe_holder(exc.status) if exc.status else "held"
-                out.note(f"run: {what}{args.path}: {detail}; command not run")
-                return EXIT_NO
+            refused = _acquire(lock, args, out)
+            if refused is not None:
+                return refused
             ran = False
             try:
-                pin_fd = _hand_down(lock, out)
-                fwd.starting = True
-                try:
-                    fwd.child = subprocess.Popen(
-                        args.cmd, pass_fds=() if pin_fd is None else (pin_fd,))
-                except FileNotFoundError:
-                    out.note(f"run: {args.cmd[0]}: command not found")
-                    return 127
-                except PermissionError:
-                    out.note(f"run: {args.cmd[0]}: permission denied")
-                    return 126
-                except OSError as exc:
-                    out.note(f"run: {args.cmd[0]}: {exc.strerror}")
-                    return 126
-                finally:
-                    fwd.starting = False
-                    if pin_fd is not None:
-                        os.close(pin_fd)  # CMD's processes keep it now, not this wrapper
+                child = _spawn(lock, args, fwd, out)
+                if isinstance(child, int):
+                    return child
                 ran = True
                 if fwd.pending is not None:
                     fwd.forward(fwd.pending)
                 if lock.ttl is not None:
                     _refresher(lock, out, stop_refresh)
-                code = _exit_code(fwd.child.wait())
+                code = _exit_code(child.wait())
             finally:
                 stop_refresh.set()
-                kept = _still_pinned(lock) if ran and lock.is_held else ()
-                if kept:
-                    # like flock(1): the lock is theirs until the last of them exits; it is
-                    # stale then (this wrapper, its recorded holder, is gone) -- module docstring
-                    out.note(f"run: {args.path} stays held: the command exited, but "
-                             f"processes it started ({_names(kept)}) keep the lock's pin; "
-                             "it becomes stale when the last of them exits")
-                elif lock.is_held:
-                    try:
-                        lock.release()
-                    except LockLost as exc:
-                        out.note(f"run: the lock was lost while the command ran: {exc}")
-                    for note in lock.notes:
-                        out.note(f"run: {args.path}: {note}")
-                elif lock.lost.is_set():  # found by the refresher: removed or replaced
-                    out.note(f"run: the lock {args.path} was lost while the command ran "
-                             "(removed or replaced by someone else)")
+                _leave(lock, args.path, out, ran)
             return code
         except _Signalled as sig:
             if lock.is_held:
                 with contextlib.suppress(LockLost):
                     lock.release()
             return 128 + sig.signum
+
+
+def _acquire(lock: Lock, args: argparse.Namespace, out: Out) -> int | None:
+    """Take ``lock`` (waiting up to ``args.timeout`` seconds; 0: not at all), or say why not
+    on stderr and return 1.
+
+    Raises:
+        CliError: the lock file cannot be read as a lock (exit 3).
+    """
+    from core.errors import LockHeld, LockTimeout
+    from core.holder import describe_holder
+
+    try:
+        if args.timeout == 0:
+            lock.acquire(blocking=False)
+        else:
+            lock.acquire(timeout=args.timeout, blocking=True)
+    except (LockHeld, LockTimeout) as exc:
+        if exc.status is not None:
+            refuse_unreadable(exc.status)
+        what = "timed out waiting for " if isinstance(exc, LockTimeout) else ""
+        detail = describe_holder(exc.status) if exc.status else "held"
+        out.note(f"run: {what}{args.path}: {detail}; command not run")
+        return EXIT_NO
+    return None
+
+
+def _spawn(lock: Lock, args: argparse.Namespace, fwd: _Forwarder,
+           out: Out) -> subprocess.Popen[bytes] | int:
+    """Start CMD with the lock's pin (:func:`_hand_down`), closing this wrapper's copy of it;
+    or say why it cannot start and return 127 (not found) / 126 (cannot be executed)."""
+    pin_fd = _hand_down(lock, out)
+    fwd.starting = True
+    try:
+        fwd.child = subprocess.Popen(
+            args.cmd, pass_fds=() if pin_fd is None else (pin_fd,))
+    except FileNotFoundError:
+        out.note(f"run: {args.cmd[0]}: command not found")
+        return 127
+    except PermissionError:
+        out.note(f"run: {args.cmd[0]}: permission denied")
+        return 126
+    except OSError as exc:
+        out.note(f"run: {args.cmd[0]}: {exc.strerror}")
+        return 126
+    finally:
+        fwd.starting = False
+        if pin_fd is not None:
+            os.close(pin_fd)  # CMD's processes keep it now, not this wrapper
+    return fwd.child
+
+
+def _leave(lock: Lock, path: str, out: Out, ran: bool) -> None:
+    """Once CMD has exited (``ran``) or could not start: leave the lock to the processes CMD
+    started that keep its pin, or release it; say on stderr what happened to it."""
+    from core.errors import LockLost
+
+    kept = _still_pinned(lock) if ran and lock.is_held else ()
+    if kept:
+        # like flock(1): the lock is theirs until the last of them exits; it is
+        # stale then (this wrapper, its recorded holder, is gone) -- docs/cli.md "``run``"
+        out.note(f"run: {path} stays held: the command exited, but "
+                 f"processes it started ({_names(kept)}) keep the lock's pin; "
+                 "it becomes stale when the last of them exits")
+    elif lock.is_held:
+        try:
+            lock.release()
+        except LockLost as exc:
+            out.note(f"run: the lock was lost while the command ran: {exc}")
+        for note in lock.notes:
+            out.note(f"run: {path}: {note}")
+    elif lock.lost.is_set():  # found by the refresher: removed or replaced
+        out.note(f"run: the lock {path} was lost while the command ran "
+                 "(removed or replaced by someone else)")
 
 
 def _names(pids: tuple[int, ...]) -> str:

@@ -1,19 +1,12 @@
 """``lockwarden watch DIR... [--recursive] [--json] [--no-history]``: a headless monitor.
 
 Prints the initial inventory, then one line per change delivered by
-:class:`core.watch.watcher.Watcher`
-(docs/cli.md, "``watch``: a headless monitor"), until SIGINT or SIGTERM (exit 0).
+:class:`core.watch.watcher.Watcher`, until SIGINT or SIGTERM (exit 0); :class:`Printer` writes
+the lines. Every change is also recorded in the history unless ``--no-history`` or
+``[history] enabled = false``; a paused history is one note on stderr and the monitor goes on.
 
-With ``--json`` every line is one JSON object: the fields of ``status --json``
-(``LockStatus.to_dict()``) plus ``event``: ``initial`` (inventory at start), then ``added``,
-``changed`` or ``removed``. One ``{"event": "ready", "dirs": [...]}`` line separates the
-inventory from the changes (a script knows from then on every change is reported), and
-``{"event": "dir", "path": ..., "mode": ..., "message": ...}`` lines report a watched
-directory's mode (``events``/``polling``/``missing``/``error``) when it changes.
-
-Every change is also recorded in the history (docs/history.md) unless ``--no-history`` or
-``[history] enabled = false``; when history is paused (read-only data directory, disk full)
-a note on stderr says why and the monitor keeps going.
+Rules (the events of ``--json``: ``initial``, ``ready``, ``added``/``changed``/``removed``,
+``dir``, ``fleet``): docs/cli.md, "``watch``: a headless monitor"; docs/history.md.
 """
 
 from __future__ import annotations

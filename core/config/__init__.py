@@ -1,66 +1,13 @@
-"""Lockwarden's settings: which directories to watch and how, notifications, UI choices.
+"""Lockwarden's settings, read from TOML: which directories to watch and how (``[[watch]]``,
+``[[projects]]``), lock servers, the fleet, notifications, UI and history choices.
 
-Stored as TOML (docs/DESIGN.md, "GUI": Settings) at
-``platformdirs.user_config_dir("lockwarden")/config.toml``, overridable by an explicit path
-(``--config PATH``) and the ``LOCKWARDEN_CONFIG`` environment variable::
-
-    [[watch]]
-    path = "~/projects/build"        # "~" and $VARS are expanded
-    recursive = true
-    patterns = ["*.lock", "*.pid", "*-lock"]
-    stale_after = 3600               # seconds
-    polling = "auto"                 # auto | on | off
-    allow_higher_privilege = false   # Task MCP reclaim policy flags
-    allow_emergency = false          # (docs/specs/task-mcp.txt)
-    format_stale_after = { "af-ledger" = 30 }   # per-format stale limits (s)
-    readable_lock_files = false      # true: other users may read lock files written here
-
-    [[projects]]                     # a tree of repositories: developer tools' locks
-    path = "~/src"                   # (git, Vim, Emacs, LibreOffice, Terraform), recursively,
-    skip = ["node_modules", ".venv", "target", "build"]   # never entering these directories
-    stale_after = 3600
-
-    [[postgres]]                     # lock servers (docs/remote.md, "Configuration")
-    dsn = "postgres://monitor@db.internal:5432/shop"
-    password_env = "LOCKWARDEN_PG_PASSWORD"    # or keyring = true; never a password here
-    stale_after = 3600
-
-    [[redis]]
-    url = "redis://cache.internal:6379/0"
-    profiles = ["python-redis-lock", "redis-py"]
-    patterns = ["deploy:*"]          # redis-py's keys have no prefix
-
-    [[etcd]]
-    endpoints = ["http://etcd1:2379", "http://etcd2:2379"]
-    prefix = "locks/"
-
-    [notifications]
-    on_stale = true
-    on_expired = true
-    on_acquire = false
-    on_release = false
-    paused = false
-
-    [ui]
-    theme = "auto"                   # auto | light | dark
-    start_minimized = false
-    rescan_interval = 30             # seconds between full rescans of watched directories
-
-    [history]                        # what the watcher saw (docs/history.md)
-    enabled = true
-    keep = "30d"                     # retention: s, m, h, d, w
-    max_mb = 200
-
-With no file (or no ``[[watch]]`` table in it) the platform's usual lock directories are
-watched (:func:`default_watch_dirs`). :func:`load` never raises: a bad file gives warnings that
-name the key and the line, and defaults for what was bad (a file that does not parse at all:
-the defaults and :attr:`Config.load_error`). :func:`load_strict` raises
-:class:`core.errors.ConfigError` instead. :func:`save` edits the file in place, atomically,
-keeping comments and the tables it does not change, and never overwrites a file that does not
-parse (:mod:`core.config.edit`).
-
-Each ``[[watch]]`` gives one :class:`~core.stale_policy.StalePolicy` (``WatchSpec.policy``)
-that the scanner, the watcher and the GUI's dialogs judge its locks under.
+Rules: docs/watching.md, "Configuration" (where the file is, ``--config`` and
+``LOCKWARDEN_CONFIG``, every table, the platform's default watches, what a bad file gives, how
+saving edits it); docs/verdicts.md, "The policy object" (each ``[[watch]]``'s
+:class:`~core.stale_policy.StalePolicy`). :func:`load` never raises: warnings naming the key and
+the line, and defaults for what was bad (:attr:`Config.load_error` for a file that does not
+parse); :func:`load_strict` raises :class:`core.errors.ConfigError`; :func:`save` edits the file
+in place, atomically, and never overwrites one that does not parse.
 
 This module is the facade: the values are in :mod:`core.config.model`, the platform's defaults
 in :mod:`core.config.platform_defaults`, loading is :mod:`core.config.load` (the file's bytes

@@ -1,33 +1,17 @@
-"""Writing the configuration by editing the file that is there (docs/DESIGN.md, "Nothing lost":
-the configuration is edited, never regenerated).
+"""Writing the configuration by editing the file that is there, never regenerating it
+(docs/DESIGN.md, "Nothing lost").
 
-:func:`write` reads the file again just before writing, parses it with ``tomlkit`` (which keeps
-comments, blank lines, key order and quoting) and changes only what the caller changed: the
-difference between ``base`` (the configuration the caller started from, e.g. what Settings
-showed) and ``new`` (what it ends with). Tables and keys nobody changed -- comments, unknown
-keys, values the loader refused, ``[[postgres]]`` tables added by hand while the app ran --
-stay as they are, byte for byte.
+:func:`write` reads the file again just before writing, parses it with ``tomlkit`` and changes
+only what the caller changed, from ``base`` (what it started from) to ``new``: a three-way merge
+per key against the file as it is now. A key both sides changed is a :class:`Conflict`: unless
+``prefer_mine``, nothing is written and :class:`ConfigConflict` lists them. A file that does not
+parse is never overwritten (:class:`ConfigUnparsable`: line and column); one that cannot be read
+raises :class:`OSError`. Rules (how tables are matched, what stays byte for byte, atomic
+writes): docs/watching.md, "Configuration" ("Saving edits the file, never regenerates it").
 
-The edit is a three-way merge per key: for each key of each table, the value ``base`` had, the
-value ``new`` has and the value the file has now.
-
-- ``new`` equals ``base``: the key is not touched (whatever the file says now stays).
-- the file still says what ``base`` said, or already says what ``new`` says: ``new`` is written.
-- otherwise both sides changed it: a :class:`Conflict`. Unless ``prefer_mine``, nothing is
-  written and :class:`ConfigConflict` lists them, so a caller can ask the user.
-
-Tables of ``[[watch]]`` and ``[[projects]]`` are matched by their expanded ``path``, server
-tables by their URL (etcd: endpoints), and an edited spec to the one it came from by its
-``table_index``. A table removed on one side and changed on the other is a conflict too.
-
-A file that does not parse (TOML syntax, not UTF-8) is never overwritten:
-:class:`ConfigUnparsable` says where (line and column). A file that cannot be read (not a
-regular file, unreadable, over 1 MiB) raises :class:`OSError` and is not overwritten either.
-
-How each kind of table maps to fields, new tables and matching keys is
-:mod:`core.config.edit_tables`; the ``tomlkit`` document edited is :mod:`core.config.edit_doc`.
-``tomlkit`` is imported there only, and these modules only when saving: ``lockwarden status``
-never loads it (tests/core/cli/test_cli_startup_imports.py).
+How each kind of table maps to fields is :mod:`core.config.edit_tables`; the ``tomlkit``
+document edited is :mod:`core.config.edit_doc`. ``tomlkit`` is imported there only, and these
+modules only when saving (tests/core/cli/test_cli_startup_imports.py).
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """What a recursive walk of a watched tree looks at: the directories it skips and, for a project
-root, which files are developer tools' locks (``docs/watching.md``, "Projects";
-``docs/specs/devtool-locks.md`` §1 for the file names).
+root, which files are developer tools' locks (docs/watching.md, "Projects";
+docs/specs/devtool-locks.md, "Summary table", for the file names).
 
 Pure functions on path strings: nothing here touches the file system, so the scanner
 (:func:`core.watch.scan.list_dir`), the coverage test of a file event
-(:func:`core.watch.scan.covers`) and
-the per-directory watches of a project tree (:mod:`core.watch.tree`) all apply the same rule.
-
-- A directory is skipped when its base name matches one of the spec's ``skip`` patterns
-  (fnmatch; :data:`core.config.model.PROJECT_SKIP_DIRS` for projects: ``node_modules``,
-  ``.venv``, ``target``, build outputs, caches), or when it lies inside a git directory and is
-  one of the parts that never hold a lock: the object store's sub-directories
-  (``objects/ab/``, ``objects/pack/``; ``objects/maintenance.lock`` itself is a file directly
-  in ``objects``), ``logs``, ``hooks``, ``lfs``, ``rr-cache``. Names the user chose inside a
-  git directory (branches below ``refs/``, worktree and submodule names) are never skipped.
-- In a project tree, git's lock names (``*.lock``, ``gc.pid``) count only inside a git
-  directory (a path component ``.git``, which also covers ``.git/worktrees/*`` and
-  ``.git/modules/*``): elsewhere ``Cargo.lock``, ``yarn.lock`` or ``poetry.lock`` are a
-  package manager's dependency pins, not locks. The other developer tools' patterns (Vim
-  swaps, Emacs ``.#name``, LibreOffice ``.~lock.NAME#``, Terraform's ``.lock.info``) count
-  anywhere.
+(:func:`core.watch.scan.covers`) and the per-directory watches of a project tree
+(:mod:`core.watch.tree`) all apply the same rule: a directory is skipped when its base name
+matches a ``skip`` pattern (:data:`core.config.model.PROJECT_SKIP_DIRS` for projects) or when it
+is a part of a git directory that never holds a lock (the object store's sub-directories,
+``logs``, ``hooks``, ``lfs``, ``rr-cache``; never a name the user chose); git's lock names count
+only inside a git directory, the other tools' patterns anywhere.
 """
 
 from __future__ import annotations

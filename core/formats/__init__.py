@@ -1,44 +1,17 @@
-"""Lock formats: bytes <-> :class:`core.record.LockRecord` (docs/DESIGN.md, "Formats").
+"""Lock formats: bytes <-> :class:`core.record.LockRecord`. :func:`detect` names the format,
+:func:`parse` reads it, :func:`serialize` writes a record back, :func:`build` makes what
+Lockwarden writes from a :class:`WriteRequest`, :func:`default_ttl` is a format's lease.
 
-::
+One module per format: :mod:`.sema`, :mod:`.af` (``af-ledger``, ``af-claim``),
+:mod:`.taskmcp`, :mod:`.pidfile`, and the developer tools' marker locks (read-only, never
+written): :mod:`.git`, :mod:`.vimswap`, :mod:`.emacs`, :mod:`.libreoffice`, :mod:`.terraform`,
+:mod:`.softfilelock`. Names as in :data:`core.record.FORMATS`.
 
-    detect(data: bytes, path: str = "") -> str
-    parse(data: bytes, path: str = "", *, format: str | None = None) -> LockRecord
-    serialize(record: LockRecord) -> bytes
-    build(format: str, request: WriteRequest) -> Built     # what Lockwarden writes
-    default_ttl(format: str) -> float | None
-
-Formats (names as in :data:`core.record.FORMATS`):
-
-=============  ==========================================  ===================================
-``sema``       ``key=value`` lines: pid, timestamp, tag     000 and 002 (:mod:`.sema`)
-``af-ledger``  JSON ``agent_id``, ``acquired_at``           003 §1 (:mod:`.af`)
-``af-claim``   JSON ``node_id``, ``owner``, ``expires_at``  003 §2 (:mod:`.af`)
-``task-mcp``   JSON ``owner``, ``since``, ``ttl``           004 (:mod:`.taskmcp`)
-``pidfile``    only a decimal PID and whitespace            common practice (:mod:`.pidfile`)
-=============  ==========================================  ===================================
-
-The numbers name the specifications in ``docs/specs/``: ``sema.txt``,
-``semats.txt``, ``af.txt``, ``task-mcp.txt``.
-
-Developer tools' marker locks (``docs/specs/devtool-locks.md``; read-only, never written):
-
-- ``git-lock``: ``<gitdir>/index.lock``, ``HEAD.lock``, ``refs/**/*.lock`` … by path, any
-  content (§2.1, :mod:`.git`); ``git-gc``: ``<gitdir>/gc.pid``, ``"<pid> <host>"``.
-- ``vim-swap``: block 0 of a Vim swap file, ``b0VIM`` (§2.2, :mod:`.vimswap`).
-- ``emacs-lock``: ``.#name``, ``USER@HOST.PID[:BOOT]`` (§2.3, :mod:`.emacs`).
-- ``libreoffice-lock``: ``.~lock.NAME#``, 5 CSV fields and ``;`` (§2.4, :mod:`.libreoffice`);
-  ``libreoffice-profile``: the profile's ``.lock``, INI ``[Lockdata]`` (by content).
-- ``terraform-lock-info``: JSON ``ID``, ``Operation``, ``Who``, ``Created`` (§2.5,
-  :mod:`.terraform`).
-- ``softfilelock``: lines ``<pid>``, ``<host>``, ``[<token>]`` (§2.7, :mod:`.softfilelock`).
-
-Detection is by content, never by file name alone (docs/DESIGN.md "Formats"); the path only breaks
-ties between JSON formats whose keys all fit, except for the developer tools whose file names
-are their protocol: git's lock files (by their place in a git directory, their content being
-anything), ``.#name`` (Emacs), ``.~lock.NAME#`` (LibreOffice), ``gc.pid`` in a git directory;
-Vim swap files are recognised by their block 0 id. Only :class:`core.errors.ParseError`, with a
-reason in plain words, ever escapes :func:`detect` and :func:`parse`, whatever the bytes.
+Rules: docs/formats.md ("Detection", "Formats", "Developer tools' marker locks"; detection is
+by content, the path only breaking ties, except where a tool's file name is its protocol);
+docs/DESIGN.md, "Formats"; the specifications in docs/specs/. Only
+:class:`core.errors.ParseError`, with a reason in plain words, ever escapes :func:`detect` and
+:func:`parse`, whatever the bytes.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""The ``af`` proof tool's locks (``docs/specs/af.txt``).
+"""The ``af`` proof tool's locks (docs/specs/af.txt): ``af-ledger``
+(``<proof>/ledger/ledger.lock``, which Lockwarden can write, adding keys af's Go decoder
+ignores) and ``af-claim`` (``<proof>/locks/*.lock``, and claims replayed from the ledger's event
+files; read-only).
 
-- ``af-ledger``: ``<proof>/ledger/ledger.lock``, JSON ``{"agent_id", "acquired_at"}``
-  (§1 "Lock File Format"). Lockwarden can write it; it then adds ``pid``, ``host``, ``start``
-  and ``token`` keys, which af's Go JSON decoder ignores.
-- ``af-claim``: ``<proof>/locks/*.lock``, JSON ``{"node_id", "owner", "acquired_at",
-  "expires_at"}`` with RFC3339Nano times (§2 "Lock File Format (File-Based Locks)"); and claims
-  replayed from the ledger's event files (§2 "Claim Lock State Reconstruction"). Read-only.
-
-Facts about the real ``af`` that the spec does not state (docs/DESIGN.md "Facts about the real af
-tool"): event files are named ``NNNNNN.json`` (the spec says ``event-NNNNNN.json``: both are
-read); the CLI records claims as ``nodes_claimed {node_ids, owner, timeout}``,
-``claim_refreshed {node_id, owner, new_timeout}``, ``nodes_released {node_ids}``; the
-library's ``lock_acquired`` / ``lock_released`` / ``lock_reaped`` exist too. An expired claim
-stays claimed until reaped.
+Rules: docs/formats.md, "Formats" and "af ledger"; what the real ``af`` does that the spec does
+not state (event file names, the events the CLI and library record, an expired claim staying
+claimed until reaped): docs/DESIGN.md, "Facts about the real af tool".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""git's lock files: ``<gitdir>/index.lock``, ``HEAD.lock``, ``refs/**/<name>.lock``,
-``packed-refs.lock``, ``config.lock``, ``shallow.lock``, ``objects/maintenance.lock``,
-``objects/schedule.lock``, ``reftable/tables.list.lock`` (format ``git-lock``), and
-``<gitdir>/gc.pid`` (format ``git-gc``).
+"""git's lock files (format ``git-lock``: ``<gitdir>/index.lock``, ``HEAD.lock``,
+``refs/**/<name>.lock``, ...) and ``<gitdir>/gc.pid`` (format ``git-gc``).
 
-Rules from ``docs/specs/devtool-locks.md`` (§2.1 "git"): a git lock file is created with
-``O_CREAT|O_EXCL`` and holds the **new content** git is about to rename over its target (index
-bytes ``DIRC…``, a sha and LF, a ``ref: …`` line, config text, or nothing); it names no holder,
-so its age comes from the file's mtime and its liveness from the git processes working in the
-repository (:mod:`core.verdicts.devtools`). git 2.54 with ``core.lockfilePid=true`` also writes
-``<name>~pid.lock`` = ``pid <N>\\n`` beside ``<name>.lock`` (:func:`companion_pid`).
-``gc.pid`` holds ``"<pid> <hostname>"`` without a newline (``builtin/gc.c``).
-
-Detection is by path only (the content is anything): the file must sit inside a git directory
-(a path component ``.git`` or ``*.git``), see :func:`lock_target`.
+Rules: docs/specs/devtool-locks.md, "git"; what each file holds and becomes: docs/formats.md,
+"git-lock" and "git-gc". A lock file names no holder: its age is the file's mtime, its liveness
+the git processes working in the repository (:mod:`core.verdicts.devtools`); git 2.54's
+``<name>~pid.lock`` companion gives a PID (:func:`companion_pid`). Detection is by path only
+(the content is anything): the file must sit inside a git directory (:func:`lock_target`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """LibreOffice document locks (format ``libreoffice-lock``): ``.~lock.<name>#`` in the
-document's directory.
+document's directory, and the profile's ``.lock`` (``libreoffice-profile``).
 
-Rules from ``docs/specs/devtool-locks.md`` (§2.4 "LibreOffice", ``svl/source/misc/
-lockfilecommon.cxx``): one entry of 5 comma-separated fields ended by ``;``, ``\\`` escaping
-``\\ , ;``, UTF-8:
-
-1. the office user name ("First Last" from the profile, may be empty)
-2. the system user
-3. the host
-4. ``DD.MM.YYYY HH:MM`` in **local time**
-5. the profile URL
-
-There is **no PID**: liveness comes from ``soffice.bin`` processes of that user
-(:mod:`core.verdicts.devtools`).
+Rules: docs/specs/devtool-locks.md, "LibreOffice" (``svl/source/misc/lockfilecommon.cxx``): one
+entry of 5 comma-separated fields ended by ``;`` -- office user name, system user, host,
+``DD.MM.YYYY HH:MM`` in **local time**, profile URL; what each becomes: docs/formats.md,
+"libreoffice-lock". There is **no PID**: liveness comes from ``soffice.bin`` processes of that
+user (:mod:`core.verdicts.devtools`).
 """
 
 from __future__ import annotations

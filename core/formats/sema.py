@@ -1,20 +1,10 @@
-"""The ``sema`` format: ``key=value`` lines, shared by the Rust ``sema`` and TypeScript
-``semats`` tools (``docs/specs/sema.txt`` "Lock File Format",
-``docs/specs/semats.txt`` "Parsing Rules").
+"""The ``sema`` format: ``key=value`` lines (``pid``, ``timestamp``, ``tag``), shared by the
+Rust ``sema`` and TypeScript ``semats`` tools (docs/specs/sema.txt, "Lock File Format";
+docs/specs/semats.txt, "Parsing Rules").
 
-::
-
-    pid=12345
-    timestamp=1703520000
-    tag=deploy-v1.2.3
-
-Lockwarden writes more keys after those, which both reference tools ignore
-(docs/specs/sema.txt "Format Rules" 4: unknown fields are ignored): ``host``
-(hostname), ``start`` (holder process start time, Unix seconds with fraction), ``proc`` (boot id and
-start ticks), ``token`` (32 lowercase hex digits naming one acquisition), ``ttl`` (seconds) and,
-once a lock was refreshed, ``acquired`` (Unix seconds of the first acquisition; ``timestamp`` is
-then the last renewal, which is what sema and semats judge staleness by: docs/formats.md, "Refresh:
-age and expiry").
+Lockwarden writes more keys after those, which both tools ignore (``host``, ``start``,
+``proc``, ``token``, ``ttl``, and ``acquired`` once a lock was refreshed): docs/formats.md,
+"Formats" and "Refresh: age and expiry".
 """
 
 from __future__ import annotations
@@ -126,25 +116,16 @@ def _own_key(
 
 
 def parse(data: bytes, path: str = "") -> LockRecord:
-    """Parse the bytes of a sema lock.
+    """Parse the bytes of a sema lock (``path``: for messages only).
 
-    Rules: docs/specs/semats.txt "Parsing Rules" (split lines on LF or CRLF, split on
-    the first ``=``, trim, skip empty lines and lines without ``=``; ``pid`` and ``timestamp`` must
-    be integers, a missing ``tag`` means none) and "Error Cases" (missing or non-numeric
-    pid/timestamp, empty or whitespace-only file, binary garbage fail);
-    docs/specs/sema.txt "Field Definitions" (``pid`` is a process ID: we also
-    require 1..2**32-1) and "Format Rules" 4 (unknown keys are ignored: we keep them, as text, in
-    ``record.metadata``). Control characters in the tag become spaces
-    (docs/specs/semats.txt "Tag Sanitization").
-
-    Lockwarden's keys (docs/DESIGN.md "Formats"): ``host`` -> ``record.host``; ``start`` (finite
-    float >= 0, Unix s) -> ``record.start``; ``token`` (32 lowercase hex digits) ->
-    ``record.token``; ``proc`` (``<boot id>:<start ticks>``) -> ``record.proc``; ``ttl`` (finite
-    float >= 0, seconds) -> ``record.ttl``. A value of one of
-    these keys that does not fit is not used and stays in ``metadata`` for display.
-
-    ``acquired_at`` is ``timestamp`` as an aware UTC datetime; ``expires_at`` stays ``None``
-    (``LockRecord.effective_expiry()`` adds ``ttl``).
+    Rules: docs/specs/semats.txt "Parsing Rules" and "Error Cases", docs/specs/sema.txt "Field
+    Definitions" and "Format Rules", as docs/formats.md, "Formats", states them with what
+    Lockwarden adds: ``pid`` 1..2**32-1, unknown keys kept as text in ``record.metadata``,
+    control characters in the tag made spaces, and its own keys (``host``, ``start``,
+    ``token``, ``proc``, ``ttl``, ``acquired``) read into the record when their value fits
+    (else left in ``metadata``). ``acquired_at`` is ``timestamp``, or ``acquired`` when earlier
+    (docs/formats.md, "Refresh: age and expiry"), as an aware UTC datetime; ``expires_at``
+    stays ``None`` (``LockRecord.effective_expiry()`` adds ``ttl``).
 
     Raises:
         ParseError: with a reason in plain words; nothing else escapes.

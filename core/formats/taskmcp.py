@@ -1,22 +1,11 @@
-"""The ``task-mcp`` format: Task MCP's ``atomic_lock`` JSON locks
-(``docs/specs/task-mcp.txt``, "Lock File Format").
+"""The ``task-mcp`` format: Task MCP's ``atomic_lock`` JSON locks (docs/specs/task-mcp.txt,
+"Lock File Format"), both shapes read: the code's (``since`` in epoch milliseconds) and the
+spec's "Enhanced Lock File Format" (``since`` as ISO 8601, a ``metadata`` object).
 
-Two shapes exist and both are read:
-
-- the code's ("Current Implementation"): ``{"owner": "pid-4242@devbox", "since":
-  1795280000000, "ttl": 3600}`` with ``since`` in epoch **milliseconds**;
-- the spec's "Enhanced Lock File Format": ``since`` as an ISO 8601 string, plus a
-  ``metadata`` object (``hostname``, ``process_id``, ``user_identity``, ``session_id``,
-  ``environment``, ``purpose``; after a reclaim also ``reclaimed_from``, ``reclaimed_reason``).
-
-Lockwarden writes what Task MCP's ``atomic_lock`` itself reads safely (docs/formats.md,
-"task-mcp: what Lockwarden writes"): ``since`` as integer epoch milliseconds (``atomic_lock``
-computes ``Date.now() - lock.since``, which is ``NaN`` for an ISO string: it would take a live
-lock for free and overwrite it), ``metadata`` holding only the fields Task MCP's validator allows
-(:data:`ALLOWED_METADATA`), and Lockwarden's own keys -- ``token``, ``start``, ``proc``,
-``tag``, ``reclaimed_from``, ``reclaimed_reason`` -- at the top level (unknown top-level keys
-are harmless to JSON readers), in a file of mode 0600 (:data:`FILE_MODE`). Both ``since`` forms,
-and our keys inside ``metadata`` (older Lockwarden files), are still read.
+What Lockwarden writes -- ``since`` as integer epoch milliseconds, ``metadata`` holding only
+:data:`ALLOWED_METADATA`, its own keys at the top level, mode 0600 (:data:`FILE_MODE`) -- and
+why: docs/formats.md, "task-mcp: what Lockwarden writes"; the helpers: docs/formats.md, "Task
+MCP helpers".
 """
 
 from __future__ import annotations

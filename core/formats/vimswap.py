@@ -1,31 +1,11 @@
 """Vim and Neovim swap files (format ``vim-swap``): ``.<name>.swp``, then ``.swo``, ``.swn`` …
 ``.saa``, next to the edited file or in Vim's ``'directory'``.
 
-Layout of block 0 from ``docs/specs/devtool-locks.md`` (§2.2 "Vim swap files", ``struct block0``
-of Vim's ``src/memline.c``, which it marks "should not change"). All multi-byte integers at
-0-1007 are **4-byte little-endian** whatever the platform; the magic numbers after 1007 are
-native-endian and native-size and only tell whether a compatible build wrote the file.
-
-======  ====  ============================================================================
-offset  size  field
-======  ====  ============================================================================
-0       2     ``b0_id``: ``"b0"`` (second byte ``c``/``C``/``d``: encrypted)
-2       10    ``b0_version``, e.g. ``"VIM 9.0"`` (NUL padded)
-12      4     page size (bytes)
-16      4     mtime of the edited file (Unix s; 0 if none)
-20      4     inode of the edited file
-24      4     **pid** of the Vim that owns the swap (0 = unknown)
-28      40    **user name**
-68      40    **host name**
-108     900   **file name** (``~/`` for the home), NUL-terminated; with ``B0_HAS_FENC`` its
-              tail holds ``NUL 'fileencoding'`` just before the flags byte
-1006    1     ``b0_flags``: bits 0-1 fileformat+1, 4 ``B0_SAME_DIR``, 8 ``B0_HAS_FENC``
-1007    1     **``b0_dirty``**: ``0x55`` unsaved changes, ``0`` clean
-1008    16    magics: long 0x30313233 (8 bytes on LP64), int 0x20212223, short 0x1213, char 0x55
-======  ====  ============================================================================
-
-A swap file grows with the edited file; only its first 1024 bytes matter here
-(:func:`read_block0` reads just those).
+Block 0's layout (``struct block0`` of Vim's ``src/memline.c``; the integers at 0-1007 are
+4-byte little-endian on every platform, the magics after them native and only tell whether a
+compatible build wrote the file): docs/specs/devtool-locks.md, "Vim swap files", and the
+offset table of docs/formats.md, "vim-swap". A swap file grows with the edited file; only its
+first 1024 bytes matter (:func:`read_block0` reads just those).
 """
 
 from __future__ import annotations

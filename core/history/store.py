@@ -1,25 +1,13 @@
-"""The observation store: one SQLite database per user (docs/history.md, "The store").
+"""The observation store: one SQLite database per user,
+``platformdirs.user_data_dir("lockwarden")/history.sqlite3``, looked up like the audit log's
+per-user files (:mod:`core.audit.model`: from ``XDG_*`` and ``HOME``).
 
-``platformdirs.user_data_dir("lockwarden")/history.sqlite3`` (Linux:
-``$XDG_DATA_HOME/lockwarden/history.sqlite3``, default ``~/.local/share/...``), looked up like
-the audit log's per-user files (:mod:`core.audit.model`: from ``XDG_*`` and ``HOME``).
-
-- **WAL mode**, ``synchronous=NORMAL``: a recorder killed mid-write (SIGKILL) leaves the last
-  committed transaction in place and the database intact (SQLite's own guarantee,
-  https://www.sqlite.org/wal.html); readers (``lockwarden history``, the app's History tab)
-  never block the recorders.
-- **Schema versions** in ``PRAGMA user_version``; :data:`MIGRATIONS` bring an older file up to
-  :data:`SCHEMA_VERSION` in place, in one transaction. A file from a newer Lockwarden is left
-  alone and history is paused with that reason.
-- **One row per transition**; two recorders on one machine (the app and ``lockwarden watch``)
-  never write the same one twice: each write is one ``BEGIN IMMEDIATE`` transaction that skips
-  an observation equal to its lock's last row, and ``UNIQUE (lock_id, chain)`` with
-  ``INSERT OR IGNORE`` keeps a transition that two recorders computed alike once
-  (:func:`core.history.model.chain_key`).
-- **Retention**: :meth:`HistoryStore.prune` drops rows older than ``keep`` seconds and the
-  oldest rows while the data outgrows ``max_bytes``.
-- **Failures** (read-only directory, disk full, a corrupt or foreign file) raise
-  :class:`core.history.model.HistoryUnavailable` with the reason in words.
+:class:`HistoryStore` writes one row per transition (WAL mode, ``synchronous=NORMAL``; two
+recorders never write the same one twice), migrates an older file up to
+:data:`SCHEMA_VERSION` in place (:data:`MIGRATIONS`), and prunes by age and size
+(:meth:`HistoryStore.prune`). Rules: docs/history.md, "The store". Failures (read-only
+directory, disk full, a corrupt or foreign file, a newer schema) raise
+:class:`core.history.model.HistoryUnavailable` with the reason in words.
 """
 
 from __future__ import annotations

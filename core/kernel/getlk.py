@@ -1,50 +1,13 @@
-"""Kernel locks where ``/proc/locks`` is absent: ask the kernel about one file with
-``fcntl(F_GETLK)`` (``docs/specs/devtool-locks.md`` §2.6, "fcntl ``F_GETLK`` (POSIX,
-Linux/macOS/BSD)" and "macOS").
+"""Kernel locks where ``/proc/locks`` is absent: :func:`getlk` asks the kernel about one file
+with ``fcntl(F_GETLK)`` (then ``F_OFD_GETLK``) -- whether a whole-file write lock *could* be
+placed -- and :func:`open_by` names the processes that have a file open (psutil).
 
-:func:`getlk` opens a regular file read-only and asks whether a whole-file write lock
-(``F_WRLCK``, ``l_start`` 0, ``l_len`` 0) *could* be placed. The kernel answers with the first
-lock that conflicts (its type, range and PID) or ``F_UNLCK``. ``F_GETLK`` **never acquires**
-anything, so nobody's ``LOCK_NB`` attempt fails because Lockwarden looked, unlike the
-``flock(LOCK_EX|LOCK_NB)`` probe the spec advises against ("The ``flock(LOCK_EX|LOCK_NB)``
-probe: risks"). That probe is never done here.
-
-What ``F_GETLK`` sees, by platform (docs/specs/devtool-locks.md §2.6):
-
-- **Linux**: POSIX record locks (``fcntl(F_SETLK)``, ``lockf``: fasteners, Terraform, the
-  JVM's ``FileChannel.lock``) with the holder's PID, and OFD locks (``F_OFD_SETLK``) with PID
-  ``-1``. It does **not** see ``flock()`` locks (filelock's ``FileLock``, portalocker,
-  ``flock(1)``, cargo, uv, QLockFile), except on NFS where Linux emulates ``flock`` with
-  byte-range locks. So on Linux this is a weaker view than ``/proc/locks``.
-- **macOS / BSD**: one lock list per vnode holds flock, POSIX and OFD locks, so ``F_GETLK``
-  reports an flock too, but with PID ``-1`` (xnu ``bsd/kern/kern_lockf.c``): the holder is then
-  of *unknown kind* and can only be guessed from who has the file open (:func:`open_by`).
-  This path has **not been run on a Mac or a BSD**; the struct layouts come from the spec
-  (macOS) and FreeBSD's ``sys/sys/fcntl.h`` (its extra ``l_sysid``).
-- **Windows**: no ``fcntl``; :func:`getlk` raises ``OSError`` (see :mod:`core.kernel.windows`).
-
-A PID of ``0`` means the holder is outside this process's PID namespace (Linux
-``locks_translate_pid``); it is reported as ``None`` like ``-1``.
-
-Closing the descriptor. POSIX locks belong to a *process*, and the kernel drops all the POSIX
-locks a process holds on a file when it closes **any** descriptor of that file (POSIX
-``close(2)``). Querying opens and closes a descriptor, so a process that holds POSIX locks on a
-file it queries would lose them. Lockwarden itself holds none: its engine takes ``flock`` on a
-directory (``core/fsutil.py`` ``flock_nb``, the publish guard), publishes lock files with
-``link()``/``O_EXCL`` (``core/engine/publish.py``), and guards the audit log with ``flock``
-(``core/audit/write.py``); nothing in it calls ``fcntl(F_SETLK)`` or ``lockf``. For an
-embedding program that does hold POSIX locks, :func:`getlk` guards on Linux: when plain
-``F_GETLK`` (which never reports the caller's own locks) sees nothing but ``F_OFD_GETLK``
-(whose owner is the new open file description, so the caller's POSIX locks do conflict)
-reports this very process, the descriptor is **kept open** for the life of the process (one
-per file, reused by later queries) instead of being closed. When another process's lock is
-reported first the guard does not apply (the kernel names only one conflict). Where Python's
-``fcntl`` lacks ``F_OFD_GETLK`` (macOS, the BSDs) the guard cannot work: do not query files
-that your own process locks with ``fcntl``.
-
-Opening a file read-only does not conflict with any lock. It does produce ``IN_OPEN`` /
-``IN_CLOSE_NOWRITE`` inotify events, which the watcher ignores (``core/watch/sources.py``), may
-update the access time (``relatime``), and breaks a *write* lease held on the file.
+``F_GETLK`` never acquires anything (no ``flock(LOCK_NB)`` probe is ever made). What it sees by
+platform (Linux: POSIX and OFD locks, not ``flock``; macOS/BSD: every kind, an ``flock`` without
+its PID; not run on a Mac or a BSD; Windows: ``OSError``, see :mod:`core.kernel.windows`), the
+descriptor kept open for a caller that holds POSIX locks, and the side effects of opening the
+file: docs/formats.md, "Where there is no /proc/locks"; docs/specs/devtool-locks.md, "fcntl
+``F_GETLK`` (POSIX, Linux/macOS/BSD)" and "macOS". PIDs are ints, ``None`` for 0 or -1.
 
 No Qt, stdlib only (``fcntl``, ``struct``), plus psutil for :func:`open_by`.
 """

@@ -1,36 +1,14 @@
 """Kernel locks: ``flock``, fcntl POSIX record locks and OFD locks, which only the kernel knows
-(``docs/specs/devtool-locks.md``, §0 "The one rule that decides everything", kind B, and §2.6
-"Kernel-held locks").
+(docs/specs/devtool-locks.md, "The one rule that decides everything", kind B, and "Kernel-held
+locks"). A kernel lock is never stale and its file is never deleted: this module only reads.
 
-A kernel lock lives on an inode; the file is only its anchor. It disappears when the last file
-descriptor of its holder closes, so it can never be *stale*, and deleting the anchor breaks
-mutual exclusion (the holder keeps its lock on the unlinked inode while a newcomer locks a new
-one). Lockwarden therefore only **reads** kernel locks here: it never deletes an anchor, never
-takes a lock to probe one, and never shells out to ``lslocks`` (which is O(n²): 131 s for
-10 000 locks in the spec's measurements).
-
-What this module reads (Linux only):
-
-- ``/proc/locks``, one line per lock::
-
-      <id>: [-> ]<TYPE> <MODE> <RW> <PID> <MAJ>:<MIN>:<INODE> <START> <END>
-
-  parsed by :func:`parse_line` / :func:`parse_proc_locks` into :class:`KernelLock` records.
-  ``MAJ:MIN`` are two-digit hex of the superblock's device, ``INODE`` decimal, ``END`` an
-  inclusive byte offset or ``EOF``. A ``->`` line is a *blocked waiter* on the lock above it,
-  never a holder. OFD locks show PID ``-1``.
-- ``/proc/<pid>/fdinfo/<fd>``, which carries a ``lock:\\t<same line>`` for each lock held
-  through that descriptor. flock and OFD locks belong to the open file description, not to a
-  process: the PID in ``/proc/locks`` may be dead (``flock(1)`` killed while its child keeps
-  the descriptor) or ``-1``. :func:`fd_holders` finds the processes that really hold them.
-
-Mapping to files: :func:`file_key` gives ``(major, minor, inode)`` of a path's ``stat``;
-:func:`kernel_holders` joins the locks with a set of paths, asking each file first and reading
-``/proc/locks`` within bounds (:mod:`core.kernel.lookup`, :mod:`core.kernel.table`), and
-confirms flock/OFD holders through fdinfo when the listed PID is dead or ``-1``. Where
-``/proc/locks`` cannot be read it asks ``fcntl(F_GETLK)`` alone (:mod:`core.kernel.getlk`),
-which misses flock locks on Linux (filelock, portalocker, cargo, uv look unlocked) and sees
-them without a PID on macOS.
+:func:`parse_line` / :func:`parse_proc_locks` read ``/proc/locks`` lines (their format:
+docs/specs/devtool-locks.md, "Linux: ``/proc/locks``") into :class:`KernelLock`;
+:func:`fd_holders` finds through ``/proc/<pid>/fdinfo`` the processes that really hold an
+``flock`` or OFD lock; :func:`file_key` is a path's ``(major, minor, inode)``;
+:func:`kernel_holders` joins locks and paths, within bounds (:mod:`core.kernel.lookup`), or with
+``F_GETLK`` alone where ``/proc/locks`` cannot be read (:mod:`core.kernel.getlk`). Rules:
+docs/formats.md, "Kernel locks are not formats" and "Where there is no /proc/locks".
 
 Units: byte offsets are ints; PIDs are ints (``None`` for ``-1``); nothing here measures time.
 """

@@ -1,37 +1,13 @@
-"""Which kernel locks hold a few files: the kernel is asked about each file first, and
-``/proc/locks`` is read within bounds (docs/verdicts.md, "When the kernel's lock table is too
-large"; docs/specs/devtool-locks.md §2.6).
+"""Which kernel locks hold a few files (:func:`look_up` -> :class:`Lookup`): each file is asked
+first (``F_GETLK``, ``F_OFD_GETLK``), ``/proc/locks`` is read within bounds, an ``flock`` beyond
+a cut is named through fdinfo, and a file on which nothing is seen after a cut is
+:attr:`Lookup.unknown`, never "no lock".
 
-For each regular file of :func:`look_up`, in this order:
-
-1. **The file itself**: ``fcntl(F_GETLK)`` then ``F_OFD_GETLK`` with a whole-file write lock
-   (:func:`core.kernel.getlk.getlk`). The kernel walks only the locks of that inode, so the
-   answer costs the same with 200,000 locks elsewhere. It sees POSIX locks (with the holder's
-   PID) and OFD locks (named through fdinfo), never an ``flock`` on Linux. It never acquires.
-   A file this user cannot open is not asked.
-2. **The table**: ``/proc/locks`` read once, within :data:`core.kernel.table.TABLE_MAX_BYTES`
-   bytes and :data:`core.kernel.table.TABLE_SECONDS` seconds (:func:`core.kernel.table.read_table`).
-   Read to its end, it is the whole answer, as before: every flock, POSIX and OFD lock, with
-   the PID that took it (confirmed through fdinfo when that PID is dead or ``-1``).
-3. **Cut off** (too many bytes, or too slow): a lock the part read shows, or step 1 found, holds
-   the file. For the others, an ``flock`` can only be seen without taking it through
-   ``/proc/<pid>/fdinfo/<fd>`` of the processes that have the file open (one walk of
-   ``/proc/*/fd`` for all the files): one of them whose descriptor carries a lock holds it,
-   named (``confirmed_by="fdinfo"``).
-4. **Unknown**: nothing found, but the table was cut off. The file may be held by an ``flock``
-   of a process this user cannot inspect (another user's, unless Lockwarden runs as root) or
-   that the walk missed. It is listed in :attr:`Lookup.unknown`, never as "no lock"; the
-   verdicts judge it ``held`` with unknown liveness (reason ``kernel_table_too_large``).
-
-No ``flock(LOCK_EX|LOCK_NB)`` probe is made here: it *acquires* the lock for a moment, and in
-that moment a real tool's non-blocking attempt fails (``flock -n``, ``FileLock(timeout=0)``,
-apt; docs/specs/devtool-locks.md §2.6, "The ``flock(LOCK_EX|LOCK_NB)`` probe: risks": never
-automatically). The engine takes it itself, on a person's request only, before it removes or
-replaces an empty file (``core/engine/unheld.py``), and refuses when it fails.
-
-Side effects of step 1: each file is opened read-only and closed (``IN_OPEN`` /
-``IN_CLOSE_NOWRITE``, which the watcher does not follow); see :mod:`core.kernel.getlk`.
-Linux only (``/proc``); elsewhere use :func:`core.kernel.locks.kernel_holders`.
+The four steps, and why no ``flock(LOCK_EX|LOCK_NB)`` probe is made: docs/verdicts.md, "When
+the kernel's lock table is too large"; docs/specs/devtool-locks.md, "The
+``flock(LOCK_EX|LOCK_NB)`` probe: risks". Each file asked is opened read-only and closed (see
+:mod:`core.kernel.getlk`). Linux only (``/proc``); elsewhere use
+:func:`core.kernel.locks.kernel_holders`.
 """
 
 from __future__ import annotations

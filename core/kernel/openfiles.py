@@ -1,27 +1,15 @@
-"""Who has a file open, and what the kernel says about files at one moment, read at most once
-(docs/DESIGN.md, "Two kinds of locks": an empty file that no kernel lock holds and no process
-has open is free; docs/verdicts.md, "Empty files").
+"""Who has a file open, and what the kernel says about files at one moment, read at most once.
 
-- :func:`scan_open_files` walks ``/proc/<pid>/fd`` of every process once and indexes the
-  open descriptors by the ``(st_dev, st_ino)`` of the file they point to (one ``stat`` per
-  descriptor), so that any number of files can then be looked up without another walk. This
-  process's own descriptors are left out: Lockwarden opens files to read them and, while it
-  removes an empty file, to hold its ``flock`` (:mod:`core.engine.unheld`); neither means that
-  someone else uses the file.
-- :class:`KernelView` is one moment's view for a batch of verdicts (one CLI ``status`` or
-  ``list``, one round of the watcher): ``/proc/locks`` is read at most once, within bounds
-  (:mod:`core.kernel.table`), each file is asked first (:mod:`core.kernel.lookup`), and the
-  open-file index built at most once, all lazily -- only when an empty file asks.
+:func:`scan_open_files` walks ``/proc/<pid>/fd`` of every process once and indexes the open
+descriptors by ``(st_dev, st_ino)`` (this process's own left out); :class:`KernelView` is one
+moment's view for a batch of verdicts (one ``status`` or ``list``, one watcher round):
+``/proc/locks`` read at most once, within bounds, each file asked first, the index built at most
+once, all lazily -- only when an empty file asks.
 
-What the index cannot see: descriptors of processes this user may not inspect (another user's
-processes, unless Lockwarden runs as root: their ``/proc/<pid>/fd`` is unreadable), and the
-descriptors of processes outside this PID namespace. A kernel *lock* such a process holds is
-still seen in ``/proc/locks``; only a file it keeps open without locking it is missed.
-
-Linux only (``/proc``); elsewhere :func:`scan_open_files` raises ``OSError`` and
-:meth:`KernelView.open_by` answers ``None`` ("cannot tell"). Cost: linear in the number of open
-descriptors of the host (measured in docs/verdicts.md, "Empty files"); nothing here waits or
-sleeps.
+Rules, what the walk cannot see, and its cost (linear in the host's open descriptors):
+docs/verdicts.md, "Empty files"; docs/DESIGN.md, "Two kinds of locks". Linux only (``/proc``);
+elsewhere :func:`scan_open_files` raises ``OSError`` and :meth:`KernelView.open_by` answers
+``None`` ("cannot tell"). Nothing here waits or sleeps.
 """
 
 from __future__ import annotations

@@ -1,43 +1,15 @@
 """The holder's pin: a shared ``flock`` a Lockwarden holder keeps on its own lock file while
-it holds the lock, so that a reader on this kernel has a liveness proof that does not
-depend on PIDs (``docs/specs/devtool-locks.md`` §2.6 "Kernel-held locks": a kernel lock
-disappears when its holder's last descriptor closes; ``docs/engine.md``, "The holder's pin").
+it holds the lock, so that a reader on this kernel has a liveness proof that does not depend
+on PIDs (a holder in another PID namespace records a PID that means nothing out here).
 
-Why: a holder in another PID namespace (a container sharing the lock directory) records a PID
-that means another process -- or none -- out here, and a PID check alone would judge its live
-lock stale (``pid_reused``/``holder_dead``) and let a reclaim break it. The kernel shows the
-pin in ``/proc/locks`` whatever namespace took it, and drops it when the holder dies -- to a
-reader whose PID namespace sees the holder (the same one, or an ancestor: the host). Linux
-hides from ``/proc/locks`` the locks of processes the reader's PID namespace cannot see, so a
-reader *inside* a container does not see the pin of a holder outside it (the host, another
-container) and still judges that lock by its PID alone.
+:func:`hand_down` gives ``lockwarden run``'s command a pin of its own; :func:`keepers` and
+:func:`pinned_by` say whether the pin the recorded holder took is still kept, and by whom.
 
-Rules:
-
-- The pin is **evidence of life only**. Its absence proves nothing: a lock taken from the
-  shell (``lockwarden try``) records the shell's PID and the CLI process that pinned it exits
-  at once; a refresh replaces the file and pins the new one a moment later; other systems have
-  no ``/proc/locks`` to show it.
-- It is a *shared* lock taken with ``LOCK_NB`` and never waited for, on a descriptor opened
-  ``O_RDONLY | O_NOFOLLOW | O_CLOEXEC`` (so commands the holder starts never inherit it) and
-  checked to be the very inode the engine published. A child made by ``fork`` without
-  ``exec`` (multiprocessing's fork) closes its copies at once (``os.register_at_fork``): the
-  flock belongs to the open file description, so a child keeping a copy would keep the pin --
-  and a dead holder's lock would look alive -- for as long as the child lives.
-- Mutual exclusion never depends on it: the lock is still the file (link/``O_EXCL``,
-  docs/engine.md). Removing a pinned file (a force release) breaks nothing, so unlike other
-  kernel-locked files a pinned Lockwarden lock may be force-released
-  (:func:`core.engine.refusals.refuse_not_a_lock`).
-- Only a lock whose recorded holder is this process is pinned (a lock taken for another PID
-  is not: the pin would outlive or predecease that holder).
-- One holder hands a pin on: ``lockwarden run`` gives its command a description of its own
-  (:func:`hand_down`), so the lock lives while the command does, as flock(1)'s lock does
-  (docs/cli.md, "``run``").
-- A pin counts only when the recorded holder took it (:func:`keepers`): the PID the kernel
-  shows for the ``flock`` is the lock's, it is on the lock file or on an earlier file carrying
-  the same token, and its keepers run as the file's owner or root. A neighbour's ``flock -s``
-  on a readable lock file shows the neighbour's PID and keeps nothing alive; nor does a pin
-  whose keepers nobody here can inspect (:func:`pinned_by`: unknown is not alive).
+Rules (docs/engine.md, "The holder's pin"): the pin is evidence of life only, its absence
+proves nothing, mutual exclusion never depends on it; it is taken ``LOCK_NB`` and never waited
+for, on an ``O_CLOEXEC`` descriptor that a ``fork`` child closes at once; only the recorded
+holder's pin counts, kept by processes of the file's owner or root (unknown is not alive).
+Linux hides from ``/proc/locks`` the pins of processes the reader's PID namespace cannot see.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Proof that a process holds a kernel lock *now*, and a handle on it that cannot be reused
-(docs/engine.md, "Ending a holder"; docs/specs/devtool-locks.md §2.6 "The PID can be stale").
+(docs/engine.md, "Ending a holder"; docs/specs/devtool-locks.md, "The PID can be stale").
 
-``/proc/locks`` names the process that *took* an ``flock`` or OFD lock, not who holds it now:
-the lock belongs to the open file description, which the taker may have handed to a child and
-closed, or the taker may have exited and its PID been reused by an unrelated process. The only
-proof that process P holds a lock on a file is P's own descriptor on that file whose
-``/proc/P/fdinfo/<fd>`` lists a ``lock:`` line (the kernel prints there the flock and OFD
-locks of that open file description and the POSIX locks P owns through it). This module reads
-that proof (:func:`holds_lock`, :func:`lock_holders`) and opens a pidfd (:func:`open_pidfd`)
-so that a signal reaches the process checked, never another that got its PID later.
-
-It also says when a process is the caller's own shell or session leader
-(:func:`own_session_role`), which Lockwarden never ends without saying so.
+``/proc/locks`` names the process that *took* an ``flock`` or OFD lock, not who holds it now;
+the proof is the process's own descriptor on the file whose ``/proc/P/fdinfo/<fd>`` lists a
+``lock:`` line (:func:`holds_lock`, :func:`lock_holders`). :func:`open_pidfd` gives a pidfd, so a
+signal reaches the process checked and never a later owner of its PID;
+:func:`own_session_role` says when a process is the caller's own shell or session leader.
 
 Linux only; elsewhere nothing can be proven (:func:`holds_lock` is False, :func:`open_pidfd`
 ``None``). Nothing here takes, waits for or breaks a lock.

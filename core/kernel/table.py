@@ -1,22 +1,12 @@
 """Reading ``/proc/locks`` within a byte bound and a deadline (docs/verdicts.md, "When the
-kernel's lock table is too large").
+kernel's lock table is too large", which says why a large table is slow to read and blocks the
+host's locks).
 
-Any local user can fill the kernel's lock table: 200,000 one-byte POSIX locks take about a
-second to create (docs/performance.md, "/proc/locks at scale"). Reading the table back is then
-slow, and grows faster than its size: the kernel serves ``/proc/locks`` through ``seq_file``,
-one page (4 KiB) per ``read``, and each ``read`` walks the global lock list from its start to
-find where the previous one stopped (``fs/locks.c`` ``locks_start``), so reading ``n`` lines
-costs about ``n**2 / 70`` list steps: 55 s for 200,000 lines on the development VM. Each
-``read`` also takes the global ``file_rwsem``, so every lock and unlock on the host waits
-while it runs.
-
-:func:`read_table` therefore reads in chunks and stops at whichever bound comes first:
-:data:`TABLE_MAX_BYTES` bytes or :data:`TABLE_SECONDS` seconds. The answer says whether the
-table was read to its end (:attr:`Table.complete`). A table that was cut off proves nothing
-about the locks it did not reach: the kernel lists the newest locks first, so an old
-``flock`` is the first thing a flood of new locks pushes out of reach. Callers decide "no
-kernel lock" only from a complete table or from the kernel's answer about the file itself
-(:mod:`core.kernel.lookup`).
+:func:`read_table` reads in chunks and stops at whichever comes first: the end,
+:data:`TABLE_MAX_BYTES` bytes or :data:`TABLE_SECONDS` seconds; :attr:`Table.complete` says
+whether it reached the end. A cut-off table proves nothing about the locks it did not reach (the
+newest are listed first): callers decide "no kernel lock" only from a complete table or from the
+kernel's answer about the file itself (:mod:`core.kernel.lookup`).
 
 Units: bytes are ints, seconds are monotonic floats. Linux only; stdlib only.
 """

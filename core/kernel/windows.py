@@ -1,25 +1,16 @@
 """Who has a file open on Windows: the Restart Manager (``rstrtmgr.dll``) through ctypes
-(``docs/specs/devtool-locks.md`` §2.6, "Windows").
+(docs/specs/devtool-locks.md, "Windows").
 
-Windows has no API that names the holder of a ``LockFileEx`` byte range, and psutil's
-``Process.open_files()`` is unreliable there (it skips handles after a 100 ms timeout). The
-Restart Manager lists the processes that have a file **open**: not specifically the locker,
-but what a user asking "who is using this lock file?" needs. The calls (learn.microsoft.com,
-RmStartSession, RmRegisterResources, RmGetList, RmEndSession)::
+:func:`processes_using` lists the processes that have one file **open** (PID, start time,
+application name); :func:`rm_query` is its session and retry logic, taking the four calls
+(``RmStartSession``, ``RmRegisterResources``, ``RmGetList``, ``RmEndSession``) as parameters.
+``RmRegisterResources`` writes to the registry, so this is for a user's question about one file
+(``lockwarden status PATH``, the detail pane), **never a poll loop**. Why the Restart Manager,
+and what is tested without Windows: docs/formats.md, "Where there is no /proc/locks".
 
-    RmStartSession(&handle, 0, key)                 # at most 64 sessions per user session
-    RmRegisterResources(handle, n, paths, 0, NULL, 0, NULL)   # a registry write: expensive
-    RmGetList(handle, &needed, &n, RM_PROCESS_INFO[], &reasons)  # 234 = ERROR_MORE_DATA: retry
-    RmEndSession(handle)
-
-Because ``RmRegisterResources`` writes to the registry, :func:`processes_using` is for a user's
-question about one file (``lockwarden status PATH``, the detail pane), **never a poll loop**.
-
-**This module has not run on Windows.** What runs and is tested on Linux: the structure layouts
-(sizes and offsets checked against the documented ones), the ``FILETIME`` conversion, and the
-session/retry logic of :func:`rm_query`, which takes the four calls as parameters. The ctypes
-structures are defined on every platform; the DLL is loaded lazily and only on ``win32``;
-elsewhere :func:`processes_using` raises ``NotImplementedError``.
+**This module has not run on Windows.** The ctypes structures are defined on every platform;
+the DLL is loaded lazily and only on ``win32``; elsewhere :func:`processes_using` raises
+``NotImplementedError``.
 """
 
 from __future__ import annotations

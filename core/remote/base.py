@@ -1,25 +1,15 @@
-"""The one interface every lock server backend implements, its errors, and its audit entries.
+"""The one interface every lock server backend implements (:class:`RemoteSource`), its errors
+(:class:`RemoteError`, :class:`RemoteErrorKind`), and its audit entries.
 
-A *remote source* is one server (a PostgreSQL database, a Redis database) whose locks Lockwarden
-lists in the same table as lock files: :meth:`RemoteSource.list_locks` returns the same
-:class:`~core.record.LockStatus` verdicts, judged by the same :func:`core.verdicts.judge.judge`
-under a
-:class:`~core.stale_policy.StalePolicy`. A lock's ``path`` is a URL naming the server and the
-lock after ``#`` (docs/remote.md, "Paths"), e.g. ``postgres://db.example:5432/shop#advisory/42``
-or ``redis://127.0.0.1:6379/0#lock:deploy``.
+A source is one server whose locks are listed as the same :class:`~core.record.LockStatus`
+verdicts as lock files, judged by :func:`core.verdicts.judge.judge` under a
+:class:`~core.stale_policy.StalePolicy`; a lock's ``path`` is a URL naming the server and, after
+``#``, the lock. A release removes the lock only while it still carries the ``token`` the
+caller saw. Entries go to the user's per-user audit log, ``lockPath`` the URL.
 
-Release is always checked against what was seen (docs/specs/distributed-locks.md, "Release
-and force-release"): the caller passes the ``token`` of the record it showed the user, and the
-backend removes the lock only while it still carries that token, so a lock taken again by
-someone else in the meantime is never removed.
-
-Audit: a lock on a server has no directory, so its entries go to the user's own per-user log
-(:func:`core.audit.model.fallback_log_path`, the log that :mod:`core.audit` falls back to),
-written with the same chained append (:func:`core.audit.write.append_entry`). ``lockPath`` is
-the lock's URL.
-
-Imports no driver: each backend module imports its own (psycopg, redis) and says so when it is
-missing (:class:`RemoteError` with kind ``no_driver``).
+Rules: docs/remote.md ("The interface", "Paths", "Errors are data", "Deadline", "Audit");
+docs/specs/distributed-locks.md, "Release and force-release". Imports no driver: each backend
+imports its own and says so when it is missing (kind ``no_driver``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Building :class:`~core.remote.base.RemoteSource` objects from URLs (the CLI) and from the
-configuration's server tables (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``;
-docs/remote.md, "Configuration" and "URLs").
+configuration's server tables (``[[postgres]]``, ``[[redis]]``, ``[[etcd]]``).
 
-URLs:
-
-* ``postgres://[user[:password]@]host[:port]/db`` (also ``postgresql://``; a socket directory
-  percent-encoded as the host, ``%2Frun%2Fpostgresql``; ``?liquibase=false``);
-* ``redis://[[user][:password]@]host[:port][/db]``;
-* ``etcd://host[:port][/prefix]`` (http; ``etcd+https://`` for TLS).
-
-A ``#fragment`` names one lock and is not part of the server. Backend modules (and so their
-drivers) are imported only when a source of that kind is built, so a CLI run on lock files
-imports none of them.
-
-Passwords: from the URL (the CLI only: :mod:`core.config.servers` refuses them in the file),
-else the environment variable ``password_env``, else the OS keychain through ``keyring``
-(service :data:`KEYRING_SERVICE`, user name the server URL without password) when asked for.
+URL forms (``postgres://``/``postgresql://``, ``redis://``, ``etcd://``/``etcd+https://``; a
+``#fragment`` names one lock, not the server): docs/cli.md, "Locks on servers"; docs/remote.md,
+"Paths". Passwords come from the URL (the CLI only), else ``password_env``, else the OS keychain
+(service :data:`KEYRING_SERVICE`): docs/remote.md, "Configuration". Backend modules, and so their
+drivers, are imported only when a source of that kind is built.
 """
 
 from __future__ import annotations

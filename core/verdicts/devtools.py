@@ -1,33 +1,17 @@
 """Verdicts on developer tools' marker locks: git, Vim, Emacs, LibreOffice, Terraform,
-filelock's SoftFileLock (``docs/specs/devtool-locks.md`` §2 and §3 "Cross-cutting liveness
-rules (recommended)").
+filelock's SoftFileLock.
 
-One function per tool, each returning a :class:`core.record.LockStatus` (state, liveness,
-reasons as data, evidence) like :func:`core.verdicts.judge.judge`; :func:`judge_devtool` picks one
-by ``record.format``. These are *marker* locks (the file's existence is the lock, kind A of the
-spec's §0): their holder is inferred from the PID/host they record or from the processes that run.
-*Kernel* locks (kind B) are never stale; Terraform's label is judged by the kernel lock on its state
-file (:mod:`core.kernel.locks`).
+One function per tool (:func:`judge_git_lock`, :func:`judge_git_gc`, :func:`judge_vim_swap`,
+:func:`judge_emacs_lock`, :func:`judge_libreoffice_lock`, :func:`judge_terraform`,
+:func:`judge_softfilelock`), each returning a :class:`core.record.LockStatus` like
+:func:`core.verdicts.judge.judge`; :func:`judge_devtool` picks one by ``record.format``. Their
+holder is inferred from the PID/host they record or from the processes that run; Terraform's
+label is judged by the kernel lock on its state file. Ages in seconds, from the file's mtime
+unless the format records a time.
 
-Rules (ages in seconds, from the file's mtime unless the format records a time):
-
-- git ``index.lock`` & co: ``held`` while a git process (name ``git``/``git-*``) has its cwd
-  in the repository's worktree or git directory, or its ``GIT_DIR``/``GIT_WORK_TREE`` there;
-  otherwise ``stale`` once older than :data:`GIT_GRACE` (10 s). Held for over
-  :data:`GIT_SUSPICIOUS` (1 h) is said (an editor of ``git commit`` may be waiting).
-- git ``gc.pid``: ``stale`` past 12 h (git's own rule); another host: ``held`` until then;
-  this host: ``held`` while the PID runs and is not a zombie.
-- Vim swap: ``held`` when on this host, the PID runs (``EPERM`` counts), is not a zombie, is a
-  ``vim``/``nvim``/``gvim`` started no later than the swap's last change, and the swap was
-  written after the last boot; else ``stale``, with "recover with vim -r" when it is dirty.
-- Emacs ``.#name``: this host, the PID runs and the BOOT (when recorded) is this boot ±1 s;
-  another host: ``held`` (Emacs assumes so).
-- LibreOffice ``.~lock.NAME#`` and the profile's ``.lock``: this host and an ``soffice.bin``
-  of that user with that profile runs: ``held``; none: ``stale``; another host: ``held``
-  (cannot be judged).
-- Terraform ``.lock.info``: ``held`` while a POSIX write lock is on the state file; without
-  one the label is leftover metadata: ``stale``.
-- SoftFileLock: this host, the PID runs and its start token matches: ``held``; else ``stale``.
+Rules (when each is ``held`` or ``stale``, and the reasons): docs/verdicts.md, "Developer
+tools' locks (``core.verdicts.devtools``)"; docs/specs/devtool-locks.md, "Cross-cutting
+liveness rules (recommended)".
 """
 
 from __future__ import annotations

@@ -146,8 +146,10 @@ def judge(
     mtime: float | None = None,
     evidence: Evidence | None = None,
 ) -> LockStatus:
-    """The verdict on one parsed lock (docs/DESIGN.md, "Liveness and verdicts", default stale
-    policy).
+    """The verdict on one parsed lock, by the rules of docs/verdicts.md, "Verdicts" (in order:
+    a lock of this host taken before its last boot, a passed TTL, a lock Lockwarden wrote
+    whose holder is dead, a standing lease, another tool's stale limit; docs/DESIGN.md,
+    "Liveness and verdicts").
 
     Args:
         path: the lock path (``"<proof>/ledger#<node>"`` for af claims replayed from a ledger).
@@ -158,20 +160,6 @@ def judge(
         file: identity of the judged file, or ``None``.
         mtime: the file's modification time (Unix s); default ``file.mtime_ns``.
         evidence: what liveness saw, and this host's boot time (Unix s) for the boot rule.
-
-    Rules, in order:
-        - A lock of this host (not ``remote``) taken before this host's last boot
-          (``evidence.boot_time``) -> ``stale`` (``predates_boot``): PIDs restart at boot.
-        - Past the TTL/``expires_at``: holder dead/reused -> ``stale``; otherwise ``expired``
-          (af claims are never stale: af reaps them itself, docs/specs/af.txt
-          "Stale Lock Cleanup").
-        - A lock written by Lockwarden (``token`` and ``host``) whose holder is dead/reused ->
-          ``stale`` at once; so is a ``task-mcp`` lock (its owner is a long-running server).
-        - A lock with a TTL not yet passed -> ``held`` (the lease stands).
-        - Another tool's lock: ``stale`` only when the holder is not alive **and** the lock is
-          older than the format's stale limit (sema and semats record the PID of their
-          short-lived CLI process). Age from ``acquired_at``, else the file's mtime.
-        - Otherwise ``held``.
 
     Returns a :class:`LockStatus` whose ``reasons`` are the liveness reasons followed by the
     policy's. Never raises.

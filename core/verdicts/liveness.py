@@ -1,18 +1,14 @@
-"""Is the holder of a lock still running? (docs/DESIGN.md, "Liveness and verdicts").
-
-Judged with psutil, on this host only:
-
-- ``alive``: the PID exists and its process started no later than the lock was written;
-  ``psutil.AccessDenied`` means the process exists, so it counts as alive (``semats`` gets this
-  wrong: it treats ``EPERM`` from ``kill(pid, 0)`` as dead, docs/DESIGN.md "Defects").
-- ``dead``: no such PID, or the PID is a zombie (it exited and waits to be reaped).
-- ``reused``: the PID exists but belongs to a later process, so the holder is dead.
-- ``remote``: the lock names another host; nothing can be checked from here.
-- ``unknown``: the lock records no PID (af, most task-mcp owners).
+"""Is the holder of a lock still running? :func:`check` answers with a
+:class:`~core.record.Liveness` (``alive``, ``dead``, ``reused``, ``remote``, ``unknown``) and its
+reasons, judged with psutil on this host only; ``psutil.AccessDenied`` means the process exists,
+so it counts as alive.
 
 One :func:`snapshot` (a single psutil pass over all processes) lets a scanner judge hundreds of
 locks without one system call per lock; :func:`check` confirms a PID missing from a snapshot
 with a direct look-up, so a process started after the snapshot is never called dead.
+
+Rules: docs/verdicts.md, "Liveness of a holder (``core.verdicts.liveness.check``)";
+docs/DESIGN.md, "Liveness and verdicts" (and "Defects": ``semats`` takes ``EPERM`` for dead).
 """
 
 from __future__ import annotations
@@ -235,7 +231,7 @@ def check(
     written_at: float | None = None,
 ) -> tuple[Liveness, list[Reason]]:
     """Liveness of ``record``'s holder and the reasons for it, as :class:`~core.reasons.Reason`
-    data (codes ``no_pid``, ``remote_host``, ``invalid_pid``, ``holder_alive``,
+    data (codes ``no_pid``, ``remote_host``, ``invalid_pid``, ``init_holder``, ``holder_alive``,
     ``holder_alive_unverified``, ``holder_dead``, ``pid_reused``).
 
     Args:
@@ -247,15 +243,8 @@ def check(
             check of records without ``acquired_at`` (pidfiles). ``None``: no check.
 
     Returns:
-        ``(Liveness, reasons)``. Rules (docs/DESIGN.md, "Liveness and verdicts"): no PID ->
-        ``unknown``; ``record.host`` set and not this host (:func:`same_host`) -> ``remote``
-        (no host: sema and pidfiles of other tools are assumed local); no such PID, or a zombie
-        -> ``dead`` (unless ``kill(pid, 0)`` says ``EPERM``: hidden by ``hidepid``, alive);
-        access denied -> ``alive``; a recorded ``proc`` identity (:func:`process_identity`)
-        equal to the process's -> ``alive``, different -> ``reused``; started more than
-        :data:`START_SLACK` after
-        ``acquired_at`` (or ``written_at``), or a recorded ``start`` that differs from the
-        process's by more than :data:`START_TOLERANCE` -> ``reused``; else ``alive``.
+        ``(Liveness, reasons)``, by the rules of docs/verdicts.md, "Liveness of a holder
+        (``core.verdicts.liveness.check``)" (slacks :data:`START_SLACK`, :data:`START_TOLERANCE`).
 
     Never raises for the record's content.
     """
@@ -292,6 +281,13 @@ def check(
     if info.status == psutil.STATUS_ZOMBIE:
         return Liveness.DEAD, [Reason.of(Code.HOLDER_DEAD, pid=pid, zombie=True)]
 
+    return _by_start(record, pid, info, written)
+
+
+def _by_start(record: LockRecord, pid: int, info: ProcInfo,
+              written: float | None) -> tuple[Liveness, list[Reason]]:
+    """The end of :func:`check` for a running, non-zombie ``info``: ``alive`` or ``reused`` by
+    its recorded process identity, its recorded ``start``, or when it was written (Unix s)."""
     ct = info.create_time
     alive = Reason.of(Code.HOLDER_ALIVE, pid=pid, name=info.name, start=ct)
     if ct is None:

@@ -1,23 +1,12 @@
-"""Whether a lock file stands for a person's unsaved work (docs/DESIGN.md, "Nothing lost";
-docs/engine.md, "Unsaved work"): the one question a forced removal asks before it goes on
-without an explicit "discard" from the user.
+"""Whether a lock file stands for a person's unsaved work: the one question a forced removal
+asks before it goes on without an explicit "discard" from the user
+(:func:`unsaved_changes`).
 
-What each editor's lock says (docs/specs/devtool-locks.md §2.2-§2.4):
-
-- **Vim** swap (``vim-swap``): block 0's ``b0_dirty`` byte (:mod:`core.formats.vimswap`,
-  ``metadata["dirty"]``) says the swap holds changes never written to the file. The swap *is*
-  the work: ``vim -r FILE`` recovers it.
-- **Emacs** lock (``emacs-lock``): Emacs creates ``.#NAME`` on a buffer's first modification
-  and removes it on save, so the lock means a modified buffer. Emacs keeps what it can of that
-  work in the auto-save file ``#NAME#`` beside the edited file; when that file exists it holds
-  the unsaved changes (``M-x recover-file``). The lock itself holds none.
-- **LibreOffice** (``libreoffice-lock``): the lock records who opened the document, not
-  whether it changed; LibreOffice keeps its recovery data in the user's profile and offers it
-  at its next start. Removing the lock file loses no work, so it is not asked about.
-
-Recovery data files themselves (Emacs's ``#NAME#``, LibreOffice's backups) are not lock files
-no format reads, which a forced operation never touches anyway (docs/engine.md, "What force
-may remove").
+What each editor's lock says -- a Vim swap's dirty byte, an Emacs lock with its auto-save file
+``#NAME#`` beside the file, never a LibreOffice lock -- and the recovery command of each:
+docs/engine.md, "Unsaved work"; docs/DESIGN.md, "Nothing lost"; docs/specs/devtool-locks.md,
+"Vim swap files", "Emacs" and "LibreOffice". Recovery files themselves are not lock files, so
+no forced operation touches them (docs/engine.md, "What force may remove").
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
-"""The watcher's inventory as a pure value: entries in, change set out (docs/DESIGN.md, "Watching";
-docs/watching.md, "Live updates").
+"""The watcher's inventory as a pure value: entries in, change set out (docs/watching.md,
+"Live updates" and "Code layout"; docs/DESIGN.md, "Watching").
 
-:class:`Inventory` maps each lock path to its :class:`Entry` (the last verdict, the bytes it
-was judged from, the file's ``lstat`` identity, the owning watched directory) and records, per
-round of work, the status each path had before it was first touched. :meth:`Inventory.flush`
-turns that record into a :class:`ChangeSet`: ``added``, ``changed`` (only when
-:func:`same_verdict` says the verdict or the record changed: ages growing never count) and
-``removed``.
+:class:`Inventory` maps each lock path to its :class:`Entry` (last verdict, the bytes it was
+judged from, ``lstat`` identity, owning directory); :meth:`Inventory.flush` gives a
+:class:`ChangeSet` (``changed`` only when :func:`same_verdict` says the verdict or record
+changed). Its indexes serve the scheduler: paths by holder PID
+(:meth:`Inventory.holders_changed`) and the instant each verdict may change with time alone
+(:func:`deadline_of`, :meth:`Inventory.pop_due`).
 
-It also keeps the indexes the scheduler (:class:`core.watch.watcher.Watcher`) asks about: which
-paths a holder PID owns (the liveness pass re-judges only those whose process changed:
-:meth:`Inventory.holders_changed`) and the instant each verdict may change with time alone (a
-TTL or ``expires_at`` passing, ``stale_after`` reached, the writing grace ending:
-:func:`deadline_of`, :meth:`Inventory.pop_due`).
-
-Pure: no threads, no sleeps, no observers, no file I/O and no clock reads — the caller passes
-``now_ts`` (Unix seconds, UTC) and the process snapshot it judged with. Not thread-safe: the
-watcher's worker thread owns it, under the watcher's lock.
+Pure: no threads, no sleeps, no file I/O and no clock reads — the caller passes ``now_ts``
+(Unix seconds, UTC) and the process snapshot it judged with. Not thread-safe: the watcher's
+worker thread owns it, under the watcher's lock.
 """
 
 from __future__ import annotations

@@ -1,30 +1,16 @@
-"""Inventory: every lock in the watched directories, with its verdict (docs/watching.md).
+"""Inventory: every lock in the watched directories, with its verdict.
 
 :func:`scan` / :func:`scan_dir` list the directories of :class:`core.config.WatchSpec` entries
-(optionally recursively) with :func:`core.watch.walk.list_dir` (:func:`os.scandir`; names
-matched against the spec's patterns, fnmatch on the **base name**), read each with
-:func:`core.fsutil.read_lock_file` (never follows a symlink, never opens a FIFO, reads at most
-64 KiB) and judge it with
+(optionally recursively, never following a symlink) with :func:`core.watch.walk.list_dir`,
+read each matching file with :func:`core.fsutil.read_lock_file` and judge it with
 :func:`core.verdicts.inspect.inspect_bytes` under the directory's
-:class:`core.stale_policy.StalePolicy`.
+:class:`core.stale_policy.StalePolicy`, with one :func:`core.verdicts.liveness.snapshot` per
+scan; ``af`` proof directories (:func:`is_proof_dir`) add their ledger lock, claim locks and
+claims replayed from the ledger.
 
-- A matching name that is not a readable regular file (FIFO, symlink, directory, device,
-  socket, too large, permission denied) is an ``unreadable`` entry with the reason; it is never
-  skipped silently. A file that vanishes between listing and reading is simply absent.
-- The engine's own files (the audit log ``.lock_audit.log``, temp files
-  ``.<name>.<token>.tmp|swap|rel``) are never entries (:func:`core.fsutil.is_engine_file`).
-- ``af`` proof directories (see :func:`is_proof_dir`) add the ledger lock
-  ``<proof>/ledger/ledger.lock``, the claim locks ``<proof>/locks/*.lock`` and the claims
-  replayed from the ledger events (:func:`core.formats.af.replay_ledger`) as read-only
-  virtual entries with path ``"<proof>/ledger#<node_id>"`` (docs/DESIGN.md, "Formats": af facts).
-  An expired claim is shown ``expired`` (af keeps it until it reaps it).
-- **Deduplication of af claims**: a claim replayed from the ledger is left out when a claim
-  lock file ``<proof>/locks/*.lock`` for the same node with the same owner exists (the file is
-  the more concrete entry: raw content, file identity, age). When the owners differ both are
-  shown: the disagreement is worth seeing.
-- One :func:`core.verdicts.liveness.snapshot` per scan (not per file).
-
-Symlinked directories are never followed (so a symlink loop cannot hang the walk).
+Rules (base-name patterns; an unreadable match is an entry, never skipped; the engine's own
+files are never entries; af claims and their deduplication): docs/watching.md, "Inventory
+(``core.watch.scan``)"; docs/DESIGN.md, "Formats" (the real af tool).
 """
 
 from __future__ import annotations

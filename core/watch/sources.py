@@ -1,22 +1,15 @@
 """Where the watcher's hints come from: the inotify reader of :mod:`core.watch.tree` and
-watchdog's observers (docs/DESIGN.md, "Watching"; docs/watching.md, "Polling" and "Resources").
+watchdog's observers.
 
-- :class:`Sources` owns the watchers every watched directory shares, each created on first
-  use: on Linux the :class:`core.watch.tree.TreeWatcher` (one inotify instance, one thread)
-  for every single directory watched with events -- plain directories, an af proof's
-  ``ledger/`` and ``locks/``, each directory of a project tree --; one watchdog event observer
-  for the rest (a recursive plain directory; FSEvents on macOS, ReadDirectoryChangesW on
-  Windows) -- one inotify instance for all of them, since Linux allows only 128 per user by
-  default --; and one ``PollingObserverVFS`` (``lstat`` every :data:`POLL_INTERVAL` s, never
-  following symlinks). It picks a directory's mode (:meth:`Sources.choose_mode`): polling for
-  network file systems (:func:`filesystem_of`, :func:`is_network_fs`), after inotify ran out
-  of instances or watches, or when the settings say ``polling = "on"``.
-- :class:`EventHandler` turns events into hints ``(directory, path, is_dir)`` for the
-  watcher's queue, on the watchers' threads. It matches patterns on base names itself
-  (watchdog 7 matches its own patterns against absolute paths; the inotify reader asks
-  :meth:`EventHandler.wants` before it builds a path) and never reads a file.
+:class:`Sources` owns the watchers every watched directory shares, each created on first use
+(the :class:`core.watch.tree.TreeWatcher` on Linux, one watchdog event observer, one polling
+observer every :data:`POLL_INTERVAL` s), and picks a directory's mode
+(:meth:`Sources.choose_mode`; network file systems: :func:`filesystem_of`,
+:func:`is_network_fs`). :class:`EventHandler` turns events into hints ``(directory, path,
+is_dir)`` on the watchers' threads, matching patterns on base names itself, and never reads a
+file. Nothing here judges a lock: :class:`core.watch.watcher.Watcher` decides what a hint means.
 
-Nothing here judges a lock; :class:`core.watch.watcher.Watcher` decides what a hint means.
+Rules: docs/watching.md, "Live updates" ("Polling", "Resources"); docs/DESIGN.md, "Watching".
 """
 
 from __future__ import annotations

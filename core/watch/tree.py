@@ -1,30 +1,16 @@
-"""Single-directory inotify watches on one reader thread (Linux; ``docs/watching.md``,
-"Projects" and "Resources").
+"""Single-directory inotify watches on one reader thread (Linux; docs/watching.md, "Projects"
+and "Resources").
 
-watchdog's recursive inotify watch adds a watch for *every* sub-directory -- a project's
-``node_modules`` or ``target`` can hold tens of thousands -- and its observer opens one
-inotify instance per scheduled directory (Linux allows 128 per user by default), so neither a
-recursive watch nor one watchdog watch per directory fits a tree that must skip parts of
-itself. :class:`TreeWatcher` holds **one** inotify instance (``inotify_simple``) for every
-directory of every project tree the scanner walked (:attr:`core.watch.scan.Listing.dirs`, skipped
-directories left out by :mod:`core.config.scope`) and for every plain (non-recursive) watched
-directory, read on one daemon thread, and turns its events into the same hints as watchdog's
-(:meth:`core.watch.sources.EventHandler.hint`).
-
-Plain directories are here for their cost (docs/performance.md, "Idle tray"): watchdog wakes
-three threads per event (its inotify reader, the emitter building an event object, the
-observer dispatching it) before the handler drops a name no lock has, and a busy ``/tmp``
-makes hundreds of such events a second. Here one thread reads the raw events and drops those
-names before any path or object is built.
-
-A directory created later is hinted like any directory; the watcher's rescan of the tree then
-walks it and watches it. A watched directory deleted or moved away is hinted as its own path
-(the watcher checks it and watches what is there again). An event queue overflow hints every
-watched directory and tree so it is rescanned.
-
-Not available (``inotify_simple`` missing, not Linux): :func:`available` is False and the
-caller watches with watchdog instead (a tree's root recursively: FSEvents and
-ReadDirectoryChangesW are recursive by nature and cost no per-directory resource).
+:class:`TreeWatcher` holds **one** inotify instance (``inotify_simple``) for every directory of
+every project tree the scanner walked (:attr:`core.watch.scan.Listing.dirs`, skipped directories
+left out by :mod:`core.config.scope`) and for every plain (non-recursive) watched directory,
+read on one daemon thread that drops the names no lock has before any path is built, and turns
+its events into the same hints as watchdog's (:meth:`core.watch.sources.EventHandler.hint`). A
+new directory, the watched directory's own deletion or move, and a queue overflow are hinted so
+the watcher walks again. Why not watchdog here: docs/watching.md, "Projects" (a recursive watch
+per sub-directory, an instance per directory) and docs/performance.md, "Idle tray" (three
+threads woken per event). Not available (``inotify_simple`` missing, not Linux):
+:func:`available` is False and the caller watches with watchdog instead.
 """
 
 from __future__ import annotations

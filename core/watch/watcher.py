@@ -1,49 +1,17 @@
-"""Live view of the watched lock directories (docs/DESIGN.md, "Watching"; docs/watching.md).
+"""Live view of the watched lock directories: :class:`Watcher` keeps the inventory of its
+:class:`core.config.WatchSpec` directories up to date and hands each change to a callback as a
+:class:`ChangeSet` (added / changed / removed :class:`~core.record.LockStatus`), and each
+directory's mode as :class:`DirStatus`.
 
-A :class:`Watcher` keeps an inventory of every lock in its :class:`core.config.WatchSpec`
-directories (built by :mod:`core.watch.scan`) up to date and hands each change to a callback as a
-:class:`ChangeSet` (added / changed / removed :class:`~core.record.LockStatus` entries).
+This module is the public API (every name it exported before the split below still is) and the
+scheduler: the worker thread (a daemon that reads, judges and calls ``on_change``/``on_dirs``),
+its queue, the per-path debounce (:data:`DEBOUNCE` s), the timers of rescans, liveness passes
+and deadlines. :mod:`core.watch.directories` attaches, rescans and re-judges the directories;
+:mod:`core.watch.sources` owns the observers; :mod:`core.watch.inventory` is the pure inventory.
 
-How it works:
-
-- **Events are hints.** watchdog reports file-system events (inotify on Linux, FSEvents on
-  macOS, ReadDirectoryChangesW on Windows). Each event only names a path: after a per-path
-  debounce of :data:`DEBOUNCE` seconds the path is re-read (:func:`core.watch.scan.read_entry`) and
-  re-judged, and the verdict is compared with the last one. An event after which the file is
-  final for now (closed after writing, deleted, renamed) skips the debounce: the path is read
-  in the same round. What one round finds is delivered at once, never held back for the rest
-  of a burst (coalescing for painting is the GUI's business; docs/watching.md, "Latency").
-- **Patterns are matched on base names** by our own filter (:func:`core.watch.scan.name_matcher`),
-  never by watchdog's pattern matching, which in watchdog 7 matches absolute paths.
-- **Full rescans** every ``rescan_interval`` seconds (30 s) heal missed events. They list the
-  directories and re-read only the files whose ``lstat`` identity (inode, size, mtime, ctime,
-  mode) changed, so they are cheap for large directories.
-- **Liveness** is re-checked every ``liveness_interval`` seconds (2 s) with one
-  :func:`core.verdicts.liveness.snapshot` for all entries; an entry is re-judged when its holder
-  PID's process info changed (it died, or the PID was reused). Verdicts that change with time alone
-  (TTL expiry, ``stale_after`` reached, the 2 s writing grace) are re-judged at that instant without
-  any file event. A change set is emitted only when a verdict or record changed (state, liveness,
-  reasons, record, file identity): growing ages alone never emit (the GUI ticks ages itself; ticking
-  reason parameters are ignored when comparing).
-- **Polling** (every :data:`POLL_INTERVAL` s) for network file systems (:func:`filesystem_of`,
-  :func:`is_network_fs`), when inotify runs out of watches or instances, and when the spec says
-  ``polling = "on"`` (:mod:`core.watch.sources`; :class:`DirStatus` says which and why).
-- **Missing directories** are reported as ``DirStatus(mode="missing")`` and picked up (scanned
-  and watched) when they appear, checked every liveness tick; a directory deleted and
-  re-created (or replaced) is re-attached the same way.
-- **One inotify instance**: all event-mode directories share one watchdog observer (Linux
-  allows 128 inotify instances per user by default); polled ones share one polling observer.
-
-Threads: the watcher's own worker thread (a daemon) reads files, judges and calls
-``on_change``/``on_dirs``; watchdog's threads only queue hints. All waiting uses queue/Event
-timeouts, never sleeps. :meth:`Watcher.close` stops everything within 1 s.
-
-Layout (imports point down only): this module is the scheduler and the public API — the
-worker thread, its queue, the debounce, the timers of rescans, liveness passes and deadlines,
-and the callbacks. :mod:`core.watch.directories` attaches, rescans and re-judges the directories;
-:mod:`core.watch.sources` owns the watchdog observers and detects network file systems;
-:mod:`core.watch.inventory` is the pure inventory (entries in, :class:`ChangeSet` out). Every name
-this module exported before the split is still importable from it.
+Rules (events are hints, latency, liveness and time, rescans, polling, directories that come
+and go, resources, empty files; :meth:`Watcher.close` stops everything within 1 s):
+docs/watching.md, "Live updates" and "Empty files"; docs/DESIGN.md, "Watching".
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
 """etcd v3 locks: the keys of etcd's concurrency API (``etcdctl lock``, Go's
-``concurrency.Mutex``), read with etcd3gw over etcd's HTTP/JSON gateway.
+``concurrency.Mutex``), read with etcd3gw over etcd's HTTP/JSON gateway (:class:`EtcdSource`).
 
-Rules and where they come from (docs/specs/distributed-locks.md, "etcd v3"; docs/remote.md,
-"etcd"):
-
-* A contender for lock ``NAME`` writes the key ``NAME/<lease ID in hex>`` attached to its session
-  lease (empty value for ``etcdctl lock``; Lockwarden writes JSON metadata). **The key with the
-  lowest ``create_revision`` holds the lock**; the others wait. A key is read as a lock key only
-  when its last segment is the hex of its own lease, the Mutex's invariant.
-* The lease is the liveness signal: ``LeaseTimeToLive`` gives the seconds left and the granted
-  TTL; the holder's keepalive renews it every TTL/3, and a dead holder's lease ends by itself
-  <= TTL later, taking the key with it. The lock's ``expires_at`` is now + seconds left.
-* etcd stores no times: the age is the ``acquired_at`` of a JSON value, else when this source
-  first saw the holder's key (a lower bound, said so).
-* Holder: the JSON value's ``user@host PID pid`` when there is one, else the lease.
-* What a release does is on the record as data (``LockRecord.removal``:
-  ``revokes_lease{lease, keys, names}``; docs/remote.md, "What a release does").
-* The token is ``<lease hex>@<create revision of the holder's key>``: etcd accepts an explicit
-  lease ID at grant, so a lease ID alone could name a later holder.
-* Release and force release are ``LeaseRevoke`` of the lease seen, after checking that the
-  same lease still holds the lock under the same key (create revision): a lease ID etcd
-  granted itself is never reused, and one a client chose again comes with a new key, so a
-  lock taken again since is ``changed``, never touched (the check and the revoke are two
-  requests: etcd has no conditional revoke). It ends the whole lease: every
-  key attached to it goes (listed in the audit entry). The holder learns it at its next
-  keepalive (``etcdctl lock`` exits with "session expired").
+Rules (the key with the lowest ``create_revision`` holds; the lease is the liveness signal;
+etcd stores no times; holder and token; release and force release are ``LeaseRevoke`` of the
+lease seen after checking it still holds the lock, which ends the whole lease):
+docs/remote.md, "etcd" and "What a release does"; docs/specs/distributed-locks.md, "etcd v3".
 
 Needs the ``etcd`` extra (``pip install 'lockwarden[etcd]'``: etcd3gw, which needs only
 ``requests``); without it every call raises :class:`RemoteError` ``no_driver``.

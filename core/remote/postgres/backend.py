@@ -1,39 +1,15 @@
 """PostgreSQL locks: session and transaction advisory locks (``pg_advisory_lock`` and friends)
-and Liquibase's ``DATABASECHANGELOGLOCK`` row, read with psycopg 3.
+and Liquibase's ``DATABASECHANGELOGLOCK`` row, read with psycopg 3 (:class:`PostgresSource`).
 
-Rules and where they come from (docs/specs/distributed-locks.md, "PostgreSQL advisory locks";
-docs/remote.md, "PostgreSQL"):
+Rules (one read-only query over ``pg_locks`` and ``pg_stat_activity``; an advisory lock is
+never stale and its age unknown; keys, tokens and what ``pid``/``host`` name; force release is
+``pg_terminate_backend`` of each holder still holding the key under the same backend start,
+needing ``pg_signal_backend`` else ``permission_denied``; the Liquibase row judged like another
+tool's lock, reset by one conditional ``UPDATE``): docs/remote.md, "PostgreSQL" and "What a
+release does"; docs/specs/distributed-locks.md, "PostgreSQL advisory locks".
 
-* One read-only query over ``pg_locks`` (``locktype = 'advisory'``, this database) joined with
-  ``pg_stat_activity`` gives every holder's PID, role, ``application_name`` (shown as the tag),
-  client address, backend start and state, and the waiters (``pg_blocking_pids`` for rows
-  not granted). A lock cannot outlive its session: a listed holder is a live backend
-  (liveness ``alive``), so an advisory lock is never judged stale; a killed session's locks are
-  gone at once. PostgreSQL does not record when a lock was taken: the age is unknown.
-* Keys: ``objsubid = 1`` is one bigint key, ``(classid << 32) | objid`` (negative keys included),
-  shown as ``#advisory/<key>``; ``objsubid = 2`` is the two-int4 form, ``#advisory/<k1>:<k2>``.
-  Several sessions may share a key (``pg_advisory_lock_shared``): one verdict per key lists them.
-* ``LockRecord.pid`` of an advisory lock is the holder's backend PID, a process of the server:
-  ``host`` is the server's (None for a unix socket, i.e. this host); the client's address is in
-  the ``pg_session`` reason and ``metadata["holders"]``.
-* The token of an advisory lock is its holders as ``<pid>@<backend_start ISO 8601>`` joined by
-  ``,``: a PID alone could name a later backend.
-* What a release does is on the record as data (``LockRecord.removal``): one
-  ``terminates_session{pid, user, app}`` per holder of an advisory lock, ``resets_row{table,
-  id}`` for the Liquibase row (docs/remote.md, "What a release does").
-* Force release is ``pg_terminate_backend(pid)`` of each holder that still holds the key under
-  the same backend start (``pg_advisory_unlock`` only acts on the caller's own locks). It ends
-  the whole session (its open transaction rolls back), needs membership of the holder's role,
-  of ``pg_signal_backend`` or superuser (else :class:`~core.remote.base.RemoteError` kind
-  ``permission_denied``, SQLSTATE 42501), and is confirmed by reading ``pg_locks`` again.
-* Liquibase keeps its lock in a table row ``(ID, LOCKED, LOCKGRANTED, LOCKEDBY)``; LOCKEDBY is
-  ``host (ip)``. It is judged like another tool's lock: stale when older than the stale limit
-  and no session is connected from the IP it names. Release is one ``UPDATE ... WHERE id = ?
-  AND locked AND lockedby = <seen> AND lockgranted = <seen>`` (its token is
-  ``<lockgranted ISO 8601>|<lockedby>``).
-
-The listing queries and how their rows become verdicts are :mod:`core.remote.postgres.rows`; keys
-and tokens :mod:`core.remote.postgres.keys`.
+The listing queries and how their rows become verdicts are :mod:`core.remote.postgres.rows`;
+keys and tokens :mod:`core.remote.postgres.keys`.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
-"""Redis locks: keys written by redis-py's ``Lock`` and by python-redis-lock, read with redis-py.
+"""Redis locks: keys written by redis-py's ``Lock`` and by python-redis-lock, read with redis-py
+(:class:`RedisSource`; each library a :class:`RedisProfile`).
 
-Rules and where they come from (docs/specs/distributed-locks.md, "Redis"; docs/remote.md,
-"Redis"):
-
-* A lock is a string key set with ``SET NX PX``; its value is the holder's token. Each library
-  is a :class:`RedisProfile`: the key patterns it writes (redis-py's ``Lock`` uses the name as
-  given, no prefix, so its patterns come from the configuration; python-redis-lock writes
-  ``lock:<name>``), and for python-redis-lock the signal list ``lock-signal:<name>`` its
-  waiters block on (``BLPOP``).
-* Discovery is ``SCAN MATCH <pattern> COUNT 1000 TYPE string`` (never ``KEYS``, which blocks
-  the server), stopping past :data:`MAX_LOCKS` keys (said: :attr:`RedisSource.more_than`),
-  then ``STRLEN`` + ``GETRANGE 0 4095`` + ``PTTL`` pipelined, 500 keys a round trip, each
-  chunk judged before the next is read: a value is read up to
-  :data:`core.remote.redis.tokens.MAX_VALUE_BYTES`, a longer one is identified by its length
-  and the SHA-1 of its first bytes (:func:`core.remote.redis.tokens.long_token`).
-* ``PTTL`` gives the remaining lease: the lock's ``expires_at`` is now + PTTL, judged by
-  :func:`core.verdicts.judge.judge` (``held`` with ``expires in``). A key with no TTL (PTTL -1:
-  redis-py ``timeout=None``, python-redis-lock without ``expire``) lives until deleted: it is
-  judged like another tool's lock, stale once older than the stale limit. Its age comes from the
-  token when that is a uuid1 (redis-py's default token: it holds the acquisition time), else
-  from when this source first saw the key with that token (a lower bound, said so).
-* Tokens Lockwarden writes (:meth:`RedisSource.acquire`) are ``lockwarden:<host>:<pid>:<uuid1
-  hex>``: host, PID and time of the holder, so a lock whose holder died on this host is stale at
-  once (:func:`core.verdicts.liveness.check`, as for Lockwarden's lock files).
-* What a release does is on the record as data (``LockRecord.removal``:
-  ``deletes_key{key, token, signal}``; docs/remote.md, "What a release does").
-* Release and force release are a Lua compare-and-delete against the token seen, never a plain
-  ``DEL``: a lock taken again by someone else meanwhile keeps its new token and is not
-  removed. For python-redis-lock the same script also pushes to the signal list (``DEL`` signal,
-  ``LPUSH`` 1, ``PEXPIRE`` 1000 ms: the library's own unlock script), else a waiter blocked in
-  ``BLPOP`` without a timeout waits forever. When the script finds nothing to delete the key is
-  read again: missing means already released, another token means :class:`RemoteError`
-  ``changed``.
+Rules (discovery by ``SCAN``, never ``KEYS``, stopping past :data:`MAX_LOCKS` keys; bounded
+value reads; ``PTTL`` as the lease, a key without TTL judged like another tool's lock; the
+tokens Lockwarden writes; release and force release a Lua compare-and-delete against the token
+seen, waking python-redis-lock's waiters): docs/remote.md, "Redis" and "What a release does";
+docs/specs/distributed-locks.md, "Redis".
 """
 
 from __future__ import annotations
