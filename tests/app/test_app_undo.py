@@ -66,7 +66,8 @@ def test_force_release_keeps_the_file_and_ctrl_z_puts_it_back(
     data = foreign_lock(lock, sleeper)
     undo = lw.undo
     assert not undo.action.isEnabled() and undo.button.isHidden()
-    assert undo.action in lw.window.menuBar().actions()[0].menu().actions()
+    [edit] = [a.menu() for a in lw.window.menuBar().actions() if a.text() == "&Edit"]
+    assert undo.action in edit.actions()
     assert undo.action.shortcut() == QKeySequence(QKeySequence.StandardKey.Undo)
     force_release(lw, qtbot, lock)
     assert not lock.exists()
@@ -87,6 +88,32 @@ def test_force_release_keeps_the_file_and_ctrl_z_puts_it_back(
     [entry] = [e for e in audit.read(str(lockdir)) if e.operation == "restore"]
     assert entry.via == "gui" and entry.details["kept"]["path"] == kept.path
     qtbot.waitUntil(lambda: lw.model.status_of(str(lock)) is not None, timeout=WAIT_MS)
+
+
+def test_ctrl_z_in_the_filter_box_undoes_the_force_release(
+        make_app: Any, qtbot: Any, lockdir: Path, sleeper: int) -> None:
+    """The filter box has the focus at start-up and a line edit takes Ctrl+Z for its own
+    text: while a force release can be undone, Ctrl+Z there undoes it (what the status bar and
+    the Edit menu promise); otherwise the box's own undo keeps working."""
+    lw = started(make_app, qtbot, [lockdir])
+    lock = lockdir / "deploy.lock"
+    data = foreign_lock(lock, sleeper)
+    w = lw.window
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=WAIT_MS)
+    assert w.focusWidget() is w.filter  # the focus at start-up
+    QTest.keyClicks(w.filter, "dep")
+    QTest.keyClick(w.filter, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert w.filter.text() == ""  # nothing to undo but the typing: the box's own undo
+    force_release(lw, qtbot, lock)
+    assert not lock.exists() and lw.undo.action.isEnabled()
+    w.activateWindow()  # again: the confirmation had it
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=WAIT_MS)
+    w.filter.setFocus()
+    QTest.keyClick(w.filter, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lock.exists, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: lw.ops.busy == 0, timeout=WAIT_MS)
+    assert lock.read_bytes() == data and not lw.undo.action.isEnabled()
 
 
 def test_undo_never_overwrites_a_lock_taken_meanwhile(
