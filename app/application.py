@@ -178,7 +178,7 @@ class LockwardenApp(QObject):
             self._window = w
             if self.demo is not None:
                 w.show_demo(self.demo.dir)
-            self._undo = UndoBar(w, self.ops, text_boxes=(w.filter,))
+            self._undo = UndoBar(w, self.ops, text_boxes=(w.filter,), edit=w.menus.edit)
             if self.ops.last_kept is not None:  # a force release from the tray came first
                 self._undo._changed(self.ops.undo_text())
             self.history.attach_window(w)

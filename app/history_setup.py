@@ -57,7 +57,8 @@ class HistoryParts(QObject):
         pane, dock: the History pane and its dock widget (hidden until asked for).
         free: :class:`app.history.free_watch.FreeWatch`.
         paused_label: the status bar's "History paused" warning (hidden while recording).
-        act_history, act_notify: the window's "History timeline" and "Notify me when free".
+        act_history, act_notify: the window's "History" (the pane: what was seen) and "Notify
+            me when free".
     """
 
     def __init__(self, *, config: Config, record: bool, window: Callable[[], MainWindow],
@@ -111,7 +112,7 @@ class HistoryParts(QObject):
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         dock.hide()
         act_history = dock.toggleViewAction()
-        act_history.setText("History timeline")
+        act_history.setText("History")
         act_history.setShortcut(QKeySequence("Ctrl+Shift+H"))
         act_history.setToolTip("Who held the selected lock, when and for how long "
                                "(Ctrl+Shift+H)")
@@ -122,6 +123,8 @@ class HistoryParts(QObject):
                               "or turns stale")
         window.addAction(act_notify)
         window.extra_context_actions += [None, act_notify, act_history]
+        window.menus.view.insertAction(window.act_problems, act_history)
+        window.menus.lock.addAction(act_notify)
         self._parts = _WindowParts(pane, dock, paused_label, act_history, act_notify)
         self.show_paused(self._paused)
         dock.visibilityChanged.connect(lambda _v: self.follow_selection())
@@ -158,7 +161,7 @@ class HistoryParts(QObject):
 
     @property
     def act_history(self) -> QAction:
-        """The window's "History timeline" action (builds the window if needed)."""
+        """The window's "History" action, showing the pane (builds the window if needed)."""
         return self.parts.act_history
 
     @property

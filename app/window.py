@@ -32,6 +32,7 @@ from app.bridges.watch_bridge import WatchBridge
 from app.fleet.hosts_panel import HostFilter, HostsPanel
 from app.frame import state as window_state
 from app.frame.actions import ActionsWindow
+from app.frame.menus import MenuBar
 from app.frame.problems import ProblemsPanel
 from app.frame.statusline import StatusLine
 from app.style.icons import app_icon
@@ -104,6 +105,7 @@ class MainWindow(ActionsWindow):
         self._build_status_bar()
         self._build_problems()
         self._build_hosts()
+        self._build_menus()
         actions.heldChanged.connect(self._update_actions)
         actions.lost.connect(self._lock_lost)
         self.restore_state()
@@ -184,6 +186,13 @@ class MainWindow(ActionsWindow):
                                   "(Ctrl+Shift+O)")
         self.act_hosts.setEnabled(False)
         self.addAction(self.act_hosts)
+
+    def _build_menus(self) -> None:
+        """The menu bar (:class:`app.frame.menus.MenuBar`)."""
+        self.menus = MenuBar(self, open_config=self.problems.open_config_file,
+                             panels=[self.act_problems, self.act_hosts],
+                             columns=self.table.column_menu, config_path=self._store.path,
+                             state_path=self.settings.fileName())
 
     def set_fleet(self, active: bool) -> None:
         """A ``[fleet]`` is configured (or no more): the Host column, the host filter and the

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
-from PySide6.QtWidgets import QMainWindow, QPushButton, QWidget
+from PySide6.QtWidgets import QMainWindow, QMenu, QPushButton, QWidget
 
 from app.actions.commands import Commands
 from core.text import printable
@@ -35,13 +35,15 @@ class UndoBar(QObject):
         commands: the operations (what can be undone).
         text_boxes: widgets that take Ctrl+Z for themselves (the filter box), where Ctrl+Z
             undoes the force release while one can be undone.
+        edit: the window's Edit menu, which lists the entry first (None: an Edit menu is
+            added to the window's menu bar).
 
     Attributes:
         action: the menu entry (and its shortcut). ``button``: the status bar's button.
     """
 
     def __init__(self, window: QMainWindow, commands: Commands,
-                 text_boxes: Sequence[QWidget] = ()) -> None:
+                 text_boxes: Sequence[QWidget] = (), edit: QMenu | None = None) -> None:
         super().__init__(window)
         self._window = window
         self._commands = commands
@@ -52,8 +54,14 @@ class UndoBar(QObject):
         self.action.setEnabled(False)
         self.action.triggered.connect(self.undo)
         window.addAction(self.action)
-        edit = window.menuBar().addMenu("&Edit")
-        edit.addAction(self.action)
+        if edit is None:
+            edit = window.menuBar().addMenu("&Edit")
+        if edit.actions():  # the window's Edit menu (app.frame.menus): first
+            first = edit.actions()[0]
+            edit.insertAction(first, self.action)
+            edit.insertSeparator(first)
+        else:
+            edit.addAction(self.action)
         self.menu = edit
         self.button = QPushButton("Undo")
         self.button.setAccessibleName("Undo force release")

@@ -157,10 +157,10 @@ class AuditDialog(QDialog):
     def __init__(self, sources: list[str], parent: QWidget | None = None, *,
                  lock: str | None = None) -> None:
         """``sources``: the logs to read (:func:`read_logs`); ``lock``: show only this lock's
-        entries (its history), by full path."""
+        entries, by full path."""
         super().__init__(parent)
         self.setWindowTitle("Audit log" if lock is None
-                            else f"History of {printable(os.path.basename(lock))}")
+                            else f"Audit entries of {printable(os.path.basename(lock))}")
         self.resize(980, 560)
         self.sources = sources
         self.entries: list[AuditRow] = []

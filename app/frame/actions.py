@@ -127,8 +127,11 @@ class ActionsWindow(QMainWindow):
                                         None, "Release a lock this Lockwarden holds (Del)")
         # Del is its own action, enabled whenever a row is selected: on a lock this app does
         # not hold it explains why nothing happens instead of doing nothing silently
-        self.act_release_key = self._action("Release (Del)", self.release_key,
-                                            QKeySequence.StandardKey.Delete)
+        # (the Lock menu lists it, with its key, as "Release")
+        self.act_release_key = self._action(
+            "Release", self.release_key, QKeySequence.StandardKey.Delete,
+            "Release the selected lock when this Lockwarden holds it; otherwise say why not "
+            "(Del)")
         self.act_reclaim = self._action("Reclaim", self._on_selected(self.reclaimRequested),
                                         QKeySequence("Ctrl+Shift+R"),
                                         "Break a stale lock and take it (Ctrl+Shift+R)")
@@ -143,9 +146,11 @@ class ActionsWindow(QMainWindow):
                                             self._on_selected(self.openFolderRequested))
         self.act_copy = self._action("Copy path", self._on_selected(self.copyPathRequested),
                                      QKeySequence("Ctrl+Shift+C"))
-        self.act_history = self._action("History…", self._on_selected(self.historyRequested),
+        self.act_history = self._action("Audit entries…",
+                                        self._on_selected(self.historyRequested),
                                         QKeySequence("Ctrl+H"),
-                                        "The selected lock's audit entries (Ctrl+H)")
+                                        "What was done to the selected lock, by whom and why: "
+                                        "its audit entries (Ctrl+H)")
         self.act_rescan = self._action("Rescan", self.rescan, None,
                                        "Scan the watched directories again (F5, Ctrl+R)")
         self.act_rescan.setShortcuts(list(dict.fromkeys(
@@ -156,12 +161,17 @@ class ActionsWindow(QMainWindow):
         prefs = QKeySequence(QKeySequence.StandardKey.Preferences)
         if not prefs.isEmpty() and prefs != QKeySequence("Ctrl+,"):
             self.act_settings.setShortcuts([QKeySequence("Ctrl+,"), prefs])
-        self.act_audit = self._action("Audit log", lambda: self.auditRequested.emit(),
-                                      QKeySequence("Ctrl+L"))
+        self.act_audit = self._action("Audit log…", lambda: self.auditRequested.emit(),
+                                      QKeySequence("Ctrl+L"),
+                                      "Every audit entry of the watched directories (Ctrl+L)")
         self.act_find = self._action("Find", self.focus_filter, QKeySequence.StandardKey.Find)
         self.act_close = self._action("Close window", self.close, QKeySequence.StandardKey.Close)
         self.act_quit = self._action("Quit", lambda: self.quitRequested.emit(),
-                                     QKeySequence.StandardKey.Quit)
+                                     QKeySequence("Ctrl+Q"))
+        # Ctrl+Q everywhere (some platform themes have no Quit key), and the platform's own
+        self.act_quit.setShortcuts(list(dict.fromkeys(
+            [QKeySequence("Ctrl+Q"),
+             *QKeySequence.keyBindings(QKeySequence.StandardKey.Quit)])))
 
     def release_key(self) -> None:
         """Del: release the selected lock when this Lockwarden holds it; otherwise say in the

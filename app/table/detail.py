@@ -113,10 +113,10 @@ class DetailPane(QWidget):
         ll = QVBoxLayout(fields)
         ll.setContentsMargins(0, 0, 6, 0)
         ll.addLayout(form)
-        self.history = QPushButton("History…")
+        self.history = QPushButton("Audit entries…")
         self.history.setToolTip("This lock's audit entries: who took, released, reclaimed or "
                                 "forced it, and why (Ctrl+H)")
-        self.history.setAccessibleName("History of this lock")
+        self.history.setAccessibleName("Audit entries of this lock")
         self.history.setEnabled(False)
         self.history.clicked.connect(self._history_clicked)
         self.end_holder = QPushButton("End holder process…")

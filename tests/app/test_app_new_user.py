@@ -111,7 +111,7 @@ def test_audit_viewer_shows_foreign_entries_whole_and_a_lock_history(
     qtbot.addWidget(hist)
     qtbot.waitUntil(lambda: hist.ready, timeout=10_000)
     assert [r["operation"] for r in hist.visible_entries()] == ["acquire"]
-    assert hist.windowTitle() == "History of a.lock"
+    assert hist.windowTitle() == "Audit entries of a.lock"
 
 
 def test_clicking_a_notification_opens_its_lock(make_app: Any, lockdir: Path,
@@ -175,7 +175,7 @@ def test_history_from_the_detail_pane(make_app: Any, lockdir: Path, qtbot: Any) 
     n = len(lw.ops.dialogs)
     lw.window.detail.history.click()
     dlg = lw.ops.dialogs[n]
-    assert dlg.windowTitle() == "History of h.lock"
+    assert dlg.windowTitle() == "Audit entries of h.lock"
     qtbot.waitUntil(lambda: dlg.ready, timeout=10_000)
     assert [r["operation"] for r in dlg.visible_entries()] == ["acquire"]
     dlg.reject()

@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent(
     qapp.processEvents()
     shown = {"visible": lw.window.isVisible(), "rows": lw.proxy.rowCount(),
              "history_dock": lw.history.dock.objectName(),
-             "undo_in_menu": lw.undo.action in lw.window.menuBar().actions()[0].menu().actions()}
+             "undo_in_menu": lw.undo.action in lw.undo.menu.actions()}
     lw.finish_quit(release=False)
     print(json.dumps({"idle": idle, "shown": shown}))
     """

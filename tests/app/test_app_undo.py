@@ -66,8 +66,7 @@ def test_force_release_keeps_the_file_and_ctrl_z_puts_it_back(
     data = foreign_lock(lock, sleeper)
     undo = lw.undo
     assert not undo.action.isEnabled() and undo.button.isHidden()
-    [edit] = [a.menu() for a in lw.window.menuBar().actions() if a.text() == "&Edit"]
-    assert undo.action in edit.actions()
+    assert undo.action in lw.window.menus.edit.actions()
     assert undo.action.shortcut() == QKeySequence(QKeySequence.StandardKey.Undo)
     force_release(lw, qtbot, lock)
     assert not lock.exists()
