@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel
 
@@ -109,7 +109,7 @@ class HistoryParts(QObject):
         dock.setObjectName("history-dock")
         dock.setWidget(pane)
         dock.setAccessibleName("History")
-        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        window.add_bottom_dock(dock)  # a tab beside Problems and Hosts
         dock.hide()
         act_history = dock.toggleViewAction()
         act_history.setText("History")

@@ -18,9 +18,11 @@ from PySide6.QtCore import QItemSelection, QModelIndex, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
+    QDockWidget,
     QLabel,
     QLineEdit,
     QSplitter,
+    QTabWidget,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -164,6 +166,8 @@ class MainWindow(ActionsWindow):
         """The Problems panel (:mod:`app.frame.problems`), docked below; open from the start when
         the configuration has problems; Ctrl+Shift+P and the status line's button show it."""
         self.problems = ProblemsPanel(self._store, self._inventory, self)
+        self.setTabPosition(Qt.DockWidgetArea.BottomDockWidgetArea,
+                            QTabWidget.TabPosition.North)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.problems)
         self.problems.setVisible(bool(self._store.problems()))
         self.problems.settingsRequested.connect(lambda: self.settingsRequested.emit())
@@ -174,10 +178,11 @@ class MainWindow(ActionsWindow):
         self.addAction(self.act_problems)
 
     def _build_hosts(self) -> None:
-        """The Hosts panel (:mod:`app.fleet.hosts_panel`), docked right, and the host filter; both
-        hidden until a ``[fleet]`` is configured (:meth:`set_fleet`); Ctrl+Shift+O."""
+        """The Hosts panel (:mod:`app.fleet.hosts_panel`), a tab beside the Problems panel
+        under the table (docs/gui.md "Docks"), and the host filter; both hidden until a
+        ``[fleet]`` is configured (:meth:`set_fleet`); Ctrl+Shift+O."""
         self.hosts = HostsPanel(self)
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.hosts)
+        self.add_bottom_dock(self.hosts)
         self.hosts.hide()
         self.hosts.hostChosen.connect(self.host_filter.choose)
         self.act_hosts = self.hosts.toggleViewAction()
@@ -194,6 +199,12 @@ class MainWindow(ActionsWindow):
                              columns=self.table.column_menu, config_path=self._store.path,
                              state_path=self.settings.fileName())
 
+    def add_bottom_dock(self, dock: QDockWidget) -> None:
+        """Dock ``dock`` under the table as a tab beside the Problems panel: the docks share
+        one area, which leaves the table :data:`app.table.view.MIN_ROWS` rows."""
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        self.tabifyDockWidget(self.problems, dock)
+
     def set_fleet(self, active: bool) -> None:
         """A ``[fleet]`` is configured (or no more): the Host column, the host filter and the
         Hosts panel (shown at once) appear, or go with the host filter cleared."""
@@ -205,7 +216,9 @@ class MainWindow(ActionsWindow):
         if active and header.visualIndex(Col.HOST) == Col.HOST:  # where it was added: last
             header.moveSection(Col.HOST, Col.LOCK + 1)  # beside the lock, unless moved since
         if active and not was:
+            self.hosts.set_hosts([], current=True, me=None)
             self.hosts.show()
+            self.hosts.raise_()
         elif not active:
             self.host_filter.choose(None)
             self.hosts.hide()
@@ -224,10 +237,11 @@ class MainWindow(ActionsWindow):
         tb.setAccessibleName("Lock actions")
         tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         tb.setMovable(False)
+        # what fits the default width; Copy path and Rescan are in the menus, the context
+        # menu and on their keys (docs/gui.md "Menus")
         for a in (self.act_acquire, self.act_release, self.act_reclaim, self.act_force,
-                  self.act_end_holder, None, self.act_open_folder, self.act_copy,
-                  self.act_history, None,
-                  self.act_rescan, self.act_audit, self.act_settings):
+                  self.act_end_holder, None, self.act_open_folder, self.act_history, None,
+                  self.act_audit, self.act_settings):
             if a is None:
                 tb.addSeparator()
             else:
@@ -311,8 +325,8 @@ class MainWindow(ActionsWindow):
         which demo processes fill and which is removed on quit."""
         self.setWindowTitle("Lockwarden — Demo")
         self.banner.setText(f"Demo mode: watching {printable(directory)}, where demo processes "
-                            "take, crash and release locks. Nothing here is yours; the "
-                            "directory is removed when you quit.")
+                            "take, crash and release locks. None is yours; it goes when you "
+                            "quit.")
         self.banner.show()
 
     def clear_filters(self) -> None:

@@ -86,7 +86,6 @@ class HostsPanel(QDockWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
-        self.setMinimumWidth(440)
         self.table.activatedHost.connect(self.hostChosen)
         self.table.cellDoubleClicked.connect(self._double_clicked)
         body = QWidget()
@@ -112,6 +111,9 @@ class HostsPanel(QDockWidget):
             return
         silent = [h for h in hosts if h.silent]
         text = f"{plural(len(hosts), 'host')}, {plural(sum(h.locks for h in hosts), 'lock')}"
+        if not hosts:
+            text = ("No host has published to the fleet database yet: this host's first "
+                    "heartbeat is on its way.")
         if silent:
             text += f"; {len(silent)} silent: " + ", ".join(printable(h.host) for h in silent)
         if not current:

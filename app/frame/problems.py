@@ -37,6 +37,10 @@ PROBLEM_DIR_MODES = ("missing", "error")
 """Directory modes listed as problems (as the tray's)."""
 
 
+NO_PROBLEMS = ("The configuration file reads well, and every watched directory, lock server "
+               "and the fleet database (where configured) answers.")
+"""What the empty panel says under "No problems" instead of showing a blank list."""
+
 SHOWN_ROWS = 4
 """How many problems the panel is tall enough for when it first opens (it can be dragged
 taller): the table keeps the room, and one problem does not take half the window."""
@@ -81,6 +85,12 @@ class ProblemsPanel(QDockWidget):
         self._by_source: dict[str, list[str]] = {s: [] for s in SOURCES}
         self.summary = QLabel()
         self.summary.setAccessibleName("Problem count")
+        self.summary.setWordWrap(True)
+        self.empty_note = QLabel(NO_PROBLEMS)
+        self.empty_note.setAccessibleName("No problems")
+        self.empty_note.setWordWrap(True)
+        self.empty_note.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.empty_note.setEnabled(False)  # greyed, as the table's empty note
         self.list = ProblemList()
         self.list.setAccessibleName("Problems")
         self.list.setWordWrap(True)
@@ -101,11 +111,13 @@ class ProblemsPanel(QDockWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(row)
         lay.addWidget(self.list, 1)
+        lay.addWidget(self.empty_note, 1)
         self.setWidget(body)
         store.problemsChanged.connect(self.set_config_problems)
         inventory.dirsChanged.connect(self.set_dir_problems)
         self.set_config_problems(store.problems())
         self.set_dir_problems(inventory.dirs)
+        self._fill()  # says so when there are none
 
     # -- the problems -------------------------------------------------------------------------
 
@@ -162,6 +174,8 @@ class ProblemsPanel(QDockWidget):
                 self.list.addItem(item)
         n = self.count()
         self.summary.setText(plural(n, "problem") if n else "No problems")
+        self.list.setVisible(bool(n))
+        self.empty_note.setVisible(not n)
 
     # -- actions ------------------------------------------------------------------------------
 

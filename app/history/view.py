@@ -140,6 +140,11 @@ class HistoryPane(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setStretchLastSection(True)
+        # the header and a row at least (it scrolls): the pane is a tab under the lock table,
+        # which keeps its rows (docs/gui.md "Docks")
+        self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height()
+                                    + self.table.verticalHeader().defaultSectionSize()
+                                    + 2 * self.table.frameWidth())
         top = QHBoxLayout()
         self.whole_dir = QCheckBox("Whole directory")
         self.whole_dir.setToolTip("Every lock in the selected lock's directory: contention "

@@ -109,6 +109,10 @@ class DetailPane(QWidget):
         self.raw.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.raw.setPlaceholderText("(file content)")
         self.raw.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # two lines at least, not Qt's default: the pane shares the height with the table's
+        # rows and the docks at the default window size (docs/gui.md "Docks")
+        self.raw.setMinimumHeight(2 * self.raw.fontMetrics().lineSpacing()
+                                  + 2 * self.raw.frameWidth() + 8)
         fields = QWidget()
         ll = QVBoxLayout(fields)
         ll.setContentsMargins(0, 0, 6, 0)

@@ -1,13 +1,14 @@
 """The lock table view of the main window (docs/gui.md "Window"): single-row selection that
-never jumps to a neighbour, the directory column elided in the middle, default widths, and a
-column chooser on the header's context menu (hidden columns persist with the header state the
-window saves)."""
+never jumps to a neighbour, the directory column elided in the middle, default widths and
+columns that fit the default window, room for :data:`MIN_ROWS` rows whatever the docks take
+(docs/gui.md "Docks"), and a column chooser on the header's context menu (hidden columns
+persist with the header state the window saves)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, QSize, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -21,11 +22,22 @@ from PySide6.QtWidgets import (
 from app.table.columns import HEADERS, STATUS_ROLE, Col
 from core.record import LockStatus
 
-DEFAULT_WIDTHS = {Col.STATE: 135, Col.LOCK: 150, Col.DIRECTORY: 190, Col.FORMAT: 76,
-                  Col.HOLDER: 230, Col.PID: 70, Col.LIVENESS: 72, Col.AGE: 76,
-                  Col.EXPIRES: 100, Col.TAG: 100, Col.TOOL: 80, Col.KIND: 60,
-                  Col.HOST: 110}
-"""Column widths in pixels before the user changes them (then they persist)."""
+DEFAULT_WIDTHS = {Col.STATE: 132, Col.LOCK: 150, Col.DIRECTORY: 170, Col.FORMAT: 76,
+                  Col.HOLDER: 230, Col.PID: 64, Col.LIVENESS: 70, Col.AGE: 64,
+                  Col.EXPIRES: 96, Col.TAG: 100, Col.TOOL: 80, Col.KIND: 60,
+                  Col.HOST: 100}
+"""Column widths in pixels before the user changes them (then they persist). The shown ones
+add up to 976 px, the Tag column taking the rest: the table of the default 1,100 px window is
+about 1,085 px wide, so nothing needs scrolling to (the Host column of a fleet leaves Tag
+narrow). Expires fits its longest countdown ("in 23h 59m")."""
+
+DEFAULT_HIDDEN = (Col.FORMAT, Col.TOOL, Col.KIND, Col.HOST)
+"""Columns hidden until the user shows them (View ▸ Columns, the header's context menu): the
+detail pane names the format, tool and kind of the selected lock; Host appears with a fleet."""
+
+MIN_ROWS = 8
+"""Rows the table always has room for: the docks under it (History, Problems, Hosts) take
+only what is left (docs/gui.md "Docks")."""
 
 
 class ElideMiddleDelegate(QStyledItemDelegate):
@@ -66,12 +78,27 @@ class LockTable(QTableView):
         hh.setSortIndicatorShown(True)
         for col, w in DEFAULT_WIDTHS.items():
             self.setColumnWidth(int(col), w)
+        for col in DEFAULT_HIDDEN:
+            self.setColumnHidden(int(col), True)
         self._elide_middle = ElideMiddleDelegate(self)
         self.setItemDelegateForColumn(int(Col.DIRECTORY), self._elide_middle)
         self.sortByColumn(int(Col.STATE), Qt.SortOrder.AscendingOrder)
+        # the minimum height counts the scroll bar only while there is one
+        self.horizontalScrollBar().rangeChanged.connect(lambda *_r: self.updateGeometry())
         hh.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         hh.customContextMenuRequested.connect(
             lambda pos: self.column_menu().popup(hh.mapToGlobal(pos)))
+
+    def minimumSizeHint(self) -> QSize:
+        """Qt hook: tall enough for the header, :data:`MIN_ROWS` rows and the horizontal
+        scroll bar while the columns need one, so that a dock never squeezes the table to a
+        row or two."""
+        hint = super().minimumSizeHint()
+        rows = MIN_ROWS * self.verticalHeader().defaultSectionSize()
+        sb = self.horizontalScrollBar()
+        bar = sb.sizeHint().height() if sb.maximum() > 0 else 0
+        height = self.horizontalHeader().sizeHint().height() + rows + bar + 2 * self.frameWidth()
+        return QSize(hint.width(), max(hint.height(), height))
 
     def column_menu(self) -> QMenu:
         """A menu of checkable column names: unticking one hides the column (State and Lock

@@ -241,14 +241,14 @@ def test_window_state_persists(gui, qtbot):
     from app.window import MainWindow
 
     w = gui.window
-    w.table.setColumnWidth(3, 151)
+    w.table.setColumnWidth(2, 151)  # Directory (Format, 3, is hidden by default)
     w.table.sortByColumn(7, Qt.SortOrder.DescendingOrder)
     w.save_state()
     w2 = MainWindow(model=gui.model, proxy=gui.proxy, inventory=gui.inventory,
                     actions=gui.actions, store=gui.store, settings=gui.settings,
                     hide_on_close=False)
     qtbot.addWidget(w2)
-    assert w2.table.columnWidth(3) == 151
+    assert w2.table.columnWidth(2) == 151
     hh = w2.table.horizontalHeader()
     assert (hh.sortIndicatorSection(), hh.sortIndicatorOrder()) == (7, Qt.SortOrder.DescendingOrder)
 
