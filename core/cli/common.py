@@ -310,8 +310,9 @@ class CliPolicies:
     Args:
         option: the ``--stale-after`` policy, or None.
         config_path: the configuration file, or None with ``option``.
-        specs: the configured directories (not the platform defaults a file without
-            ``[[watch]]`` gets: their policy is the default one).
+        specs: the watched directories (:meth:`core.config.Config.all_watches`: the platform
+            defaults a file without ``[[watch]]`` gets are watched too, under the default
+            policy).
         problem: why the file cannot be used (:meth:`core.config.LoadError.text`), or "".
     """
 
@@ -434,8 +435,10 @@ def cli_policies(args: argparse.Namespace) -> CliPolicies:
     if given is None and not os.path.lexists(path):
         return CliPolicies(option=None, config_path=path, specs=[], exists=False)
     cfg = load_config(path)
-    specs = [] if cfg.watches_are_default else list(cfg.watches)
-    specs += [p.watch_spec() for p in cfg.projects]
+    # a file without [[watch]] watches the default directories (with [[projects]] or not), as
+    # the app does: a lock in one of them is in a watched directory. A file that cannot be
+    # used configures nothing: every lock gets the defaults, with the reason.
+    specs = cfg.all_watches() if cfg.load_error is None else []
     problem = cfg.load_error.text() if cfg.load_error is not None else ""
     return CliPolicies(option=None, config_path=path, specs=specs, problem=problem)
 

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,24 @@ def test_the_command_lines_config_path_is_the_apps(tmp_path: Path, env: dict[str
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          env={**clean, "HOME": str(tmp_path), **env}, check=True, timeout=60)
     assert out.stdout.startswith("True "), out.stdout + out.stderr
+
+
+def test_a_file_with_only_projects_keeps_the_default_directories_watched(
+        tmp_path: Path) -> None:
+    """A file with ``[[projects]]`` and no ``[[watch]]`` watches the default directories too
+    (docs/config.md): a lock in ``/tmp`` is in one, judged under its policy without a note
+    that it is not watched."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[[projects]]\npath = "{tmp_path / "src"}"\n')
+    fd, name = tempfile.mkstemp(prefix="lw-test-", suffix=".lock", dir="/tmp")
+    os.close(fd)
+    lock = Path(name)
+    try:
+        _old_lock(lock, dead_pid())
+        out = run("status", str(lock), "--json", "--config", str(cfg))
+        st = json.loads(out.stdout)
+        assert st["policy"] == {"source": "config", "stale_after": 3600.0,
+                                "directory": "/tmp", "config": str(cfg)}
+        assert out.stderr == "", out.stderr
+    finally:
+        lock.unlink()
