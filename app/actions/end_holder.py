@@ -2,11 +2,13 @@
 process"): a confirmation naming the proven holder (its user, command line and start time, and
 whether it is the user's own shell or session leader), SIGTERM and a bounded wait in a worker
 thread, then a second confirmation before SIGKILL while the same process still holds the lock
-(core/engine/end_holder.py)."""
+(core/engine/end_holder.py). Other processes holding the same lock (a child of ``flock(1)``
+shares its descriptor and keeps the lock) are named before, and said to still hold it after."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
@@ -16,6 +18,20 @@ from app.bridges.lock_actions import LockActions
 from core.record import LockStatus
 from core.text import printable
 from core.verdicts.liveness import ProcessFacts
+
+
+def sharers(pids: Sequence[int]) -> list[str]:
+    """"name (PID N)" of each of ``pids`` (other holders of one kernel lock) still running,
+    this app's own process left out."""
+    from core.verdicts.liveness import process_facts
+
+    out = []
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        f = process_facts(pid)
+        out.append(f"{f.name} (PID {pid})" if f is not None else f"PID {pid}")
+    return out
 
 
 class Host(Protocol):
@@ -37,12 +53,14 @@ class EndHolderFlow(QObject):
     """
 
     _stillRunning = Signal(str, object, object, str)  # path, status, ProcessFacts, reason
+    _stillHeld = Signal(str, str)  # title, text: another process keeps the lock
 
     def __init__(self, ops: Host, actions: LockActions, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._ops = ops
         self._actions = actions
         self._stillRunning.connect(self.open_kill)
+        self._stillHeld.connect(lambda title, text: self._ops.show_error(title, text))
 
     def open(self, path: str) -> QDialog | None:
         """Ending the process that holds a kernel lock on ``path`` (docs/gui.md, "End holder
@@ -52,18 +70,21 @@ class EndHolderFlow(QObject):
         still running, a second confirmation before SIGKILL (:meth:`open_kill`).
         ``None`` when no kernel lock names a live holder (the user is told)."""
         from app.dialogs import end_holder_dialog
-        from core.engine.end_holder import TERM_GRACE, holder_process
+        from core.engine.end_holder import TERM_GRACE, holders
         from core.kernel.proof import own_session_role
+        from core.verdicts.liveness import process_facts
 
         st = self._ops.status_for(path)
-        facts = holder_process(path) if st is not None else None
+        pids = holders(path) if st is not None else ()
+        facts = process_facts(pids[0]) if pids else None
         if st is None or facts is None:
             self._ops.show_error("Nothing to end", f"No running process can be proven to hold a "
                             f"kernel lock on {printable(path)} (none is held, or its holder "
                             "is another user's process).")
             return None
         own = own_session_role(facts.pid)
-        dlg = end_holder_dialog(st, facts, own=own, parent=self._ops.dialog_parent())
+        dlg = end_holder_dialog(st, facts, own=own, parent=self._ops.dialog_parent(),
+                                sharers=sharers(pids[1:]))
 
         def go() -> None:
             reason = dlg.reason.text().strip()
@@ -74,12 +95,28 @@ class EndHolderFlow(QObject):
                                                 own_session=own is not None)
                 if not gone:
                     self._stillRunning.emit(path, st, facts, reason)
+                else:
+                    self._after(path, facts)
 
             self._ops.run_in_worker(work)
 
         dlg.accepted.connect(go)
         self._ops.show_dialog(dlg)
         return dlg
+
+    def _after(self, path: str, facts: ProcessFacts) -> None:
+        """(worker thread) ``facts`` has exited: when other processes still hold the lock (a
+        child of ``flock(1)`` shares its descriptor), say so -- the lock is not free."""
+        from core.engine.end_holder import holders
+
+        left = [p for p in holders(path) if p != facts.pid]
+        if left:
+            who = ", ".join(sharers(left))
+            self._stillHeld.emit(
+                "The lock is still held",
+                f"{printable(facts.name)} (PID {facts.pid}) ended, but {who}, which shared its "
+                f"lock on {printable(path)}, still hold{'s' if len(left) == 1 else ''} it. End "
+                "that process too (End holder process…) to free the lock.")
 
     def open_kill(self, path: str, st: LockStatus, facts: ProcessFacts,
                          reason: str) -> QDialog:
@@ -93,9 +130,13 @@ class EndHolderFlow(QObject):
         dlg = kill_holder_dialog(st, facts, own=own, parent=self._ops.dialog_parent())
 
         def go() -> None:
-            self._ops.run_in_worker(lambda: self._actions.end_holder(
-                path, reason=reason, expected_pid=facts.pid, expected_start=facts.start,
-                kill=True, own_session=own is not None))
+            def work() -> None:
+                self._actions.end_holder(path, reason=reason, expected_pid=facts.pid,
+                                         expected_start=facts.start, kill=True,
+                                         own_session=own is not None)
+                self._after(path, facts)
+
+            self._ops.run_in_worker(work)
 
         dlg.accepted.connect(go)
         self._ops.show_dialog(dlg)

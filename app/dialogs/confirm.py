@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 from datetime import datetime
 
 from PySide6.QtCore import Qt
@@ -143,16 +144,31 @@ def _own_warning(facts: ProcessFacts, own: str | None) -> str:
             "your session.\n\n")
 
 
+def sharers_text(sharers: Sequence[str]) -> str:
+    """``"sleep (PID 4243) shares it and keeps the lock after this one ends"`` for the other
+    processes proven to hold the same kernel lock (``sharers``: their labels, "name (PID
+    N)"), as the CLI's kill-holder prompt says it; "" for none."""
+    if not sharers:
+        return ""
+    one = len(sharers) == 1
+    return (f"{', '.join(printable(s) for s in sharers)} share{'s' if one else ''} it and "
+            f"keep{'s' if one else ''} the lock after this one ends")
+
+
 def end_holder_dialog(st: LockStatus, facts: ProcessFacts, own: str | None = None,
-                      parent: QWidget | None = None) -> ConfirmDialog:
+                      parent: QWidget | None = None,
+                      sharers: Sequence[str] = ()) -> ConfirmDialog:
     """Confirmation for ending the process ``facts`` that holds a kernel lock on ``st``'s file:
     it names the process, its user and its command line, and says so when it is the user's own
-    shell or session leader (``own``, :func:`core.kernel.proof.own_session_role`); a reason is
-    required (it goes to the audit log). Gracefully first: SIGTERM (docs/gui.md, "End holder
-    process")."""
+    shell or session leader (``own``, :func:`core.kernel.proof.own_session_role`) and when
+    other processes share the lock (``sharers``, "name (PID N)": a child of ``flock(1)``
+    keeps it after its parent ends, :func:`sharers_text`); a reason is required (it goes to
+    the audit log). Gracefully first: SIGTERM (docs/gui.md, "End holder process")."""
     name = printable(os.path.basename(st.path))
+    shared = sharers_text(sharers)
+    shared = f"Note: {shared}; end that one too to free the lock.\n\n" if shared else ""
     text = (f"End {printable(facts.name)} (PID {facts.pid}), which holds a kernel lock on "
-            f"{name}?\n\n{_own_warning(facts, own)}{_process_lines(facts)}\n"
+            f"{name}?\n\n{_own_warning(facts, own)}{shared}{_process_lines(facts)}\n"
             f"Path: {printable(st.path)}\n\n"
             "Only the kernel knows this lock: deleting the file would not release it. "
             "Lockwarden asks the process to end (SIGTERM), so it can clean up, and waits "

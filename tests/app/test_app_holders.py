@@ -7,6 +7,7 @@ line, ends it with SIGTERM and kills it only after a second confirmation."""
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -164,3 +165,49 @@ def test_end_holder_from_the_toolbar_and_detail_pane(make_app: Any, lockdir: Pat
     entries = [json.loads(x) for x in (lockdir / ".lock_audit.log").read_text().splitlines()]
     assert [e["details"]["signal"] for e in entries if e["operation"] == "end_holder"] == [
         "SIGTERM", "SIGKILL"]
+
+
+@linux
+def test_end_holder_of_a_flock_lock_says_the_child_keeps_it(make_app: Any, lockdir: Path,
+                                                            qtbot: Any) -> None:
+    """``flock LOCK sleep 600``: the kernel names flock(1), whose child shares the descriptor.
+    Ending flock leaves the lock held by sleep: the confirmation says so before (as the CLI's
+    kill-holder prompt), and the app says so after -- never a silent "done"."""
+    if shutil.which("flock") is None:
+        pytest.skip("flock(1) is needed")
+    from tests.support.app_spies import SignalSpy
+
+    path = lockdir / "deploy.lock"
+    flock = subprocess.Popen(["flock", str(path), "sh", "-c", "echo ready; exec sleep 600"],
+                             stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert flock.stdout is not None and flock.stdout.readline() == "ready\n"
+        child = next(int(p) for p in Path(f"/proc/{flock.pid}/task/{flock.pid}/children")
+                     .read_text().split())
+        lw = make_app([lockdir])
+        lw.start(show_window=True)
+        qtbot.waitUntil(lambda: (st := lw.model.status_of(str(path))) is not None
+                        and st.kernel_pid == flock.pid, timeout=10_000)
+        errors = SignalSpy(lw.ops.errorShown)
+        dlg = lw.ops.open_end_holder(str(path))
+        assert dlg is not None
+        text = dlg.label.text()
+        assert f"flock (PID {flock.pid})" in text
+        assert f"sleep (PID {child}) shares it and keeps the lock after this one ends" in text
+        dlg.reason.setText("hung deploy")
+        dlg.accept()
+        assert flock.wait(timeout=30) == -signal.SIGTERM
+        qtbot.waitUntil(lambda: errors.last is not None, timeout=30_000)
+        assert errors.last is not None
+        title, body = errors.last
+        assert title == "The lock is still held"
+        assert f"flock (PID {flock.pid}) ended" in body
+        assert f"sleep (PID {child})" in body and "still holds" in body
+        assert Path(f"/proc/{child}").exists()  # nothing else was ended
+    finally:
+        flock.kill()
+        flock.wait()
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
