@@ -19,7 +19,14 @@ from datetime import datetime
 from PySide6.QtCore import Qt
 
 from app.table.fleet_rows import directory_of, host_of
-from app.table.lockinfo import STATE_WORDS, display_state, held_by_user, human_duration
+from app.table.lockinfo import (
+    STATE_WORDS,
+    display_state,
+    held_by_user,
+    human_duration,
+    lock_name,
+    server_of,
+)
 from core.holder import process_label
 from core.record import LockStatus, State
 
@@ -182,10 +189,12 @@ def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     rec = st.record
     if col == Col.STATE:
         return STATE_WORDS[display_state(st)]
-    if col == Col.LOCK:
-        return os.path.basename(st.path)
-    if col == Col.DIRECTORY:
-        return directory_of(st.path)
+    if col in (Col.LOCK, Col.DIRECTORY):
+        # a lock on a server: the lock after "#" is the Lock, the server's URL the Directory
+        server = server_of(st.path)
+        if col == Col.LOCK:
+            return os.path.basename(st.path) if server is None else lock_name(st.path)
+        return directory_of(st.path) if server is None else server
     if col == Col.HOLDER:
         return holder_text(st, my_host)
     if col == Col.TOOL:

@@ -111,6 +111,15 @@ def lock_name(path: str) -> str:
     return os.path.basename(path)
 
 
+def server_of(path: str) -> str | None:
+    """The server a lock on a server is on: its URL before ``#``
+    (``redis://host:6379/0#lock:deploy`` -> ``redis://host:6379/0``, docs/remote.md "Paths");
+    None for a file path (and a fleet row's key)."""
+    if "#" in path and is_remote(path):
+        return path.split("#", 1)[0]
+    return None
+
+
 def reclaimable(st: LockStatus) -> bool:
     """True when the engine may replace this lock with one of its own (the Reclaim action):
     a lock file it reads, not being written, not free (an empty file nobody holds is taken
