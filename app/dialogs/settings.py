@@ -7,8 +7,10 @@ With a :class:`app.bridges.config_store.ConfigStore`, OK saves before the dialog
 is read again first. When that cannot be done the dialog stays open with everything typed and
 says why in its problem bar: a file that does not parse (never overwritten: the parser's line
 and column, **Open file**, **Reload** once fixed; OK is off meanwhile), or a file changed on disk
-in the same keys (each conflict named: **Use my values** or **Reload from file**). The app then
-applies what the file holds."""
+in the same keys (each conflict named: **Use my values** or **Reload from file**); a file that
+stops parsing while Settings are open turns OK off until it parses again (read every second),
+the edits kept. On a screen too small for every group, the groups scroll: the problem bar and
+OK/Cancel stay in view and no help text is cut. The app then applies what the file holds."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -33,6 +35,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -50,6 +53,43 @@ if TYPE_CHECKING:
 DEFAULT_PATTERNS = ["*.lock", "*.pid", "*-lock"]
 STALE_DECIMALS = 3
 """Decimals of the stale limit (seconds) in Settings; an unchanged value is kept exactly."""
+
+
+RECHECK_MS = 1000
+"""How often (ms) Settings read a configuration file that stopped parsing while they were open,
+to turn OK back on once it is fixed."""
+
+FRAME_ALLOWANCE = 48
+"""Pixels of height left for the window manager's title bar and borders when the dialog opens
+on a screen too small for it (the frame is not known before the window is shown)."""
+
+
+class FittingScrollArea(QScrollArea):
+    """A scroll area that asks for its whole content's size (Qt's own asks for at most 36 × 24
+    characters), so the dialog opens at the size its groups want and scrolls them only when the
+    screen is smaller."""
+
+    def __init__(self, content: QWidget) -> None:
+        super().__init__()
+        self.setWidget(content)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def sizeHint(self) -> QSize:
+        """Qt hook: the content's size hint, and room for the vertical scroll bar."""
+        content = self.widget()
+        hint = content.sizeHint() if content is not None else super().sizeHint()
+        bar = self.verticalScrollBar().sizeHint().width()
+        return QSize(hint.width() + bar + 2 * self.frameWidth(),
+                     hint.height() + 2 * self.frameWidth())
+
+    def minimumSizeHint(self) -> QSize:
+        """Qt hook: as wide as the content must be, and a few lines tall (it scrolls)."""
+        content = self.widget()
+        width = content.minimumSizeHint().width() if content is not None else 0
+        return QSize(width + self.verticalScrollBar().sizeHint().width(),
+                     6 * self.fontMetrics().lineSpacing())
 
 
 def _label(w: WatchSpec) -> str:
@@ -91,19 +131,29 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self._recheck = QTimer(self)
+        self._recheck.setInterval(RECHECK_MS)
+        self._recheck.timeout.connect(self._file_parses_again)
         self.servers = ServersGroup(list(config.servers))
         self.projects = ProjectsGroup(list(config.projects))
-        lay = QVBoxLayout(self)
-        lay.addWidget(self._problem_bar())
-        lay.addWidget(watched, 1)
+        body = QWidget()
+        groups = QVBoxLayout(body)
+        groups.setContentsMargins(0, 0, 0, 0)
+        groups.addWidget(watched, 1)
         middle = QHBoxLayout()  # side by side: the dialog fits a 768-pixel-high screen
         middle.addWidget(self.projects, 1)
         middle.addWidget(self.servers, 1)
-        lay.addLayout(middle)
+        groups.addLayout(middle)
         row = QHBoxLayout()
         row.addWidget(notes)
         row.addWidget(general)
-        lay.addLayout(row)
+        groups.addLayout(row)
+        # the groups scroll on a screen too small for them (with the problem bar): squeezed,
+        # their wrapped help texts would be cut; the problem bar and OK/Cancel stay in view
+        self.body = FittingScrollArea(body)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self._problem_bar())
+        lay.addWidget(self.body, 1)
         lay.addWidget(buttons)
         self._refresh_list()
         if self._watches:
@@ -112,10 +162,12 @@ class SettingsDialog(QDialog):
             self.editor.setEnabled(False)
         self._show_load_error()
         # Qt opens a window at most 2/3 of the screen, which squeezes the fields: open at
-        # the size the layout asks for, within the screen's available area
+        # the size the layout asks for, within the screen's available area less the window
+        # manager's title bar and borders
         screen = self.screen()
         want = self.sizeHint()
-        self.resize(want.boundedTo(screen.availableGeometry().size()) if screen else want)
+        room = screen.availableGeometry().size() - QSize(16, FRAME_ALLOWANCE) if screen else want
+        self.resize(want.boundedTo(room))
 
     # -- the problem bar -----------------------------------------------------------------------
 
@@ -162,6 +214,20 @@ class SettingsDialog(QDialog):
         self.problem = ""
         self.problem_frame.hide()
 
+    def _file_parses_again(self) -> None:
+        """(every :data:`RECHECK_MS` while a file that broke under Settings is not fixed)
+        Once it parses, OK is on again and the bar says so; the edits made here are kept."""
+        path = self._path()
+        if path is None or not self.isVisible():
+            self._recheck.stop()
+            return
+        from core.config import load
+
+        if load(path).load_error is None:
+            self._recheck.stop()
+            self.ok_button.setEnabled(True)
+            self._show_problem("The configuration file parses again: OK saves your changes "
+                               "into it.")
     def _path(self) -> str | None:
         return self._config_store.path if self._config_store is not None else self.config.path
 
@@ -169,6 +235,7 @@ class SettingsDialog(QDialog):
         """A file that cannot be used: say where and what to fix; OK stays off (it would
         write over the file)."""
         err = self.config.load_error
+        self._recheck.stop()  # what the file holds now decides
         self.ok_button.setEnabled(err is None)
         if err is None:
             self._hide_problem()
@@ -249,7 +316,10 @@ class SettingsDialog(QDialog):
             except ConfigUnparsable as exc:
                 self._show_problem(f"Not saved: the configuration file no longer parses, and "
                                    f"Settings never write over it.\n{exc}\nFix it (Open "
-                                   "file), then press OK again.")
+                                   "file): OK comes back on once it parses, with your "
+                                   "changes here kept.")
+                self.ok_button.setEnabled(False)
+                self._recheck.start()
                 return
             except (ConfigError, OSError) as exc:
                 why = (f"{exc.filename or self._path()}: {exc.strerror}"

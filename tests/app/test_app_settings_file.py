@@ -267,3 +267,51 @@ def test_a_misspelled_table_is_listed_and_kept_by_settings(
     saved = Path(lw.config_path).read_text()
     assert "stale_after = 1200" in saved
     assert f'[[wacth]]\npath = "{lockdir}"' in saved and 'colour = "blue"' in saved
+
+
+def _clipped_labels(dlg: Any) -> list[str]:
+    """The word-wrapped labels shown shorter than their text needs at their width."""
+    from PySide6.QtWidgets import QLabel
+
+    return [lab.text()[:40] for lab in dlg.findChildren(QLabel)
+            if lab.isVisibleTo(dlg) and lab.wordWrap() and lab.text()
+            and lab.height() < lab.heightForWidth(lab.width())]
+
+
+def test_the_problem_bar_clips_nothing_and_ok_is_off_while_the_file_is_broken(
+        app_on: Any, lockdir: Path, qtbot: Any) -> None:
+    """The problem bar takes room from the rest of the dialog: on a screen too small for all
+    of it the groups scroll, and no help text is cut (the Projects group's was). A file that
+    broke while Settings were open turns OK off until it parses again."""
+    broken = f'[[watch]]\npath = "{lockdir}"\nstale_after = 12 34\n'
+    lw = app_on(broken)
+    cfg = Path(lw.config_path)
+    dlg = lw.ops.open_settings()
+    qtbot.waitExposed(dlg)
+    assert dlg.problem_frame.isVisible()
+    screen = dlg.screen().availableGeometry()
+    assert dlg.frameGeometry().height() <= screen.height()
+    assert _clipped_labels(dlg) == []
+    dlg.resize(dlg.width(), 560)  # a small screen (a 768-pixel one with a panel and a title)
+    qtbot.waitUntil(lambda: dlg.height() <= 600, timeout=WAIT_MS)
+    assert _clipped_labels(dlg) == []
+    assert dlg.ok_button.isVisible() and dlg.buttons.geometry().bottom() <= dlg.height()
+    assert dlg.ok_button.isVisible() and not dlg.ok_button.isEnabled()
+    # fixed, Reload: OK on; then broken again on disk before OK: not saved, OK off
+    cfg.write_text(broken.replace("12 34", "1234"))
+    dlg.reload_from_file()
+    assert dlg.ok_button.isEnabled()
+    cfg.write_text(broken)
+    dlg.on_acquire.setChecked(True)
+    dlg.accept()
+    assert dlg.isVisible() and "no longer parses" in dlg.problem_label.text()
+    assert not dlg.ok_button.isEnabled() and cfg.read_text() == broken
+    assert _clipped_labels(dlg) == []
+    # fixed again by hand: OK comes back on by itself, with the edits kept
+    cfg.write_text(broken.replace("12 34", "99"))
+    qtbot.waitUntil(dlg.ok_button.isEnabled, timeout=WAIT_MS)
+    assert dlg.on_acquire.isChecked()
+    dlg.accept()
+    assert not dlg.isVisible()
+    _settled(lw, qtbot)
+    assert cfgmod.load(str(cfg)).notifications.on_acquire
