@@ -172,8 +172,8 @@ def test_the_command_lines_config_path_is_the_apps(tmp_path: Path, env: dict[str
 def test_a_file_with_only_projects_keeps_the_default_directories_watched(
         tmp_path: Path) -> None:
     """A file with ``[[projects]]`` and no ``[[watch]]`` watches the default directories too
-    (docs/watching.md, "Configuration"): a lock in ``/tmp`` is in one, judged under its policy without a note
-    that it is not watched."""
+    (docs/watching.md, "Configuration"): a lock in ``/tmp`` is in one, judged under its policy
+    without a note that it is not watched."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'[[projects]]\npath = "{tmp_path / "src"}"\n')
     fd, name = tempfile.mkstemp(prefix="lw-test-", suffix=".lock", dir="/tmp")
