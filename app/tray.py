@@ -106,7 +106,8 @@ class TrayController(QObject):
             body, icon), whether or not the platform can show balloons.
         showWindowRequested(), acquireRequested(), releaseRequested(str),
         reclaimRequested(str), forceReleaseRequested(str), copyPathRequested(str),
-        openFolderRequested(str), auditRequested(), settingsRequested(), problemsRequested(),
+        openFolderRequested(str), auditRequested(), whoRequested(), settingsRequested(),
+        problemsRequested(),
         quitRequested(): the user asked for that from the menu or the icon (``str``: path).
     """
 
@@ -120,6 +121,7 @@ class TrayController(QObject):
     copyPathRequested = Signal(str)
     openFolderRequested = Signal(str)
     auditRequested = Signal()
+    whoRequested = Signal()
     settingsRequested = Signal()
     problemsRequested = Signal()
     quitRequested = Signal()
@@ -227,7 +229,8 @@ class TrayController(QObject):
     def rebuild_menu(self) -> None:
         """Fill the menu: locks with their submenus (at most :data:`MENU_LIMIT`, then
         "N more…"; a name two listed locks share gets its parent directory), then
-        "Problems…" if any, "Open Lockwarden", "Acquire lock…", "Audit log…", "Settings…",
+        "Problems…" if any, "Open Lockwarden", "Acquire lock…", "Audit log…", "What's using
+        this…", "Settings…",
         "Pause notifications", "Quit"."""
         menu = self.menu
         self._dup_names = None
@@ -251,6 +254,7 @@ class TrayController(QObject):
             lambda: self.showWindowRequested.emit())
         menu.addAction("Acquire lock…").triggered.connect(lambda: self.acquireRequested.emit())
         menu.addAction("Audit log…").triggered.connect(lambda: self.auditRequested.emit())
+        menu.addAction("What's using this…").triggered.connect(lambda: self.whoRequested.emit())
         menu.addAction("Settings…").triggered.connect(lambda: self.settingsRequested.emit())
         menu.addAction(self.act_pause)
         menu.addSeparator()

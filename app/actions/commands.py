@@ -18,12 +18,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QUrl, Signal
+from PySide6.QtCore import QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox, QWidget
 
 from app.actions.end_holder import EndHolderFlow
-from app.actions.settings_apply import rewatch, set_autostart
+from app.actions.settings_apply import (
+    file_menus_installed,
+    rewatch,
+    set_autostart,
+    set_file_menus,
+)
 from app.bridges.audit_sources import remember_watched_logs, viewer_logs
 from app.bridges.config_store import ConfigStore
 from app.bridges.lock_actions import ActionError, LockActions, policy_for
@@ -40,6 +45,7 @@ from core.verdicts.inspect import inspect
 
 if TYPE_CHECKING:  # the dialogs are imported when one first opens (docs/performance.md "Idle tray")
     from app.dialogs import AcquireDialog, AcquireRequest, AuditDialog, SettingsDialog
+    from app.dialogs.who import WhoDialog
     from core.engine.trash import Kept
 
 
@@ -442,12 +448,15 @@ class Commands(QObject):
         except OSError:
             enabled = False
         previous = self._store.config
-        dlg = SettingsDialog(previous, autostart=enabled, store=self._store,
-                             parent=self._parent)
+        dlg = SettingsDialog(previous, autostart=enabled, file_menus=file_menus_installed(),
+                             store=self._store, parent=self._parent)
 
         def go() -> None:
             self.apply_settings(self._store.config, autostart_on=dlg.autostart.isChecked(),
                                 previous=previous)
+            why = set_file_menus(dlg.file_menus.isChecked())
+            if why is not None:
+                self.show_error("File manager's menu", why)
 
         dlg.accepted.connect(go)
         self.show_dialog(dlg)
@@ -511,6 +520,14 @@ class Commands(QObject):
         from app.dialogs import AuditDialog
         dlg = AuditDialog(self.audit_sources(), self._parent)
         self.show_dialog(dlg)
+        return dlg
+
+    def open_who(self, path: str | None = None) -> WhoDialog:
+        """Open "What's using this?" (non-modal; on ``path`` when given)."""
+        from app.dialogs.who import WhoDialog
+        dlg = WhoDialog(path, self._parent)
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.show()
         return dlg
 
     def open_history(self, path: str) -> AuditDialog:

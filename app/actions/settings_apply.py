@@ -1,9 +1,10 @@
 """Settings applied without restart (docs/gui.md, "Settings"): the watched directories handed to
 the watcher, rows of directories no longer watched taken out of the table (the locks this app
-holds stay), and start at login."""
+holds stay), start at login, and "What's using this?" in the file managers' menus."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
 from app.bridges.watch_bridge import WatchBridge
@@ -41,4 +42,35 @@ def set_autostart(on: bool | None) -> str | None:
     return None
 
 
-__all__ = ["rewatch", "set_autostart"]
+def file_menus_installed() -> bool:
+    """True when "What's using this?" is in any file manager's menu
+    (:mod:`app.startup.file_managers`)."""
+    from app.startup import file_managers
+
+    if sys.platform == "win32":
+        return False  # the Explorer verb is not read back: the box starts off
+    return any(file_managers.installed(m) for m in file_managers.MANAGERS)
+
+
+def set_file_menus(on: bool) -> str | None:
+    """Install (or remove) "What's using this?" in every file manager's menu; the error in
+    words, or None."""
+    from app.startup import file_managers
+
+    if on == file_menus_installed():
+        return None
+    try:
+        if sys.platform == "win32":
+            file_managers.register_explorer(on)
+            return None
+        for m in file_managers.MANAGERS:
+            if on:
+                file_managers.install(m)
+            else:
+                file_managers.remove(m)
+    except file_managers.FileManagerError as exc:
+        return f"Could not change the file manager's menu: {exc}"
+    return None
+
+
+__all__ = ["file_menus_installed", "rewatch", "set_autostart", "set_file_menus"]

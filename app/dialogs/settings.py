@@ -113,7 +113,8 @@ class SettingsDialog(QDialog):
         problem: the problem bar's text ("" when hidden).
     """
 
-    def __init__(self, config: Config, *, autostart: bool, store: ConfigStore | None = None,
+    def __init__(self, config: Config, *, autostart: bool, file_menus: bool = False,
+                 store: ConfigStore | None = None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Lockwarden settings")
@@ -125,7 +126,7 @@ class SettingsDialog(QDialog):
         self._reloaded = False
         watched = self._watched_group()
         notes = self._notifications_group(config)
-        general = self._general_group(config, autostart)
+        general = self._general_group(config, autostart, file_menus)
         self.buttons = buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                                   | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
@@ -407,7 +408,7 @@ class SettingsDialog(QDialog):
         notes.setLayout(ngrid)
         return notes
 
-    def _general_group(self, config: Config, autostart: bool) -> QGroupBox:
+    def _general_group(self, config: Config, autostart: bool, file_menus: bool) -> QGroupBox:
         self.theme = QComboBox()
         self.theme.addItems(["auto", "light", "dark"])
         self.theme.setCurrentText(config.ui.theme)
@@ -419,6 +420,12 @@ class SettingsDialog(QDialog):
         gform.addRow("Theme:", self.theme)
         gform.addRow("", self.start_minimized)
         gform.addRow("", self.autostart)
+        self.file_menus = QCheckBox("Add \u201cWhat's using this?\u201d to the file manager's menu")
+        self.file_menus.setToolTip("A right-click entry in Files (Nautilus), Dolphin, Nemo and "
+                                   "Thunar (Explorer on Windows) that shows every process "
+                                   "using the file or folder")
+        self.file_menus.setChecked(file_menus)
+        gform.addRow("", self.file_menus)
         general = QGroupBox("General")
         general.setLayout(gform)
         return general

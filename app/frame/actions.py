@@ -35,7 +35,8 @@ class ActionsWindow(QMainWindow):
     fleet row, its path on its host, which is this host's path too when actions are offered):
         acquireRequested(), releaseRequested(str), reclaimRequested(str),
         forceReleaseRequested(str), openFolderRequested(str), copyPathRequested(str),
-        settingsRequested(), auditRequested(), historyRequested(str: a lock's audit entries),
+        settingsRequested(), auditRequested(), whoRequested(), historyRequested(str: a lock's
+        audit entries),
         endHolderRequested(str), quitRequested().
     """
 
@@ -47,6 +48,7 @@ class ActionsWindow(QMainWindow):
     copyPathRequested = Signal(str)
     settingsRequested = Signal()
     auditRequested = Signal()
+    whoRequested = Signal()
     historyRequested = Signal(str)
     endHolderRequested = Signal(str)
     quitRequested = Signal()
@@ -164,6 +166,9 @@ class ActionsWindow(QMainWindow):
         self.act_audit = self._action("Audit log…", lambda: self.auditRequested.emit(),
                                       QKeySequence("Ctrl+L"),
                                       "Every audit entry of the watched directories (Ctrl+L)")
+        self.act_who = self._action("What's using this…", lambda: self.whoRequested.emit(),
+                                    QKeySequence("Ctrl+Shift+U"),
+                                    "Every process using a file or folder (Ctrl+Shift+U)")
         self.act_find = self._action("Find", self.focus_filter, QKeySequence.StandardKey.Find)
         self.act_close = self._action("Close window", self.close, QKeySequence.StandardKey.Close)
         self.act_quit = self._action("Quit", lambda: self.quitRequested.emit(),

@@ -92,7 +92,7 @@ class MenuBar(QObject):
         act_open.setToolTip(printable(config_path))
         act_open.triggered.connect(lambda: open_config())
         self.file = bar.addMenu("&File")
-        _fill(self.file, [window.act_acquire, None, window.act_audit, act_open,
+        _fill(self.file, [window.act_acquire, window.act_who, None, window.act_audit, act_open,
                           window.act_settings, None, window.act_close, window.act_quit])
         self.edit = bar.addMenu("&Edit")
         _fill(self.edit, [window.act_copy, window.act_find])

@@ -125,3 +125,20 @@ def test_the_command_each_entry_names_opens_the_window_on_the_file(homes: Path, 
         holder.wait()
     assert out.returncode == 0, out.stderr
     assert f"1 process uses {f}." in out.stdout
+
+
+def test_settings_install_and_remove_the_entries(make_app, qtbot, lockdir: Path,
+                                                 homes: Path) -> None:
+    """Off by default; Settings' box installs every file manager's entry and removes them."""
+    lw = make_app([lockdir])
+    lw.start(show_window=True)
+    dlg = lw.ops.open_settings()
+    assert not dlg.file_menus.isChecked()
+    dlg.file_menus.setChecked(True)
+    dlg.accept()
+    qtbot.waitUntil(lambda: all(fm.installed(m) for m in fm.MANAGERS), timeout=10_000)
+    dlg = lw.ops.open_settings()
+    assert dlg.file_menus.isChecked()
+    dlg.file_menus.setChecked(False)
+    dlg.accept()
+    qtbot.waitUntil(lambda: not any(fm.installed(m) for m in fm.MANAGERS), timeout=10_000)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
 
 from app.dialogs.who import WhoDialog
 
@@ -67,3 +68,22 @@ def test_a_missing_path_is_said_and_nothing_is_listed(qtbot, tmp_path: Path) -> 
     qtbot.waitUntil(lambda: dialog.scans >= 1, timeout=10_000)
     assert "No such file" in dialog.note.text()
     assert dialog.table.rowCount() == 0
+
+
+def test_file_menu_and_tray_open_the_window(make_app, qtbot, lockdir: Path) -> None:
+    """File ▸ What's using this… (Ctrl+Shift+U) and the tray's entry open it, non-modal."""
+    lw = make_app([lockdir], tray=True)
+    lw.start(show_window=True)
+    file_menu = next(a.menu() for a in lw.window.menuBar().actions()
+                     if a.text().replace("&", "") == "File")
+    [entry] = [a for a in file_menu.actions() if a.text() == "What's using this…"]
+    assert entry.shortcut().toString() == "Ctrl+Shift+U"
+    entry.trigger()
+    qtbot.waitUntil(lambda: any(isinstance(w, WhoDialog) and w.isVisible()
+                                for w in QApplication.topLevelWidgets()), timeout=10_000)
+    assert lw.tray is not None
+    lw.tray.rebuild_menu()
+    [tray_entry] = [a for a in lw.tray.menu.actions() if a.text() == "What's using this…"]
+    tray_entry.trigger()
+    qtbot.waitUntil(lambda: sum(isinstance(w, WhoDialog) and w.isVisible()
+                                for w in QApplication.topLevelWidgets()) == 2, timeout=10_000)
