@@ -27,6 +27,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict core
+	$(BIN)/mypy --platform win32 --cache-dir .mypy_cache/win32 core app
+	$(BIN)/mypy --platform darwin --cache-dir .mypy_cache/darwin core app
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q

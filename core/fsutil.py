@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable
 
@@ -44,10 +45,10 @@ WRITE_EXCL_FLAGS = (
 )
 """Flags for creating a new file in a lock directory (never follows a symlink)."""
 
-try:
+if sys.platform != "win32":
     import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows
-    _fcntl = None  # type: ignore[assignment]
+else:  # Windows has no fcntl: every use is behind a sys.platform check
+    _fcntl = None
 
 def file_info(st: os.stat_result) -> FileInfo:
     """Identity of a file from its stat result (inode, device, size, mtime in ns). The device
@@ -333,7 +334,7 @@ def refuse_unreadable(p: str, status: LockStatus) -> None:
 def fsync_dir(dirpath: str) -> None:
     """fsync a directory so a link/unlink/rename in it is durable. No-op where directories
     cannot be opened (Windows). Errors other than unsupported operations propagate."""
-    if os.name == "nt":
+    if sys.platform == "win32":
         return
     fd = os.open(dirpath, os.O_RDONLY | _O_CLOEXEC)
     try:
@@ -364,7 +365,7 @@ def sticky_owner(path: str) -> str | None:
     it because its directory is sticky (``/tmp``, ``/var/tmp``: the ``t`` bit, sticky(7))
     and this process is neither that user nor root; else ``None``. A number stands for an
     owner with no name. Never raises (``None`` when either cannot be stat'ed)."""
-    if not hasattr(os, "geteuid"):  # pragma: no cover - Windows
+    if sys.platform == "win32":  # pragma: no cover - no owners, no sticky bit
         return None
     try:
         st = os.lstat(path)
@@ -374,11 +375,11 @@ def sticky_owner(path: str) -> str | None:
     me = os.geteuid()
     if not dst.st_mode & stat.S_ISVTX or me == 0 or st.st_uid == me or dst.st_uid == me:
         return None
-    try:
-        import pwd
+    import pwd
 
+    try:
         return pwd.getpwuid(st.st_uid).pw_name
-    except (ImportError, KeyError):
+    except KeyError:
         return str(st.st_uid)
 
 
@@ -408,7 +409,7 @@ def flock_nb(fd: int) -> None:
         OSError: ``ENOTSUP`` where the OS has no ``flock`` (Windows); any error of ``flock``
             (``ENOLCK``, ``EBADF`` on NFS for a read-only descriptor, ...).
     """
-    if _fcntl is None:  # pragma: no cover - Windows
+    if sys.platform == "win32":  # pragma: no cover - Windows
         raise OSError(errno.ENOTSUP, "flock is not available on this platform")
     _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 import time
 from typing import NamedTuple
 
@@ -105,7 +106,7 @@ def parse_temp_name(name: str) -> tuple[str, str, str] | None:
 
 def _process_gone(pid: int) -> bool:
     """True when no process ``pid`` exists on this host (``kill(pid, 0)`` says ``ESRCH``)."""
-    if os.name == "nt":  # pragma: no cover - os.kill terminates there
+    if sys.platform == "win32":  # pragma: no cover - os.kill terminates there
         return False
     try:
         os.kill(pid, 0)

@@ -67,6 +67,8 @@ def _x11_unreachable(display: str) -> str | None:
     if num > 65535 - 6000:
         return "not of the form [host]:N (display number too large)"
     if host in ("", "unix") or host.startswith("/"):
+        if sys.platform == "win32":  # pragma: no cover - problem() asks on Linux and BSDs only
+            return "no Unix sockets here"
         path = host if host.startswith("/") else f"/tmp/.X11-unix/X{num}"
         for address in (path, "\0" + path):  # the file, then Linux's abstract namespace
             try:

@@ -55,11 +55,11 @@ def _check_qt() -> str:
     name = QApplication.platformName()
     if name != "offscreen":
         raise CheckFailed(f"platform is {name!r}, expected 'offscreen'")
-    if os.name == "nt":
+    if sys.platform == "win32":
         importlib.import_module("PySide6.QtNetwork")
     _check_single_instance()
     del app
-    net = ", QtNetwork" if os.name == "nt" else ""
+    net = ", QtNetwork" if sys.platform == "win32" else ""
     return (f"Qt {qVersion()} on the offscreen platform; QtSvg{net} import; "
             "single-instance guard answers")
 
@@ -69,13 +69,13 @@ def _check_single_instance() -> None:
     from app.startup.single import SingleInstance
 
     with tempfile.TemporaryDirectory(prefix="lockwarden-selftest-") as tmp:
-        name = (os.path.join(tmp, "gui.sock") if os.name != "nt"
+        name = (os.path.join(tmp, "gui.sock") if sys.platform != "win32"
                 else f"lockwarden-selftest-{os.getpid()}")
         first = SingleInstance(name)
         try:
             if not first.acquire() or first.server is None:
                 raise CheckFailed("the single-instance guard could not listen")
-            if os.name == "nt":
+            if sys.platform == "win32":
                 return
             import socket
 

@@ -19,6 +19,7 @@ import hashlib
 import os
 import socket
 import stat
+import sys
 import time
 import warnings
 from typing import Any
@@ -41,6 +42,8 @@ def private_dir() -> str:
         InstanceLocationError: it cannot be created, or what is there is not a directory owned
             by this user with no group/other access, or its parent belongs to another user.
     """
+    if sys.platform == "win32":  # pragma: no cover - a named pipe there (server_name)
+        raise InstanceLocationError("no private runtime directory on Windows")
     import platformdirs
 
     with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set": the fallback is checked
@@ -77,7 +80,7 @@ def server_name(config_path: str) -> str:
         InstanceLocationError: (POSIX) no private directory for it.
     """
     digest = hashlib.sha256(config_path.encode("utf-8", "replace")).hexdigest()[:12]
-    if os.name == "nt":
+    if sys.platform == "win32":
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
@@ -100,7 +103,7 @@ class SingleInstance(QObject):
 
     def notify_running(self) -> bool:
         """True when another instance answered (and was asked to show its window)."""
-        if os.name == "nt":
+        if sys.platform == "win32":
             return self._notify_running_pipe()
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -117,7 +120,7 @@ class SingleInstance(QObject):
         """Become the primary instance; False when another one runs (it was notified)."""
         if self.notify_running():
             return False
-        if os.name == "nt":
+        if sys.platform == "win32":
             return self._listen_pipe()
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -8,6 +8,7 @@ Pure functions, no Qt (docs/gui.md "Window", "Tray").
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -144,7 +145,7 @@ def held_by_user(st: LockStatus) -> bool:
     PID, or the kernel lock's holder -- runs as the user of this app ("mine" in the table and
     the tray, docs/gui.md "Holder"). Compared by UID where the OS has UIDs, else by name."""
     ev = st.evidence
-    if ev.process_uid is not None and hasattr(os, "getuid"):
+    if sys.platform != "win32" and ev.process_uid is not None:
         return ev.process_uid == os.getuid()
     if ev.process_user is None:
         return False

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -124,8 +125,7 @@ def check_file(st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
         kind = describe_mode(st.st_mode) or "not a regular file"
         raise LogRefused(errno.EINVAL, f"is {kind}, not an audit log")
-    geteuid = getattr(os, "geteuid", None)
-    if geteuid is not None and st.st_uid != geteuid():
+    if sys.platform != "win32" and st.st_uid != os.geteuid():  # Windows: no owners
         raise LogRefused(
             errno.EPERM,
             f"belongs to another user ({_user_name(st.st_uid)}), who could rewrite what we add; "
@@ -135,11 +135,13 @@ def check_file(st: os.stat_result) -> None:
 
 def _user_name(uid: int) -> str:
     """``"name, uid N"`` for a uid (``"uid N"`` when it has no name), for messages."""
-    try:
-        import pwd
+    if sys.platform == "win32":  # no pwd there
+        return f"uid {uid}"
+    import pwd
 
+    try:
         return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
-    except (ImportError, KeyError):
+    except KeyError:
         return f"uid {uid}"
 
 
@@ -279,7 +281,9 @@ def _writable(st: os.stat_result) -> bool:
     """False when the owner's write permission was taken off the log since we opened it (a
     log frozen with ``chmod a-w``): the log is then opened afresh, which fails as it would
     have without a kept descriptor (root, whom permissions do not stop, excepted)."""
-    return bool(st.st_mode & stat.S_IWUSR) or getattr(os, "geteuid", lambda: -1)() == 0
+    if sys.platform == "win32":  # no root there
+        return bool(st.st_mode & stat.S_IWUSR)
+    return bool(st.st_mode & stat.S_IWUSR) or os.geteuid() == 0
 
 
 def _still_at(log_path: str, st: os.stat_result) -> bool:
@@ -296,13 +300,13 @@ def lock(fd: int, timeout: float) -> None:
     seconds, then raise ``TimeoutError`` (an ``OSError``: the caller falls back): a stopped or
     hostile process holding the log's lock must not hang every lock operation in the
     directory (:func:`core.fsutil.lock_within`)."""
-    if os.name == "nt":  # pragma: no cover - not testable on Linux CI
+    if sys.platform == "win32":  # pragma: no cover - not testable on Linux CI
         import msvcrt
 
         os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
         while True:
             try:
-                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
                 return
             except OSError as exc:  # LK_LOCK gives up after ~10 s; keep waiting
                 if exc.errno not in (errno.EDEADLK, errno.EACCES):
@@ -317,11 +321,11 @@ def lock(fd: int, timeout: float) -> None:
 def unlock(fd: int) -> None:
     """Release the kernel lock :func:`lock` took. Never raises."""
     with contextlib.suppress(OSError):
-        if os.name == "nt":  # pragma: no cover
+        if sys.platform == "win32":  # pragma: no cover
             import msvcrt
 
             os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
         else:
             import fcntl
 
@@ -421,6 +425,6 @@ def _after_fork_in_child() -> None:
     _fresh.clear()
 
 
-if hasattr(os, "register_at_fork"):
+if sys.platform != "win32":  # no fork on Windows
     os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(flush_heads)

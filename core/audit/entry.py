@@ -14,6 +14,7 @@ import json
 import math
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -154,15 +155,18 @@ def os_user() -> str:
     global _user_cache
     if _user_cache is None:
         name: str
-        try:
-            if os.name == "posix":
-                import pwd
-
-                name = pwd.getpwuid(os.getuid()).pw_name
-            else:  # pragma: no cover - Windows
+        if sys.platform == "win32":  # pragma: no cover - Windows
+            try:
                 name = getpass.getuser()
-        except (KeyError, OSError, ImportError):
-            name = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+            except (KeyError, OSError, ImportError):
+                name = "unknown"
+        else:
+            import pwd
+
+            try:
+                name = pwd.getpwuid(os.getuid()).pw_name
+            except (KeyError, OSError):
+                name = str(os.getuid())
         _user_cache = name
     return _user_cache
 

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 
 from core.audit.model import heads_dir
@@ -113,7 +114,7 @@ def _pwrite_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` at offset 0 of ``fd``. Raises OSError from the OS."""
     done = 0
     while done < len(data):
-        if hasattr(os, "pwrite"):
+        if sys.platform != "win32":
             n = os.pwrite(fd, data[done:], done)
         else:  # pragma: no cover - Windows
             os.lseek(fd, done, os.SEEK_SET)

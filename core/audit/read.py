@@ -12,6 +12,7 @@ import datetime as _dt
 import hashlib
 import os
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ def pread(fd: int, n: int, offset: int) -> bytes:
     """
     parts: list[bytes] = []
     while n > 0:
-        if hasattr(os, "pread"):
+        if sys.platform != "win32":
             got = os.pread(fd, n, offset)
         else:  # pragma: no cover - Windows
             os.lseek(fd, offset, os.SEEK_SET)

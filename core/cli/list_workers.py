@@ -129,10 +129,12 @@ def judged(batches: Iterator[B], judge: Judge[B], render: Callable[[Judged], T],
 
 
 def _cpus() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
+    n = os.cpu_count() or 1
+    if sys.platform.startswith("linux"):  # the CPUs this process may run on
+        try:
+            n = len(os.sched_getaffinity(0))
+        except OSError:
+            pass
     return min(n, MAX_WORKERS)
 
 
@@ -206,10 +208,11 @@ def _worker_init(listing: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # pragma: no cover - Linux has prctl (workers: Linux only)
-        pass
+    if sys.platform.startswith("linux"):  # workers are Linux only (_can_fork)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # pragma: no cover - Linux has prctl
+            pass
     if os.getppid() != listing:  # the listing died before prctl took effect
         os._exit(0)
     null = os.open(os.devnull, os.O_RDWR)

@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -30,10 +31,10 @@ from core.cli.locks import writer_policy
 if TYPE_CHECKING:
     from core.engine.lock import Lock
 
-FORWARDED = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
+FORWARDED: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 """Signals the wrapper forwards to CMD."""
+if sys.platform != "win32":  # no SIGHUP there
+    FORWARDED += (signal.SIGHUP,)
 
 
 class _Signalled(BaseException):
@@ -52,6 +53,8 @@ class _Signalled(BaseException):
 def _terminal_sent_it() -> bool:
     """True when this process is in the foreground process group of its controlling terminal
     (then a terminal SIGINT reached CMD too)."""
+    if sys.platform == "win32":  # no controlling terminal, no process groups
+        return False
     try:
         fd = os.open("/dev/tty", os.O_RDONLY | getattr(os, "O_NOCTTY", 0))
     except OSError:

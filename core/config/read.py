@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 __all__ = ["MAX_CONFIG_BYTES", "foreign_config", "read_config_bytes"]
 
@@ -22,15 +23,15 @@ def foreign_config(st: os.stat_result) -> str | None:
     by everyone, or by a group that is not this user's own); None when it is this user's own.
     Such a file could name servers and password variables for this user (docs/watching.md,
     "Configuration"). Always None where there are no owners (Windows)."""
-    if not hasattr(os, "geteuid"):  # pragma: no cover - Windows
+    if sys.platform == "win32":  # pragma: no cover - Windows
         return None
     me = os.geteuid()
     if st.st_uid not in (me, 0):
-        try:
-            import pwd
+        import pwd
 
+        try:
             owner = pwd.getpwuid(st.st_uid).pw_name
-        except (ImportError, KeyError):
+        except KeyError:
             owner = f"uid {st.st_uid}"
         return f"belongs to {owner}, not to you or root: refused"
     if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getegid()):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 
 from core.engine.audited import holder_summary, record_audit
 from core.errors import LockError
@@ -153,7 +154,7 @@ def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = No
             raise NotKernelHeld(f"{path}: PID {pid} let go of the lock while it was checked; "
                                 "nothing was signalled", status)
         try:
-            if pidfd is not None:
+            if sys.platform.startswith("linux") and pidfd is not None:
                 signal.pidfd_send_signal(pidfd, sig)
             else:
                 os.kill(pid, sig)
@@ -201,10 +202,9 @@ def wait_for_exit(pid: int, start: float, timeout: float) -> bool:
     facts = process_facts(pid)
     if facts is None or abs(facts.start - start) > _START_TOLERANCE:
         return True  # gone (or the PID is someone else's now)
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is not None:
+    if sys.platform.startswith("linux") and hasattr(os, "pidfd_open"):  # Linux >= 5.3
         try:
-            fd = pidfd_open(pid)
+            fd = os.pidfd_open(pid)
         except OSError:
             return True  # no such process any more
         try:

@@ -132,10 +132,6 @@ def exchange(a: str, b: str) -> None:
             raise ExchangeUnsupported(err, f"atomic exchange refused: {os.strerror(err)}", a)
         raise OSError(err, os.strerror(err), a, None, b)
 
-try:
-    import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows
-    _fcntl = None  # type: ignore[assignment]
 
 _NO_LOCK_ERRNOS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.EBADF}
 """Errors that mean "this file system cannot lock this kind of file" (NFS answers ``EBADF``
@@ -182,7 +178,7 @@ class DirGuard:
 
     def __enter__(self) -> DirGuard:
         fd: int | None = None
-        if _fcntl is not None:
+        if sys.platform != "win32":  # flock (Windows: only the guard file, msvcrt)
             try:
                 fd = os.open(self.dirpath, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
                              | getattr(os, "O_CLOEXEC", 0))
@@ -223,7 +219,7 @@ class DirGuard:
         """Lock ``fd`` within the timeout (:func:`core.fsutil.lock_within`): True when held,
         False when this kind of lock is not supported here (``fd`` stays open); GuardTimeout
         when someone else keeps holding it (``fd`` is closed, as on any other error)."""
-        if _fcntl is not None:
+        if sys.platform != "win32":
             attempt = flock_nb
         elif file_lock:  # pragma: no cover - Windows
             attempt = _msvcrt_nb

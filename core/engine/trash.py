@@ -166,7 +166,9 @@ def _trash_roots(aside: str) -> list[str]:
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     roots.append(os.path.join(data_home, "Trash"))
     top = _mount_top(aside)
-    uid = str(os.getuid()) if hasattr(os, "getuid") else ""
+    uid = ""
+    if sys.platform != "win32":
+        uid = str(os.getuid())
     roots += [os.path.join(top, ".Trash", uid), os.path.join(top, f".Trash-{uid}")]
     return list(dict.fromkeys(roots))
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -38,10 +39,8 @@ from core.codes import ReadOnlyKind
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
 from core.record import FileInfo
 
-try:
+if sys.platform != "win32":  # Windows has no flock
     import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows: no flock
-    _fcntl = None  # type: ignore[assignment]
 
 __all__ = ["holding_empty"]
 
@@ -87,7 +86,7 @@ def holding_empty(path: str, seen: FileInfo) -> Iterator[None]:
     """
     fd = _open_same(path, seen, _OPEN)
     try:
-        if _fcntl is not None:
+        if sys.platform != "win32":
             try:
                 _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
             except BlockingIOError:

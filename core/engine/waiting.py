@@ -35,6 +35,7 @@ import contextlib
 import os
 import queue
 import select
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -52,8 +53,6 @@ try:
     import inotify_simple  # type: ignore[import-untyped]
 except ImportError:  # not Linux (a Linux-only dependency): watchdog's Observer instead
     inotify_simple = None
-
-_HAVE_POLL = hasattr(select, "poll")
 
 
 class _InotifyEvent(Protocol):
@@ -114,7 +113,7 @@ def _reset_closer_after_fork() -> None:
     _closer_lock = threading.Lock()  # and may have held the lock at the fork
 
 
-if hasattr(os, "register_at_fork"):
+if sys.platform != "win32":  # no fork on Windows
     os.register_at_fork(after_in_child=_reset_closer_after_fork)
 
 
@@ -218,7 +217,7 @@ class Waiter:
         self._observer = observer
 
     def _make_pipe(self) -> None:
-        if self._pipe is not None or not _HAVE_POLL:
+        if self._pipe is not None or sys.platform == "win32":
             return  # without poll() (Windows), _poke sets a threading.Event instead
         self._pipe = os.pipe()
         os.set_blocking(self._pipe[0], False)
@@ -267,10 +266,9 @@ class Waiter:
         if pid is None or pid <= 0:
             return
         self._pid = pid
-        pidfd_open = getattr(os, "pidfd_open", None)
-        if pidfd_open is not None:
+        if sys.platform.startswith("linux") and hasattr(os, "pidfd_open"):  # Linux >= 5.3
             try:
-                self._pidfd = pidfd_open(pid)
+                self._pidfd = os.pidfd_open(pid)
                 return
             except ProcessLookupError:
                 self.holder_exited = True
@@ -310,7 +308,7 @@ class Waiter:
     def wait(self, timeout: float | None) -> str:
         """Block until an event about the lock, the holder's exit, or ``timeout`` seconds
         (``None``: no limit). Returns ``"event"``, ``"exit"`` or ``"timeout"``."""
-        if not _HAVE_POLL:
+        if sys.platform == "win32":  # no poll()
             fired = self._flag.wait(timeout)
             self._flag.clear()
             if fired and self._pid_thread_stop is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 from core.errors import ParseError
 from core.formats._common import MAX_PID, raw_text, sanitize, short
@@ -158,8 +159,11 @@ def companion_path(path: str) -> str:
 def companion_pid(path: str) -> int | None:
     """The PID in the ``~pid.lock`` companion of the git lock ``path``, if one exists and
     reads ``pid N`` (never follows a symlink; reads at most 64 bytes). Never raises."""
+    flags = os.O_RDONLY
+    if sys.platform != "win32":  # Windows has neither flag
+        flags |= os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        fd = os.open(companion_path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(companion_path(path), flags)
     except (OSError, ValueError):
         return None
     try:

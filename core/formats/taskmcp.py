@@ -16,6 +16,7 @@ import math
 import os
 import re
 import socket
+import sys
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -107,8 +108,9 @@ def current_user() -> str:
     try:
         return getpass.getuser()
     except Exception:
-        getuid = getattr(os, "getuid", None)
-        return f"uid-{getuid()}" if getuid is not None else "unknown"
+        if sys.platform == "win32":  # no UIDs there
+            return "unknown"
+        return f"uid-{os.getuid()}"
 
 
 def default_owner(pid: int, host: str | None = None) -> str:

@@ -23,10 +23,10 @@ import threading
 from collections.abc import Iterable
 from typing import NamedTuple
 
-try:
+if sys.platform != "win32":
     import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows
-    _fcntl = None  # type: ignore[assignment]
+else:  # Windows has no fcntl: every use is behind a sys.platform check
+    _fcntl = None
 
 
 def _layout(platform: str) -> tuple[str, tuple[str, ...]]:
@@ -102,7 +102,7 @@ class Conflict(NamedTuple):
 
 def available() -> bool:
     """True where ``fcntl`` exists (every POSIX system; not Windows)."""
-    return _fcntl is not None
+    return sys.platform != "win32"
 
 
 _KEPT: dict[tuple[int, int], int] = {}
@@ -115,7 +115,8 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 
 
 def _ask(fd: int, cmd: int) -> Conflict | None:
-    assert _fcntl is not None
+    if sys.platform == "win32":  # pragma: no cover - getlk() refused already
+        raise OSError(errno.ENOTSUP, "fcntl F_GETLK is not available on this platform")
     reply = unpack_flock(_fcntl.fcntl(fd, cmd, pack_flock(_fcntl.F_WRLCK)))
     if reply["type"] == _fcntl.F_UNLCK:
         return None
@@ -175,7 +176,7 @@ def getlk(path: str) -> Conflict | None:
             socket or device (``EINVAL``); the file system refuses the query (e.g.
             ``ENOLCK``, ``EINVAL`` on some FUSE/SMB mounts).
     """
-    if _fcntl is None:  # pragma: no cover - Windows
+    if sys.platform == "win32":  # pragma: no cover - Windows
         raise OSError(errno.ENOTSUP, "fcntl F_GETLK is not available on this platform")
     fd, ident, kept = _open_regular(path)
     keep = kept

@@ -16,8 +16,10 @@ Units: byte offsets are ints; PIDs are ints (``None`` for ``-1``); nothing here 
 from __future__ import annotations
 
 import enum
+import errno
 import os
 import stat
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -113,7 +115,13 @@ def key_text(key: FileKey) -> str:
 def file_key(st: os.stat_result) -> FileKey:
     """``(major, minor, inode)`` of a ``stat`` result. On btrfs subvolumes (and some overlayfs
     setups) ``st_dev`` differs from the superblock device that ``/proc/locks`` prints; there
-    :func:`fd_holders` (which compares ``stat`` with ``stat``) still finds the holders."""
+    :func:`fd_holders` (which compares ``stat`` with ``stat``) still finds the holders.
+
+    Raises:
+        OSError: ``ENOTSUP`` on Windows (no device numbers, nor a ``/proc/locks`` to match).
+    """
+    if sys.platform == "win32":  # pragma: no cover - callers read /proc/locks first
+        raise OSError(errno.ENOTSUP, "device numbers are not available on Windows")
     return (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
 
 

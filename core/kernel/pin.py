@@ -15,13 +15,14 @@ Linux hides from ``/proc/locks`` the pins of processes the reader's PID namespac
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import NamedTuple
 
-try:
+if sys.platform != "win32":
     import fcntl
-except ImportError:  # pragma: no cover - Windows: no flock, no pin
-    fcntl = None  # type: ignore[assignment]
+else:  # Windows has no flock, so no pin: every use is behind a sys.platform check
+    fcntl = None
 
 __all__ = ["Keepers", "available", "hand_down", "keepers", "pin", "pinned_by", "unpin"]
 
@@ -48,7 +49,7 @@ def _close_after_fork() -> None:
     _pins.clear()
 
 
-if hasattr(os, "register_at_fork"):
+if sys.platform != "win32":  # no fork on Windows
     os.register_at_fork(after_in_child=_close_after_fork)
 
 
@@ -61,7 +62,7 @@ def pin(path: str, ident: tuple[int, int]) -> int | None:
         another inode now, ``flock`` is refused (NFS without locking, a file system without
         flock), or the platform has no ``flock``. Never raises.
     """
-    if fcntl is None:
+    if sys.platform == "win32":
         return None
     try:
         fd = os.open(path, _PIN_FLAGS)
@@ -99,7 +100,7 @@ def unpin(fd: int | None) -> None:
 
 def available() -> bool:
     """True where ``flock`` exists (not on Windows): a pin can be taken at all."""
-    return fcntl is not None
+    return sys.platform != "win32"
 
 
 def hand_down(path: str, token: str) -> int | None:
@@ -119,7 +120,7 @@ def hand_down(path: str, token: str) -> int | None:
         carries ``token``, ``flock`` is refused, or the platform has no ``flock``. Never
         raises.
     """
-    if fcntl is None or not token:
+    if sys.platform == "win32" or not token:
         return None
     try:
         fd = os.open(path, _PIN_FLAGS)
@@ -274,7 +275,7 @@ def _carriers(wanted: dict[tuple[int, int, int], set[int]], here: tuple[int, int
 def _carries_token(fd_path: str, token: str | None) -> bool:
     """True when the file open at ``fd_path`` (``/proc/<pid>/fd/<n>``: an earlier, unlinked
     file of the lock) holds ``token`` in its first :data:`MAX_READ` bytes. Never raises."""
-    if not token:
+    if sys.platform == "win32" or not token:  # no /proc (nor pread) on Windows
         return False
     try:
         fd = os.open(fd_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -323,9 +324,11 @@ def pinned_by(path: str, holder: int, token: str | None = None, *,
 
 def _uid_of(pid: int) -> int | None:
     """The real user ID of process ``pid``, or ``None`` when it cannot be read."""
+    if sys.platform == "win32":  # no UIDs there
+        return None
     import psutil
 
     try:
         return int(psutil.Process(pid).uids().real)
-    except (psutil.Error, AttributeError):  # gone, denied; no uids() on Windows
+    except psutil.Error:  # gone, denied
         return None

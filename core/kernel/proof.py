@@ -14,6 +14,7 @@ Linux only; elsewhere nothing can be proven (:func:`holds_lock` is False, :func:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 
 from core.kernel.locks import fd_holders, file_key, locks_on, pid_running, read_proc_locks
@@ -54,11 +55,10 @@ def open_pidfd(pid: int) -> int | None:
         ProcessLookupError: no process has that PID.
         OSError: the pidfd cannot be opened (descriptor limit...).
     """
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None:
+    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):  # Linux >= 5.3
         return None
     try:
-        return int(pidfd_open(pid))
+        return int(os.pidfd_open(pid))
     except OSError as exc:
         if exc.errno == 38:  # ENOSYS: a kernel before 5.3
             return None
@@ -79,10 +79,12 @@ def own_session_role(pid: int) -> str | None:
             return "the shell or program that started this command"
     except Exception:  # psutil errors, a platform without parents: not known to be ours
         pass
+    if sys.platform == "win32":  # no login sessions (getsid) there
+        return None
     try:
         if pid == os.getsid(0):
             return "the leader of your login session"
-    except (OSError, AttributeError):
+    except OSError:
         pass
     return None
 
@@ -130,9 +132,11 @@ def _user_of(pid: int, proc: str) -> str | None:
                 return None
     except (OSError, ValueError, IndexError):
         return None
-    try:
-        import pwd
+    if sys.platform == "win32":  # pragma: no cover - no /proc there: returned above
+        return str(uid)
+    import pwd
 
+    try:
         return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
+    except KeyError:
         return str(uid)

@@ -164,7 +164,7 @@ def _hidden_but_running(pid: int) -> bool:
     """True when ``pid`` exists although psutil cannot see it (``/proc`` mounted with
     ``hidepid``): ``kill(pid, 0)`` answers ``EPERM`` for another user's live process. Never
     on Windows (its ``os.kill`` terminates)."""
-    if os.name == "nt":
+    if sys.platform == "win32":
         return False
     try:
         os.kill(pid, 0)
@@ -373,11 +373,13 @@ def evidence(record: LockRecord, reasons: list[Reason],
 def user_name(uid: int) -> str:
     """The login name of ``uid`` (``pwd``), or the number as text when it has none (a
     container's user, a deleted account). Cached: names of UIDs do not change while we run."""
-    try:
-        import pwd
+    if sys.platform == "win32":  # no pwd: UIDs are not Windows' own
+        return str(uid)
+    import pwd
 
+    try:
         return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
+    except KeyError:
         return str(uid)
 
 
@@ -387,10 +389,9 @@ def process_owner(pid: int) -> tuple[int | None, str | None]:
     process or it cannot be read. Never raises."""
     try:
         proc = psutil.Process(pid)
-        try:
-            uid = int(proc.uids().real)
-        except AttributeError:  # Windows: no UIDs
+        if sys.platform == "win32":  # no UIDs there
             return None, proc.username()
+        uid = int(proc.uids().real)
     except (psutil.Error, OSError, ValueError):
         return None, None
     return uid, user_name(uid)

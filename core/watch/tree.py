@@ -21,6 +21,7 @@ import logging
 import os
 import select
 import struct
+import sys
 import threading
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
@@ -297,6 +298,8 @@ class TreeWatcher:
     # -- reader thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
+        if sys.platform == "win32":  # pragma: no cover - no inotify (nor select.poll) there
+            return
         fd = self._ino.fileno()
         poller = select.poll()  # events or stop
         poller.register(fd, select.POLLIN)
