@@ -125,8 +125,16 @@ def target_of(path: str) -> Target:
     st = os.stat(real)
     import stat as _stat
 
-    return Target(path, real, _stat.S_ISDIR(st.st_mode),
-                  (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    return Target(path, real, _stat.S_ISDIR(st.st_mode), _key(st))
+
+
+def _key(st: os.stat_result) -> tuple[int, int, int]:
+    """``(major, minor, inode)`` as ``/proc/locks`` names a file (Windows: no device numbers;
+    its locks come from the Restart Manager, which names no inode)."""
+    if sys.platform == "win32":
+        return (0, 0, st.st_ino)
+    else:
+        return (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
 
 
 def who_uses(paths: Sequence[str], *, proc: str = "/proc", self_pid: int | None = None
@@ -302,7 +310,7 @@ def _path_in_folders(key: tuple[int, int, int], pid: int, proc: str,
             st = os.stat(f"{proc}/{pid}/fd/{fd}")
         except OSError:
             continue
-        if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) == key:
+        if _key(st) == key:
             return link
     return None
 
