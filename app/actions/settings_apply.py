@@ -49,6 +49,8 @@ def file_menus_installed() -> bool:
 
     if sys.platform == "win32":
         return False  # the Explorer verb is not read back: the box starts off
+    if sys.platform == "darwin":
+        return file_managers.quick_action_dir().exists()
     return any(file_managers.installed(m) for m in file_managers.MANAGERS)
 
 
@@ -62,6 +64,12 @@ def set_file_menus(on: bool) -> str | None:
     try:
         if sys.platform == "win32":
             file_managers.register_explorer(on)
+            return None
+        if sys.platform == "darwin":
+            if on:
+                file_managers.write_quick_action()
+            else:
+                file_managers.remove_quick_action()
             return None
         for m in file_managers.MANAGERS:
             if on:

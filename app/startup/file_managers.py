@@ -9,7 +9,9 @@ PATH``, which opens :class:`app.dialogs.who.WhoDialog` on the file.
 - Thunar (Xfce): one ``<action>`` in ``~/.config/Thunar/uca.xml``, edited with care: the user's
   other actions are kept, and a file that does not parse is never overwritten;
 - Windows: a per-user Explorer verb under ``HKCU\\Software\\Classes\\*\\shell`` and
-  ``Directory\\shell`` (built and documented; not run here).
+  ``Directory\\shell``; macOS: a Finder Quick Action (an Automator service workflow in
+  ``~/Library/Services``) running the command with the file (both built and documented; the
+  workflow's files are written and parsed in the tests here, not run).
 
 Only what this module wrote is removed: each file carries :data:`MARK`, the Thunar action its
 ``unique-id``.
@@ -24,7 +26,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 __all__ = ["MANAGERS", "MARK", "FileManagerError", "command", "install", "installed",
-           "remove"]
+           "quick_action_dir", "register_explorer", "remove", "remove_quick_action",
+           "write_quick_action"]
 
 MARK = "lockwarden-who"
 """Names Lockwarden's entry in every file manager (file names, Thunar's unique-id)."""
@@ -215,3 +218,80 @@ def register_explorer(enable: bool) -> None:
                             pass
         except OSError as exc:
             raise FileManagerError(f"Explorer context menu: {exc}") from None
+
+
+def quick_action_dir(home: Path | None = None) -> Path:
+    """macOS: the Finder Quick Action's bundle, ``~/Library/Services/What's using
+    this?.workflow``."""
+    return (home or Path.home()) / "Library" / "Services" / f"{LABEL}.workflow"
+
+
+def write_quick_action(home: Path | None = None) -> Path:
+    """Write the macOS Finder Quick Action (``Info.plist`` naming the service for files and
+    folders in Finder, ``document.wflow`` with one *Run Shell Script* action that runs the
+    window on each file, ``$@``); returns the bundle. Written with :mod:`plistlib` on any
+    platform, so the tests here check what macOS would read.
+
+    Raises:
+        FileManagerError: the bundle cannot be written.
+    """
+    import plistlib
+
+    bundle = quick_action_dir(home)
+    script = f'for f in "$@"; do {shlex.join([*command(), "--who"])} "$f" & done'
+    info = {"NSServices": [{
+        "NSMenuItem": {"default": LABEL},
+        "NSMessage": "runWorkflowAsService",
+        "NSRequiredContext": {"NSApplicationIdentifier": "com.apple.finder"},
+        "NSSendFileTypes": ["public.item"],
+    }]}
+    wflow = {
+        "AMApplicationBuild": "523", "AMApplicationVersion": "2.10", "AMDocumentVersion": "2",
+        "actions": [{"action": {
+            "AMAccepts": {"Container": "List", "Optional": True,
+                          "Types": ["com.apple.cocoa.string"]},
+            "AMActionVersion": "2.0.3", "AMApplication": ["Automator"],
+            "AMProvides": {"Container": "List", "Types": ["com.apple.cocoa.string"]},
+            "ActionBundlePath": "/System/Library/Automator/Run Shell Script.action",
+            "ActionName": "Run Shell Script",
+            "ActionParameters": {"COMMAND_STRING": script, "CheckedForUserDefaultShell": True,
+                                 "inputMethod": 1, "shell": "/bin/sh", "source": ""},
+            "BundleIdentifier": "com.apple.RunShellScript", "CFBundleVersion": "2.0.3",
+            "Class Name": "RunShellScriptAction", "UUID": MARK,
+        }}],
+        "connectors": {},
+        "workflowMetaData": {
+            "serviceInputTypeIdentifier": "com.apple.Automator.fileSystemObject",
+            "serviceOutputTypeIdentifier": "com.apple.Automator.nothing",
+            "serviceProcessesInput": False,
+            "workflowTypeIdentifier": "com.apple.Automator.servicesMenu",
+        },
+    }
+    try:
+        contents = bundle / "Contents"
+        contents.mkdir(parents=True, exist_ok=True)
+        (contents / "Info.plist").write_bytes(plistlib.dumps(info))
+        (contents / "document.wflow").write_bytes(plistlib.dumps(wflow))
+    except OSError as exc:
+        raise FileManagerError(f"{bundle}: {exc}") from None
+    return bundle
+
+
+def remove_quick_action(home: Path | None = None) -> None:
+    """Remove the Quick Action written by :func:`write_quick_action` (only ours: its
+    ``document.wflow`` names :data:`MARK`).
+
+    Raises:
+        FileManagerError: it cannot be removed.
+    """
+    import shutil
+
+    bundle = quick_action_dir(home)
+    try:
+        if MARK in (bundle / "Contents" / "document.wflow").read_bytes().decode(
+                "utf-8", "replace"):
+            shutil.rmtree(bundle)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise FileManagerError(f"{bundle}: {exc}") from None

@@ -142,3 +142,23 @@ def test_settings_install_and_remove_the_entries(make_app, qtbot, lockdir: Path,
     dlg.file_menus.setChecked(False)
     dlg.accept()
     qtbot.waitUntil(lambda: not any(fm.installed(m) for m in fm.MANAGERS), timeout=10_000)
+
+
+def test_the_macos_quick_action_is_a_service_workflow_running_the_window(tmp_path: Path) -> None:
+    """Built here, run on macOS: the two property lists Finder and Automator read."""
+    import plistlib
+
+    bundle = fm.write_quick_action(tmp_path)
+    assert bundle.name == "What's using this?.workflow"
+    info = plistlib.loads((bundle / "Contents" / "Info.plist").read_bytes())
+    [service] = info["NSServices"]
+    assert service["NSMenuItem"]["default"] == "What's using this?"
+    assert service["NSSendFileTypes"] == ["public.item"]
+    wflow = plistlib.loads((bundle / "Contents" / "document.wflow").read_bytes())
+    [step] = wflow["actions"]
+    script = step["action"]["ActionParameters"]["COMMAND_STRING"]
+    assert shlex.join([*fm.command(), "--who"]) in script and '"$f"' in script
+    assert wflow["workflowMetaData"]["workflowTypeIdentifier"] == \
+        "com.apple.Automator.servicesMenu"
+    fm.remove_quick_action(tmp_path)
+    assert not bundle.exists()
