@@ -171,6 +171,8 @@ def who_uses(paths: Sequence[str], *, proc: str = "/proc", self_pid: int | None 
 def _scan_proc(report: UsageReport, proc: str, me: int) -> None:
     """Walk ``/proc`` once (see the module docstring)."""
     targets = report.targets
+    # a working or root directory is a folder: looked at only when a folder is asked about
+    links = ("cwd", "root", "exe") if any(t.folder for t in targets) else ("exe",)
     for entry in os.scandir(proc):
         if not entry.name.isdigit():
             continue
@@ -178,7 +180,7 @@ def _scan_proc(report: UsageReport, proc: str, me: int) -> None:
         if pid == me:
             continue
         base = f"{proc}/{pid}"
-        for how in ("cwd", "root", "exe"):
+        for how in links:
             try:
                 link = os.readlink(f"{base}/{how}")
             except OSError:

@@ -1,6 +1,9 @@
 """``lockwarden who`` (core.kernel.usage) beside ``lsof PATH`` and ``fuser PATH`` of the same run:
 N processes (default 1,000) each holding F open descriptors (default 50: 50,000 in all) on a
-set of files, one of which is asked about; then a folder of 10,000 files, one of them open.
+set of files; the file asked about is open in one more process (the usual case: every
+descriptor of the host is looked at, one matches); then the same with the file open in all N
+(each user described: name, user, command line, start), and a folder of 10,000 files, one of
+them open.
 Prints median and worst wall times over the rounds; asserts nothing about speed
 (docs/DESIGN.md "Testing"). Linux only.
 
@@ -88,9 +91,10 @@ def main() -> int:
             f = Path(d) / f"f{i}.dat"
             f.write_bytes(b"x")
             files.append(str(f))
-        procs = _spawn(a.procs, files)
+        target = str(Path(d) / "asked.dat")
+        Path(target).write_bytes(b"x")
+        procs = _spawn(a.procs, files) + _spawn(1, [target])
         try:
-            target = files[0]
             who_py = [sys.executable, "-m", "core", "who", target]
             env_ok = {**os.environ, "PYTHONPATH": str(ROOT)}
             found = who_uses([target])
@@ -106,6 +110,9 @@ def main() -> int:
             for name, fn in rows:
                 med, worst = _time(fn, a.rounds)
                 print(f"  {name:40s} median {med:8.1f} ms   worst {worst:8.1f} ms")
+            med, worst = _time(lambda: who_uses([files[0]]), a.rounds)
+            print(f"  {'who_uses(FILE open in all N)':40s} median {med:8.1f} ms   "
+                  f"worst {worst:8.1f} ms")
         finally:
             for p in procs:
                 p.kill()
