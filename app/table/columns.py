@@ -235,7 +235,11 @@ def display(st: LockStatus, col: Col, now: datetime, my_host: str) -> str:
     """The text of cell ``col`` of ``st``'s row at ``now`` (aware UTC)."""
     if col == Col.AGE:
         age = age_seconds(st, now)
-        return "" if age is None else human_duration(age)
+        if age is None:
+            return ""
+        if st.age_is_lower_bound:  # counted from when it was first seen: at least that
+            return "?" if age < 1.0 else f"≥ {human_duration(age)}"
+        return human_duration(age)
     if col == Col.EXPIRES:
         return _countdown(expires_in(st, now))
     return static_text(st, col, my_host)

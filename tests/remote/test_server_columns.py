@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.table.columns import Col, static_text
+from app.table.columns import Col, display, static_text
 from tests.support.servers import EtcdServer, PgServer, RedisServer
 
 
@@ -81,3 +81,35 @@ def test_a_postgres_lock_id_is_the_lock_and_the_database_url_the_directory(
         assert directory == st.path.split("#")[0] and directory.endswith("/postgres")
     finally:
         conn.close()
+
+
+def test_an_etcd_locks_age_is_never_a_made_up_zero(etcd_server: EtcdServer) -> None:
+    """etcd records no time: a lock's age is only "at least since first seen". A command that
+    looks once says the age is unknown, never "0s" for a lock held for minutes; the app's
+    table says "≥" the time it has watched it."""
+    pytest.importorskip("etcd3gw")
+    from datetime import timedelta
+
+    from core.cli.output import status_text, table_row
+    from core.remote.etcd.backend import EtcdSource
+
+    holder = subprocess.Popen(etcd_server.etcdctl("lock", "locks/age", "--", "sh", "-c",
+                                                  "echo held; exec sleep 100"),
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        src = EtcdSource([etcd_server.endpoint], prefix="locks/")
+        try:
+            [st] = [s for s in src.list_locks() if s.path.endswith("#locks/age")]
+        finally:
+            src.close()
+        assert "age: unknown (first seen now)" in status_text(st).splitlines()
+        assert table_row(st)[1] == "?"
+        later = st.checked_at + timedelta(seconds=200)
+        assert display(st, Col.AGE, later, "here") == "≥ 3m 20s"
+        assert display(st, Col.AGE, st.checked_at, "here") == "?"
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
