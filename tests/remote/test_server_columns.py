@@ -1,7 +1,8 @@
-"""Locks on real servers in the table's Lock and Directory columns (docs/gui.md, "Window";
-docs/remote.md, "Paths"): the lock -- the Redis key, the etcd lock's name, the PostgreSQL lock
-id -- is the Lock, the server's URL the Directory; the URL's ``/`` and ``#`` never split them
-elsewhere. Real redis-server, etcd (with a real ``etcdctl lock``) and PostgreSQL."""
+"""Locks on real servers in the app (docs/gui.md, "Window"; docs/remote.md, "Paths"): the lock
+-- the Redis key, the etcd lock's name, the PostgreSQL lock id -- is the Lock, the server's URL
+the Directory (the URL's ``/`` and ``#`` never split them elsewhere); an age counted from when
+the lock was first seen is shown as a lower bound; the detail pane shows the server's record,
+not a file. Real redis-server, etcd (with a real ``etcdctl lock``) and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -113,3 +114,35 @@ def test_an_etcd_locks_age_is_never_a_made_up_zero(etcd_server: EtcdServer) -> N
         holder.wait()
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_the_detail_pane_shows_a_server_locks_record_not_a_file(
+        qtbot: Any, redis_server: RedisServer, lockdir: Any) -> None:
+    """A lock on a server has no file: the detail pane's raw pane is its record, so titled,
+    and the table's search finds it by its Lock and Directory texts."""
+    redis = pytest.importorskip("redis")
+    from app.table.columns import SEARCHED, searched_texts
+    from app.table.detail import DetailPane
+    from core.remote.redis.backend import RedisSource, redis_py_profile
+    from core.verdicts.inspect import inspect
+
+    client = redis.Redis(port=redis_server.port)
+    client.set("deploy:raw", "token-2", px=60_000)
+    try:
+        with RedisSource("127.0.0.1", redis_server.port,
+                         profiles=(redis_py_profile("deploy:*"),)) as src:
+            [st] = [s for s in src.list_locks() if s.path.endswith("#deploy:raw")]
+    finally:
+        client.delete("deploy:raw")
+        client.close()
+    pane = DetailPane()
+    qtbot.addWidget(pane)
+    pane.show_status(st)
+    assert pane.raw_title.text() == "<b>Raw record</b>"
+    assert pane.raw.accessibleName() == "The lock's record on its server"
+    texts = dict(zip(SEARCHED, searched_texts(st, "here"), strict=True))
+    assert texts[Col.LOCK] == "deploy:raw" and texts[Col.DIRECTORY] == cells(st)[1]
+    (lockdir / "a.lock").write_text("")
+    pane.show_status(inspect(str(lockdir / "a.lock")))
+    assert pane.raw_title.text() == "<b>Raw file</b>"
+    assert pane.raw.placeholderText() == "(file content)"
