@@ -430,9 +430,11 @@ _WORDS: dict[Code, object] = {
     Code.RESETS_ROW: lambda r: (
         f"reset row id {r.get('id')} of table {r.get('table')} (LOCKED = false), "
         "as Liquibase's releaseLocks does"),
+    # etcd cannot tell whether a keepalive renews the lease (`lockwarden reclaim` takes one
+    # nobody renews): say when it ends, not that it is renewed
     Code.LEASE: lambda r: (
-        f"etcd lease {r.get('lease')}: {_dur(r, 'left_s')} left of {_dur(r, 'granted_s')} "
-        "(its holder's keepalive renews it; it ends by itself when the holder dies)"),
+        f"etcd lease {r.get('lease')}: {_dur(r, 'left_s')} left of {_dur(r, 'granted_s')}; "
+        "it ends then unless its holder renews it"),
 }
 
 

@@ -245,6 +245,14 @@ class LockStatus:
         return (self.checked_at - self.record.acquired_at).total_seconds()
 
     @property
+    def age_is_lower_bound(self) -> bool:
+        """True when :attr:`age_s` counts from when Lockwarden first saw the lock, not from
+        when it was taken (a server that records no time: an etcd lock, a Redis key without
+        one; the reason ``age_from_first_seen``): the real age is at least that, and unknown
+        when it was first seen just now."""
+        return any(r.code is Code.AGE_FROM_FIRST_SEEN for r in self.reasons)
+
+    @property
     def locked(self) -> bool:
         """True when a lock file exists at the path (any state but ``free``)."""
         return self.state is not State.FREE

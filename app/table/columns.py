@@ -183,18 +183,25 @@ def _liveness_text(st: LockStatus) -> str:
     return st.liveness.value if st.record is not None or st.kernel_held else ""
 
 
+def _lock_and_directory(path: str) -> tuple[str, str]:
+    """The Lock and Directory cells: a file's name and directory; for a lock on a server the
+    lock after ``#`` and the server's URL (docs/remote.md, "Paths")."""
+    server = server_of(path)
+    if server is None:
+        return os.path.basename(path), directory_of(path)
+    return lock_name(path), server
+
+
 def static_text(st: LockStatus, col: Col, my_host: str) -> str:
     """The text of a cell that does not follow the clock (every column but age and expires,
     which give "")."""
     rec = st.record
     if col == Col.STATE:
         return STATE_WORDS[display_state(st)]
-    if col in (Col.LOCK, Col.DIRECTORY):
-        # a lock on a server: the lock after "#" is the Lock, the server's URL the Directory
-        server = server_of(st.path)
-        if col == Col.LOCK:
-            return os.path.basename(st.path) if server is None else lock_name(st.path)
-        return directory_of(st.path) if server is None else server
+    if col == Col.LOCK:
+        return _lock_and_directory(st.path)[0]
+    if col == Col.DIRECTORY:
+        return _lock_and_directory(st.path)[1]
     if col == Col.HOLDER:
         return holder_text(st, my_host)
     if col == Col.TOOL:
@@ -226,7 +233,7 @@ def searched_texts(st: LockStatus, my_host: str) -> list[str]:
     rec = st.record
     path = st.path
     fmt, tag = ("", "") if rec is None else (rec.format, rec.tag or "")
-    return [STATE_WORDS[display_state(st)], os.path.basename(path), directory_of(path), fmt,
+    return [STATE_WORDS[display_state(st)], *_lock_and_directory(path), fmt,
             holder_text(st, my_host), _pid_text(st), _liveness_text(st), tag, st.tool, st.kind,
             host_of(st, my_host)]
 
@@ -235,7 +242,11 @@ def display(st: LockStatus, col: Col, now: datetime, my_host: str) -> str:
     """The text of cell ``col`` of ``st``'s row at ``now`` (aware UTC)."""
     if col == Col.AGE:
         age = age_seconds(st, now)
-        return "" if age is None else human_duration(age)
+        if age is None:
+            return ""
+        if st.age_is_lower_bound:  # counted from when it was first seen: at least that
+            return "?" if age < 1.0 else f"≥ {human_duration(age)}"
+        return human_duration(age)
     if col == Col.EXPIRES:
         return _countdown(expires_in(st, now))
     return static_text(st, col, my_host)

@@ -145,7 +145,8 @@ class DetailPane(QWidget):
         title = QLabel("<b>Why</b>")
         rl.addWidget(title)
         rl.addWidget(self.reasons)
-        rl.addWidget(QLabel("<b>Raw file</b>"))
+        self.raw_title = QLabel("<b>Raw file</b>")  # "Raw record" for a lock on a server
+        rl.addWidget(self.raw_title)
         rl.addWidget(self.raw, 1)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
@@ -170,7 +171,10 @@ class DetailPane(QWidget):
         self.status = st
         self.history.setEnabled(st is not None)
         self.end_holder.setEnabled(st is not None and st.kernel_pid is not None)
-        self.raw.setPlaceholderText("(file content)")
+        server = st is not None and is_remote(st.path)  # no file: the server's record
+        self.raw_title.setText("<b>Raw record</b>" if server else "<b>Raw file</b>")
+        self.raw.setAccessibleName("The lock's record on its server" if server else "Raw file")
+        self.raw.setPlaceholderText("(no record)" if server else "(file content)")
         for lab in self.values.values():
             lab.setText("")
             lab.setToolTip("")

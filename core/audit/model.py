@@ -237,16 +237,29 @@ def _heads_dir(_xdg_state_home: str | None, _home: str | None) -> str:
 def resolve_log_path(path: str) -> str:
     """The log :func:`core.audit.read` reads for ``path`` (a string path; result absolute).
 
-    A directory gives its ``.lock_audit.log``; a file named ``*.log`` or ``*.jsonl`` is a log
-    itself; anything else is taken as a lock file and gives its directory's log
-    (:func:`log_path_for`). Only stats ``path``; never raises for a string.
+    A directory gives its ``.lock_audit.log`` -- but the per-user log's own folder, which has
+    none, gives the per-user log (:func:`fallback_log_path`: ``audit.log``); a file named
+    ``*.log`` or ``*.jsonl`` is a log itself; anything else is taken as a lock file and gives
+    its directory's log (:func:`log_path_for`). Only stats ``path``; never raises for a string.
     """
     if os.path.isdir(path):
-        return os.path.join(os.path.abspath(path), AUDIT_LOG_NAME)
+        log = os.path.join(os.path.abspath(path), AUDIT_LOG_NAME)
+        own = fallback_log_path()
+        if not os.path.lexists(log) and _same_dir(path, os.path.dirname(own)):
+            return own
+        return log
     name = os.path.basename(path)
     if name == AUDIT_LOG_NAME or name.endswith((".log", ".jsonl")):
         return os.path.abspath(path)
     return log_path_for(path)
+
+
+def _same_dir(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` name the same existing directory; never raises."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def explain(exc: BaseException) -> str:

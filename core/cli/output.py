@@ -21,10 +21,14 @@ from core.text import human_duration, printable
 
 
 def _age(status: LockStatus) -> str:
-    """The lock's age as a human duration, ``"-"`` when unknown."""
+    """The lock's age as a human duration, ``"-"`` when there is none; for an age counted from
+    when it was first seen (:attr:`core.record.LockStatus.age_is_lower_bound`) ``">=3m 12s"``,
+    or ``"?"`` when that was just now (a command that looks once never makes up "0s")."""
     age = status.age_s
     if age is None:
         return "-"
+    if status.age_is_lower_bound:
+        return "?" if age < 1.0 else f">={human_duration(age)}"
     return human_duration(max(age, 0.0))
 
 
@@ -59,7 +63,10 @@ def status_text(status: LockStatus) -> str:
             lines.append(f"host: {d['host']}")
         lines.append(f"liveness: {d['liveness']}")
         if d["age_s"] is not None:
-            lines.append(f"age: {_age(status)}")
+            age = _age(status)
+            lines.append("age: unknown (first seen now)" if age == "?" else
+                         f"age: {age} (since first seen)" if status.age_is_lower_bound else
+                         f"age: {age}")
         if d["expires_at"]:
             lines.append(f"expires: {d['expires_at']}")
         if d["error"]:

@@ -36,7 +36,10 @@ def _toml_value(key: str, value: object) -> Any:
 
 def set_key(table: Any, key: str, value: object) -> None:
     """Set ``key`` of a tomlkit table (``None``: remove it), keeping the indent and the
-    comment of the line it replaces."""
+    comment of the line it replaces. A new key goes right after the table's last key, above
+    the blank lines and comments that end the table in the file: tomlkit counts the comment
+    that introduces the next table as this one's, and a key appended there would read as the
+    next table's (:func:`_after_last_key`)."""
     import tomlkit
 
     if value is None:
@@ -51,7 +54,29 @@ def set_key(table: Any, key: str, value: object) -> None:
         item.trivia.comment_ws = trivia.comment_ws
         item.trivia.comment = trivia.comment
         item.trivia.trail = trivia.trail
+    if old is None and _after_last_key(table, key, item):
+        return
     table[key] = item
+
+
+def _after_last_key(table: Any, key: str, item: Any) -> bool:
+    """Insert the new ``key`` after ``table``'s last plain key/value (first when it has none)
+    when blank lines, comments or sub-tables follow it; False when nothing follows (a plain
+    append is right) or the table is not one whose lines can be told apart (an inline table,
+    a tomlkit without the container's insertion)."""
+    from tomlkit.items import AoT, Table
+
+    container = getattr(table, "value", None)
+    body = getattr(container, "body", None)
+    insert = getattr(container, "_insert_at", None)
+    if not isinstance(body, list) or insert is None:
+        return False
+    at = 1 + max((i for i, (k, v) in enumerate(body)
+                  if k is not None and not isinstance(v, Table | AoT)), default=-1)
+    if at >= len(body):
+        return False
+    insert(at, key, item)
+    return True
 
 
 

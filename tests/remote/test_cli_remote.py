@@ -220,3 +220,19 @@ def test_watch_a_redis_server_prints_initial_added_and_removed(redis_server: Any
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_an_etcd_lease_nothing_renews_is_not_said_to_be_renewed(etcd_server: EtcdServer) -> None:
+    """``reclaim`` takes an etcd lock on a lease nobody keeps alive (it lapses after --ttl):
+    ``status`` then says when the lease ends unless renewed, never that a keepalive renews
+    it (etcd cannot tell whether one does)."""
+    pytest.importorskip("etcd3gw", reason="etcd3gw is not installed")
+    url = f"etcd://127.0.0.1:{etcd_server.port}#clitest/renewed"
+    try:
+        assert lw("reclaim", url, "--ttl", "30").returncode == 0
+        out = lw("status", url).stdout
+        [lease] = [line for line in out.splitlines() if line.startswith("reason: etcd lease")]
+        assert "keepalive" not in lease, lease
+        assert "left of 30s; it ends then unless its holder renews it" in lease, lease
+    finally:
+        lw("release", url, "--force")

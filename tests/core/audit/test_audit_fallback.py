@@ -273,3 +273,22 @@ def test_unwritable_directory_as_unprivileged_user(world_tmp: Path) -> None:
     except KeyError:
         expected_user = str(NOBODY)
     assert {e.user for e in entries} == {expected_user}
+
+
+def test_the_per_user_logs_folder_names_its_log(state: Path, lockdir: Path,
+                                                tmp_path: Path) -> None:
+    """``lockwarden audit DIR`` reads DIR's ``.lock_audit.log``; the per-user log's own folder
+    has none, only ``audit.log``: given that folder, the command reads the per-user log (it
+    found nothing before; only the file's path worked)."""
+    (lockdir / AUDIT_LOG_NAME).symlink_to(tmp_path / "elsewhere")  # sends the entry there
+    w = audit.append(str(lockdir / "a.lock"), "acquire", details={"k": 1})
+    assert w.fallback and w.log_path == audit.fallback_log_path()
+    folder = os.path.dirname(w.log_path)
+    assert audit.resolve_log_path(folder) == w.log_path
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-m", "core", "audit", folder, "--json"],
+                         capture_output=True, text=True, cwd=root, timeout=60, check=False,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    [entry] = json.loads(out.stdout)
+    assert entry["lockPath"] == str(lockdir / "a.lock")

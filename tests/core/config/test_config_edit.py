@@ -237,3 +237,24 @@ def test_a_new_file_starts_with_a_header_and_loads_back(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.startswith("# Lockwarden configuration") and "stale_after = 90.5" in text
     assert config.load_strict(str(path)).watches == cfg.watches
+
+
+def test_a_new_key_goes_above_the_comment_that_introduces_the_next_table(
+        tmp_path: Path) -> None:
+    """tomlkit keeps the comment (and blank line) before a table with the table above: a key
+    added there would land under a comment that speaks of the next table. It goes after the
+    table's last key instead."""
+    path = tmp_path / "config.toml"
+    text = ("[[watch]]\npath = \"/srv/locks\"\n\n# the UI, as I like it\n[ui]\ntheme = \"dark\"\n"
+            "\n[notifications]\non_stale = true\n\n# lock servers (docs/remote.md)\n"
+            "[[redis]]\nurl = \"redis://cache.internal:6379/0\"\n")
+    path.write_text(text)
+    seen = config.load(str(path))
+    edited = replace(seen, watches=[replace(seen.watches[0], stale_after=1200.0)],
+                     notifications=replace(seen.notifications, on_acquire=True), warnings=[])
+    config.save(edited, str(path), base=seen)
+    assert path.read_text() == text.replace(
+        'path = "/srv/locks"\n', 'path = "/srv/locks"\nstale_after = 1200\n').replace(
+        "on_stale = true\n", "on_stale = true\non_acquire = true\n")
+    back = config.load(str(path))
+    assert back.watches[0].stale_after == 1200.0 and back.notifications.on_acquire
