@@ -33,6 +33,9 @@ class Code(enum.StrEnum):
     PREDATES_BOOT = "predates_boot"  # pid (optional), boot_at
     LIVENESS_UNCHECKED = "liveness_unchecked"  # detail
     HELD_BY_CALLER = "held_by_caller"  # pid, name, shell, since, path (CLI: a self-deadlock)
+    # how the watcher follows a live holder (Evidence.followed; docs/watching.md, "Holders' exits")
+    LIVENESS_FOLLOWED = "liveness_followed"  # pid, how (pidfd | kqueue | handle)
+    LIVENESS_POLLED = "liveness_polled"  # pid, every_s, why
     # the policy (core.verdicts.judge)
     EXPIRED = "expired"  # ago_s, ttl_s | expires_at
     AF_KEEPS_EXPIRED = "af_keeps_expired"

@@ -291,6 +291,32 @@ def _fleet_report(r: Reason) -> str:
             f"{r.get('pid')} {how.get(str(r.get('liveness')), 'cannot be checked')}")
 
 
+_FOLLOW_HOW = {"pidfd": "pidfd", "kqueue": "kqueue", "handle": "process handle"}
+_POLL_WHY = {
+    "descriptor_budget": "no descriptor to spare for a pidfd (Lockwarden keeps a margin below "
+                         "its open-file limit)",
+    "denied": "this user may not inspect that process",
+    "unverified": "its start time cannot be read, so a notification could name another process",
+    "unsupported": "this system gives no exit notification",
+    "no_reader": "no reader for the notifications (no inotify instance left)",
+    "error": "the notification could not be set up",
+}
+
+
+def _followed(r: Reason) -> str:
+    how = str(r.get("how"))
+    return (f"liveness followed by the kernel ({_FOLLOW_HOW.get(how, how)}): its exit is "
+            "seen at once")
+
+
+def _polled(r: Reason) -> str:
+    why = str(r.get("why"))
+    every = r.get("every_s")
+    text = (f"liveness checked every {float(every):g} s" if isinstance(every, int | float)
+            else "liveness checked by the liveness pass")
+    return text + (f": {_POLL_WHY.get(why, why)}" if r.get("why") is not None else "")
+
+
 _WORDS: dict[Code, object] = {
     Code.NO_LOCK_FILE: "no lock file",
     Code.NOT_CLAIMED: lambda r: f"node {r.get('node')} is not claimed in the ledger",
@@ -330,6 +356,8 @@ _WORDS: dict[Code, object] = {
         f"runs, whatever the recorded PID {r.get('recorded')} means here"),
     Code.PID_REUSED: _reused,
     Code.PREDATES_BOOT: _predates_boot,
+    Code.LIVENESS_FOLLOWED: _followed,
+    Code.LIVENESS_POLLED: _polled,
     Code.LIVENESS_UNCHECKED: lambda r: (
         f"the holder's process could not be checked: {r.get('detail')}"),
     Code.EXPIRED: _expired,

@@ -181,6 +181,11 @@ class Evidence:
         process_user: the name of the user the process runs as (its real UID), or ``None``
             (not found, not alive, or not readable); a UID without a name is its number.
         process_uid: that real UID, or ``None``.
+        followed: how the watcher follows that live holder, as a reason
+            (:class:`core.reasons.Reason`: ``liveness_followed{pid, how}`` -- the kernel tells
+            it at once when the process exits -- or ``liveness_polled{pid, every_s, why}`` --
+            the liveness pass checks it); ``None`` outside the watcher, or for a holder that is
+            not alive on this host (docs/watching.md, "Holders' exits").
     """
 
     pid: int | None = None
@@ -189,12 +194,17 @@ class Evidence:
     boot_time: float | None = None
     process_user: str | None = None
     process_uid: int | None = None
+    followed: Reason | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of the fields."""
-        return {"pid": self.pid, "process_start": self.process_start,
-                "process_name": self.process_name, "process_user": self.process_user,
-                "process_uid": self.process_uid, "boot_time": self.boot_time}
+        """JSON-ready dict of the fields (``followed`` only when set: a reason object)."""
+        out: dict[str, Any] = {"pid": self.pid, "process_start": self.process_start,
+                               "process_name": self.process_name,
+                               "process_user": self.process_user,
+                               "process_uid": self.process_uid, "boot_time": self.boot_time}
+        if self.followed is not None:
+            out["followed"] = self.followed.to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)

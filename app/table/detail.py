@@ -36,6 +36,7 @@ from app.table.lockinfo import (
 )
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
+from core.reasons import render
 from core.record import LockStatus, State
 from core.text import printable, printable_lines
 from core.tools import force_words, kind_words, safe_action
@@ -57,6 +58,15 @@ def raw_text(text: str) -> str:
     control character and every Unicode format character (U+202E...) escaped
     (:func:`core.text.printable_lines`), so the file cannot reorder or hide what it says."""
     return printable_lines(text, tabs=True)
+
+
+def liveness_text(st: LockStatus) -> str:
+    """The "Liveness" field: the holder's liveness and, for a live holder the watcher follows,
+    which way (``Evidence.followed``, worded by :func:`core.reasons.render`: "liveness followed
+    by the kernel (pidfd)…" or "liveness checked every 2 s…"; docs/watching.md, "Holders'
+    exits")."""
+    how = st.evidence.followed
+    return st.liveness.value + (f" — {render(how)}" if how is not None else "")
 
 
 class DetailPane(QWidget):
@@ -202,11 +212,11 @@ class DetailPane(QWidget):
         v["Holder"].setText(printable(holder_text(st, hostname())))
         v["PID"].setText("" if st.holder_pid is None else str(st.holder_pid))
         if rec is None and st.kernel_held:
-            v["Liveness"].setText(st.liveness.value)
+            v["Liveness"].setText(liveness_text(st))
         if rec is not None:
             v["Format"].setText(rec.format)
             v["Host"].setText(printable(rec.host or ""))
-            v["Liveness"].setText(st.liveness.value)
+            v["Liveness"].setText(liveness_text(st))
             self._set_acquired(age)
             exp = rec.effective_expiry()
             v["Expires"].setText(local_time(exp) if exp else "never")

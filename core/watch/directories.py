@@ -19,12 +19,13 @@ import math
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from core.config import WatchSpec
 from core.watch import scan as _scan
+from core.watch.exits import ExitFollower
 from core.watch.inventory import Entry, Inventory, file_sig
 from core.watch.processes import DIRECT_LOOKUPS, holders_snapshot, take_snapshot
 from core.watch.sources import EventHandler, Sources, Watch, fallback_message, unschedule
@@ -66,6 +67,10 @@ REWALK_DELAY = 0.05
 sub-directory: files created in it before its watch existed are found then."""
 
 
+def _ignore_exit(pid: int, handle: int) -> None:
+    """The default ``post_exit``: nobody listens."""
+
+
 def _blank(read: _scan.FileRead) -> bool:
     """True when the file read was empty or only whitespace: only such a file needs the
     kernel's view (:meth:`Directories.kernel_view`)."""
@@ -84,14 +89,23 @@ class Directories:
             (default: :func:`core.watch.tree.default_limit`, half the user's watches); beyond
             it a tree is walked every 5 s.
         busy_gap: seconds (:data:`core.watch.tree.BUSY_GAP`; 0: never wait).
+        post_exit: where a followed holder's exit is sent (``(pid, handle)``, from the
+            reader's thread: :class:`core.watch.exits.ExitFollower`).
+        every_s: the liveness pass's interval (seconds), said in the statuses of holders it
+            checks; ``exit_budget``: the most holder processes followed by the kernel.
     """
 
     def __init__(self, emit: Callable[[WatchedDir, str, bool, bool], None],
                  on_detach: Callable[[WatchedDir], None], *, rescan_interval: float,
-                 tree_watch_limit: int | None = None, busy_gap: float = 0.0) -> None:
+                 tree_watch_limit: int | None = None, busy_gap: float = 0.0,
+                 post_exit: Callable[[int, int], None] | None = None, every_s: float = 2.0,
+                 exit_budget: int | None = None) -> None:
         self.dirs: list[WatchedDir] = []
         self.inventory = Inventory()
         self.sources = Sources(tree_watch_limit=tree_watch_limit, busy_gap=busy_gap)
+        self.exits = ExitFollower(post_exit or _ignore_exit, self.sources.tree,
+                                  every_s=every_s, budget=exit_budget)
+        self.exited: set[int] = set()  # PIDs whose exit came after self.procs was taken
         self.procs: ProcessSnapshot | None = None  # the last liveness pass's snapshot
         self._holders_only: ProcessSnapshot | None = None  # the last one of holders only
         self.round_procs: ProcessSnapshot | None = None  # a fresh one for this round
@@ -148,7 +162,7 @@ class Directories:
             self.round_view = KernelView(open_files=recent)
         return self.round_view
 
-    def liveness_snapshot(self) -> ProcessSnapshot | None:
+    def liveness_snapshot(self, pids: Collection[int] | None = None) -> ProcessSnapshot | None:
         """The processes a liveness pass compares with the last pass's (docs/watching.md,
         "Liveness and time"): while the inventory names at most :data:`DIRECT_LOOKUPS` holder
         PIDs, those processes only, each looked up on its own (:func:`holders_snapshot`: a
@@ -156,8 +170,10 @@ class Directories:
         :func:`take_snapshot` of every process. A pass over every process cost 4-5 ms, every
         2 s: alone more than the idle tray's CPU target (docs/performance.md, "Idle tray").
         A snapshot of holders only is never used to judge a PID it does not hold
-        (:meth:`rejudge`, :meth:`refresh_proof` look such PIDs up directly)."""
-        pids = self.inventory.holder_pids
+        (:meth:`rejudge`, :meth:`refresh_proof` look such PIDs up directly). ``pids``: the
+        holders to look up (default every holder the inventory names)."""
+        if pids is None:
+            pids = self.inventory.holder_pids
         if len(pids) > DIRECT_LOOKUPS:
             self._holders_only = None
             return take_snapshot()
@@ -224,9 +240,10 @@ class Directories:
         now = datetime.now(UTC)
         procs = self._whole(procs)
         rec = e.status.record
-        if procs is not None and rec is not None and rec.pid is not None \
-                and rec.pid not in procs:
-            procs = None  # not in the snapshot: look the PID up now
+        if procs is not None and ((rec is not None and rec.pid is not None
+                                   and rec.pid not in procs)
+                                  or self.inventory.pid_of(path) in self.exited):
+            procs = None  # not in the snapshot, or exited since: look the PID up now
         if e.read is not None:
             status = _scan.judge_read(e.read, policy=e.policy, procs=procs, now=now,
                                       kernel=self.kernel_view() if _blank(e.read) else None)

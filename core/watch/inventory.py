@@ -19,7 +19,7 @@ import heapq
 import itertools
 import math
 import os
-from collections.abc import Hashable, Iterator, Set
+from collections.abc import Container, Hashable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -250,6 +250,20 @@ class Inventory:
         """The PIDs the entries name as holders (a live view: copy it to keep it)."""
         return self._pid_index.keys()
 
+    def pid_of(self, path: str) -> int | None:
+        """The holder PID ``path``'s entry is indexed under (its record's PID, the kernel's
+        holder, the process that keeps its pin), or ``None``."""
+        return self._pid_of.get(path)
+
+    def paths_of_pid(self, pid: int) -> list[str]:
+        """The paths whose entries name ``pid`` as their holder (a new list)."""
+        return list(self._pid_index.get(pid, ()))
+
+    @property
+    def touched(self) -> Set[str]:
+        """The paths this round put or dropped so far (a live view: copy it to keep it)."""
+        return self._before.keys()
+
     @property
     def has_changes(self) -> bool:
         """True when this round touched a path (:meth:`flush` may have something to say)."""
@@ -374,23 +388,32 @@ class Inventory:
     # -- time and liveness ------------------------------------------------------------------
 
     def holders_changed(self, prev: ProcessSnapshot | None,
-                        new: ProcessSnapshot | None) -> set[str]:
+                        new: ProcessSnapshot | None,
+                        skip: Container[int] = frozenset()) -> set[str]:
         """Paths to re-judge after a liveness pass moved from snapshot ``prev`` to ``new``:
         those whose holder's process info changed (it exited, became a zombie, or its PID now
         names another process: :func:`proc_key`) and those judged alive by a direct look-up
         because their PID was missing from the older snapshot. Every holder's path when
-        either snapshot is ``None``. docs/watching.md, "Liveness and time"."""
+        either snapshot is ``None``. Holders whose PID is in ``skip`` are left out: the kernel
+        tells their exit (docs/watching.md, "Liveness and time", "Holders' exits")."""
+        pid_of = self._pid_of
         if new is None or prev is None:
-            return set(self._pid_of)
-        todo = set(self._unsettled)
+            return {p for p, pid in pid_of.items() if pid not in skip}
+        todo = {p for p in self._unsettled if pid_of.get(p) not in skip}
         index = self._pid_index
         for pid, info in new.items():
-            if pid in index and proc_key(prev.get(pid)) != proc_key(info):
+            if pid in index and pid not in skip and proc_key(prev.get(pid)) != proc_key(info):
                 todo |= index[pid]
         for pid in prev:
-            if pid in index and pid not in new:
+            if pid in index and pid not in new and pid not in skip:
                 todo |= index[pid]
         return todo
+
+    def has_unsettled(self, skip: Container[int] = frozenset()) -> bool:
+        """True when an entry waits to be re-judged at the next liveness pass
+        (:meth:`holders_changed`) whose PID is not in ``skip``."""
+        pid_of = self._pid_of
+        return any(pid_of.get(p) not in skip for p in self._unsettled)
 
     def pop_due(self, now_ts: float) -> tuple[str, Entry] | None:
         """The next entry whose deadline is at or before ``now_ts`` (Unix s, UTC), removed from

@@ -1,6 +1,6 @@
 """The messages :class:`core.watch.watcher.Watcher`'s worker thread takes from its queue
-(docs/watching.md, "Live updates"): a hint from watchdog's threads, and the requests of the
-watcher's public methods. Values only.
+(docs/watching.md, "Live updates"): a hint from watchdog's threads, a holder's exit from the
+reader's, and the requests of the watcher's public methods. Values only.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ class Rescan(NamedTuple):  # Watcher.rescan; ``done`` is set when it is over
     done: threading.Event
 
 
+class Exited(NamedTuple):  # from the reader: a followed holder process may have exited
+    pid: int
+    handle: int
+
+
 class Wake(NamedTuple):  # close, or a rescan from a callback: just wake the worker up
     why: str
 
 
-Message = Hint | Refresh | Specs | Rescan | Wake
+Message = Hint | Refresh | Specs | Rescan | Exited | Wake
 """What the worker takes from its queue."""

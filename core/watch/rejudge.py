@@ -1,5 +1,7 @@
 """What changes a watched lock's verdict without a file event (docs/watching.md, "Liveness
-and time", "Empty files"): the holder's process exiting or being replaced (the liveness pass),
+and time", "Holders' exits", "Empty files"): the holder's process exiting (told by the kernel:
+:func:`holder_exit`, :func:`follow_exits`) or being replaced (the liveness pass, for the
+holders the kernel does not follow),
 a deadline passing (a TTL, ``stale_after``, the writing grace), a kernel lock taken on an empty
 file, a walk of the open descriptors that can now speak for an empty file. Each function
 works on a :class:`core.watch.directories.Directories` for the watcher's worker thread,
@@ -39,7 +41,9 @@ def liveness_pass(dirs: Directories) -> None:
     ``ledger/``/``locks/`` directories that are gone, take one process snapshot (of the
     holders only, when they are few: :meth:`Directories.liveness_snapshot`) and
     re-judge the entries whose holder's process changed
-    (:meth:`core.watch.inventory.Inventory.holders_changed`). No file is read."""
+    (:meth:`core.watch.inventory.Inventory.holders_changed`). Holders whose exit the kernel
+    tells (:attr:`core.watch.exits.ExitFollower.followed_pids`) are left out: with every
+    holder followed, no process is looked up at all. No file is read."""
     for d in dirs.dirs:
         dirs.check_dir(d)
         if d.tree:
@@ -49,14 +53,56 @@ def liveness_pass(dirs: Directories) -> None:
             if not os.path.isdir(path):
                 unschedule(d.watches.pop(path))
     _empty_files_unsettled(dirs)
-    if not dirs.inventory.has_holders:
+    inventory = dirs.inventory
+    if not inventory.has_holders:
         return
-    prev, new = dirs.procs, dirs.liveness_snapshot()
+    followed = dirs.exits.followed_pids
+    pids = inventory.holder_pids - followed  # in C: 10,000 holders every 2 s
+    if not pids and not inventory.has_unsettled(followed):
+        return  # the kernel tells every holder's exit
+    prev, new = dirs.procs, dirs.liveness_snapshot(pids)
     dirs.procs = new
-    for path in dirs.inventory.holders_changed(prev, new):
-        e = dirs.inventory.get(path)
+    dirs.exited.clear()  # the new snapshot was taken after them
+    for path in inventory.holders_changed(prev, new, followed):
+        e = inventory.get(path)
         if e is not None:
             dirs.rejudge(path, e, new)
+
+
+def holder_exit(dirs: Directories, pid: int, handle: int) -> None:
+    """A followed holder process may have exited (``handle`` of
+    :class:`core.watch.exits.ExitFollower` fired): when it has, re-judge every entry naming
+    ``pid`` at once, looking the PID up directly (it is a zombie, gone, or another process)."""
+    if dirs.exits.fired(pid, handle):
+        holder_gone(dirs, pid)
+
+
+def holder_gone(dirs: Directories, pid: int) -> None:
+    """Re-judge every entry naming ``pid``, whose process exited (or whose PID names another
+    process now), looking the PID up directly."""
+    dirs.exited.add(pid)
+    inventory = dirs.inventory
+    for path in inventory.paths_of_pid(pid):
+        e = inventory.get(path)
+        if e is not None:
+            dirs.rejudge(path, e, None)
+
+
+def follow_exits(dirs: Directories) -> None:
+    """Follow the live holders of the entries this round touched (one exit notification per
+    holder process: :meth:`core.watch.exits.ExitFollower.sync`), and re-judge at once those
+    found gone while their notification was opened. Call it before the round's change set is
+    made: each live holder's status then says how its liveness is followed."""
+    inventory = dirs.inventory
+    paths: list[str] = list(inventory.touched)
+    for _ in range(4):  # a holder found gone is re-judged, which touches its paths again
+        gone = dirs.exits.sync(inventory, paths)
+        if not gone:
+            return
+        paths = []
+        for pid in gone:
+            paths += inventory.paths_of_pid(pid)
+            holder_gone(dirs, pid)
 
 def _empty_files_unsettled(dirs: Directories) -> None:
     """What happens to empty files without any event the watcher follows (docs/watching.md,

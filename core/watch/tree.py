@@ -11,6 +11,12 @@ the watcher walks again. Why not watchdog here: docs/watching.md, "Projects" (a 
 per sub-directory, an instance per directory) and docs/performance.md, "Idle tray" (three
 threads woken per event). Not available (``inotify_simple`` missing, not Linux):
 :func:`available` is False and the caller watches with watchdog instead.
+
+The same reader waits for the watched holders' exits (docs/watching.md, "Holders' exits"):
+:meth:`TreeWatcher.follow` adds a descriptor -- a pidfd of :mod:`core.watch.exits` -- to the one
+``epoll`` the reader waits on with the inotify descriptor, so a holder's exit wakes the reader
+at once and no second thread is needed. It is armed for one event (``EPOLLONESHOT``): a pidfd
+stays readable once its process exited.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ import select
 import struct
 import sys
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
 try:
@@ -105,6 +112,13 @@ if inotify_simple is not None:
     _OVERFLOW: int = _F.Q_OVERFLOW
     _IGNORED: int = _F.IGNORED
     _SELF: int = _F.DELETE_SELF | _F.MOVE_SELF | _F.UNMOUNT
+
+_epoll: Callable[[], Any] | None = None
+if sys.platform == "linux":  # the reader's one epoll (inotify_simple is Linux's too)
+    _epoll = select.epoll
+_EPOLLIN = getattr(select, "EPOLLIN", 1)
+_ONCE = _EPOLLIN | getattr(select, "EPOLLONESHOT", 1 << 30)
+"""How a followed descriptor (:meth:`TreeWatcher.follow`) is armed: readable, one event."""
 
 
 BUSY_READS = 8
@@ -189,8 +203,16 @@ class TreeWatcher:
         self.limit = default_limit() if limit is None else max(1, int(limit))
         self._gap_max_ms = max(0, round(busy_gap * 1000))
         self.busy_waits = 0  # how many times the reader waited (BUSY_GAP): for tests
+        if _epoll is None:  # pragma: no cover - inotify_simple is Linux's, and so is epoll
+            raise OSError("epoll is not available here")
         self._ino = inotify_simple.INotify(nonblocking=True)
+        try:
+            self._ep: Any = _epoll()  # the inotify descriptor, the stop pipe, followed ones
+        except OSError:
+            self._ino.close()
+            raise
         self._lock = threading.Lock()
+        self._followed: dict[int, Callable[[int], None]] = {}  # fd -> on_ready (follow)
         self._regs: dict[int, _Reg] = {}  # token -> registration
         self._by_wd: dict[int, tuple[_Reg, ...]] = {}  # replaced, never changed in place
         self._capped = 0
@@ -284,6 +306,46 @@ class TreeWatcher:
         with self._lock:
             return len(self._by_wd)
 
+    def follow(self, fd: int, on_ready: Callable[[int], None]) -> None:
+        """Wait for descriptor ``fd`` (a pidfd) to become readable on the reader thread, in
+        the same ``epoll`` as the inotify descriptor, and then call ``on_ready(fd)`` there
+        once (it must not block); :meth:`rearm` waits again. The caller keeps ``fd`` open
+        until :meth:`unfollow`.
+
+        Raises:
+            OSError: ``fd`` cannot be added (``ENOMEM``, ``ENOSPC``: ``max_user_watches`` of
+                epoll), or the reader has stopped (``EBADF``).
+        """
+        with self._lock:
+            if self._ep.closed:
+                raise OSError(errno.EBADF, "the reader has stopped")
+            self._ep.register(fd, _ONCE)
+            self._followed[fd] = on_ready
+
+    def rearm(self, fd: int) -> None:
+        """Wait again for a followed ``fd`` whose event was not the one awaited (an event of
+        a descriptor closed and reopened under the same number). Never raises."""
+        with self._lock:
+            if fd in self._followed and not self._ep.closed:
+                try:
+                    self._ep.modify(fd, _ONCE)
+                except OSError:
+                    pass
+
+    def unfollow(self, fd: int) -> None:
+        """Stop waiting for ``fd`` (before the caller closes it). Never raises."""
+        with self._lock:
+            if self._followed.pop(fd, None) is not None and not self._ep.closed:
+                try:
+                    self._ep.unregister(fd)
+                except OSError:
+                    pass
+
+    def followed(self) -> int:
+        """How many descriptors :meth:`follow` waits for now."""
+        with self._lock:
+            return len(self._followed)
+
     def stop(self) -> None:
         """Stop the reader thread and close the inotify instance (idempotent)."""
         if self._stop_w >= 0:
@@ -301,21 +363,31 @@ class TreeWatcher:
         if sys.platform == "win32":  # pragma: no cover - no inotify (nor select.poll) there
             return
         fd = self._ino.fileno()
-        poller = select.poll()  # events or stop
-        poller.register(fd, select.POLLIN)
-        poller.register(self._stop_r, select.POLLIN)
-        stopper = select.poll()  # stop only: the gap of a busy directory
-        stopper.register(self._stop_r, select.POLLIN)
+        ep = self._ep
+        ep.register(fd, _EPOLLIN)
+        ep.register(self._stop_r, _EPOLLIN)
         stop_r = self._stop_r
+        armed = True  # the inotify descriptor is waited for (not during a busy gap)
         gap_ms = 0
         dropped = 0  # reads in a row whose every event was dropped
         try:
             while True:
-                if gap_ms:
-                    if stopper.poll(gap_ms):
+                if gap_ms:  # a busy directory: wait, reading only the followed descriptors
+                    if armed:
+                        ep.modify(fd, 0)
+                        armed = False
+                    end = time.monotonic() + gap_ms / 1000
+                    while (left := end - time.monotonic()) > 0:
+                        if self._others(ep.poll(left), stop_r):
+                            return
+                    ep.modify(fd, _EPOLLIN)
+                    armed = True
+                else:
+                    ready = ep.poll()
+                    if self._others(ready, stop_r):
                         return
-                elif any(f == stop_r for f, _ in poller.poll()):
-                    return
+                    if not any(f == fd for f, _ in ready):
+                        continue  # only a followed descriptor
                 try:
                     data = os.read(fd, _READ_SIZE)
                 except BlockingIOError:  # quiet: wait for the next event
@@ -331,8 +403,25 @@ class TreeWatcher:
         except Exception:  # pragma: no cover - a bug here must not kill the app silently
             log.exception("lockwarden watcher: the directory watch stopped")
         finally:
+            with self._lock:
+                self._followed.clear()
+                ep.close()
             os.close(self._stop_r)
             self._ino.close()
+
+    def _others(self, ready: list[tuple[int, int]], stop_r: int) -> bool:
+        """Hand the followed descriptors among ``ready`` to their callbacks; True when the
+        stop pipe is among them."""
+        for f, _ev in ready:
+            if f == stop_r:
+                return True
+            on_ready = self._followed.get(f)
+            if on_ready is not None:
+                try:
+                    on_ready(f)
+                except Exception:  # pragma: no cover - a callback's bug must not stop reading
+                    log.exception("lockwarden watcher: a followed descriptor's callback failed")
+        return False
 
     def _deliver(self, events: Iterable[tuple[int, int, int, str]]) -> bool:
         """Hand each event to its directory's handlers: a file's name only if the handler

@@ -12,6 +12,11 @@ and deadlines. :mod:`core.watch.directories` attaches, rescans and re-judges the
 Rules (events are hints, latency, liveness and time, rescans, polling, directories that come
 and go, resources, empty files; :meth:`Watcher.close` stops everything within 1 s):
 docs/watching.md, "Live updates" and "Empty files"; docs/DESIGN.md, "Watching".
+
+A live holder's exit is told by the kernel (:mod:`core.watch.exits`: a pidfd per holder
+process on Linux, read by the inotify reader's thread; kqueue on macOS; process handles on
+Windows) and re-judges its locks at once; the liveness pass checks only the holders without
+one (docs/watching.md, "Holders' exits").
 """
 
 from __future__ import annotations
@@ -29,14 +34,16 @@ from core.config import DEFAULT_RESCAN_INTERVAL, WatchSpec, expand_path
 from core.record import LockStatus
 from core.watch import scan as _scan
 from core.watch.directories import DIRECT_LOOKUPS, Directories, DirStatus, WatchedDir, take_snapshot
+from core.watch.exits import ExitStats
 from core.watch.inventory import ChangeSet, Sig, same_verdict
+from core.watch.messages import Exited as _Exited
 from core.watch.messages import Hint as _Hint
 from core.watch.messages import Message as _Message
 from core.watch.messages import Refresh as _Refresh
 from core.watch.messages import Rescan as _Rescan
 from core.watch.messages import Specs as _Specs
 from core.watch.messages import Wake as _Wake
-from core.watch.rejudge import liveness_pass, run_deadlines
+from core.watch.rejudge import follow_exits, holder_exit, liveness_pass, run_deadlines
 from core.watch.sources import (
     NETWORK_FS_TYPES,
     POLL_INTERVAL,
@@ -53,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = [  # the public names, as before the split into modules
     "BUSY_GAP", "CLOSE_TIMEOUT", "DEBOUNCE", "DIRECT_LOOKUPS", "LIVENESS_INTERVAL",
     "MAX_BATCH_DELAY", "NETWORK_FS_TYPES", "POLL_INTERVAL", "ChangeSet", "DirStatus",
-    "Filesystem", "Sig", "Watcher", "filesystem_of", "is_network_fs", "same_verdict",
+    "ExitStats", "Filesystem", "Sig", "Watcher", "filesystem_of", "is_network_fs", "same_verdict",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,6 +102,10 @@ class Watcher:
             directory is busy with files no lock has (:data:`core.watch.tree.BUSY_GAP`, what
             the tray app gives: fewer wake-ups, a lock there seen up to that much later); 0,
             the default, reads every event at once (docs/watching.md, "Latency").
+        exit_budget: the most holder processes whose exit the kernel follows at once
+            (default ``None``: as many as the descriptors allow, keeping
+            :data:`core.watch.exits.FD_MARGIN` free); the liveness pass checks the others
+            (docs/watching.md, "Holders' exits"). 0 follows none.
 
     Raises:
         ValueError: an interval that is not > 0.
@@ -121,6 +132,7 @@ class Watcher:
         liveness_interval: float = LIVENESS_INTERVAL,
         tree_watch_limit: int | None = None,
         busy_gap: float = 0.0,
+        exit_budget: int | None = None,
     ) -> None:
         if rescan_interval <= 0 or liveness_interval <= 0:
             raise ValueError("rescan_interval and liveness_interval must be positive seconds")
@@ -133,7 +145,9 @@ class Watcher:
         self._life = threading.Lock()  # started/closed flags
         self._directories = Directories(self._post_hint, self._forget_pending,
                                   rescan_interval=float(rescan_interval),
-                                  tree_watch_limit=tree_watch_limit, busy_gap=busy_gap)
+                                  tree_watch_limit=tree_watch_limit, busy_gap=busy_gap,
+                                  post_exit=self._post_exit,
+                                  every_s=self.liveness_interval, exit_budget=exit_budget)
         # timers, in time.monotonic() seconds
         self._pending: dict[str, tuple[float, WatchedDir]] = {}  # debounced paths, due order
         self._urgent: dict[str, WatchedDir] = {}  # paths to read in this round (no debounce)
@@ -181,6 +195,7 @@ class Watcher:
             directories = self._directories
             directories.procs = directories.round_procs = take_snapshot()
             directories.apply_specs(self._specs)
+            follow_exits(directories)
             directories.inventory.forget_changes()  # the initial inventory is not a change
             self._next_tick = time.monotonic() + self.liveness_interval
         thread = threading.Thread(target=self._run, name="lockwarden-watcher", daemon=True)
@@ -203,6 +218,8 @@ class Watcher:
         if t is not None and t is not threading.current_thread():
             t.join(max(0.0, deadline - time.monotonic()) * 0.5)
         self._directories.sources.stop(deadline)
+        if t is None or not t.is_alive():
+            self._directories.exits.close()  # else the worker may still use them: left to exit
 
     def snapshot(self) -> list[LockStatus]:
         """The current inventory, sorted by path (thread-safe; a copy)."""
@@ -216,6 +233,12 @@ class Watcher:
                 return [DirStatus(expand_path(s.path), "missing", "not started")
                         for s in self._specs]
             return self._directories.statuses()
+
+    def exit_stats(self) -> ExitStats:
+        """How the live holders' processes are followed now: by the kernel (how many, which
+        kind of notification) or by the liveness pass (how many, by why). Thread-safe."""
+        with self._lock:
+            return self._directories.exits.stats()
 
     def rescan(self) -> None:
         """Rescan every directory now, re-reading every file and re-replaying af ledgers,
@@ -286,6 +309,10 @@ class Watcher:
         """Queue a hint (called by watchdog's threads)."""
         self._q.put(_Hint(d, path, is_dir, done))
 
+    def _post_exit(self, pid: int, handle: int) -> None:
+        """Queue a followed holder's exit (called on the reader's thread)."""
+        self._q.put(_Exited(pid, handle))
+
     def _forget_pending(self, d: WatchedDir) -> None:
         """A directory was detached: its debounced paths must not be read for it."""
         for p in [p for p, (_, hd) in self._pending.items() if hd is d]:
@@ -304,6 +331,7 @@ class Watcher:
             try:
                 with self._lock:
                     self._work(items, dones)
+                    follow_exits(self._directories)
                     changes = self._directories.inventory.flush()
                     if first or self._directories.dirty:
                         self._directories.dirty = False
@@ -372,6 +400,8 @@ class Watcher:
         for item in items:
             if isinstance(item, _Hint):
                 self._hint(item.d, item.path, item.is_dir, now_m, item.done)
+            elif isinstance(item, _Exited):
+                holder_exit(directories, item.pid, item.handle)
             elif isinstance(item, _Refresh):
                 for p in item.paths:
                     self._pending.pop(p, None)
