@@ -294,11 +294,9 @@ class ExitFollower:
             backend.release(h)
             self._starved.add(pid)
             return self._polled(pid, start, "descriptor_budget")
-        from core.verdicts.liveness import process_start_time
-
         # the handle names the process that had the PID when it was opened: the holder only
         # when that process started when the verdict's did (else the holder is gone)
-        now = process_start_time(pid)
+        now = backend.start_time(pid)
         if now is None or not _same_start(now, start) or backend.exited(h):
             backend.release(h)
             self._remember_gone(pid, start)

@@ -187,6 +187,7 @@ class Inventory:
         self._pid_of: dict[str, int] = {}  # path -> holder PID
         self._pid_index: dict[int, set[str]] = {}  # holder PID -> paths
         self._unsettled: set[str] = set()  # judged alive by a direct look-up, not the snapshot
+        self._empty: dict[str, None] = {}  # empty files no kernel lock held (in order)
         self._deadlines: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self._before: dict[str, LockStatus | None] = {}  # this round: status before first touch
@@ -235,9 +236,7 @@ class Inventory:
         kernel-lock anchors, empty files judged ``free`` or ``writing``): a kernel lock taken
         on one changes nothing of the file, so only a look at the kernel's locks sees it
         (:func:`core.watch.rejudge.liveness_pass`)."""
-        return [p for p, e in self._entries.items()
-                if e.status.file is not None and e.status.file.size == 0
-                and not e.status.kernel_held]
+        return list(self._empty)  # kept by put and drop: a pass never walks every entry
 
     @property
     def has_holders(self) -> bool:
@@ -294,6 +293,11 @@ class Inventory:
             self._discard_owned(old.owner, path)
         self._entries[path] = entry
         self._by_owner.setdefault(entry.owner, set()).add(path)
+        st = entry.status
+        if st.file is not None and st.file.size == 0 and not st.kernel_held:
+            self._empty[path] = None
+        else:
+            self._empty.pop(path, None)
         old_deadline = old.deadline if old is not None else None
         rec = entry.status.record
         self._unindex(path)
@@ -336,6 +340,7 @@ class Inventory:
         if path not in self._before:
             self._before[path] = e.status
         del self._entries[path]
+        self._empty.pop(path, None)
         self._unindex(path)
 
     def drop_all(self, owner: Hashable) -> None:

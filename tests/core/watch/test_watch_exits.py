@@ -230,6 +230,9 @@ class _PollOnly:
     def spare(self, handle: int) -> bool:
         return True
 
+    def start_time(self, pid: int) -> float | None:
+        return psutil.Process(pid).create_time()
+
     def exited(self, handle: int) -> bool:
         return False
 
