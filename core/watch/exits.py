@@ -148,6 +148,7 @@ class ExitFollower:
         self._handles: dict[int, int] = {}  # handle -> pid
         self._followed: set[int] = set()  # the pids a handle follows
         self._starved: set[int] = set()  # pids polled for the budget: followed when it frees
+        self._freed = False  # a handle was released since the last sync
         self._gone: dict[int, float | None] = {}  # (pid, start) found exited: never again
         self._evidence: dict[tuple[Evidence, Reason], Evidence] = {}
         self._reasons: dict[tuple[int, str, str], Reason] = {}
@@ -206,8 +207,9 @@ class ExitFollower:
             f.paths.add(path)
             self._path_pid[path] = pid
             self._annotate(e, f.how)
-        if freed and self._starved:
+        if (freed or self._freed) and self._starved:
             self._revive(inventory)
+        self._freed = False
         return list(gone)
 
     def fired(self, pid: int, handle: int) -> bool:
@@ -323,6 +325,7 @@ class ExitFollower:
         if f.handle is not None:
             pid = self._handles.pop(f.handle, None)
             self._followed.discard(pid)
+            self._freed = True
             if self._backend is not None:
                 self._backend.release(f.handle)
             f.handle = None

@@ -250,6 +250,30 @@ class _PollOnly:
         pass
 
 
+def test_a_holder_left_to_the_pass_is_followed_when_a_descriptor_frees(
+        watchers: list[Watcher], lockdir: Path,
+        holders: list[subprocess.Popen[bytes]]) -> None:  # noqa: F811
+    """With room for one notification, the second holder is left to the pass (counted); when
+    the first dies and its pidfd is closed, the second is followed by the kernel."""
+    first, second = sleeper(), sleeper()
+    holders += [first, second]
+    write_lock(lockdir / "a.lock", first.pid)
+    w, v = _start(watchers, lockdir, liveness_interval=HOUR, exit_budget=1)
+    write_lock(lockdir / "b.lock", second.pid)
+    seen = v.expect(str(lockdir / "b.lock"), lambda s: s.liveness is Liveness.ALIVE)
+    assert seen.wait(WAIT)
+    assert w.exit_stats().followed == 1 and w.exit_stats().polled == {"descriptor_budget": 1}
+    gone = v.expect(str(lockdir / "a.lock"), _stale)
+    first.kill()
+    assert gone.wait(WAIT)
+    assert w.exit_stats().followed == 1 and w.exit_stats().fallback == 0
+    how = _one(w, lockdir / "b.lock").evidence.followed
+    assert how is not None and how.code is Code.LIVENESS_FOLLOWED
+    stale = v.expect(str(lockdir / "b.lock"), _stale)
+    second.kill()
+    assert stale.wait(WAIT), "the pass runs hourly: only its new pidfd could have told it"
+
+
 @pytest.mark.slow
 def test_holder_of_another_user(watchers: list[Watcher], lockdir: Path,
                                 holders: list[subprocess.Popen[bytes]]) -> None:  # noqa: F811
