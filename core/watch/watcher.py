@@ -218,7 +218,7 @@ class Watcher:
         if t is not None and t is not threading.current_thread():
             t.join(max(0.0, deadline - time.monotonic()) * 0.5)
         self._directories.sources.stop(deadline)
-        if t is None or not t.is_alive():
+        if t is None or t is threading.current_thread() or not t.is_alive():
             self._directories.exits.close()  # else the worker may still use them: left to exit
 
     def snapshot(self) -> list[LockStatus]:
