@@ -81,6 +81,7 @@ def holders(path: str, *, policy: StalePolicy | None = None) -> tuple[int, ...]:
     return found
 
 
+# Long: one proof-then-signal sequence whose steps must run in this order under one pidfd.
 def end_holder(path: str, *, reason: str | None, policy: StalePolicy | None = None,
                sig: int = signal.SIGTERM, expected_pid: int | None = None,
                expected_start: float | None = None, own_session: bool = False) -> int:
