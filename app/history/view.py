@@ -83,8 +83,11 @@ def load(target: str, since: float, until: float, db_path: str | None = None, *,
     except HistoryUnavailable as exc:
         out.error = f"History unavailable: {exc.reason}"
         return out
-    out.spans = spans_of(out.rows, since, until, before)
-    out.stats = stats_of(out.rows, since, until, before)
+    from core.verdicts.liveness import hostname
+
+    here = hostname()  # the recorder's host: a row without one is this host's
+    out.spans = spans_of(out.rows, since, until, before, here)
+    out.stats = stats_of(out.rows, since, until, before, here)
     return out
 
 
