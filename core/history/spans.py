@@ -43,14 +43,14 @@ def holder_label(t: Transition) -> str:
 
 
 def holder_key(t: Transition, my_host: str | None = None) -> str:
-    """Who a holder is, across its holds: its name (with the host) when the lock names one
-    (``"ci-runner-1 on build-7"``: one agent, many processes), else the PID and host. A row
-    that names no host is ``my_host``'s, the host that recorded it (a lock file without a
-    ``host`` is this host's): ``pid 1352`` and ``pid 1352 on vm`` are one holder on vm."""
-    host = t.host or my_host
+    """Who a holder is, across its holds: its name (with the host the lock names) when the
+    lock names one (``"ci-runner-1 on build-7"``: one agent, many processes), else the PID and
+    host. A process's row that names no host is ``my_host``'s, the host that recorded it (a
+    lock file without a ``host`` is this host's): ``pid 1352`` and ``pid 1352 on vm`` are one
+    holder on vm."""
     if t.holder:
-        return f"{t.holder} on {host}" if host else t.holder
-    if t.host is None and my_host:
+        return f"{t.holder} on {t.host}" if t.host else t.holder
+    if not t.host and my_host:
         return holder_label(t._replace(host=my_host)) if t.pid is not None else ""
     return holder_label(t)
 
