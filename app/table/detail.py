@@ -139,8 +139,8 @@ class DetailPane(QWidget):
         left.setWidget(fields)
         left.setWidgetResizable(True)
         left.setFrameShape(QFrame.Shape.NoFrame)
-        right = QWidget()
-        rl = QVBoxLayout(right)
+        why = QWidget()
+        rl = QVBoxLayout(why)
         rl.setContentsMargins(0, 0, 0, 0)
         title = QLabel("<b>Why</b>")
         rl.addWidget(title)
@@ -148,6 +148,12 @@ class DetailPane(QWidget):
         self.raw_title = QLabel("<b>Raw file</b>")  # "Raw record" for a lock on a server
         rl.addWidget(self.raw_title)
         rl.addWidget(self.raw, 1)
+        # scrolls when the docks leave the pane little height: the reasons are never cut
+        right = QScrollArea()
+        right.setWidget(why)
+        right.setWidgetResizable(True)
+        right.setFrameShape(QFrame.Shape.NoFrame)
+        right.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
         split.addWidget(right)
