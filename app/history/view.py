@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -102,6 +102,10 @@ def stats_text(st: Stats) -> str:
             f"{st.transitions} transition(s)")
 
 
+PREFERRED_HEIGHT = 210
+"""Pixels the History pane asks for when its dock opens (docs/gui.md "Docks")."""
+
+
 class HistoryPane(QWidget):
     """Timeline, figures and transitions of one lock or directory.
 
@@ -167,6 +171,12 @@ class HistoryPane(QWidget):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             sc.activated.connect(lambda s=step: self.step_zoom(s))
+
+    def sizeHint(self) -> QSize:
+        """Qt hook: the height the dock asks for first, :data:`PREFERRED_HEIGHT` (Qt's own
+        hint, the transitions table's, took the table and detail pane's room at the default
+        window size; the pane can be dragged taller)."""
+        return QSize(super().sizeHint().width(), PREFERRED_HEIGHT)
 
     @property
     def window_s(self) -> float:

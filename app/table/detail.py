@@ -163,6 +163,9 @@ class DetailPane(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(split)
+        # both sides scroll, so the pane could shrink to nothing: six lines at least, the rest
+        # of the height shared between the table's rows and the docks (docs/gui.md "Docks")
+        self.setMinimumHeight(6 * self.fontMetrics().lineSpacing() + 12)
         self.status: LockStatus | None = None
         self.rawLoaded.connect(self._raw_loaded)
         self.show_status(None)
