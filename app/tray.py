@@ -342,8 +342,14 @@ class TrayController(QObject):
             elif (new is None or new.state is State.FREE) and old is not None and \
                     old.state is State.HELD and n.on_release and not self._model.is_mine(old) \
                     and self._watched(old.path):
-                messages.append(Note(f"{self.lock_title(old.path)} released", old.path, False,
-                                     old.path))
+                forced = self._actions.forced_recently(old.path)
+                if forced is None:
+                    messages.append(Note(f"{self.lock_title(old.path)} released", old.path,
+                                         False, old.path))
+                else:  # not its holder's doing: the user's force release
+                    why = f": {forced}" if forced else ""
+                    messages.append(Note(f"{self.lock_title(old.path)} force-released",
+                                         [f"by you{why}", old.path], False, old.path))
         self._show(messages)
 
     def _watched(self, path: str) -> bool:

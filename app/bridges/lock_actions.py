@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,10 @@ class ActionError(Exception):
     def __init__(self, title: str, message: str) -> None:
         self.title = title
         super().__init__(message)
+
+FORCED_MEMORY_S = 30.0
+"""How long (s) a lock this app force-released is remembered as such: the watcher reports the
+file gone within a second or two (a network file system's polling: longer)."""
 
 
 def _detail(exc: BaseException, path: str) -> str:
@@ -134,6 +139,9 @@ class LockActions(QObject):
         are until their file is gone or holds another acquisition (:meth:`observe`)."""
         self._busy: dict[str, int] = {}
         """Paths with an operation of ours running (their changes are expected)."""
+        self._forced: dict[str, tuple[float, str]] = {}
+        """Paths this app force-released: when (``time.monotonic``) and the reason given; the
+        tray words their disappearance as such (:meth:`forced_recently`)."""
         self._mutex = threading.Lock()
 
     # -- queries (any thread) -----------------------------------------------------------------
@@ -154,6 +162,16 @@ class LockActions(QObject):
         with self._mutex:
             left = list(self._left)
         return list(dict.fromkeys([*self.held_paths(), *left]))
+
+    def forced_recently(self, path: str) -> str | None:
+        """The reason given (maybe "") when this app force-released ``path`` within the last
+        :data:`FORCED_MEMORY_S` seconds or is doing it now, else None: the lock that
+        disappeared there was not released by its holder. Thread-safe."""
+        with self._mutex:
+            seen = self._forced.get(path)
+        if seen is None or time.monotonic() - seen[0] > FORCED_MEMORY_S:
+            return None
+        return seen[1]
 
     # -- locks kept at quit (GUI thread) ------------------------------------------------------
 
@@ -288,12 +306,16 @@ class LockActions(QObject):
         ``discard_unsaved``. Emits :attr:`released` when it was a lock this app held. Returns
         the status of what was removed. Raises :class:`ActionError`."""
         with self._running(path):
+            with self._mutex:  # before: the watcher may see the file go at once
+                self._forced[path] = (time.monotonic(), reason or "")
             try:
                 from core.engine.operations import force_release_kept
 
                 done = force_release_kept(path, reason=reason or None,
                                           discard_unsaved=discard_unsaved)
             except (LockError, OSError) as exc:
+                with self._mutex:
+                    self._forced.pop(path, None)
                 self.touched.emit(path)
                 raise ActionError("Could not force-release the lock",
                                   _explain(exc, path)) from exc
@@ -302,6 +324,8 @@ class LockActions(QObject):
                 self.released.emit(path)
             if done.kept is not None:
                 self.kept.emit(done.kept)
+            with self._mutex:  # from now: the watcher's "gone" comes after
+                self._forced[path] = (time.monotonic(), reason or "")
             self.touched.emit(path)
             return done.status
 

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -83,8 +83,11 @@ def load(target: str, since: float, until: float, db_path: str | None = None, *,
     except HistoryUnavailable as exc:
         out.error = f"History unavailable: {exc.reason}"
         return out
-    out.spans = spans_of(out.rows, since, until, before)
-    out.stats = stats_of(out.rows, since, until, before)
+    from core.verdicts.liveness import hostname
+
+    here = hostname()  # the recorder's host: a row without one is this host's
+    out.spans = spans_of(out.rows, since, until, before, here)
+    out.stats = stats_of(out.rows, since, until, before, here)
     return out
 
 
@@ -97,6 +100,10 @@ def stats_text(st: Stats) -> str:
             f"expired {human_duration(st.expired_s)} · reclaimed {st.reclaimed}× · "
             f"released {st.released}× (forced {st.force_released}×) · "
             f"{st.transitions} transition(s)")
+
+
+PREFERRED_HEIGHT = 210
+"""Pixels the History pane asks for when its dock opens (docs/gui.md "Docks")."""
 
 
 class HistoryPane(QWidget):
@@ -164,6 +171,12 @@ class HistoryPane(QWidget):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             sc.activated.connect(lambda s=step: self.step_zoom(s))
+
+    def sizeHint(self) -> QSize:
+        """Qt hook: the height the dock asks for first, :data:`PREFERRED_HEIGHT` (Qt's own
+        hint, the transitions table's, took the table and detail pane's room at the default
+        window size; the pane can be dragged taller)."""
+        return QSize(super().sizeHint().width(), PREFERRED_HEIGHT)
 
     @property
     def window_s(self) -> float:

@@ -149,8 +149,8 @@ class DetailPane(QWidget):
         left.setWidget(fields)
         left.setWidgetResizable(True)
         left.setFrameShape(QFrame.Shape.NoFrame)
-        right = QWidget()
-        rl = QVBoxLayout(right)
+        why = QWidget()
+        rl = QVBoxLayout(why)
         rl.setContentsMargins(0, 0, 0, 0)
         title = QLabel("<b>Why</b>")
         rl.addWidget(title)
@@ -158,6 +158,12 @@ class DetailPane(QWidget):
         self.raw_title = QLabel("<b>Raw file</b>")  # "Raw record" for a lock on a server
         rl.addWidget(self.raw_title)
         rl.addWidget(self.raw, 1)
+        # scrolls when the docks leave the pane little height: the reasons are never cut
+        right = QScrollArea()
+        right.setWidget(why)
+        right.setWidgetResizable(True)
+        right.setFrameShape(QFrame.Shape.NoFrame)
+        right.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
         split.addWidget(right)
@@ -167,6 +173,9 @@ class DetailPane(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(split)
+        # both sides scroll, so the pane could shrink to nothing: six lines at least, the rest
+        # of the height shared between the table's rows and the docks (docs/gui.md "Docks")
+        self.setMinimumHeight(6 * self.fontMetrics().lineSpacing() + 12)
         self.status: LockStatus | None = None
         self.rawLoaded.connect(self._raw_loaded)
         self.show_status(None)

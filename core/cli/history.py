@@ -140,7 +140,9 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
         raise CliError(f"history unavailable: {exc.reason}", EXIT_IO) from None
     finally:
         store.close()
-    st = stats_of(rows, since, now, before)
+    from core.verdicts.liveness import hostname
+
+    st = stats_of(rows, since, now, before, my_host=hostname())  # a row without a host: here
     if out.json:
         out.data({"path": args.path, **st.to_dict()})
         return EXIT_OK

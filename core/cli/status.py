@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -37,14 +38,20 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
         0 free, 1 held (any state but free, as sema).
 
     Raises:
-        CliError: the directory is missing (exit 3); the file is unreadable (exit 3, after
-            the status is printed).
+        CliError: the directory is missing (exit 3); ``PATH`` is a directory (exit 3, nothing
+            printed: ``list`` is named); the file is unreadable (exit 3, after the status is
+            printed).
     """
     from core.record import Liveness, State
     from core.verdicts.inspect import inspect
 
     path: str = args.path
     check_lock_path(path, must_be_file=False)
+    if os.path.isdir(path):  # no verdict to print: a directory is no lock (exit 3, as for
+        from core.text import printable  # every verb given a directory)
+
+        raise CliError(printable(f"status {path}: a directory, not a lock file (the locks in "
+                                 f"it: lockwarden list {shlex.quote(path)})"))
     choice = cli_policies(args).for_path(path)
     status = inspect(path, policy=choice.policy)
     if choice.needs_note and status.state is not State.UNREADABLE:  # an error is one line

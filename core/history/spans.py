@@ -42,21 +42,28 @@ def holder_label(t: Transition) -> str:
     return " ".join(parts)
 
 
-def holder_key(t: Transition) -> str:
-    """Who a holder is, across its holds: its name (with the host) when the lock names one
-    (``"ci-runner-1 on build-7"``: one agent, many processes), else the PID and host."""
+def holder_key(t: Transition, my_host: str | None = None) -> str:
+    """Who a holder is, across its holds: its name (with the host the lock names) when the
+    lock names one (``"ci-runner-1 on build-7"``: one agent, many processes), else the PID and
+    host. A process's row that names no host is ``my_host``'s, the host that recorded it (a
+    lock file without a ``host`` is this host's): ``pid 1352`` and ``pid 1352 on vm`` are one
+    holder on vm."""
     if t.holder:
         return f"{t.holder} on {t.host}" if t.host else t.holder
+    if not t.host and my_host:
+        return holder_label(t._replace(host=my_host)) if t.pid is not None else ""
     return holder_label(t)
 
 
 def spans_of(rows: Iterable[Transition], since: float, until: float,
-             before: Iterable[Transition] = ()) -> dict[str, list[Span]]:
+             before: Iterable[Transition] = (), my_host: str | None = None
+             ) -> dict[str, list[Span]]:
     """Each lock's spans inside ``[since, until)`` (Unix s), oldest first.
 
     ``rows``: the transitions seen in the window, oldest first; ``before``: each lock's last
     transition before ``since`` (its state when the window opens,
-    :meth:`core.history.store.HistoryStore.before`). ``free`` spans are included."""
+    :meth:`core.history.store.HistoryStore.before`); ``my_host``: the host that recorded
+    them (:func:`holder_key`). ``free`` spans are included."""
     current: dict[str, Transition] = {t.lock: t for t in before}
     out: dict[str, list[Span]] = {}
     starts: dict[str, float] = {lock: since for lock in current}
@@ -66,7 +73,7 @@ def spans_of(rows: Iterable[Transition], since: float, until: float,
         start = starts[lock]
         if end > start:
             out.setdefault(lock, []).append(
-                Span(lock, start, end, t.state, holder_label(t), holder_key(t)))
+                Span(lock, start, end, t.state, holder_label(t), holder_key(t, my_host)))
 
     for t in rows:
         if t.t >= until:
@@ -128,12 +135,12 @@ class Stats:
 
 
 def stats_of(rows: Sequence[Transition], since: float, until: float,
-             before: Iterable[Transition] = ()) -> Stats:
-    """The :class:`Stats` of ``rows`` (oldest first) in ``[since, until)``; ``before`` as
-    :func:`spans_of`. A hold is a run of ``held`` spans of one holder; spans of other states
-    end it."""
+             before: Iterable[Transition] = (), my_host: str | None = None) -> Stats:
+    """The :class:`Stats` of ``rows`` (oldest first) in ``[since, until)``; ``before`` and
+    ``my_host`` as :func:`spans_of`. A hold is a run of ``held`` spans of one holder; spans of
+    other states end it."""
     before = list(before)
-    spans = spans_of(rows, since, until, before)
+    spans = spans_of(rows, since, until, before, my_host)
     held = stale = expired = 0.0
     longest = 0.0
     longest_of: tuple[str, str] | None = None

@@ -32,7 +32,7 @@ from core.kernel.table import Table
 from core.reasons import Reason
 from core.record import Evidence, FileInfo, Liveness, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
-from core.verdicts.liveness import boot_time, hostname, same_host
+from core.verdicts.liveness import boot_time, hostname, process_owner, same_host
 
 GIT_GRACE = FORMAT_STALE_AFTER["git-lock"]
 """Seconds a git lock with no git process in its repository stays ``held``
@@ -107,9 +107,12 @@ class _Judge:
         record's ``pid`` (``metadata["pid_found"] = True``), so the watcher's liveness pass
         re-judges the lock when that process exits (docs/watching.md, "Liveness and
         time")."""
+        # the live holder's user, as for every other lock ("mine": docs/gui.md, "Holder")
+        uid, user = process_owner(proc.pid) if proc and proc.state == "alive" else (None, None)
         ev = Evidence(pid=proc.pid if proc else (found or self.record.pid),
                       process_start=proc.start if proc else None,
-                      process_name=proc.name if proc else None, boot_time=boot)
+                      process_name=proc.name if proc else None, boot_time=boot,
+                      process_user=user, process_uid=uid)
         record = self.record
         if found is not None and record.pid is None:
             record = dataclasses.replace(record, pid=found,

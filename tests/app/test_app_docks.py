@@ -6,6 +6,9 @@ says something when it is empty."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,13 @@ from PySide6.QtWidgets import QApplication
 from app.table.columns import Col
 
 WAIT_MS = 20000
+
+
+def dead_pid() -> int:
+    """A PID that just exited (reaped): no process has it."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
 
 
 def shown(lw: Any, qtbot: Any) -> Any:
@@ -51,6 +61,16 @@ def test_the_docks_leave_the_table_eight_rows_and_its_columns(make_app: Any, qtb
     assert rows >= 8, rows
     for col in (Col.HOLDER, Col.PID, Col.EXPIRES):
         assert fully_visible(w, col), col
+    # the detail pane, squeezed, scrolls: the reasons are never cut
+    lock = lockdir / "deploy.lock"
+    lock.write_text(f"pid={dead_pid()}\ntimestamp={int(time.time()) - 7200}\ntag=deploy\n")
+    qtbot.waitUntil(lambda: w.select_path(str(lock)), timeout=WAIT_MS)
+    w.splitter.setSizes([10_000, 1])  # the pane as small as it goes, its reasons long
+    w.detail.reasons.setText("<ul>" + "<li>a reason worded at length, as some are</li>" * 6
+                             + "</ul>")
+    QApplication.processEvents()
+    why = w.detail.reasons
+    assert why.text() and why.height() >= why.heightForWidth(why.width())
     for dock in docks:  # each, brought forward, has room to show something
         dock.raise_()
         QApplication.processEvents()

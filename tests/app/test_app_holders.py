@@ -211,3 +211,17 @@ def test_end_holder_of_a_flock_lock_says_the_child_keeps_it(make_app: Any, lockd
         if child:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
+
+
+def test_a_live_vims_swap_is_marked_mine(tmp_path: Path) -> None:
+    """A Vim of this user editing a file: its swap's holder is that Vim, marked "mine" like
+    every other lock whose holder process runs as the user (docs/gui.md, "Holder")."""
+    from app.table.columns import holder_text
+    from core.verdicts.inspect import inspect
+    from tests.support.editors import live_vim
+
+    with live_vim(tmp_path) as (swap, pid):
+        st = inspect(str(swap))
+        assert st.state is State.HELD and st.evidence.pid == pid
+        text = holder_text(st, "elsewhere")
+        assert text.startswith("mine — ") and f"vim (PID {pid}" in text, text

@@ -194,3 +194,32 @@ def test_the_audit_viewer_keeps_a_removed_directory_and_shows_the_users_log(
     if shutil.which("git"):
         assert str(tmp_path / "repo" / "build.lock") in locks
     assert audit.known_logs()[:2] == [str(old / ".lock_audit.log"), str(new / ".lock_audit.log")]
+
+
+def test_the_balloon_after_a_force_release_says_force_released(
+        make_app: Any, qtbot: Any, lockdir: Path, sleeper: int) -> None:
+    """With "A lock is released" on, another tool's lock that disappears is "released"; one
+    this app force-released is said to be force-released by the user, not "released" as if its
+    holder had let it go."""
+    lw = make_app([lockdir], tray=True, on_release=True)
+    tray = lw.tray
+    assert tray is not None
+    notes = SignalSpy(tray.notified)
+    lw.start(show_window=False)
+    qtbot.waitUntil(lambda: lw.inventory.initial_done, timeout=WAIT_MS)
+    lock = lockdir / "deploy.lock"
+    foreign_lock(lock, sleeper)
+    force_release(lw, qtbot, lock)
+    qtbot.waitUntil(lambda: lw.model.status_of(str(lock)) is None, timeout=WAIT_MS)
+    lw.inventory.flush()
+    qtbot.waitUntil(lambda: bool(notes.calls), timeout=WAIT_MS)
+    titles = notes.column(0)
+    assert "deploy.lock released" not in titles, titles
+    assert "deploy.lock force-released" in titles, titles
+    [body] = [b for t, b, _i in notes.calls if t == "deploy.lock force-released"]
+    assert "by you" in body and "holder hung" in body
+    other = lockdir / "other.lock"  # another tool's release stays "released"
+    foreign_lock(other, sleeper, "build")
+    qtbot.waitUntil(lambda: lw.model.status_of(str(other)) is not None, timeout=WAIT_MS)
+    other.unlink()
+    qtbot.waitUntil(lambda: "other.lock released" in notes.column(0), timeout=WAIT_MS)

@@ -3,12 +3,14 @@ pseudo-terminal that is then killed (SIGKILL), as a crash leaves it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,30 @@ def dirty_vim_swap(directory: Path, name: str = "notes.txt") -> tuple[Path, Path
     swap = directory / f".{name}.swp"
     assert swap.exists()
     return swap, edited
+
+
+@contextlib.contextmanager
+def live_vim(directory: Path, name: str = "notes.txt") -> Iterator[tuple[Path, int]]:
+    """A real Vim editing ``directory/name`` in a pseudo-terminal, for as long as the ``with``
+    lasts: yields its swap (``.NAME.swp``) and its PID; it is killed after. Skips the test when
+    Vim is not installed."""
+    vim = shutil.which("vim")
+    if vim is None:
+        pytest.skip("vim is not installed (CI installs it)")
+    edited = directory / name
+    edited.write_text("saved line\n")
+    master, slave = os.openpty()
+    env = {**os.environ, "TERM": "xterm", "HOME": str(directory)}
+    p = subprocess.Popen([vim, "-u", "NONE", "-N", "-i", "NONE", str(edited)], cwd=directory,
+                         stdin=slave, stdout=slave, stderr=slave, env=env,
+                         start_new_session=True)
+    os.close(slave)
+    try:
+        _read_until(master, name.encode(), bytearray())
+        swap = directory / f".{name}.swp"
+        assert swap.exists()
+        yield swap, p.pid
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        os.close(master)

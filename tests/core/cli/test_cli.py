@@ -758,3 +758,15 @@ def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path, entry: st
     assert out.returncode == 3
     assert "desktop app is not available" in out.stderr.splitlines()[0]
     assert "Traceback" not in out.stderr
+
+
+def test_status_of_a_directory_is_a_usage_error_that_points_to_list(lockdir: Path) -> None:
+    """``status DIR`` printed ``locked: true`` and a verdict for the directory, then an error:
+    a directory is no lock; one line says so and names ``list``, stdout stays empty, exit 3
+    as for every verb given a directory (docs/cli.md, "Exit codes")."""
+    for extra in ((), ("--json",)):
+        out = lw("status", str(lockdir), *extra)
+        assert out.returncode == 3 and out.stdout == "", out.stdout
+        assert one_line(out.stderr) == (
+            f"lockwarden: status {lockdir}: a directory, not a lock file (the locks in it: "
+            f"lockwarden list {lockdir})")

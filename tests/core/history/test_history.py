@@ -271,3 +271,30 @@ def test_history_escapes_control_characters_in_paths(tmp_path: Path, lockdir: Pa
     assert "a\\nb\\x1b[31m.lock" in lines[0] and "pid 7" in lines[0]
     assert [json.loads(x)["lock"] for x in run(env, "history", str(lockdir), "--json")
             .stdout.splitlines()] == [evil, str(lockdir / "plain.lock")]
+
+
+def test_stats_counts_one_process_once_with_and_without_its_host(
+        tmp_path: Path, lockdir: Path) -> None:
+    """A lock file that names no host is this host's: ``pid 1352`` there and ``pid 1352 on
+    <this host>`` in a lock that names it are one holder (``stats`` counted two)."""
+    import socket
+    import time
+
+    from core.history.model import Observation
+    from core.history.store import HistoryStore
+
+    env = env_for(tmp_path)
+    store = HistoryStore(str(tmp_path / "data" / "lockwarden" / "history.sqlite3"))
+    now = time.time()
+    here = socket.gethostname()
+    store.record([Observation(str(lockdir / "a.lock"), now - 60, "held", pid=1352, ident="a"),
+                  Observation(str(lockdir / "b.lock"), now - 50, "held", pid=1352, host=here,
+                              ident="b"),
+                  Observation(str(lockdir / "c.lock"), now - 40, "held", pid=1352,
+                              host="elsewhere", ident="c")])
+    store.close()
+    out = run(env, "stats", str(lockdir), "--json")
+    assert out.returncode == 0, out.stderr
+    st = json.loads(out.stdout)
+    assert sorted(st["holders"]) == sorted([f"pid 1352 on {here}", "pid 1352 on elsewhere"])
+    assert st["distinct_holders"] == 2
