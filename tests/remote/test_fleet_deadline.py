@@ -4,7 +4,8 @@
 verdict with one "judged without the fleet" line, ``list --fleet`` fails with the deadline
 named, each after at most the fleet's deadline (10 s) more than the same command without a
 fleet; the agent and ``watch`` stop within a second of SIGINT while a read or a publication
-drips. A ``deadline`` in ``[fleet]`` is checked like every other key."""
+drips. A ``deadline`` in ``[fleet]`` is checked like every other key, and a password is refused
+in a DSN's query (``?password=``) as in its user part."""
 
 from __future__ import annotations
 
@@ -164,5 +165,14 @@ def test_a_password_in_the_dsn_is_refused_wherever_it_is(tmp_path: Path, dsn: st
     cfg.write_text(f'[fleet]\ndsn = "{dsn}"\n')
     config = load(str(cfg))
     assert config.fleet is None
+    assert any("must not hold a password" in str(w) for w in config.warnings)
+    assert not any("secret" in str(w) for w in config.warnings)
+
+
+def test_a_lock_servers_dsn_with_a_password_parameter_is_refused_too(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[postgres]]\ndsn = "postgresql://lw@db.example/x?password=secret"\n')
+    config = load(str(cfg))
+    assert config.servers == []
     assert any("must not hold a password" in str(w) for w in config.warnings)
     assert not any("secret" in str(w) for w in config.warnings)

@@ -25,13 +25,14 @@ from tests.support.servers import PG_PASSWORD, PgServer
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 
 ROOT = Path(__file__).resolve().parents[2]
+FLEET_DOC = ROOT / "docs" / "fleet.md"
 ROLES = ("lw_build7", "lw_build8", "lw_viewer", "lw_owner")
 PASSWORDS = {f"LW_{r.removeprefix('lw_').upper()}_PASSWORD": f"pw-{r}" for r in ROLES}
 
 
 def setup_script() -> str:
     """The first ``sh`` block of docs/fleet.md's "Set-up" section, as written."""
-    text = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    text = FLEET_DOC.read_text(encoding="utf-8")
     section = text.split("\n## Set-up\n", 1)[1].split("\n## ", 1)[0]
     found = re.search(r"```sh\n(.*?)```", section, re.S)
     assert found, "docs/fleet.md's Set-up has no sh block"
