@@ -147,6 +147,15 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
         pub_b.close()
     shutil.rmtree(private)  # B's private /tmp: not here
     _record(shared / "swapped.lock", 999_999, "fleet-c", "another")  # not B's lock here
+    import psycopg
+
+    with psycopg.connect(**fresh_db.conninfo(), autocommit=True) as admin, \
+            admin.transaction():  # a host name nobody bound (a superuser's rows: no RLS)
+        admin.execute("INSERT INTO lockwarden_hosts (host, interval_s) VALUES ('fleet-x', 2)")
+        admin.execute("INSERT INTO lockwarden_locks (host, path, state, liveness, reasons,"
+                      " verdict) VALUES ('fleet-x', '/x.lock', 'stale', 'dead', '[]',"
+                      " '{\"path\": \"/x.lock\", \"state\": \"stale\", \"liveness\":"
+                      " \"dead\"}')")
 
     lw = app_for(mine, fresh_db)
     w = lw.window
@@ -168,10 +177,12 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
     assert w.hosts.isVisible() and w.act_hosts.isEnabled()
     assert w.act_hosts.shortcut().toString() == "Ctrl+Shift+O"
     assert w.hosts.accessibleName() == "Hosts" and w.hosts.table.accessibleName()
-    qtbot.waitUntil(lambda: {r[0] for r in w.hosts.rows()} == {"fleet-a", "fleet-b"},
-                    timeout=20_000)
+    qtbot.waitUntil(lambda: {r[0] for r in w.hosts.rows()} == {"fleet-a", "fleet-b",
+                                                                 "fleet-x"}, timeout=20_000)
     rows = {r[0]: r for r in w.hosts.rows()}
     assert rows["fleet-b"][2] == "3"  # locks published
+    assert rows["fleet-x"][2] == "0" and rows["fleet-x"][4] == "not trusted"  # unbound
+    assert lw.model.status_of(fleet_key("fleet-x", "/x.lock")) is None
     assert rows["fleet-a"][4].startswith("live") and "this host" in rows["fleet-a"][4]
     qtbot.waitUntil(lambda: any(r[0] == "fleet-b" and r[4] == "silent"
                                 for r in w.hosts.rows()), timeout=20_000)
