@@ -90,6 +90,7 @@ class Code(enum.StrEnum):
     FLEET_REPORT = "fleet_report"  # host, pid, liveness, reported_at
     FLEET_HOST_SILENT = "fleet_host_silent"  # host, silent_s
     FLEET_PID_UNREPORTED = "fleet_pid_unreported"  # host, pid
+    FLEET_HOST_UNTRUSTED = "fleet_host_untrusted"  # host, why
 
 
 class UnreadableKind(enum.StrEnum):

@@ -284,6 +284,14 @@ def _revokes_lease(r: Reason) -> str:
     return text
 
 
+_UNTRUSTED = {
+    "unbound": "no role is bound to that host name",
+    "other_role": "it was written by another role than the one bound to that host name",
+    "future_heartbeat": "its heartbeat is dated in the future",
+}
+"""Why a host's report is not trusted (``fleet_host_untrusted``'s ``why``), in words."""
+
+
 def _fleet_report(r: Reason) -> str:
     how = {"alive": "is alive", "dead": "has exited",
            "reused": "now belongs to a later process (its holder has exited)"}
@@ -383,6 +391,10 @@ _WORDS: dict[Code, object] = {
     Code.FLEET_HOST_SILENT: lambda r: (
         f"host {r.get('host')} has sent no heartbeat for {_dur(r, 'silent_s')}: its reports "
         "no longer count, so the lock is judged by its age and TTL"),
+    Code.FLEET_HOST_UNTRUSTED: lambda r: (
+        f"the report published as host {r.get('host')} is not trusted: "
+        + _UNTRUSTED.get(str(r.get("why")), "it fails the fleet's checks")
+        + ", so the lock is judged by its age and TTL"),
     Code.FLEET_PID_UNREPORTED: lambda r: (
         f"host {r.get('host')} publishes nothing on PID {r.get('pid')} (it does not watch "
         "this lock), so the lock is judged by its age and TTL"),

@@ -99,6 +99,12 @@ def safe_action(status: LockStatus) -> str:
             return words
     if status.read_only:
         return "nothing: only its tool changes it"
+    report = next((r for r in status.reasons if r.code is Code.FLEET_REPORT), None)
+    if report is not None and (status.state is State.STALE or status.liveness in (
+            Liveness.DEAD, Liveness.REUSED)):  # another host's word alone
+        return (f"confirm on host {report.get('host')} first (lockwarden status there): this "
+                "verdict rests on that host's report alone; a forced release from here only "
+                "once that host agrees")
     if status.state is State.STALE:
         if status.kind == "server":
             return f"release it (that will {removal_words(status)})"

@@ -9,7 +9,10 @@ re-judges this host's rows of locks recorded on another host
 (:func:`core.fleet.judge.judge_with_fleet`, through
 :attr:`app.bridges.watch_bridge.WatchBridge.judge`) and puts the other hosts' locks in the table
 (:mod:`app.table.fleet_rows`). A database that is down, slow or refuses is a problem
-(:attr:`FleetBridge.problemsChanged`); nothing is lost. Rules: docs/fleet.md, "The app";
+(:attr:`FleetBridge.problemsChanged`); nothing is lost. Every publication, read and wait ends
+within the fleet's deadline (``[fleet] deadline``, :class:`core.fleet.link.Link`), and
+:meth:`FleetBridge.close` cuts the one under way, so the worker stops at once whatever the
+database does. Rules: docs/fleet.md, "The app";
 docs/gui.md, "Fleet". Nothing of the fleet (nor psycopg) is imported until a ``[fleet]`` table
 is configured.
 """
@@ -75,6 +78,7 @@ class FleetBridge(QObject):
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._links: tuple[Any, ...] = ()  # the worker's publisher and reader (abort())
         self._snap: FleetSnapshot | None = None
         self._silent_after = 15.0
         self.spec: FleetSpec | None = None
@@ -134,8 +138,12 @@ class FleetBridge(QObject):
         self._watchdog.start()
         self._stop, self._wake = threading.Event(), threading.Event()
         gen = self._gen
+        from core.fleet.store import Publisher
+
+        publisher, reader = Publisher(spec), self._reader(spec)
+        self._links = (publisher, reader)
         self._thread = threading.Thread(target=self._run, args=(spec, self._stop, self._wake,
-                                                                 gen),
+                                                                 gen, publisher, reader),
                                         name="lockwarden-fleet", daemon=True)
         self._thread.start()
 
@@ -147,6 +155,9 @@ class FleetBridge(QObject):
         self._watchdog.stop()
         self._stop.set()
         self._wake.set()
+        for link in self._links:  # a publication or read under way ends at once
+            link.abort()
+        self._links = ()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
@@ -200,11 +211,9 @@ class FleetBridge(QObject):
     # -- worker thread ------------------------------------------------------------------------
 
     def _run(self, spec: FleetSpec, stop: threading.Event, wake: threading.Event,
-             gen: int) -> None:
-        from core.fleet.store import FleetError, Publisher
+             gen: int, publisher: Any, reader: Any) -> None:
+        from core.fleet.store import FleetError
 
-        publisher = Publisher(spec)
-        reader: Any = None
         rows: dict[str, dict[str, tuple[dict[str, Any], LockStatus]]] = {}  # host: key: row
         safety: dict[str, Safety] = {}
         judged: dict[str, LockStatus] = {}
@@ -224,17 +233,17 @@ class FleetBridge(QObject):
                         pub_problem = f"fleet: {type(exc).__name__}: {exc}"
                     self._last_answer = time.monotonic()  # any thread reads it (a float)
                 asked = need
+                if not reader.connected:  # a new connection: NOTIFYs may have been missed
+                    heard.clear()
+                    asked = None
                 try:
-                    if reader is None:
-                        reader = self._connect(spec, heard)
-                        asked = None
-                    read = self._read(reader, spec, asked)
+                    read = reader.run("read", lambda conn, asked=asked: self._read(
+                        conn, spec, asked))
                     need = set()
                     read_problem = None
-                except Exception as exc:
+                except Exception as exc:  # FleetError; the reader reconnects next turn
                     read_problem = str(exc)
-                    self._drop(reader)
-                    reader, read, need = None, None, None
+                    read, need = None, None
                 self._last_answer = time.monotonic()
                 if stop.is_set():
                     return
@@ -260,41 +269,31 @@ class FleetBridge(QObject):
                     need |= notified
         finally:
             publisher.close()
-            self._drop(reader)
+            reader.close()
 
     @staticmethod
-    def _connect(spec: FleetSpec, heard: set[str]) -> Any:
-        """A reader connection that LISTENs. A NOTIFY that arrives while another query runs
-        is kept by psycopg (3.2.4+) and given first by the next ``notifies()``; ``heard``
-        starts empty."""
+    def _reader(spec: FleetSpec) -> Any:
+        """The reader's :class:`core.fleet.link.Link`: its connections LISTEN. A NOTIFY that
+        arrives while another query runs is kept by psycopg (3.2.4+) and given first by the
+        next ``notifies()``."""
+        from core.fleet.link import Link
         from core.fleet.schema import CHANNEL
-        from core.fleet.store import connect
 
-        conn = connect(spec)
-        heard.clear()
-        conn.execute(f"LISTEN {CHANNEL}")
-        return conn
-
-    @staticmethod
-    def _drop(conn: Any) -> None:
-        from core.fleet.store import close_quietly
-
-        close_quietly(conn)
+        return Link(spec, name="lockwarden-fleet-read",
+                    setup=lambda conn: conn.execute(f"LISTEN {CHANNEL}"))
 
     @staticmethod
     def _read(conn: Any, spec: FleetSpec, hosts: set[str] | None) -> tuple[Any, Any, Any]:
         """``(snapshot, host summaries, published locks)`` through ``conn``; the locks of
         ``hosts`` only (None: of every host; an empty set: none read, None returned)."""
+        from core.config.servers import redact_url
         from core.fleet.hosts import host_summaries, published_locks
-        from core.fleet.store import fleet_error, read_snapshot
+        from core.fleet.store import read_snapshot
 
-        try:
-            snap = read_snapshot(conn)
-            summaries = host_summaries(conn, silent_after=spec.silent_after)
-            published = None if hosts is not None and not hosts else published_locks(
-                conn, except_host=spec.host, hosts=None if hosts is None else sorted(hosts))
-        except Exception as exc:
-            raise fleet_error(spec, exc) from None
+        snap = read_snapshot(conn, where=redact_url(spec.dsn))
+        summaries = host_summaries(conn, silent_after=spec.silent_after)
+        published = None if hosts is not None and not hosts else published_locks(
+            conn, except_host=spec.host, hosts=None if hosts is None else sorted(hosts))
         return snap, summaries, published
 
     def _rejudge(self, mine: list[LockStatus], judged: dict[str, LockStatus]) -> list[Update]:
@@ -381,12 +380,14 @@ class FleetBridge(QObject):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            if reader is None:
+            if not reader.connected:
                 wake.wait(min(left, WAIT_STEP_S))
                 continue
+            step = min(left, WAIT_STEP_S)
             try:
-                for n in reader.notifies(timeout=min(left, WAIT_STEP_S), stop_after=1):
-                    heard.add(n.payload)
+                heard.update(reader.run("wait", lambda conn, step=step: [
+                    n.payload for n in conn.notifies(timeout=step, stop_after=1)],
+                    seconds=step + spec.deadline))
             except Exception:  # a broken connection: the next read says so and reconnects
                 heard.clear()
                 return None

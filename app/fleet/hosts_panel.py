@@ -121,12 +121,15 @@ class HostsPanel(QDockWidget):
         self.summary.setText(text)
         self.table.setRowCount(len(hosts))
         for row, h in enumerate(hosts):
-            status = "silent" if h.silent else "live"
+            status = "not trusted" if h.untrusted else "silent" if h.silent else "live"
             if me is not None and h.host == me:
                 status += " (this host)"
             cells = (printable(h.host), f"{human_duration(h.age_s)} ago", str(h.locks),
                      str(h.attention) if h.attention else "", status)
-            tip = (f"{printable(h.host)}: no heartbeat for {human_duration(h.age_s)}; its "
+            tip = (f"{printable(h.host)}: its rows were not written by the role bound to this "
+                   "host name (docs/fleet.md, \"Trust\"): none of its reports or locks is used"
+                   if h.untrusted else
+                   f"{printable(h.host)}: no heartbeat for {human_duration(h.age_s)}; its "
                    "locks are judged by the age and TTL rules again" if h.silent else
                    f"{printable(h.host)}: heartbeat every {h.interval_s:g} s"
                    + (f"; {printable(h.version)}" if h.version else ""))
@@ -136,7 +139,7 @@ class HostsPanel(QDockWidget):
                 if col in (2, 3):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
                                           | Qt.AlignmentFlag.AlignVCenter)
-                if h.silent:
+                if h.silent or h.untrusted:
                     item.setForeground(QBrush(SILENT_COLOR))
                 self.table.setItem(row, col, item)
 

@@ -1,5 +1,5 @@
-"""Where an audit entry may be written: never into a git repository (docs/DESIGN.md, "Nothing
-lost"; docs/audit.md, "Where entries go").
+"""Where an audit entry may be written: never into a git repository, and as root never into
+another user's directory (docs/DESIGN.md, "Nothing lost"; docs/audit.md, "Where entries go").
 
 Part of :mod:`core.audit`. A lock in a git working tree (``index.lock``, a build lock beside the
 sources) or in a git directory would otherwise get a ``.lock_audit.log`` there, which ``git
@@ -67,13 +67,41 @@ def _levels(directory: str) -> tuple[tuple[str, str | None, str], ...]:
 
 
 def refusal(log_path: str) -> str | None:
-    """Why the directory log ``log_path`` must not be written (it lies in a git repository),
-    in words for :attr:`core.audit.AuditWrite.reason`; ``None`` when it may be."""
-    repo = repository_of(os.path.dirname(log_path))
-    if repo is None:
-        return None
-    return (f"{os.path.dirname(log_path)} is in the git repository {repo}: Lockwarden writes "
-            "nothing into a repository, so the entry went to your own log")
+    """Why the directory log ``log_path`` must not be written, in words for
+    :attr:`core.audit.AuditWrite.reason`; ``None`` when it may be:
+
+    - it lies in a git repository;
+    - Lockwarden runs as root and the directory (symlinks followed: where the log would really
+      go) belongs to another user: a root-owned ``.lock_audit.log`` there -- reached through a
+      symlinked directory someone planted, or plainly -- is a file that user can neither
+      append to nor trust, so root's entries go to root's own log."""
+    directory = os.path.dirname(log_path)
+    repo = repository_of(directory)
+    if repo is not None:
+        return (f"{directory} is in the git repository {repo}: Lockwarden writes nothing into "
+                "a repository, so the entry went to your own log")
+    if getattr(os, "geteuid", lambda: -1)() == 0:
+        try:
+            owner = os.stat(directory or ".").st_uid
+        except OSError:
+            return None  # the append says what is wrong with it
+        if owner != 0:
+            where = os.path.realpath(directory or ".")
+            via = "" if where == os.path.abspath(directory or ".") else f" (really {where})"
+            return (f"{directory}{via} belongs to another user ({_user(owner)}): Lockwarden "
+                    "running as root writes no log into another user's directory, so the "
+                    "entry went to root's own log")
+    return None
+
+
+def _user(uid: int) -> str:
+    """``"name, uid N"`` (``"uid N"`` without a name)."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 __all__ = ["GIT_DIR_NAME", "refusal", "repository_of"]

@@ -15,6 +15,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:  # imported where used: `list --fleet` needs no verdicts (docs
     from core.record import LockStatus
 
 PROG = "lockwarden"
+
+_STEP_S = 0.2
+"""Longest single wait of the agent's loop, in seconds: how soon it sees a signal."""
 
 
 def load_config(args: argparse.Namespace) -> Config:
@@ -55,30 +59,29 @@ def fleet_judge(args: argparse.Namespace, config: Config | None = None, *,
                 ) -> Callable[[LockStatus], LockStatus] | None:
     """The re-judging :func:`fleet_judged` applies, with the fleet's reports read once (a
     listing that streams asks once, at the first lock naming another host), or ``None`` when
-    there is no ``[fleet]`` or its database fails (said on stderr). ``pids``: only the reports
-    on these PIDs are read (the locks to judge are known); ``None``: every PID's (a listing
-    that streams does not know its locks yet)."""
+    there is no ``[fleet]`` or its database fails or does not answer within the fleet's
+    deadline (said in one line on stderr: "judged without the fleet: ..."; docs/fleet.md,
+    "Deadline"). ``pids``: only the reports on these PIDs are read (the locks to judge are
+    known); ``None``: every PID's (a listing that streams does not know its locks yet)."""
     cfg = config if config is not None else load_config(args)
     if cfg.fleet is None:
         return None
+    from core.config.servers import redact_url
     from core.fleet.judge import judge_with_fleet
-    from core.fleet.store import FleetError, connect, read_snapshot
+    from core.fleet.link import Link
+    from core.fleet.store import FleetError, read_snapshot
 
     spec = cfg.fleet
+    where = redact_url(spec.dsn)
+    link = Link(spec, name="lockwarden-fleet-read")
     try:
-        conn = connect(spec)
-        try:
-            snap = read_snapshot(conn, pids=pids)
-        finally:
-            conn.close()
+        snap = link.run("read", lambda conn: read_snapshot(conn, pids=pids, where=where))
     except FleetError as exc:
-        print(f"{PROG}: {one_line(str(exc))}; judged without the fleet", file=sys.stderr,
+        print(f"{PROG}: judged without the fleet: {one_line(str(exc))}", file=sys.stderr,
               flush=True)
         return None
-    except Exception as exc:  # psycopg.Error from the read: same treatment
-        print(f"{PROG}: fleet: {one_line(str(exc))}; judged without the fleet",
-              file=sys.stderr, flush=True)
-        return None
+    finally:
+        link.close()
     silent_after = spec.silent_after
     return lambda s: judge_with_fleet(s, snap, silent_after=silent_after)
 
@@ -92,33 +95,42 @@ def _fleet_of(args: argparse.Namespace) -> tuple[Config, FleetSpec]:
 
 
 def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
-    """``list --fleet``: every host's published locks, each with ``host`` (its publisher),
-    sorted by host and path; JSON: a list of verdict objects with ``host_published``,
-    ``host_silent`` and ``heartbeat_age_s``.
+    """``list --fleet``: every trusted host's published locks, each with ``host`` (its
+    publisher), sorted by host and path; JSON: a list of verdict objects with
+    ``host_published``, ``host_silent`` and ``heartbeat_age_s``. The whole read ends within
+    the fleet's deadline. A host left out (its rows not written by its bound role, more than
+    the cap, or not valid: :mod:`core.fleet.listing`) is one line on stderr; the output is
+    always valid JSON.
 
     Raises:
-        CliError: no ``[fleet]`` (exit 2); the database failed (exit 3).
+        CliError: no ``[fleet]`` (exit 2); the database failed or did not answer in time
+            (exit 3).
     """
-    from core.fleet.listing import lock_rows, write_locks_json
-    from core.fleet.store import FleetError, connect
+    from core.fleet.link import Link
+    from core.fleet.listing import Row, read_lock_rows, read_locks_json, write_listing
+    from core.fleet.store import FleetError
 
     _cfg, spec = _fleet_of(args)
+    link = Link(spec, name="lockwarden-fleet-list")
+    rows: list[Row] = []
     try:
-        conn = connect(spec)
-        try:
-            if out.json:  # built by the database from pre-encoded verdicts: raw bytes out
-                sys.stdout.flush()
-                write_locks_json(conn, sys.stdout.buffer, silent_after=spec.silent_after)
-                return EXIT_OK
-            hosts, rows = lock_rows(conn, silent_after=spec.silent_after)
-        finally:
-            conn.close()
+        if out.json:  # built by the database from pre-encoded verdicts: raw bytes out
+            listing = link.run("list", lambda conn: read_locks_json(
+                conn, silent_after=spec.silent_after))
+            hosts, problems = 0, listing.problems
+        else:
+            hosts, rows, problems = link.run("list", lambda conn: read_lock_rows(
+                conn, silent_after=spec.silent_after))
     except FleetError as exc:
         raise CliError(str(exc)) from None
-    except OSError:
-        raise
-    except Exception as exc:  # psycopg.Error from a read
-        raise CliError(f"fleet database: {one_line(str(exc))}") from None
+    finally:
+        link.close()
+    for problem in problems:
+        print(f"{PROG}: fleet: {one_line(problem)}", file=sys.stderr, flush=True)
+    if out.json:
+        sys.stdout.flush()
+        write_listing(listing, sys.stdout.buffer)
+        return EXIT_OK
     if out.quiet:
         return EXIT_OK
     if not rows:
@@ -131,7 +143,7 @@ def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
 def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None, str]]
                 ) -> str:
     """The table of ``list --fleet``: HOST (``(silent)`` after a silent one), STATE, PID,
-    LIVENESS, HOLDER, PATH, from :func:`core.fleet.listing.lock_rows`; laid out as
+    LIVENESS, HOLDER, PATH, from :func:`core.fleet.listing.read_lock_rows`; laid out as
     :func:`core.cli.output.render_table` does (cells escaped by :func:`core.text.printable`,
     two spaces between columns), a column at a time: 50,000 rows in tens of ms."""
     from core.text import printable
@@ -155,10 +167,13 @@ def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None
 
 def cmd_agent(args: argparse.Namespace, out: Out) -> int:
     """``agent``: publish this host's watched locks until SIGINT/SIGTERM (see the module
-    docstring): after each change set of the watcher and at every heartbeat interval. A
-    failing database is said on stderr when it starts failing (again only when the kind of
-    failure changes: :class:`core.fleet.store.FleetError`) and when it is back; nothing
-    is lost meanwhile (the next publication after a reconnect sends every row).
+    docstring): after each change set of the watcher and at every heartbeat interval, each
+    publication within the fleet's deadline. A failing database is said on stderr when it
+    starts failing (again only when the kind of failure changes:
+    :class:`core.fleet.store.FleetError`) and when it is back; nothing is lost meanwhile (the
+    next publication after a reconnect sends every row). A signal stops it within a second
+    whatever the database does: the publication under way is cut
+    (:meth:`core.fleet.store.Publisher.abort`).
 
     Returns:
         0 when stopped by a signal.
@@ -171,39 +186,102 @@ def cmd_agent(args: argparse.Namespace, out: Out) -> int:
     from core.watch.watcher import Watcher
 
     cfg, spec = _fleet_of(args)
-    stop = threading.Event()
+    stopping = [False]  # set by the handler (no lock: a handler may interrupt a wait's lock)
     changed = threading.Event()
+    publisher = Publisher(spec)
 
     def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-        changed.set()
+        stopping[0] = True
+        publisher.abort()  # a publication under way ends at once
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher = Watcher(cfg.all_watches(), lambda _changes: changed.set())
-    publisher = Publisher(spec)
     problem: str | None = None
     try:
         watcher.start()
         out.note(f"publishing {len(cfg.all_watches())} watched directories as host "
                  f"{spec.host} to {redact_url(spec.dsn)} every {spec.interval:g} s")
-        while not stop.is_set():
+        while not stopping[0]:
             try:
                 publisher.publish(watcher.snapshot())
                 if problem is not None:
                     out.note(f"fleet database {redact_url(spec.dsn)} is back: published")
                 problem = None
             except FleetError as exc:
+                if stopping[0]:
+                    break
                 # once when it starts failing, again only when the kind changes (a connection
                 # cut mid-publication, then refused, is one outage: one line)
                 if exc.kind != problem:
                     print(f"{PROG}: {one_line(str(exc))}; retrying every {spec.interval:g} s",
                           file=sys.stderr, flush=True)
                 problem = exc.kind
-            changed.wait(spec.interval)
+            end = time.monotonic() + spec.interval
+            while not stopping[0] and not changed.is_set() and time.monotonic() < end:
+                changed.wait(min(_STEP_S, max(0.0, end - time.monotonic())))
             changed.clear()
     finally:
         watcher.close()
         publisher.close()
         for s, handler in old.items():
             signal.signal(s, handler)
+    return EXIT_OK
+
+
+def cmd_fleet_init(args: argparse.Namespace, out: Out) -> int:
+    """``fleet init``: as the database's owner, create or migrate the fleet's tables, grant
+    the publishing roles (``--bind HOST=ROLE``) and the viewers (``--viewer ROLE``), and bind
+    each host name to the one role that may publish it (:func:`core.fleet.setup.init`;
+    docs/fleet.md, "Set-up"), within the fleet's deadline.
+
+    Returns:
+        0 when done.
+
+    Raises:
+        CliError: no database named, a password in ``--dsn`` (exit 2); the database refused
+            or failed (exit 3).
+    """
+    from core.config.model import FleetSpec
+    from core.config.servers import check_url, redact_url
+    from core.fleet.link import Link
+    from core.fleet.setup import init
+    from core.fleet.store import FleetError
+
+    cfg = load_config(args) if getattr(args, "config", None) or not args.dsn else None
+    base = cfg.fleet if cfg is not None else None
+    dsn = args.dsn or (base.dsn if base is not None else None)
+    if not dsn:
+        raise CliError("fleet init: name the database: --dsn postgresql://OWNER@HOST/DB, or "
+                       "a configuration with [fleet] dsn (--config)", EXIT_USAGE)
+    why = check_url("postgres", dsn)
+    if why:
+        raise CliError(f"fleet init: --dsn {why}", EXIT_USAGE)
+    spec = FleetSpec(dsn, password_env=base.password_env if base else None,
+                     keyring=base.keyring if base else False,
+                     deadline=base.deadline if base else FleetSpec(dsn).deadline)
+    binds = dict(args.bind)
+    link = Link(spec, name="lockwarden-fleet-init")
+    try:
+        result = link.run("init", lambda conn: init(conn, bind=binds, unbind=args.unbind,
+                                                    viewers=args.viewer))
+    except FleetError as exc:
+        raise CliError(f"fleet init: {exc}") from None
+    finally:
+        link.close()
+    if out.json:
+        out.data(result.to_dict())
+        return EXIT_OK
+    for warning in result.warnings:
+        out.note(warning)
+    if not out.quiet:
+        lines = [f"fleet tables at version {result.version} in {redact_url(dsn)}, owned by "
+                 f"{result.owner} (row-level security forced)"]
+        lines += [f"bound: {host} -> {role}" for host, role in result.bindings.items()]
+        if not result.bindings:
+            lines.append("no host name is bound to a role yet: --bind HOST=ROLE")
+        if result.viewers:
+            lines.append(f"viewers granted: {', '.join(result.viewers)}")
+        from core.text import printable
+
+        print("\n".join(printable(line) for line in lines), flush=True)
     return EXIT_OK

@@ -177,6 +177,31 @@ def _args_agent(p: argparse.ArgumentParser) -> None:
     _add_config(p)
 
 
+def _binding(text: str) -> tuple[str, str]:
+    """``HOST=ROLE`` of ``fleet init --bind``."""
+    host, eq, role = text.partition("=")
+    if not eq or not host.strip() or not role.strip() or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"expected HOST=ROLE, not {text!r}")
+    return host.strip(), role.strip()
+
+
+def _args_fleet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("init",),
+                   help="init: create or migrate the fleet's tables, grant the roles and bind "
+                   "host names to roles (run by the database's owner; docs/fleet.md)")
+    _add_config(p)
+    p.add_argument("--dsn", metavar="URL",
+                   help="the database as its owner (default: [fleet] dsn of --config); the "
+                   "password from [fleet]'s password_env or keyring, else libpq's PGPASSWORD "
+                   "or ~/.pgpass, never in the URL")
+    p.add_argument("--bind", type=_binding, action="append", default=[], metavar="HOST=ROLE",
+                   help="host name HOST is published by role ROLE only (repeatable)")
+    p.add_argument("--unbind", action="append", default=[], metavar="HOST",
+                   help="no role may publish host name HOST any more (repeatable)")
+    p.add_argument("--viewer", action="append", default=[], metavar="ROLE",
+                   help="role ROLE may read the fleet (repeatable)")
+
+
 
 
 def _args_run(p: argparse.ArgumentParser) -> None:
@@ -314,6 +339,12 @@ def _run_agent(args: argparse.Namespace, out: Out) -> int:
     from core.cli.fleet import cmd_agent
 
     return cmd_agent(args, out)
+
+
+def _run_fleet(args: argparse.Namespace, out: Out) -> int:
+    from core.cli.fleet import cmd_fleet_init
+
+    return cmd_fleet_init(args, out)
 
 
 def _run_run(args: argparse.Namespace, out: Out) -> int:
@@ -461,5 +492,10 @@ BUILTIN_VERBS: tuple[Verb, ...] = (
   lockwarden agent --config /etc/lockwarden.toml
   lockwarden list --fleet                       # every host's published locks""",
          _args_agent, _run_agent, json=False, via="cli"),
+    Verb("fleet", "set the [fleet] database up: tables, grants, host names bound to roles",
+         """examples (as the database's owner, once, and again to bind more hosts):
+  lockwarden fleet init --bind build-7=lw_build7 --bind build-8=lw_build8 --viewer lw_viewer
+  lockwarden fleet init --dsn postgresql://lw_owner@db.example/lockwarden --unbind old-host""",
+         _args_fleet, _run_fleet),
 )
 """The engine's verbs, in ``lockwarden --help`` order (docs/cli.md, "Verbs")."""

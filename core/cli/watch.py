@@ -128,6 +128,8 @@ def watch(specs: list[WatchSpec], out: Out,
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
+        if follower is not None:
+            follower.abort()  # a fleet read under way ends at once (docs/fleet.md, "Deadline")
 
     def emit(changes: ChangeSet) -> None:
         if recorder is not None:
@@ -154,26 +156,27 @@ def watch(specs: list[WatchSpec], out: Out,
         follower = FleetFollower(fleet, watcher.snapshot, emit, fleet_note)
         follower.prime()
     try:
-        with printer.lock:  # changes wait until the inventory is out
-            watcher.start()
-            initial = watcher.snapshot()
-            if follower is not None:
-                initial = follower.initial(initial)
-            if recorder is not None:
-                recorder.start(initial, [s.expanded_path for s in specs])
-            if out.json:
-                for s in initial:
-                    printer.status("initial", s)
-            elif not out.quiet:
-                from core.cli.output import table
+        if not stop.is_set():  # not stopped while the fleet was first asked
+            with printer.lock:  # changes wait until the inventory is out
+                watcher.start()
+                initial = watcher.snapshot()
+                if follower is not None:
+                    initial = follower.initial(initial)
+                if recorder is not None:
+                    recorder.start(initial, [s.expanded_path for s in specs])
+                if out.json:
+                    for s in initial:
+                        printer.status("initial", s)
+                elif not out.quiet:
+                    from core.cli.output import table
 
-                printer._write(table(initial))
-            printer.obj({"event": "ready", "dirs": [s.path for s in specs]},
-                        f"watching {', '.join(s.path for s in specs)} (Ctrl-C to stop)")
-        if follower is not None:
-            follower.start()
-        while not stop.wait(1.0):
-            pass
+                    printer._write(table(initial))
+                printer.obj({"event": "ready", "dirs": [s.path for s in specs]},
+                            f"watching {', '.join(s.path for s in specs)} (Ctrl-C to stop)")
+            if follower is not None:
+                follower.start()
+            while not stop.wait(1.0):
+                pass
     finally:
         if follower is not None:
             follower.close()

@@ -11,7 +11,9 @@ again and prints a ``changed`` line for each lock of another host whose verdict 
 liveness or reason codes) moved. The database failing is one ``fleet`` line (``--json``:
 ``{"event": "fleet", "state": "unavailable", "message": ...}``) and the locks of other hosts
 are judged locally again (as for a silent host) until it is back (``"state": "ok"``): the
-local monitor never waits for it.
+local monitor never waits for it. Every read and wait on the database ends within the fleet's
+deadline (:class:`core.fleet.link.Link`), and :meth:`FleetFollower.abort` (a signal handler
+may call it) ends one under way at once.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class FleetFollower:
         self._snap: FleetSnapshot | None = None
         self._shown: dict[str, Key] = {}
         self._problem: str | None = None
-        self._conn: Any = None
+        self._link = _listening_link(spec)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pending: list[tuple[str, str]] | None = []  # notes held until the inventory
@@ -84,7 +86,7 @@ class FleetFollower:
         (read now when :meth:`prime` connected). Takes no lock: it runs while the printer's
         lock is held, which the watcher's thread may be waiting for with this object's
         lock."""
-        if self._conn is not None:
+        if self._link.connected:
             self._refresh(statuses)
         out = [self.judge(s) for s in statuses]
         for s in out:
@@ -122,24 +124,22 @@ class FleetFollower:
     def _refresh(self, statuses: list[LockStatus] | None = None) -> bool:
         """Read the hosts' heartbeats and their reports on the PIDs that ``statuses`` (default:
         the inventory) name on other hosts -- not every PID of the fleet -- connecting and
-        LISTENing first when needed; on failure say so once and judge locally. Returns
-        whether the database answered."""
+        LISTENing first when needed, within the fleet's deadline; on failure say so once and
+        judge locally. Returns whether the database answered."""
         from core.config.servers import redact_url
-        from core.fleet.schema import CHANNEL
-        from core.fleet.store import FleetError, connect, read_snapshot
+        from core.fleet.store import FleetError, read_snapshot
 
         pids = {s.record.pid for s in (self._inventory() if statuses is None else statuses)
                 if s.liveness is Liveness.REMOTE and s.record is not None
                 and s.record.pid is not None}
+        where = redact_url(self.spec.dsn)
         try:
-            if self._conn is None:
-                self._conn = connect(self.spec)
-                self._conn.execute(f"LISTEN {CHANNEL}")
-            snap = read_snapshot(self._conn, pids=pids)
-        except Exception as exc:  # FleetError, psycopg.Error: the same for the reader
-            message = str(exc) if isinstance(exc, FleetError) else \
-                f"fleet database {redact_url(self.spec.dsn)}: {exc}"
-            self._close_conn()
+            snap = self._link.run("read", lambda conn: read_snapshot(conn, pids=pids,
+                                                                     where=where))
+        except FleetError as exc:
+            if exc.kind == "stopped":
+                return False
+            message = str(exc)
             self._snap = None  # one reference: the judging threads see the old or the new
             if self._problem is None:
                 self._say("unavailable", f"{message.strip().splitlines()[0]}; other hosts' "
@@ -149,7 +149,7 @@ class FleetFollower:
         self._snap = snap
         if self._problem is not None:
             self._problem = None
-            self._say("ok", f"fleet database {redact_url(self.spec.dsn)} is back: other hosts' "
+            self._say("ok", f"fleet database {where} is back: other hosts' "
                        "locks judged by their reports")
         return True
 
@@ -158,12 +158,6 @@ class FleetFollower:
             self._pending.append((state, message))
         else:
             self._note(state, message)
-
-    def _close_conn(self) -> None:
-        from core.fleet.store import close_quietly
-
-        conn, self._conn = self._conn, None
-        close_quietly(conn)
 
     def start(self) -> None:
         """Say what :meth:`prime` found (after the inventory), then follow the reports on a
@@ -186,14 +180,38 @@ class FleetFollower:
             deadline = time.monotonic() + self.spec.interval
             try:  # a NOTIFY, or the interval: silence is time passing
                 while not self._stop.is_set() and time.monotonic() < deadline:
-                    if any(True for _n in self._conn.notifies(timeout=tick, stop_after=1)):
+                    if self._link.run("wait", _notified(tick), seconds=tick + self.spec.deadline):
                         break
-            except Exception:  # the connection broke: the next _refresh says so, retries
-                self._close_conn()
+            except Exception:  # FleetError: the next _refresh says so, reconnects
+                pass
+
+    def abort(self) -> None:
+        """End the database operation under way at once, and every later one: the program is
+        stopping. Takes no lock: safe in a signal handler."""
+        self._link.abort()
 
     def close(self) -> None:
-        """Stop following and close the connection (within about a second)."""
+        """Stop following and close the connection (within about a second, whatever the
+        database does)."""
         self._stop.set()
+        self._link.abort()
         if self._thread is not None:
-            self._thread.join(10)
-        self._close_conn()
+            self._thread.join(1.0)
+        self._link.close()
+
+
+def _notified(tick: float) -> Callable[[Any], bool]:
+    """An operation of :meth:`core.fleet.link.Link.run`: whether a NOTIFY arrives within
+    ``tick`` seconds."""
+    def wait(conn: Any) -> bool:
+        return any(True for _n in conn.notifies(timeout=tick, stop_after=1))
+    return wait
+
+
+def _listening_link(spec: FleetSpec) -> Any:
+    """A :class:`core.fleet.link.Link` whose connections LISTEN on the publishers' channel."""
+    from core.fleet.link import Link
+    from core.fleet.schema import CHANNEL
+
+    return Link(spec, name="lockwarden-fleet-watch",
+                setup=lambda conn: conn.execute(f"LISTEN {CHANNEL}"))

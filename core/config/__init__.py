@@ -23,6 +23,7 @@ from core.config.model import (
     DEFAULT_PATTERNS,
     DEFAULT_RESCAN_INTERVAL,
     DEFAULT_STALE_AFTER,
+    FLEET_DEADLINE_S,
     POLLING_CHOICES,
     SERVER_KINDS,
     THEME_CHOICES,
@@ -115,6 +116,8 @@ def to_dict(config: Config) -> dict[str, Any]:
             "dsn": config.fleet.dsn, "host": config.fleet.host,
             "interval": float(config.fleet.interval),
             "silent_after": float(config.fleet.silent_after),
+            **({"deadline": float(config.fleet.deadline)}
+               if config.fleet.deadline != FLEET_DEADLINE_S else {}),
             **({"password_env": config.fleet.password_env} if config.fleet.password_env
                else {}),
             **({"keyring": True} if config.fleet.keyring else {}),

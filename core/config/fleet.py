@@ -9,6 +9,7 @@ every other host's (docs/fleet.md, "Set-up").
     host = "build-7"         # default: this host's name
     interval = 2             # seconds between heartbeats (> 0)
     silent_after = 15        # seconds without a heartbeat after which a host is silent
+    deadline = 10            # seconds one read or write of the database may take in all
 
 Loaded by :mod:`core.config.load`; problems are warnings naming the key, as for every table.
 """
@@ -21,9 +22,9 @@ from typing import Any
 from core.config.model import FleetSpec
 from core.config.model import describe_value as _describe
 from core.config.problems import unknown_key_fallback
-from core.config.servers import Problems, check_url, set_credential
+from core.config.servers import MAX_DEADLINE_S, Problems, check_url, set_credential
 
-_KEYS = ("dsn", "password_env", "keyring", "host", "interval", "silent_after")
+_KEYS = ("dsn", "password_env", "keyring", "host", "interval", "silent_after", "deadline")
 """The keys of ``[fleet]``."""
 
 
@@ -75,6 +76,13 @@ def parse_fleet(raw: object, problems: Problems) -> FleetSpec | None:
                     getattr(spec, name))
             else:
                 setattr(spec, name, seconds)
+        elif name == "deadline":  # as a lock server's (core.config.servers)
+            seconds = _seconds(value)
+            if seconds is None or seconds > MAX_DEADLINE_S:
+                bad(f"must be a number of seconds, more than 0 and at most "
+                    f"{MAX_DEADLINE_S:g}, not {_describe(value)}", spec.deadline)
+            else:
+                spec.deadline = seconds
         else:
             problems.add(f"fleet.{name}", "unknown key", section=sect, name=name,
                          fallback=unknown_key_fallback(name, _KEYS))

@@ -320,6 +320,10 @@ DEFAULT_SILENT_AFTER = 15.0
 """Seconds without a heartbeat after which a host is *silent*: its reports no longer judge
 its locks (docs/fleet.md, "Verdicts")."""
 
+FLEET_DEADLINE_S = 10.0
+"""Seconds one read or write of the fleet database may take in all, connection included
+(docs/fleet.md, "Deadline"), unless ``[fleet] deadline`` says otherwise."""
+
 
 @dataclass
 class FleetSpec:
@@ -333,6 +337,8 @@ class FleetSpec:
         host: the name this host publishes under (default: :func:`socket.gethostname`).
         interval: seconds between heartbeats.
         silent_after: seconds after the last heartbeat at which a host counts as silent.
+        deadline: seconds one read or write of the database may take in all, connection
+            included (docs/fleet.md, "Deadline").
     """
 
     dsn: str
@@ -341,6 +347,7 @@ class FleetSpec:
     host: str = ""
     interval: float = DEFAULT_INTERVAL
     silent_after: float = DEFAULT_SILENT_AFTER
+    deadline: float = FLEET_DEADLINE_S
 
     def __post_init__(self) -> None:
         if not self.host:

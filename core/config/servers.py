@@ -83,7 +83,7 @@ class Problems(Protocol):
 
 
 _URL_IN_TEXT = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"#?<>]*)")
-_DSN_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'\"]+)")
+_DSN_PASSWORD = re.compile(r"(?i)\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'\"]+)")
 REDACTED = "***"
 """What a password is shown as."""
 
@@ -116,6 +116,23 @@ def _strings(v: object) -> list[str] | None:
     return None
 
 
+_QUERY_SECRETS = frozenset({"password", "sslpassword"})
+"""Query parameters of a URL that hold a secret: libpq takes ``?password=`` (and the TLS key's
+``?sslpassword=``) as it takes a password in the user part (docs/remote.md, "Configuration")."""
+
+
+def _query_secret(query: str) -> bool:
+    """True when the URL query ``query`` names a parameter of :data:`_QUERY_SECRETS` (its name
+    percent-decoded, as libpq decodes it; any case, any value, even empty)."""
+    from urllib.parse import unquote
+
+    for item in query.split("&"):
+        name = unquote(item.partition("=")[0]).strip().lower()
+        if name in _QUERY_SECRETS:
+            return True
+    return False
+
+
 def check_url(kind: str, url: str) -> str | None:
     """Why ``url`` cannot name a ``kind`` server in the file (wrong scheme, a password, no
     host), or None when it can."""
@@ -129,7 +146,7 @@ def check_url(kind: str, url: str) -> str | None:
     if parts.scheme not in schemes:
         return (f"must start with {' or '.join(s + '://' for s in schemes)}, not "
                 f"{redact_url(url)!r}")
-    if parts.password is not None:
+    if parts.password is not None or _query_secret(parts.query):
         return ("must not hold a password (passwords never go in the file: use "
                 "password_env = \"NAME\" or keyring = true)")
     if not parts.hostname:

@@ -5,6 +5,10 @@ reason codes, ready to be shown beside this host's own.
 
 Both are plain ``SELECT`` statements: a read-only role (docs/fleet.md, "Set-up") is enough.
 Ages are the database's clock (``now() - heartbeat_at``), so the hosts' clocks do not matter.
+Only rows written by the role bound to their host are taken (docs/fleet.md, "Trust"); a host
+whose rows are not is a summary marked ``untrusted`` with no locks, and a host publishing more
+than :data:`core.fleet.listing.HOST_CAP_BYTES` of verdicts has none read. Run them inside
+:meth:`core.fleet.link.Link.run`, which bounds them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from core.fleet.listing import HOST_CAP_BYTES
+from core.fleet.schema import BINDINGS
 
 ATTENTION_STATES = ("stale", "expired", "unreadable")
 """Published states counted as a host's problems (as the app's "needs attention")."""
@@ -31,6 +38,8 @@ class HostSummary:
         attention: how many of those are stale, expired or unreadable
             (:data:`ATTENTION_STATES`).
         version: what it runs (``lockwarden <version> on <host name>``), or None.
+        untrusted: why its rows are not trusted (docs/fleet.md, "Trust"), or None; an
+            untrusted host's ``locks`` and ``attention`` are 0.
     """
 
     host: str
@@ -40,6 +49,7 @@ class HostSummary:
     locks: int
     attention: int
     version: str | None = None
+    untrusted: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +75,17 @@ def host_summaries(conn: Any, *, silent_after: float) -> list[HostSummary]:
         cur.execute(
             "SELECT h.host, extract(epoch FROM now() - h.heartbeat_at), h.interval_s,"
             " extract(epoch FROM now() - h.heartbeat_at) > greatest(%s, 3 * h.interval_s),"
-            " count(l.path), count(l.path) FILTER (WHERE l.state = ANY(%s)), h.version"
-            " FROM lockwarden_hosts h LEFT JOIN lockwarden_locks l ON l.host = h.host"
-            " GROUP BY h.host ORDER BY h.host", (silent_after, states))
+            " count(l.path), count(l.path) FILTER (WHERE l.state = ANY(%s)), h.version,"
+            " CASE WHEN b.role IS NULL THEN 'unbound' WHEN b.role <> h.owner THEN 'other_role'"
+            " WHEN h.heartbeat_at > now() + interval '5 seconds' THEN 'future_heartbeat' END"
+            f" FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b ON b.host = h.host"
+            " LEFT JOIN lockwarden_locks l ON l.host = h.host AND l.owner = h.owner"
+            " GROUP BY h.host, b.role ORDER BY h.host", (silent_after, states))
         return [HostSummary(str(host), max(0.0, float(age)), float(interval), bool(silent),
-                            int(locks), int(attention), version)
-                for host, age, interval, silent, locks, attention, version in cur.fetchall()]
+                            0 if why else int(locks), 0 if why else int(attention), version,
+                            why)
+                for host, age, interval, silent, locks, attention, version, why
+                in cur.fetchall()]
 
 
 def published_locks(conn: Any, *, except_host: str | None = None,
@@ -84,10 +99,25 @@ def published_locks(conn: Any, *, except_host: str | None = None,
     """
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT host, path, (verdict || jsonb_build_object('reasons', reasons))::text"
-            " FROM lockwarden_locks WHERE (%s::text IS NULL OR host <> %s)"
-            " AND (%s::text[] IS NULL OR host = ANY(%s)) ORDER BY host, path",
+            "WITH good AS (SELECT h.host, h.owner FROM lockwarden_hosts h"
+            f" JOIN {BINDINGS} b ON b.host = h.host AND b.role = h.owner"
+            " WHERE (%s::text IS NULL OR h.host <> %s)"
+            " AND (%s::text[] IS NULL OR h.host = ANY(%s))"
+            " AND h.heartbeat_at <= now() + interval '5 seconds'"
+            " AND (SELECT coalesce(sum(octet_length(x.verdict::text)), 0)"
+            "      FROM lockwarden_locks x WHERE x.host = h.host) <= %s)"
+            " SELECT l.host, l.path,"
+            " (l.verdict || jsonb_build_object('reasons', l.reasons))::text"
+            " FROM lockwarden_locks l JOIN good g ON g.host = l.host AND g.owner = l.owner"
+            " ORDER BY l.host, l.path",
             (except_host, except_host, None if hosts is None else list(hosts),
-             None if hosts is None else list(hosts)))
-        return [PublishedLock(str(host), str(path), dict(json.loads(verdict)))
-                for host, path, verdict in cur.fetchall()]
+             None if hosts is None else list(hosts), HOST_CAP_BYTES))
+        out = []
+        for host, path, verdict in cur.fetchall():
+            try:
+                value = json.loads(verdict)
+            except ValueError:  # jsonb always is JSON: a server that is not PostgreSQL
+                continue
+            if isinstance(value, dict):
+                out.append(PublishedLock(str(host), str(path), value))
+        return out

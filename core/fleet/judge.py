@@ -13,7 +13,13 @@ as if the PID had been checked here:
 - it reports the PID alive: ``held`` (or ``expired`` past its lease), reason ``fleet_report``;
 - it publishes nothing on that PID: unchanged, reason ``fleet_pid_unreported``;
 - its heartbeat is older than the silence bound: unchanged, reason ``fleet_host_silent``;
+- its rows were not written by the role bound to its name (docs/fleet.md, "Trust"):
+  unchanged, reason ``fleet_host_untrusted``;
 - a host that never published: unchanged.
+
+A verdict drawn from another host's report carries ``fleet_report``: it rests on that host's
+word, so its safe action never advises a forced release on its strength alone
+(:func:`core.tools.safe_action`).
 """
 
 from __future__ import annotations
@@ -47,7 +53,11 @@ def judge_with_fleet(status: LockStatus, snap: FleetSnapshot, *, silent_after: f
         return status
     host = snap.host(rec.host)
     if host is None:
-        return status
+        distrust = snap.distrust(rec.host)
+        if distrust is None:
+            return status
+        untrusted = Reason.of(Code.FLEET_HOST_UNTRUSTED, host=distrust[0], why=distrust[1])
+        return replace(status, reasons=(*status.reasons, untrusted))
     if host.age_s > silence_bound(host.interval_s, silent_after):
         silent = Reason.of(Code.FLEET_HOST_SILENT, host=host.host, silent_s=host.age_s)
         return replace(status, reasons=(*status.reasons, silent))

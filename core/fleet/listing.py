@@ -1,88 +1,232 @@
-"""Every host's published locks for ``lockwarden list --fleet`` (docs/fleet.md, "Bounds"):
-cheap to import (no verdict machinery, psycopg only through the caller's connection) and
-cheap to run on 50 hosts x 1,000 locks.
+"""Every host's published locks for ``lockwarden list --fleet`` (docs/fleet.md, "Bounds" and
+"Trust"): cheap to import (no verdict machinery, psycopg only through the caller's connection),
+cheap to run on 50 hosts x 1,000 locks, and never fooled by what one host published.
 
-- :func:`write_locks_json` streams the JSON array that ``list --fleet --json`` prints, from
-  each host's pre-encoded ``locks_json`` (:data:`core.fleet.schema.LOCKS_JSON`), sent as raw
-  bytes with the text of the host's fields, which replaces each placeholder
-  (``bytes.replace``: a few times faster than the database's ``replace()``); Python never
-  parses nor encodes one verdict.
-- :func:`lock_rows` gives the columns of the human table, without the verdicts.
+- :func:`read_locks_json` gathers the JSON array that ``list --fleet --json`` prints, from each
+  host's pre-encoded ``locks_json`` (:data:`core.fleet.schema.LOCKS_JSON`), fetched as raw
+  bytes one host at a time, with the text of the host's fields replacing each placeholder
+  (``bytes.replace``). Each host's part is then checked as it will be printed
+  (:func:`check_host_json`): JSON, one object a lock with the fields every verdict has and
+  this host as its publisher. A host whose part fails, that publishes more than
+  :data:`HOST_CAP_BYTES`, or whose rows its bound role did not write, is one problem line and
+  is left out: the output is always valid JSON, and memory stays within the published bytes
+  plus one host's check.
+- :func:`read_lock_rows` gives the columns of the human table, without the verdicts, with
+  the same cap and trust.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from core.fleet.schema import PLACEHOLDER
+from core.fleet.schema import BINDINGS, PLACEHOLDER
+
+HOST_CAP_BYTES = 8 * 1024 * 1024
+"""Most bytes of published locks taken from one host (its ``locks_json``; for the table, its
+rows' text): about 16,000 verdicts. A host over it is one problem line, never read."""
+
+STATES = frozenset({"free", "held", "stale", "expired", "writing", "unreadable"})
+"""The states a published verdict may have (:class:`core.record.State`; not imported here:
+``list --fleet`` imports no verdict machinery)."""
+
+LIVENESS = frozenset({"alive", "dead", "reused", "remote", "unknown"})
+"""The liveness values a published verdict may have (:class:`core.record.Liveness`)."""
 
 # the silence bound of core.fleet.judge.silence_bound, in SQL: silent_after, and never less
 # than three of the host's heartbeat intervals
 _SILENT = "extract(epoch FROM now() - h.heartbeat_at) > greatest(%s, 3 * h.interval_s)"
 
-_HOSTS_JSON = (  # each host's pre-encoded locks, and the text that replaces its placeholders
-    "SELECT h.locks_json, format("
+_TRUST = ("CASE WHEN b.role IS NULL THEN 'no role is bound to this host name'"
+          " WHEN b.role <> h.owner THEN 'its rows were written by role ' || quote_ident(h.owner)"
+          " || ', not by ' || quote_ident(b.role) || ', the role bound to it'"
+          " WHEN h.heartbeat_at > now() + interval '5 seconds'"
+          " THEN 'its heartbeat is in the future' END")
+"""SQL: why the host row ``h`` (joined to its binding ``b``) is not trusted, or NULL."""
+
+_HOSTS_JSON = (  # each host: trust, size, and the text that replaces its placeholders
+    "SELECT h.host, " + _TRUST + ", octet_length(h.locks_json), format("
     "', \"host_published\": %%s, \"host_silent\": %%s, \"heartbeat_age_s\": %%s}',"
     " to_json(h.host), to_json(" + _SILENT + "),"
     " round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3))"
-    " FROM lockwarden_hosts h WHERE h.locks_json <> '' ORDER BY h.host COLLATE \"C\"")
+    f" FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b ON b.host = h.host"
+    " WHERE h.locks_json <> '' ORDER BY h.host COLLATE \"C\"")
 
 
-def write_locks_json(conn: Any, out: BinaryIO, *, silent_after: float) -> int:
-    """Write every published lock to ``out`` as one JSON array (UTF-8, then a newline): each
-    verdict as its host published it plus ``host_published``, ``host_silent`` (no heartbeat
-    for ``silent_after`` s and three of its intervals, as
-    :func:`core.fleet.judge.silence_bound`) and ``heartbeat_age_s`` (the database's clock),
-    sorted by host then path (byte order). One row per host, fetched as raw bytes. Returns
-    the number of bytes written. A database where no host has published yet (no tables) is
-    an empty array.
+@dataclass
+class Listing:
+    """What :func:`read_locks_json` gathered.
+
+    Attributes:
+        parts: each good host's checked JSON array elements (UTF-8, comma-separated), by host
+            name in byte order.
+        problems: one line per host left out, naming it and why.
+    """
+
+    parts: list[bytes] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+_ADDED = tuple(re.compile(rb'"' + key + rb'"\s*:') for key in (
+    b"host_published", b"host_silent", b"heartbeat_age_s"))
+"""The keys :func:`read_locks_json` adds to each verdict, as they appear in JSON text (a
+string value can never hold them so: its quotes would be escaped)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_host_json(host: str, part: bytes) -> str | None:
+    """Why ``part`` (one host's published locks with its fields, as :func:`read_locks_json`
+    prints them: JSON objects separated by commas) cannot be printed, or None when it can:
+    valid UTF-8 JSON without ``NaN`` or ``Infinity``, each element an object with a string
+    ``path``, a known ``state`` (and ``liveness``, if any), ``host_published`` equal to
+    ``host``, and each added key once an element (a parser that keeps the first of two equal
+    keys would read the publisher's). One ``json.loads``: about 20 ms a MB. Never raises."""
+    try:
+        items = json.loads(b"[" + part + b"]", parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        return f"its published locks are not valid JSON ({str(exc)[:120]})"
+    if not isinstance(items, list):
+        return "its published locks are not a list"
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+            return "a published lock has no path"
+        if item.get("state") not in STATES or item.get("liveness", "unknown") not in LIVENESS:
+            return f"lock {item['path']!r} has an unknown state or liveness"
+        if item.get("host_published") != host:
+            return f"lock {item['path']!r} claims another host as its publisher"
+    if any(len(key.findall(part)) != len(items) for key in _ADDED):
+        return "a published lock holds a field that the listing adds"
+    return None
+
+
+def read_locks_json(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES) -> Listing:
+    """Every trusted host's published locks (see the module docstring): each verdict as its
+    host published it plus ``host_published``, ``host_silent`` (no heartbeat for
+    ``silent_after`` s and three of its intervals, as :func:`core.fleet.judge.silence_bound`)
+    and ``heartbeat_age_s`` (the database's clock), sorted by host then path (byte order).
+    ``cap``: most bytes taken from one host. A database where nothing was set up yet (no
+    tables) is an empty listing. Run it inside :meth:`core.fleet.link.Link.run` (bounded).
 
     Raises:
-        psycopg.Error: the database failed (nothing was written then).
-        OSError: ``out`` failed (a closed pipe: ``BrokenPipeError``).
+        FleetError: ``no_schema``: tables older than this Lockwarden reads.
+        psycopg.Error: the database failed.
     """
     from psycopg.errors import UndefinedTable
     from psycopg.types.string import ByteaBinaryLoader
 
-    rows: list[tuple[bytes, bytes]] = []
+    from core.fleet.schema import check_schema
+
+    out = Listing()
+    placeholder = PLACEHOLDER.encode()
     with conn.cursor(binary=True) as cur:
         cur.adapters.register_loader("text", ByteaBinaryLoader)  # bytes as sent: no decoding
         try:
             cur.execute(_HOSTS_JSON, (silent_after,))
-            rows = cur.fetchall()
-        except UndefinedTable:  # no host has published yet: the first one creates the tables
-            pass
-    placeholder = PLACEHOLDER.encode()
+        except UndefinedTable:  # nothing set up yet, or an older schema
+            check_schema(conn, missing_ok=True)
+            return out
+        hosts = cur.fetchall()
+        for raw_host, why, size, fields in hosts:
+            host = raw_host.decode("utf-8", errors="replace")
+            if why is not None:
+                out.problems.append(f"host {host!r} left out: {why.decode(errors='replace')}")
+                continue
+            if size > cap:
+                out.problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
+                                    f"locks, more than the {cap:,} a host may")
+                continue
+            cur.execute("SELECT locks_json FROM lockwarden_hosts WHERE host = %s"
+                        " AND octet_length(locks_json) <= %s", (host, cap))
+            row = cur.fetchone()
+            if row is None or row[0] is None:
+                continue  # gone, or grown past the cap, since the first query
+            part = bytes(row[0]).replace(placeholder, fields)  # C speed: ~1 ms a MB
+            why_bad = check_host_json(host, part)
+            if why_bad is not None:
+                out.problems.append(f"host {host!r} left out: {why_bad}")
+                continue
+            out.parts.append(part)
+    return out
+
+
+def write_listing(listing: Listing, out: BinaryIO) -> int:
+    """Write ``listing``'s parts to ``out`` as one JSON array (then a newline); returns the
+    bytes written.
+
+    Raises:
+        OSError: ``out`` failed (a closed pipe: ``BrokenPipeError``).
+    """
     written = out.write(b"[")
-    for i, (locks, fields) in enumerate(rows):  # 50 hosts: 50 writes, no 25 MB copy
+    for i, part in enumerate(listing.parts):  # 50 hosts: 50 writes, no 25 MB copy
         if i:
             written += out.write(b",")
-        written += out.write(locks.replace(placeholder, fields))  # C speed: ~1 ms a MB
+        written += out.write(part)
     written += out.write(b"]\n")
     out.flush()
     return written
 
 
-def lock_rows(conn: Any, *, silent_after: float
-              ) -> tuple[int, list[tuple[str, bool, str, int | None, str, str | None, str]]]:
-    """``(hosts, rows)``: how many hosts ever published, and one row per published lock:
-    ``(host, host_silent, state, pid, liveness, holder, path)`` sorted by host then path (byte
-    order), ``host_silent`` as in :func:`write_locks_json`; ``(0, [])`` before any host has
-    published (no tables).
+Row = tuple[str, bool, str, int | None, str, str | None, str]
+"""One line of the human table: ``(host, host_silent, state, pid, liveness, holder, path)``."""
+
+
+def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
+                   ) -> tuple[int, list[Row], list[str]]:
+    """``(hosts, rows, problems)``: how many hosts ever published, one row per published lock
+    of each trusted host whose rows' text is within ``cap`` bytes, sorted by host then path
+    (byte order; ``host_silent`` as in :func:`read_locks_json`), and one problem line per
+    host left out; ``(0, [], [])`` before anything was set up (no tables). Run it inside
+    :meth:`core.fleet.link.Link.run`.
 
     Raises:
+        FleetError: ``no_schema``: tables older than this Lockwarden reads.
         psycopg.Error: the database failed.
     """
     from psycopg.errors import UndefinedTable
 
+    from core.fleet.schema import check_schema
+
+    problems: list[str] = []
     with conn.cursor() as cur:
         try:
-            cur.execute("SELECT count(*) FROM lockwarden_hosts")
-        except UndefinedTable:  # no host has published yet: the first one creates the tables
-            return 0, []
-        row = cur.fetchone()
-        hosts = int(row[0]) if row else 0
+            cur.execute(
+                "SELECT h.host, " + _TRUST + ", (SELECT coalesce(sum(octet_length(l.path)"
+                " + coalesce(octet_length(l.holder), 0) + octet_length(l.state)"
+                " + octet_length(l.liveness) + 16), 0) FROM lockwarden_locks l"
+                f" WHERE l.host = h.host) FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b"
+                " ON b.host = h.host ORDER BY h.host COLLATE \"C\"")
+        except UndefinedTable:  # nothing set up yet, or an older schema
+            check_schema(conn, missing_ok=True)
+            return 0, [], []
+        hosts = cur.fetchall()
+        good = []
+        for host, why, size in hosts:
+            if why is not None:
+                problems.append(f"host {host!r} left out: {why}")
+            elif size > cap:
+                problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
+                                f"locks, more than the {cap:,} a host may")
+            else:
+                good.append(host)
         cur.execute("SELECT l.host, " + _SILENT + ", l.state, l.pid, l.liveness, l.holder,"
                     " l.path FROM lockwarden_locks l JOIN lockwarden_hosts h USING (host)"
-                    " ORDER BY l.host COLLATE \"C\", l.path COLLATE \"C\"", (silent_after,))
-        return hosts, list(cur.fetchall())
+                    " WHERE l.host = ANY(%s) AND l.owner = h.owner"
+                    " ORDER BY l.host COLLATE \"C\", l.path COLLATE \"C\"", (silent_after, good))
+        rows: list[Row] = []
+        bad: set[str] = set()
+        for row in cur.fetchall():
+            if row[2] not in STATES or row[4] not in LIVENESS:
+                if row[0] not in bad:
+                    bad.add(row[0])
+                    problems.append(f"host {row[0]!r} left out: lock {row[6]!r} has an "
+                                    "unknown state or liveness")
+                continue
+            rows.append(row)
+    if bad:
+        rows = [r for r in rows if r[0] not in bad]
+    return len(hosts), rows, problems

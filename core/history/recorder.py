@@ -41,7 +41,13 @@ RETRY_S = 10.0
 """Seconds between attempts to write while history is paused."""
 
 PRUNE_INTERVAL_S = 3600.0
-"""Seconds between retention passes (also one at start)."""
+"""Seconds between retention passes by age (also one at start)."""
+
+SIZE_CHECK_ROWS = 500
+"""Transitions written between two checks of the store's size against ``max_bytes`` (three
+``PRAGMA`` reads: microseconds): at about 600 bytes a transition, the rows outgrow the bound by
+at most ~300 KB before the oldest go, however fast a neighbour churns locks in a watched
+directory (docs/history.md, "The store")."""
 
 MAX_PENDING = 100_000
 """Most observations kept while history is paused; older ones are dropped first."""
@@ -96,6 +102,7 @@ class Recorder:
         self._queued = 0
         self._done = 0
         self._next_prune = 0.0
+        self._since_size_check = 0  # transitions written since the size was last checked
         self._stop = threading.Event()
         self._audit_cache: dict[str, list[AuditEntry]] = {}
         # rows of actions still without their audit entry, by audit log: (give up at, row)
@@ -246,14 +253,21 @@ class Recorder:
             if self._pending:
                 rows = self._store.record(self._pending, self._audit)
                 self.written += len(rows)
+                self._since_size_check += len(rows)
                 late = time.time() + AUDIT_LATE_S
                 for r in rows:
                     if r.audit_id is None and r.event in ACTION_EVENTS and "://" not in r.lock:
                         self._unmatched.setdefault(log_path_for(r.lock), []).append((late, r))
             self._pending = []
-            if time.time() >= self._next_prune:
-                self._next_prune = time.time() + PRUNE_INTERVAL_S
-                self._store.prune(time.time(), self.keep_s, self.max_bytes)
+            now = time.time()
+            if now >= self._next_prune:
+                self._next_prune = now + PRUNE_INTERVAL_S
+                self._since_size_check = 0
+                self._store.prune(now, self.keep_s, self.max_bytes)
+            elif self.max_bytes is not None and self._since_size_check >= SIZE_CHECK_ROWS:
+                self._since_size_check = 0  # the size as it grows, not once an hour
+                if self._store.size_bytes() > self.max_bytes:
+                    self._store.prune(now, None, self.max_bytes)
         except HistoryUnavailable as exc:
             self._store.close()
             self._store = None

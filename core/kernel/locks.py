@@ -26,11 +26,7 @@ from typing import NamedTuple
 
 from core.errors import ParseError
 from core.kernel import getlk as kernel_getlk
-from core.kernel.table import PROC_LOCKS, read_table
-
-MAX_PROC_LOCKS_BYTES = 64 * 1024 * 1024
-"""Most bytes :func:`read_proc_locks` reads (64 MiB: a million lines). The verdicts read
-within a byte bound *and* a deadline instead (:mod:`core.kernel.table`)."""
+from core.kernel.table import read_table
 
 
 class LockKind(enum.StrEnum):
@@ -205,14 +201,6 @@ def parse_proc_locks(text: str, *, waiters: bool = False) -> list[KernelLock]:
         if waiters or not lock.waiter:
             out.append(lock)
     return out
-
-
-def read_proc_locks(path: str = PROC_LOCKS) -> str:
-    """The text of ``/proc/locks`` (or ``path``), up to :data:`MAX_PROC_LOCKS_BYTES`, however
-    long that takes (verdicts use :func:`core.kernel.table.read_table`). Raises ``OSError``:
-    no ``/proc`` (not Linux, or a restricted container view)."""
-    with open(path, "rb") as f:
-        return f.read(MAX_PROC_LOCKS_BYTES).decode("ascii", errors="replace")
 
 
 def locks_on(text: str, keys: Iterable[FileKey], *, waiters: bool = False

@@ -17,7 +17,8 @@ import os
 import sys
 from collections.abc import Iterable
 
-from core.kernel.locks import fd_holders, file_key, locks_on, pid_running, read_proc_locks
+from core.kernel.locks import fd_holders, file_key, locks_on, pid_running
+from core.kernel.table import read_table
 
 __all__ = ["describe_lockers", "holds_lock", "lock_holders", "lockers", "open_pidfd",
            "own_session_role"]
@@ -94,19 +95,25 @@ def lockers(path: str, *, proc: str = "/proc") -> tuple[tuple[int, str | None], 
     docs/engine.md "Why the guard is a flock on the directory"): ``(PID, user name)`` pairs,
     the user ``None`` when it cannot be read. The PID ``/proc/locks`` shows when that process
     runs; for an flock or OFD lock whose listed PID is dead or ``-1``, the processes whose
-    descriptor carries it (fdinfo; only those this user may inspect). Empty when nobody can be
-    named or ``/proc/locks`` cannot be read (not Linux). Never raises."""
+    descriptor carries it (fdinfo; only those this user may inspect). ``/proc/locks`` is read
+    within the bounds every verdict keeps (:func:`core.kernel.table.read_table`: 16 MiB,
+    0.3 s; docs/verdicts.md, "When the kernel's lock table is too large"): when it was cut off
+    before naming anyone, the processes whose descriptor on ``path`` carries a lock are named
+    instead (fdinfo). Empty when nobody can be named or ``/proc/locks`` cannot be read (not
+    Linux). Never raises."""
     try:
         st = os.stat(path)
-        text = read_proc_locks(os.path.join(proc, "locks"))
+        table = read_table(os.path.join(proc, "locks"))
     except (OSError, ValueError):
         return ()
     pids: set[int] = set()
-    for lock in locks_on(text, [file_key(st)]).get(file_key(st), []):
+    for lock in locks_on(table.text, [file_key(st)]).get(file_key(st), []):
         if lock.pid is not None and pid_running(lock.pid, proc):
             pids.add(lock.pid)
         elif lock.kind.per_description:
             pids.update(h.pid for h in fd_holders(st, proc=proc) if h.locks)
+    if not pids and not table.complete:  # a flood of newer locks pushed it out of reach
+        pids.update(h.pid for h in fd_holders(st, proc=proc) if h.locks)
     return tuple((pid, _user_of(pid, proc)) for pid in sorted(pids))
 
 

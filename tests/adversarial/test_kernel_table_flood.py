@@ -56,11 +56,11 @@ sys.stdin.read()
 """
 
 RUN = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; "
-       "import core.kernel.table as t, core.kernel.locks as k; "
-       "t.TABLE_MAX_BYTES = k.MAX_PROC_LOCKS_BYTES = int(sys.argv.pop(1)); "
+       "import core.kernel.table as t; "
+       "t.TABLE_MAX_BYTES = int(sys.argv.pop(1)); "
        "t.TABLE_SECONDS = float(sys.argv.pop(1)); runpy.run_module('core', run_name='__main__')")
 """``lockwarden ARGS`` with the table's bounds set: ``python -c RUN SITE BYTES SECONDS ARGS``
-(the byte bound of :func:`core.kernel.locks.read_proc_locks` too, the one bound before)."""
+(every reader of ``/proc/locks`` goes through :func:`core.kernel.table.read_table`)."""
 
 
 def _pin_to_cpu0() -> None:

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from core.codes import Code  # noqa: E402
 from core.config.model import FleetSpec  # noqa: E402
-from core.fleet.schema import CHANNEL, migrate  # noqa: E402
+from core.fleet.schema import CHANNEL  # noqa: E402
+from core.fleet.setup import init  # noqa: E402
 from core.fleet.store import Publisher, connect, read_snapshot  # noqa: E402
 from core.reasons import Reason  # noqa: E402
 from core.record import Evidence, Liveness, LockRecord, LockStatus, State  # noqa: E402
@@ -74,7 +75,7 @@ def main() -> None:
     dsn = f"postgresql://lw@127.0.0.1:{pg.port}/postgres"
     try:
         admin = psycopg.connect(dsn, password=PG_PASSWORD, autocommit=True)
-        migrate(admin)
+        init(admin, bind={f"host{h:02d}": "lw" for h in range(args.hosts)})
         print(f"fleet: {args.hosts} hosts x {args.locks} locks, PostgreSQL on 127.0.0.1, "
               f"load {os.getloadavg()[0]:.2f}")
 
@@ -83,7 +84,7 @@ def main() -> None:
         per_host = []
         for h in range(args.hosts):
             spec = FleetSpec(dsn, password_env="LOCKWARDEN_FLEET_PW", host=f"host{h:02d}")
-            pub = Publisher(spec, boot_id="bench", migrate_schema=False)
+            pub = Publisher(spec, boot_id="bench")
             t = time.perf_counter()
             pub.publish(statuses(spec.host, args.locks))
             per_host.append(time.perf_counter() - t)

@@ -35,6 +35,7 @@ from core.config.model import FleetSpec
 from core.fleet.store import Publisher, connect, read_snapshot
 from core.record import State
 from core.verdicts.inspect import inspect
+from tests.support.fleet import drop_fleet, init_fleet
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,14 +58,22 @@ def _drop(pg: PgServer) -> None:
     import psycopg
 
     with psycopg.connect(**pg.conninfo(), autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS lockwarden_pids, lockwarden_locks, "
-                     "lockwarden_hosts, lockwarden_schema CASCADE")
+        drop_fleet(conn)
+
+
+def _init(pg: PgServer) -> None:
+    """``fleet init`` as the owner: hosts ``fleet-a`` and ``fleet-b`` bound to ``lw``."""
+    import psycopg
+
+    with psycopg.connect(**pg.conninfo(), autocommit=True) as conn:
+        init_fleet(conn, {"fleet-a": "lw", "fleet-b": "lw"})
 
 
 @pytest.fixture
 def fresh_db(pg_server: PgServer) -> Iterator[PgServer]:
-    """The session's server with the fleet tables dropped before and after the test."""
+    """The session's server with the fleet set up afresh, dropped after the test."""
     _drop(pg_server)
+    _init(pg_server)
     yield pg_server
     _drop(pg_server)
 
@@ -138,6 +147,15 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
         pub_b.close()
     shutil.rmtree(private)  # B's private /tmp: not here
     _record(shared / "swapped.lock", 999_999, "fleet-c", "another")  # not B's lock here
+    import psycopg
+
+    with psycopg.connect(**fresh_db.conninfo(), autocommit=True) as admin, \
+            admin.transaction():  # a host name nobody bound (a superuser's rows: no RLS)
+        admin.execute("INSERT INTO lockwarden_hosts (host, interval_s) VALUES ('fleet-x', 2)")
+        admin.execute("INSERT INTO lockwarden_locks (host, path, state, liveness, reasons,"
+                      " verdict) VALUES ('fleet-x', '/x.lock', 'stale', 'dead', '[]',"
+                      " '{\"path\": \"/x.lock\", \"state\": \"stale\", \"liveness\":"
+                      " \"dead\"}')")
 
     lw = app_for(mine, fresh_db)
     w = lw.window
@@ -159,10 +177,12 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
     assert w.hosts.isVisible() and w.act_hosts.isEnabled()
     assert w.act_hosts.shortcut().toString() == "Ctrl+Shift+O"
     assert w.hosts.accessibleName() == "Hosts" and w.hosts.table.accessibleName()
-    qtbot.waitUntil(lambda: {r[0] for r in w.hosts.rows()} == {"fleet-a", "fleet-b"},
-                    timeout=20_000)
+    qtbot.waitUntil(lambda: {r[0] for r in w.hosts.rows()} == {"fleet-a", "fleet-b",
+                                                                 "fleet-x"}, timeout=20_000)
     rows = {r[0]: r for r in w.hosts.rows()}
     assert rows["fleet-b"][2] == "3"  # locks published
+    assert rows["fleet-x"][2] == "0" and rows["fleet-x"][4] == "not trusted"  # unbound
+    assert lw.model.status_of(fleet_key("fleet-x", "/x.lock")) is None
     assert rows["fleet-a"][4].startswith("live") and "this host" in rows["fleet-a"][4]
     qtbot.waitUntil(lambda: any(r[0] == "fleet-b" and r[4] == "silent"
                                 for r in w.hosts.rows()), timeout=20_000)
@@ -280,6 +300,7 @@ def _pg_ctl(pg: PgServer, *args: str) -> None:
 def test_the_database_stopped_mid_run_is_a_problem_and_the_local_table_goes_on(
         app_for: Any, tmp_path: Path, qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     pg = start_pg()
+    _init(pg)
     try:
         mine = tmp_path / "mine"
         mine.mkdir()
@@ -343,11 +364,13 @@ def test_without_a_fleet_no_host_column_no_hosts_panel(app_for: Any, tmp_path: P
 def test_a_hung_database_is_a_problem_and_the_local_table_goes_on(
         app_for: Any, tmp_path: Path, qtbot: Any) -> None:
     """A server that stops answering (SIGSTOP: the connection stays open, nothing times out
-    on the server's side) holds the worker, never the GUI thread: the app's own watchdog says
-    so, and everything is back once the server answers again."""
+    on the server's side) holds the worker at most the fleet's deadline, never the GUI thread:
+    a problem says so (the deadline's, or the app's own watchdog's), and everything is back
+    once the server answers again."""
     import psutil
 
     pg = start_pg()
+    _init(pg)
     with open(os.path.join(pg.data, "postmaster.pid"), encoding="ascii") as f:
         postmaster = psutil.Process(int(f.readline()))
     server: list[psutil.Process] = []
@@ -364,8 +387,8 @@ def test_a_hung_database_is_a_problem_and_the_local_table_goes_on(
         _record(mine / "one.lock", os.getpid(), "fleet-a", "one")  # wakes the worker: hangs
         qtbot.waitUntil(lambda: lw.model.status_of(str(mine / "one.lock")) is not None,
                         timeout=20_000)
-        qtbot.waitUntil(lambda: any("no answer" in p for p in w.problems.problems("fleet")),
-                        timeout=60_000)
+        qtbot.waitUntil(lambda: any("no answer" in p or "no complete answer within 10 s" in p
+                                    for p in w.problems.problems("fleet")), timeout=60_000)
         assert "cannot be read" in w.hosts.summary.text()
         _record(mine / "two.lock", os.getpid(), "fleet-a", "two")  # the table goes on
         qtbot.waitUntil(lambda: lw.model.status_of(str(mine / "two.lock")) is not None,

@@ -5,7 +5,8 @@ their own (``unshare -u``, their own host names) sharing one directory, as on NF
   ``held`` until the stale age, 3,600 s);
 - B's agent stops: A says B is silent and falls back to the age/TTL rules;
 - ``list --fleet`` shows every host's locks with their publisher;
-- a publishing role cannot write another host's rows (row-level security);
+- a publishing role cannot write another host's rows, nor publish a host name not bound to it
+  (row-level security; docs/fleet.md, "Trust");
 - the database stopped and started again: publishing fails with a clear error, the local
   watcher never stops, and the next publication catches up.
 """
@@ -27,10 +28,11 @@ import pytest
 
 from core.config.model import FleetSpec
 from core.fleet.judge import judge_with_fleet
-from core.fleet.schema import CHANNEL, migrate
+from core.fleet.schema import CHANNEL
 from core.fleet.store import FleetError, Publisher, connect, read_snapshot
 from core.record import State
 from core.verdicts.inspect import inspect
+from tests.support.fleet import drop_fleet, init_fleet
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,18 +73,23 @@ def _codes(status: dict[str, Any]) -> list[str]:
     return [r["code"] for r in status["reasons"]]
 
 
+HOSTS = {"fleet-a": "lw", "fleet-b": "lw"}
+"""The host names of these tests, bound to the session server's superuser (docs/fleet.md,
+"Set-up")."""
+
+
 @pytest.fixture
 def fresh_db(pg_server: PgServer) -> Iterator[PgServer]:
-    """The session's server with the fleet tables dropped before and after the test."""
-    def drop() -> None:
-        import psycopg
+    """The session's server with the fleet set up afresh (``fleet init``, :data:`HOSTS`
+    bound) and dropped after the test."""
+    import psycopg
 
-        with psycopg.connect(**pg_server.conninfo(), autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS lockwarden_pids, lockwarden_locks, "
-                         "lockwarden_hosts, lockwarden_schema CASCADE")
-    drop()
+    with psycopg.connect(**pg_server.conninfo(), autocommit=True) as conn:
+        drop_fleet(conn)
+        init_fleet(conn, HOSTS)
     yield pg_server
-    drop()
+    with psycopg.connect(**pg_server.conninfo(), autocommit=True) as conn:
+        drop_fleet(conn)
 
 
 class Procs:
@@ -137,15 +144,6 @@ def test_a_holder_killed_on_host_b_is_stale_on_host_a_within_5_s(
         holder = procs.start(_on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         assert "host=fleet-b" in lock.read_text()
-        migrate_wait = time.monotonic() + 30
-        while time.monotonic() < migrate_wait:  # the agent creates the tables first
-            with listener.cursor() as cur:
-                cur.execute("SELECT to_regclass('lockwarden_pids') IS NOT NULL")
-                row = cur.fetchone()
-            if row and row[0]:
-                break
-            assert agent_b.poll() is None, agent_b.communicate()
-            time.sleep(0.1)
         listener.execute(f"LISTEN {CHANNEL}")
         snap_deadline = time.monotonic() + 30
         while True:  # B has published the holder's PID as alive
@@ -213,11 +211,12 @@ def test_without_a_fleet_the_same_lock_stays_held(tmp_path: Path, procs: Procs) 
 
 
 def _role(conn: Any, name: str) -> None:
+    """A login role ``name`` (password :data:`PG_PASSWORD`), created afresh; ``fleet init``
+    grants it."""
+    if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+        conn.execute(f"DROP OWNED BY {name}")
     conn.execute(f"DROP ROLE IF EXISTS {name}")
     conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{PG_PASSWORD}'")
-    conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON lockwarden_hosts, lockwarden_locks, "
-                 f"lockwarden_pids TO {name}")
-    conn.execute(f"GRANT SELECT ON lockwarden_schema TO {name}")
 
 
 def test_a_publishing_role_cannot_write_another_hosts_rows(
@@ -226,27 +225,34 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
 
     admin = psycopg.connect(**fresh_db.conninfo(), autocommit=True)
     try:
-        migrate(admin)
         _role(admin, "lw_pub_a")
         _role(admin, "lw_pub_b")
+        init_fleet(admin, {"a": "lw_pub_a", "b": "lw_pub_b"})
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
         spec_a = FleetSpec(_dsn(fresh_db, "lw_pub_a"), password_env="LOCKWARDEN_FLEET_PW", host="a")
-        pub_a = Publisher(spec_a, migrate_schema=False)
+        pub_a = Publisher(spec_a)
         pub_a.publish([])
         pub_a.close()
         spec_b_as_a = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
                                 host="a")
-        pub_b = Publisher(spec_b_as_a, migrate_schema=False)
+        pub_b = Publisher(spec_b_as_a)
         with pytest.raises(FleetError) as err:
             pub_b.publish([])
-        assert err.value.kind == "refused"
+        assert err.value.kind == "refused" and "fleet init --bind a=ROLE" in str(err.value)
         pub_b.close()
+        # nor a host name nobody bound -- the first to come does not get it
+        spec_c = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
+                           host="c")
+        pub_c = Publisher(spec_c)
+        with pytest.raises(FleetError) as err:
+            pub_c.publish([])
+        assert err.value.kind == "refused"
+        pub_c.close()
         with admin.cursor() as cur:
-            cur.execute("SELECT owner FROM lockwarden_hosts WHERE host = 'a'")
-            assert cur.fetchone() == ("lw_pub_a",)
-        # a publishing role cannot create tables where it has no right
+            cur.execute("SELECT host, owner FROM lockwarden_hosts ORDER BY host")
+            assert cur.fetchall() == [("a", "lw_pub_a")]
         spec_b = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW", host="b")
-        pub = Publisher(spec_b, migrate_schema=False)
+        pub = Publisher(spec_b)
         pub.publish([])  # its own host: fine
         pub.close()
     finally:
@@ -283,6 +289,10 @@ def test_the_database_stopped_and_started_again_loses_nothing(
         watched.mkdir()
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
         spec = FleetSpec(_dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host="fleet-db-test")
+        import psycopg
+
+        with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:
+            init_fleet(admin, {"fleet-db-test": "lw"})
         w = Watcher([WatchSpec(str(watched))], on_change)
         w.start()
         pub = Publisher(spec)

@@ -6,7 +6,8 @@ PostgreSQL:
   its first publication after the restart republishes everything -- locks added, changed and
   removed while the database was away -- in the rows and in ``list --fleet --json``;
 - a publishing role cannot write another host's rows by any statement (not only through the
-  publisher): locks, PIDs, the heartbeat, the pre-encoded listing, nor the owner column.
+  publisher): locks, PIDs, the heartbeat, the pre-encoded listing, nor the owner column; nor
+  claim a host name nobody bound, nor bind one, nor date its heartbeat in the future.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.remote.test_fleet import ENV, Procs, _dsn, _pg_ctl, _role, fresh_db, procs
+from tests.support.fleet import init_fleet
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
@@ -65,6 +67,8 @@ def test_the_agent_across_a_database_restart_republishes_everything(
         procs: Procs, tmp_path: Path) -> None:
     pg = start_pg()
     try:
+        with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:
+            init_fleet(admin, {"fleet-agent": "lw"})
         watched = tmp_path / "locks"
         watched.mkdir()
         cfg = tmp_path / "agent.toml"
@@ -117,21 +121,19 @@ def test_the_agent_across_a_database_restart_republishes_everything(
 def test_a_publishing_role_can_write_no_row_of_another_host(
         fresh_db: PgServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from core.config.model import FleetSpec
-    from core.fleet.schema import migrate
     from core.fleet.store import Publisher
     from core.verdicts.inspect import inspect
 
     admin = psycopg.connect(**fresh_db.conninfo(), autocommit=True)
     try:
-        migrate(admin)
         _role(admin, "lw_pub_a")
         _role(admin, "lw_pub_b")
+        init_fleet(admin, {"a": "lw_pub_a", "b": "lw_pub_b"})
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
         lock = tmp_path / "a.lock"
         _lock(lock, os.getpid())
         pub_a = Publisher(FleetSpec(_dsn(fresh_db, "lw_pub_a"),
-                                    password_env="LOCKWARDEN_FLEET_PW", host="a"),
-                          migrate_schema=False)
+                                    password_env="LOCKWARDEN_FLEET_PW", host="a"))
         pub_a.publish([inspect(str(lock))])
         pub_a.close()
 
@@ -149,6 +151,9 @@ def test_a_publishing_role_can_write_no_row_of_another_host(
                 " 'dead')",
                 "INSERT INTO lockwarden_hosts (host, interval_s, owner) VALUES ('c', 2,"
                 " 'lw_pub_a')",  # a row owned by someone else
+                "INSERT INTO lockwarden_hosts (host, interval_s) VALUES ('c', 2)",  # unbound
+                "INSERT INTO lockwarden_host_roles VALUES ('c', 'lw_pub_b')",  # owner's only
+                "UPDATE lockwarden_host_roles SET role = 'lw_pub_b'",
             ]
             for sql in refused:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -165,6 +170,16 @@ def test_a_publishing_role_can_write_no_row_of_another_host(
             as_b.execute("INSERT INTO lockwarden_hosts (host, interval_s) VALUES ('b', 2)")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):  # nor to give away
                 as_b.execute("UPDATE lockwarden_hosts SET owner = 'lw_pub_a' WHERE host = 'b'")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):  # never silent
+                as_b.execute("UPDATE lockwarden_hosts SET heartbeat_at = now()"
+                             " + interval '1 year' WHERE host = 'b'")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):  # not a JSON object
+                as_b.execute("INSERT INTO lockwarden_locks (host, path, state, liveness,"
+                             " reasons, verdict) VALUES ('b', '/x', 'held', 'alive', '[]',"
+                             " '[1]')")
+            owned = as_b.execute("SELECT count(*) FROM pg_tables WHERE tableowner ="
+                                 " current_user").fetchone()
+            assert owned == (0,)  # no publishing role owns a table
         finally:
             as_b.close()
         after = state()

@@ -1,7 +1,8 @@
 """``lockwarden list --fleet`` against a real PostgreSQL (docs/fleet.md, "Bounds"): the JSON
 that the database assembles from each host's pre-encoded locks is every published verdict plus
 its host's fields, for paths that JSON must escape too; hosts whose locks are gone drop out;
-a version-1 database is migrated with its rows; and the command imports no verdict machinery.
+a version-1 database is migrated with its rows (trusted once their host name is bound); and the
+command imports no verdict machinery.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from core.fleet.schema import MIGRATIONS, migrate
 from core.fleet.store import Publisher
 from core.record import LockStatus
 from core.verdicts.inspect import inspect
+from tests.support.fleet import drop_fleet, init_fleet
 from tests.support.servers import PG_PASSWORD, PgServer
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
@@ -41,13 +43,9 @@ def _dsn(pg: PgServer) -> str:
 def db(pg_server: PgServer) -> Iterator[Any]:
     """An admin connection to the session's server, the fleet tables dropped around the test."""
     conn = psycopg.connect(**pg_server.conninfo(), autocommit=True)
-
-    def drop() -> None:
-        conn.execute("DROP TABLE IF EXISTS lockwarden_pids, lockwarden_locks, "
-                     "lockwarden_hosts, lockwarden_schema CASCADE")
-    drop()
+    drop_fleet(conn)
     yield conn
-    drop()
+    drop_fleet(conn)
     conn.close()
 
 
@@ -64,6 +62,8 @@ def _locks(directory: Path, names: list[str]) -> list[LockStatus]:
 def _publish(pg: PgServer, host: str, statuses: list[LockStatus],
              monkeypatch: pytest.MonkeyPatch) -> Publisher:
     monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
+    with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:  # as the owner does
+        init_fleet(admin, {host: "lw"})
     pub = Publisher(FleetSpec(_dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host=host),
                     boot_id="test")
     pub.publish(statuses)
@@ -139,7 +139,12 @@ def test_a_version_1_database_is_migrated_with_its_rows(
     db.execute("INSERT INTO lockwarden_locks (host, path, state, liveness, reasons, verdict)"
                " VALUES ('old-host', %s, 'held', 'alive', '[]', %s::jsonb)",
                (statuses[0].path, json.dumps({"path": statuses[0].path, "state": "held"})))
-    assert migrate(db) == len(MIGRATIONS) == 2
+    assert migrate(db) == len(MIGRATIONS) == 3
+    # no host name is bound yet (the first publisher's claim is not carried over): left out
+    out = _cli(pg_server, tmp_path, "--json")
+    assert json.loads(out.stdout) == []
+    assert "'old-host' left out: no role is bound to this host name" in out.stderr
+    init_fleet(db, {"old-host": "lw"})  # the owner binds it: its rows are trusted again
     rows = json.loads(_cli(pg_server, tmp_path, "--json").stdout)
     assert [(r["host_published"], r["path"], r["state"]) for r in rows] == [
         ("old-host", statuses[0].path, "held")]

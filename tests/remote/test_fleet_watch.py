@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.remote.test_fleet import HOLDER, Procs, _config, _on_host, _pg_ctl, procs
+from tests.remote.test_fleet import HOLDER, HOSTS, Procs, _config, _on_host, _pg_ctl, procs
+from tests.support.fleet import init_fleet
 from tests.support.servers import PgServer, start_pg
 
 pytestmark = pytest.mark.skipif(
@@ -73,8 +74,12 @@ def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
         lock = shared / "deploy.lock"
         cfg_a = _config(tmp_path / "a.toml", pg, shared)
         cfg_b = _config(tmp_path / "b.toml", pg, shared)
-        # A watches first: no host has published, the database has no tables yet -- that is
-        # an empty fleet, not a fault (no `fleet` line)
+        import psycopg
+
+        with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:  # the owner's set-up
+            init_fleet(admin, HOSTS)
+        # A watches first: no host has published yet -- that is an empty fleet, not a fault
+        # (no `fleet` line)
         watch = procs.start(_on_host("fleet-a", sys.executable, "-m", "core", "watch",
                                      str(shared), "--config", str(cfg_a), "--json",
                                      "--no-history"))
@@ -98,9 +103,7 @@ def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
             return ln["state"] == "stale" and "fleet_report" in _codes(ln)
 
         deadline = time.monotonic() + 30
-        while not killed:  # B's agent has published the PID (the agent also migrates)
-            import psycopg
-
+        while not killed:  # B's agent has published the PID
             with psycopg.connect(**pg.conninfo(), autocommit=True) as conn:
                 row = conn.execute("SELECT to_regclass('lockwarden_pids') IS NOT NULL"
                                    ).fetchone()

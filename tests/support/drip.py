@@ -14,17 +14,23 @@ from types import TracebackType
 class DripProxy:
     """``with DripProxy(target_port) as proxy:`` listens on ``proxy.port`` (127.0.0.1).
     With ``drip_after``, answers go at full speed until the client has sent those bytes
-    (e.g. the listing query), so the connection is made and the query's answer drips."""
+    (e.g. the listing query), so the connection is made and the query's answer drips; with
+    ``nth``, from the ``nth`` time a client sends them (on any connection) on."""
 
     def __init__(self, target_port: int, interval: float = 2.0,
-                 drip_after: bytes | None = None) -> None:
+                 drip_after: bytes | None = None, nth: int = 1) -> None:
         self.target_port = target_port
         self.drip_after = drip_after
+        self.nth = nth
+        self.seen_after = 0  # how many times a client sent drip_after
         self.interval = interval
         self.stop = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self.listener.getsockname()[1]
         self.accepted = 0
+        self.dripping = threading.Event()
+        """Set once a client sent ``drip_after`` (or at the first connection without it):
+        from then on answers drip."""
         self._threads: list[threading.Thread] = []
         self._socks: list[socket.socket] = []
 
@@ -64,6 +70,7 @@ class DripProxy:
             go = threading.Event()
             if self.drip_after is None:
                 go.set()
+                self.dripping.set()
             self._spawn(self._forward, client, server, go)
             self._spawn(self._drip, server, client, go)
 
@@ -80,7 +87,11 @@ class DripProxy:
                 if self.drip_after is not None and not go.is_set():
                     seen = (seen + data)[-65536:]
                     if self.drip_after in seen:
-                        go.set()
+                        seen = b""
+                        self.seen_after += 1
+                        if self.seen_after >= self.nth:
+                            go.set()
+                            self.dripping.set()
                 dst.sendall(data)
             except (OSError, ValueError):
                 return
@@ -95,6 +106,9 @@ class DripProxy:
                         data = src.recv(65536)
                         if not data:
                             return
+                        if go.is_set():  # the awaited query went through meanwhile: this
+                            pending += data  # may be its answer, which drips
+                            continue
                         dst.sendall(data)
                     continue
                 ready, _, _ = select.select([src], [], [], 0)

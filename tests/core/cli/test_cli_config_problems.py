@@ -154,7 +154,7 @@ def test_config_before_a_verb_without_it_is_a_clear_usage_error(
     out = run("--config", str(cfg), "try", str(locks / "b.lock"))
     assert out.returncode == 2 and not (locks / "b.lock").exists()
     assert out.stderr == ("lockwarden: error: try takes no --config; the verbs that do: "
-                          "status, list, watch, agent (see 'lockwarden try --help')\n")
+                          "status, list, watch, agent, fleet (see 'lockwarden try --help')\n")
     alone = run("--config", str(cfg))
     assert alone.returncode == 2
     assert "the following arguments are required: VERB" in alone.stderr

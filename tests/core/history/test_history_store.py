@@ -176,3 +176,41 @@ def test_a_full_disk_pauses_history_and_watch_keeps_working(
         watch.stop()
     finally:
         watch.kill()
+
+
+
+def test_the_size_bound_holds_while_the_history_grows(tmp_path: Path) -> None:
+    """Locks churning in a watched directory (a neighbour's, in /tmp) cannot push the history
+    past its size until the hourly retention pass: the recorder checks the size every
+    SIZE_CHECK_ROWS transitions. Real lock files, judged as the watcher judges them, handed to
+    a real recorder and store."""
+    from core.history.recorder import SIZE_CHECK_ROWS
+    from core.verdicts.inspect import inspect
+
+    locks = tmp_path / "shared"
+    locks.mkdir()
+    bound = 256 * 1024
+    rec = Recorder(str(tmp_path / "h.sqlite3"), keep_s=None, max_bytes=bound)
+    rec.start()
+    try:
+        for holder in range(40):  # 100 locks, each taken by 40 holders in turn
+            statuses = []
+            for i in range(100):
+                lock = locks / f"churn-{i:03d}.lock"
+                lock.write_text(f"pid={100000 + holder}\ntimestamp={int(time.time())}\n"
+                                f"tag=round {holder}\n")
+                statuses.append(inspect(str(lock)))
+            rec.observe(statuses)
+            assert rec.flush(30)
+            store = HistoryStore(str(tmp_path / "h.sqlite3"))
+            try:
+                size, rows = store.size_bytes(), store.count()
+            finally:
+                store.close()
+            # never more than the transitions of one check past the bound (~600 B each)
+            assert size <= bound + SIZE_CHECK_ROWS * 1024, (holder, size)
+        assert rec.written == 4000 and rows < 4000, (rec.written, rows)  # the oldest went
+        print(f"{rec.written} transitions written, {rows} kept in {size:,} bytes "
+              f"(bound {bound:,})")
+    finally:
+        rec.close()
