@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 GIT_DIR_NAME = ".git"
 
@@ -80,7 +81,7 @@ def refusal(log_path: str) -> str | None:
     if repo is not None:
         return (f"{directory} is in the git repository {repo}: Lockwarden writes nothing into "
                 "a repository, so the entry went to your own log")
-    if getattr(os, "geteuid", lambda: -1)() == 0:
+    if sys.platform != "win32" and os.geteuid() == 0:
         try:
             owner = os.stat(directory or ".").st_uid
         except OSError:
@@ -95,13 +96,16 @@ def refusal(log_path: str) -> str | None:
 
 
 def _user(uid: int) -> str:
-    """``"name, uid N"`` (``"uid N"`` without a name)."""
-    try:
+    """``"name, uid N"`` (``"uid N"`` without a name; Windows has no user database here)."""
+    if sys.platform == "win32":
+        return f"uid {uid}"
+    else:
         import pwd
 
-        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
+        try:
+            return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+        except KeyError:
+            return f"uid {uid}"
 
 
 __all__ = ["GIT_DIR_NAME", "refusal", "repository_of"]
