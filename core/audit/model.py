@@ -238,16 +238,20 @@ def resolve_log_path(path: str) -> str:
     """The log :func:`core.audit.read` reads for ``path`` (a string path; result absolute).
 
     A directory gives its ``.lock_audit.log`` -- but the per-user log's own folder, which has
-    none, gives the per-user log (:func:`fallback_log_path`: ``audit.log``); a file named
+    none, gives the per-user log (:func:`fallback_log_path`: ``audit.log``), as does any folder
+    holding an ``audit.log`` and no ``.lock_audit.log`` (another user's or HOME's); a file named
     ``*.log`` or ``*.jsonl`` is a log itself; anything else is taken as a lock file and gives
     its directory's log (:func:`log_path_for`). Only stats ``path``; never raises for a string.
     """
     if os.path.isdir(path):
         log = os.path.join(os.path.abspath(path), AUDIT_LOG_NAME)
+        if os.path.lexists(log):
+            return log
         own = fallback_log_path()
-        if not os.path.lexists(log) and _same_dir(path, os.path.dirname(own)):
+        if _same_dir(path, os.path.dirname(own)):
             return own
-        return log
+        kept = os.path.join(os.path.abspath(path), FALLBACK_LOG_NAME)
+        return kept if os.path.isfile(kept) else log  # a per-user log folder (another HOME's)
     name = os.path.basename(path)
     if name == AUDIT_LOG_NAME or name.endswith((".log", ".jsonl")):
         return os.path.abspath(path)

@@ -352,6 +352,23 @@ def rule_audit(box: Sandbox, line: str) -> Callable[[Run], None]:
     return check
 
 
+def rule_own_log(box: Sandbox, line: str) -> Callable[[Run], None]:
+    """``audit ~/.local/state/lockwarden/log``: the per-user log where ``XDG_STATE_HOME`` is
+    not set (the example's own words), holding an entry the engine wrote there."""
+    state = box.home / ".local" / "state"
+    lock = box.cwd / "own.lock"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from core import audit; "
+            "w = audit.append(sys.argv[2], 'acquire', user_log=True); assert w.fallback, w")
+    env = {**box.env(), "XDG_STATE_HOME": str(state)}
+    subprocess.run([sys.executable, "-c", code, str(ROOT), str(lock)], env=env, check=True,
+                   timeout=60)
+
+    def check(run: Run) -> None:
+        assert run.code == 0, run
+        assert "acquire" in run.out and str(lock) in run.out, run
+    return check
+
+
 def rule_kill_holder(box: Sandbox, line: str) -> Callable[[Run], None]:
     if shutil.which("flock") is None:
         pytest.skip("flock(1) is needed for a kernel lock's holder")
@@ -467,6 +484,7 @@ RULES: list[tuple[str, Rule]] = [
     (r"^lockwarden list ", rule_list),
     (r"^lockwarden reclaim ", rule_reclaim),
     (r"^lockwarden release \S+ --force --reason ", rule_force_release),
+    (r"^lockwarden audit ~/\.local/state/lockwarden/log", rule_own_log),
     (r"^lockwarden audit ", rule_audit),
     (r"^lockwarden kill-holder ", rule_kill_holder),
     (r"^lockwarden who ", rule_who),
