@@ -93,7 +93,7 @@ def test_status_list_and_list_fleet_end_at_the_deadline_with_the_local_verdict(
             verdict: Any = json.loads(out.stdout)
             verdict = verdict if isinstance(verdict, dict) else verdict[0]
             assert (verdict["state"], verdict["liveness"]) == ("held", "remote")  # local
-            assert took - base_s <= DEADLINE + 1.5, (name, figures)
+            assert took - base_s <= DEADLINE + 2.0, (name, figures)  # 12 s in all beyond start-up
 
         out, took = _lw("list", "--fleet", "--json", "--config", str(cfg))
         figures["list --fleet"] = (0.0, took)

@@ -6,10 +6,11 @@
   ``status`` keeps the local verdict and says why (``fleet_host_untrusted``), and ``list
   --fleet`` leaves the host out in one line; once ``fleet-c``'s own role publishes, its report
   judges, and a verdict drawn from it never advises a forced release on its strength alone;
-- ``list --fleet`` checks each host's part: invalid JSON, a lock claiming another publisher,
-  a part over the cap are each one problem line, and the output stays valid JSON with the
-  other hosts' locks; a role cannot store such a part (the database builds it) nor a huge
-  verdict.
+- a role cannot store a part of ``list --fleet`` of its own (the database's trigger builds it
+  from verdicts its policies checked), nor a huge verdict, nor one claiming another publisher;
+  where the database cannot vouch (its trigger turned off by a superuser), ``list --fleet``
+  checks each host's part: invalid JSON, a lock claiming another publisher, a part over the cap
+  are each one problem line, and the output stays valid JSON with the other hosts' locks.
 """
 
 from __future__ import annotations
@@ -146,13 +147,13 @@ def test_a_host_is_judged_only_by_its_own_roles_report(
 
 
 def _set_locks_json(admin: Any, host: str, text: str) -> None:
-    """Store ``text`` as ``host``'s part behind the trigger's back (a superuser's doing: no
-    role can), as a damaged or foreign database might hold it."""
+    """Store ``text`` as ``host``'s part with the trigger turned off (a superuser's or the
+    owner's doing: no publishing role can), as a damaged or foreign database might hold it;
+    the trigger stays off, so the database no longer vouches for the parts."""
     with admin.transaction():
         admin.execute("ALTER TABLE lockwarden_hosts DISABLE TRIGGER lockwarden_locks_json")
         admin.execute("UPDATE lockwarden_hosts SET locks_json = %s WHERE host = %s",
                       (text, host))
-        admin.execute("ALTER TABLE lockwarden_hosts ENABLE TRIGGER lockwarden_locks_json")
 
 
 def test_list_fleet_leaves_a_bad_host_out_and_stays_valid_json(
@@ -211,6 +212,11 @@ def test_list_fleet_leaves_a_bad_host_out_and_stays_valid_json(
                     assert why in out.stderr, (why, out.stderr)
                 else:  # the table reads the rows, which the policies keep sound
                     assert "fleet-c" in out.stdout and out.stderr == ""
+        admin.execute("ALTER TABLE lockwarden_hosts ENABLE TRIGGER lockwarden_locks_json")
+        pub_c.publish([])  # the trigger builds fleet-c's part again: vouched for, printed
+        out = _lw("list", "--fleet", "--config", str(cfg), "--json")
+        assert [r["host_published"] for r in json.loads(out.stdout)] == ["fleet-b"]
+        assert out.stderr == ""
     finally:
         pub_b.close()
         pub_c.close()
