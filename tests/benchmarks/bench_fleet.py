@@ -146,8 +146,11 @@ def main() -> None:
                     subprocess.run(argv, check=True, env={**env, "PGPASSWORD": PG_PASSWORD},
                                    stdout=subprocess.DEVNULL)
                     times[name].append(time.perf_counter() - t)
+            floor = statistics.median(times["anchor: the same read in 1 line of psycopg"])
             for name, values in times.items():
-                target = "  [target <= 200 ms]" if name.startswith("lockwarden") else ""
+                ratio = statistics.median(values) / floor
+                target = (f"  [{ratio:.2f}x the 1-line psycopg read; target <= 1.15x]"
+                          if name == "lockwarden list --fleet --json" else "")
                 print(f"  {name + ':':54} {ms(values)}{target}")
 
         # change on host00 -> the reader sees it (NOTIFY, then a snapshot read)
