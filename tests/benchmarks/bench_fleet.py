@@ -146,9 +146,9 @@ def main() -> None:
                     subprocess.run(argv, check=True, env={**env, "PGPASSWORD": PG_PASSWORD},
                                    stdout=subprocess.DEVNULL)
                     times[name].append(time.perf_counter() - t)
-            floor = statistics.median(times["anchor: the same read in 1 line of psycopg"])
+            one_line = statistics.median(times["anchor: the same read in 1 line of psycopg"])
             for name, values in times.items():
-                ratio = statistics.median(values) / floor
+                ratio = statistics.median(values) / one_line
                 target = (f"  [{ratio:.2f}x the 1-line psycopg read; target <= 1.15x]"
                           if name == "lockwarden list --fleet --json" else "")
                 print(f"  {name + ':':54} {ms(values)}{target}")
