@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from core import audit
-from tests.core.cli.test_cli import lw, one_line
+from tests.support.cli import lw, one_line
 
 
 def _claim(fixtures_dir: Path) -> Path:

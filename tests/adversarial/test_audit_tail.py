@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,7 @@ GB = 1024**3
 BIG = 900 * 1024  # lines just under the 1 MiB an entry can be
 
 
-@pytest.fixture(autouse=True)
-def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_state")  # HOME and XDG dirs in tmp_path
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from core.codes import ReadOnlyKind
 from core.engine.operations import force_release
 from core.errors import ReadOnlyLock
 from core.fsutil import AUDIT_LOG_NAME, GUARD_FILE_NAME
-from tests.core.cli.test_cli import dead_pid, lw, one_line
+from tests.support.cli import dead_pid, lw, one_line
 
 OLD = 1_700_000_000  # mtime long past the writing grace
 

@@ -16,7 +16,7 @@ import pytest
 from core.config.model import ProjectSpec
 from core.watch import tree
 from core.watch.watcher import ChangeSet, DirStatus, Watcher
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not tree.available(),
                                 reason="per-directory inotify watches are Linux's")

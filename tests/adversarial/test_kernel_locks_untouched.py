@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli.test_cli import lw, one_line
+from tests.support.cli import lw, one_line
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
                                 reason="flock(1) and /proc/locks (Linux) are needed")

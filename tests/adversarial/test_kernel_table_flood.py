@@ -31,7 +31,6 @@ import pytest
 
 from core.kernel.locks import file_key, key_text
 from core.kernel.table import read_table
-from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
 from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
 pytestmark = pytest.mark.skipif(
@@ -68,7 +67,7 @@ def _pin_to_cpu0() -> None:
 
 
 @pytest.fixture
-def flooded(shared_tmp: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:  # noqa: F811
+def flooded(shared_tmp: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
     """A shared sticky directory with an empty, two-hour-old ``a.lock`` (root's, 0644) that a
     root ``flock(1)`` holds, then :data:`FLOOD` POSIX locks taken by the second account after
     it; yields the directory, the file and the holder."""

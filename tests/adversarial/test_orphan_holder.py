@@ -47,7 +47,7 @@ def test_cli_whose_shell_is_gone_refuses_to_record_init(lockdir: Path) -> None:
     import subprocess
     import sys
 
-    from tests.core.cli.test_cli import ENV
+    from tests.support.cli import ENV
 
     lock = lockdir / "orphan.lock"
     r, w = os.pipe()

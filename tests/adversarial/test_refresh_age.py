@@ -13,7 +13,7 @@ import pytest
 
 from core.engine.lock import Lock
 from core.formats import parse
-from tests.core.cli.test_cli import status_json
+from tests.support.cli import status_json
 
 
 @pytest.mark.parametrize("fmt", ["sema", "task-mcp"])

@@ -19,8 +19,8 @@ from app.dialogs.duration import parse_duration
 from app.style.icons import state_icon
 from app.table.columns import Col
 from app.table.lockinfo import HELD_DEAD, STATE_WORDS
-from tests.app.test_app_review import dead_pid
 from tests.support.app_spies import SignalSpy
+from tests.support.cli import dead_pid
 
 
 def _row_of(lw: Any, path: Path) -> int:

@@ -20,16 +20,7 @@ from core.codes import Code
 from core.reasons import Reason, render, texts
 from core.record import State
 from tests.support.app_spies import SignalSpy
-
-
-def dead_pid() -> int:
-    """A PID no process has now."""
-    import psutil
-
-    pid = 4_000_000
-    while psutil.pid_exists(pid):
-        pid -= 1
-    return pid
+from tests.support.cli import dead_pid
 
 
 def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,

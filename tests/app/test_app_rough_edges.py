@@ -24,8 +24,8 @@ import pytest
 import core
 from app.table.detail import DetailPane
 from core.verdicts.inspect import inspect
-from tests.core.cli.test_cli import ENV
 from tests.support.app_spies import SignalSpy
+from tests.support.cli import ENV
 
 TOKEN_A = "a" * 32
 TOKEN_B = "b" * 32

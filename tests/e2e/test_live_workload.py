@@ -48,7 +48,6 @@ from PIL import Image, ImageChops, ImageGrab
 from core import audit
 from core import config as cfgmod
 from core.watch.scan import scan
-from tests.app.test_tray_xvfb import xtray  # noqa: F401  (the session's Xvfb + trayer fixture)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HERE = Path(__file__).resolve().parent
@@ -396,7 +395,7 @@ def marked_processes(mark: str) -> list[psutil.Process]:
     return found
 
 
-def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
+def test_live_workload(xtray: str, tmp_path: Path,
                        procs: list[subprocess.Popen[Any]]) -> None:
     if not shutil.which("xdotool"):
         pytest.skip("xdotool is needed to drive the tray menu (Debian: xdotool)")

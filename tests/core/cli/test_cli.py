@@ -26,40 +26,16 @@ from app.console import (
 )
 from core.cli.main import Verb
 from core.cli.main import main as core_main
-
-LW = [sys.executable, "-m", "core"]
-ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-FIXTURES = Path(__file__).parents[2] / "data" / "fixtures"
-
-
-def lw(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m core ARGS`` and return the finished process (text output)."""
-    return subprocess.run(
-        [*LW, *args], capture_output=True, text=True, timeout=timeout, env=ENV, check=False, **kw
-    )
-
-
-def one_line(err: str) -> str:
-    """Assert stderr is exactly one line (no traceback) and return it."""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def status_json(path: Path | str) -> dict[str, Any]:
-    out = lw("status", str(path), "--json")
-    assert out.returncode in (0, 1, 3), out.stderr
-    st: dict[str, Any] = json.loads(out.stdout)
-    return st
-
-
-def dead_pid() -> int:
-    """A PID that just exited (reaped), so no process has it (PIDs are not reused at once)."""
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
+from tests.support.cli import (
+    ENV,
+    FIXTURES,
+    LW,
+    dead_pid,
+    lw,
+    one_line,
+    status_json,
+    waiting,
+)
 
 
 def tree(d: Path) -> dict[str, tuple[int, int, bytes | None]]:
@@ -294,24 +270,6 @@ def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     assert out.returncode == 0 and not lock.exists()
     out = lw("release", str(lock))
     assert out.returncode == 1 and "not" in one_line(out.stderr)
-
-
-def waiting(proc: subprocess.Popen[str], timeout: float = 30) -> None:
-    """Wait until ``proc`` is blocked in the engine's waiter (it holds an inotify fd that
-    watches the lock's directory). Linux /proc only; skips elsewhere."""
-    if not Path("/proc/self/fd").exists():
-        pytest.skip("needs /proc to see that the process is waiting")
-    fd_dir = Path(f"/proc/{proc.pid}/fd")
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if any("inotify" in os.readlink(fd_dir / fd) for fd in os.listdir(fd_dir)):
-                return
-        except OSError:
-            pass
-        assert proc.poll() is None, "exited instead of waiting"
-        assert time.monotonic() < deadline, "never started waiting"
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("verb", ["wait", "acquire"])

@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from tests.core.cli.test_cli import ENV, LW, lw, one_line, status_json, waiting
+from tests.support.cli import ENV, LW, lw, one_line, status_json, waiting
 
 
 def _utc(text: str) -> datetime:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.core.cli.test_cli import ENV, LW, lw, waiting
+from tests.support.cli import ENV, LW, lw, waiting
 
 
 def test_wait_notify_without_notify_send_says_so(lockdir: Path) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from core.formats import emacs, libreoffice, softfilelock, terraform, vimswap
 from core.record import DEVTOOL_FORMATS
-from tests.core.formats.test_formats_fuzz import FAST, check_parse
+from tests.support.fuzz import FAST, check_parse
 
 DATA = Path(__file__).parents[2] / "data" / "devtools"
 PATHS = [

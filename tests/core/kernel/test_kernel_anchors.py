@@ -27,7 +27,7 @@ from core.kernel.anchors import anchor_tool
 from core.record import LockStatus, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect
-from tests.core.cli.test_cli import lw, one_line
+from tests.support.cli import lw, one_line
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
 
