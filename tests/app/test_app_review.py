@@ -21,6 +21,7 @@ from core.reasons import Reason, render, texts
 from core.record import State
 from tests.support.app_spies import SignalSpy
 from tests.support.cli import dead_pid
+from tests.support.clock import age_after_boot
 
 
 def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
@@ -99,7 +100,7 @@ def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: 
         write_sema(live, pid=holder.pid, age=0,
                    ts=int(psutil.Process(holder.pid).create_time() + 0.999))
         gone = lockdir / "gone.lock"
-        write_sema(gone, pid=dead_pid(), age=20, ttl=3)
+        write_sema(gone, pid=dead_pid(), age=age_after_boot(20), ttl=3)
         lw = make_app([lockdir])
         lw.start(show_window=True)
         qtbot.waitUntil(lambda: lw.model.status_of(str(live)) is not None
@@ -451,7 +452,7 @@ def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, l
     link = lockdir / "link.lock"
     link.symlink_to(garbage)
     normal = lockdir / "normal.lock"
-    write_sema(normal, pid=dead_pid(), age=60)
+    write_sema(normal, pid=dead_pid(), age=age_after_boot(60))
     lw = make_app([lockdir])
     errors = SignalSpy(lw.ops.errorShown)
     lw.start(show_window=True)

@@ -18,12 +18,18 @@ from typing import Any
 import pytest
 
 from tests.support.cli import ENV, LW, Lines, cli_env, dead_pid, lw
+from tests.support.clock import age_after_boot
 
-AGE = 1200  # seconds: stale under a 600 s policy, held under the default 3600 s
+AGE = age_after_boot(1200)
+"""Seconds: the locks' age, 1,200 s unless this host booted more recently (an older lock would
+predate the boot, and be stale under any policy)."""
+LIMIT = AGE / 2
+"""The configured directory's ``stale_after`` (600 s): the locks are stale under it and held
+under the default 3,600 s."""
 
 
 def _old_lock(path: Path, pid: int) -> Path:
-    when = int(time.time()) - AGE
+    when = int(time.time() - AGE) + 1
     path.write_text(f"pid={pid}\ntimestamp={when}\n")
     os.utime(path, (when, when))
     return path
@@ -37,7 +43,7 @@ def setup(tmp_path: Path) -> dict[str, Path]:
     other.mkdir()
     pid = dead_pid()
     cfg = tmp_path / "config.toml"
-    cfg.write_text(f'# hand written\n[[watch]]\npath = "{watched}"\nstale_after = 600\n')
+    cfg.write_text(f'# hand written\n[[watch]]\npath = "{watched}"\nstale_after = {LIMIT}\n')
     return {"watched": _old_lock(watched / "b.lock", pid),
             "other": _old_lock(other / "b.lock", pid), "config": cfg, "home": tmp_path / "home"}
 
@@ -48,7 +54,7 @@ def test_status_uses_the_configured_directorys_policy(setup: dict[str, Path]) ->
         out = lw("status", str(lock), "--json", *how, env=cli_env(LOCKWARDEN_CONFIG=str(cfg)))
         st = json.loads(out.stdout)
         assert st["state"] == "stale", out.stderr  # as the app, which reads the same file
-        assert st["policy"] == {"source": "config", "stale_after": 600.0,
+        assert st["policy"] == {"source": "config", "stale_after": LIMIT,
                                 "directory": str(lock.parent), "config": str(cfg)}
         assert out.returncode == 1 and out.stderr == ""
     # the default file (platformdirs' place) is read too

@@ -33,6 +33,7 @@ from core.watch.watcher import (
     same_verdict,
 )
 from tests.support.cli import ROOT
+from tests.support.clock import age_after_boot
 from tests.support.second_user import run_unprivileged
 from tests.support.watch import (
     HOLDER,
@@ -489,14 +490,15 @@ def test_set_specs_without_restart(watch: Any, tmp_path: Path) -> None:
     a.mkdir()
     b.mkdir()
     write(a / "1.lock", sema_text(os.getpid()))
-    old = time.time() - 60
-    write(b / "2.lock", sema_text(999_999_999 % 4_000_000 + 4_000_000, timestamp=old))
+    age = age_after_boot(60)  # older would predate this host's boot: stale under any policy
+    write(b / "2.lock", sema_text(999_999_999 % 4_000_000 + 4_000_000,
+                                  timestamp=time.time() - age + 1))
     w, rec = watch([WatchSpec(str(a))])
     assert set(rec.model) == {str(a / "1.lock")}
     w.set_specs([WatchSpec(str(a)), WatchSpec(str(b))])
     rec.until(lambda m: str(b / "2.lock") in m, what="second directory")
     assert rec.model[str(b / "2.lock")].state is State.HELD  # dead pid, but only 60 s old
-    w.set_specs([WatchSpec(str(b), stale_after=30)])
+    w.set_specs([WatchSpec(str(b), stale_after=age / 2)])
     rec.until(lambda m: str(a / "1.lock") not in m
               and m[str(b / "2.lock")].state is State.STALE, what="new policy")
     assert [d.path for d in w.dir_status()] == [str(b)]
