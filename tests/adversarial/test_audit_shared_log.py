@@ -206,6 +206,7 @@ def _rechain(lines: list[bytes]) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_second_user_detects_their_shared_log_rewritten_by_someone_else(world_tmp: Path) -> None:
     uid, gid = second_user()

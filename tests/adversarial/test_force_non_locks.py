@@ -51,6 +51,7 @@ def test_force_refuses_a_young_file_being_written(lockdir: Path) -> None:
     assert victim.read_bytes() == b"pid="
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [AUDIT_LOG_NAME, GUARD_FILE_NAME])
 def test_force_never_touches_the_engines_own_files(lockdir: Path, name: str) -> None:
     holder = lockdir / "a.lock"
@@ -65,6 +66,7 @@ def test_force_never_touches_the_engines_own_files(lockdir: Path, name: str) -> 
     assert own.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_force_never_touches_a_directory_fifo_or_device(lockdir: Path) -> None:
     d = lockdir / "d.lock"
     d.mkdir()

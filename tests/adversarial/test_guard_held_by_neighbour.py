@@ -23,6 +23,7 @@ from tests.support.cli import ENV, LW
 from tests.support.second_user import USER2, second_user
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
                        reason="flock(1) and /proc/locks (Linux) are needed"),
 ]

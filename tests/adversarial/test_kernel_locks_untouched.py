@@ -79,6 +79,7 @@ def test_once_the_holder_exits_it_is_an_ordinary_empty_file(
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_kill_holder_ends_the_holder_and_a_child_keeps_the_inherited_lock(
         held: tuple[Path, subprocess.Popen[str]]) -> None:
     """``kill-holder`` (confirmed with ``--yes``) ends the process the kernel names; flock(1)'s

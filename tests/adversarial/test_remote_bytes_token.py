@@ -15,7 +15,10 @@ from core.remote.sources import source_from_url
 from tests.support.cli import lw
 from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.usefixtures("own_audit_log")  # each test writes its own audit log
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 VALUE = b"\xff\xfe\x80tok"
 

@@ -18,7 +18,10 @@ from tests.support.cli import cli_env, lw
 from tests.support.drip import DripProxy
 from tests.support.servers import PG_PASSWORD, EtcdServer, PgServer, RedisServer
 
-pytestmark = pytest.mark.usefixtures("own_audit_log")  # each test writes its own audit log
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 DEADLINE = "3"
 """Seconds: the ``--deadline`` of every operation here (``lw``'s 60 s cap only stops a hang)."""

@@ -16,7 +16,10 @@ from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.etcd.backend import EtcdSource
 from tests.support.servers import EtcdServer
 
-pytestmark = pytest.mark.usefixtures("own_audit_log")  # each test writes its own audit log
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 LEASE = 0x5EED1234
 

@@ -17,7 +17,10 @@ from core.remote.redis.backend import MAX_LOCKS, PYTHON_REDIS_LOCK, RedisSource
 from tests.support.cli import ROOT, cli_env, lw
 from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.usefixtures("own_audit_log")  # each test writes its own audit log
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 BIG = 100 * 1024 * 1024
 MEASURE = ("import resource, subprocess, sys; "

@@ -14,7 +14,10 @@ import pytest
 from tests.support.cli import cli_env, lw
 from tests.support.servers import PG_PASSWORD, PgServer, RedisServer, free_port
 
-pytestmark = pytest.mark.usefixtures("own_audit_log")  # each test writes its own audit log
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 
 def test_a_missing_postgres_database_is_no_database(pg_server: PgServer) -> None:

@@ -33,6 +33,7 @@ import pytest
 from tests.support.cli import ENV, LW, status_json
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not os.path.exists("/proc/locks"),
                        reason="the pin is read from /proc/locks; subreapers are Linux's"),
 ]

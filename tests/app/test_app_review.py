@@ -36,6 +36,7 @@ def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
     path.write_text(text)
 
 
+@pytest.mark.slow
 def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any) -> None:
     from core.verdicts.inspect import inspect as inspect_lock
 
@@ -277,6 +278,7 @@ def test_tray_badge_stands_out_from_a_red_padlock(qtbot: Any, size: int, count: 
     assert badge_text(count, size) == (str(count) if size >= 32 or count < 10 else "9+")
 
 
+@pytest.mark.slow
 def test_tray_menu_explains_the_problem_state(make_app: Any, lockdir: Path, tmp_path: Path,
                                               qtbot: Any) -> None:
     missing = tmp_path / "not-there"
@@ -441,6 +443,7 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
     assert "no longer in the list" not in lw.window.detail.reasons.text()
 
 
+@pytest.mark.slow
 def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, lockdir: Path,
                                                                 qtbot: Any) -> None:
     from app.bridges.lock_actions import ActionError

@@ -21,7 +21,7 @@ from core import audit
 from core import config as cfgmod
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.tray
+pytestmark = [pytest.mark.slow, pytest.mark.tray]
 
 HOLDER = (
     "import sys, time, core\n"

@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
 SEMA_WRITER = HERE / "sema_writer.sh"
 
-pytestmark = [pytest.mark.tray, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.tray, pytest.mark.timeout(240)]
 
 WORKLOAD_SECONDS = 22.0
 """How long each actor runs (docs/e2e.md: at least 20 s)."""

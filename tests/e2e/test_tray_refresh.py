@@ -29,6 +29,8 @@ from core import config as cfgmod
 from core.record import State
 from tests.support.cli import dead_pid
 
+pytestmark = pytest.mark.slow  # end to end: real GUIs, shells and workloads, seconds each
+
 DEAD_LOCK = (
     "pid={pid}\ntimestamp={ts}\ntag=crashed\nhost={host}\nstart={ts}.000000\n"
     "token=0123456789abcdef0123456789abcdef\n"

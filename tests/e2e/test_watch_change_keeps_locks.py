@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core import config as cfgmod
 from tests.support.cli import ROOT
+
+pytestmark = pytest.mark.slow  # end to end: real GUIs, shells and workloads, seconds each
 
 DRIVE = r'''
 import os, sys, time

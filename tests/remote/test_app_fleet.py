@@ -45,6 +45,8 @@ from tests.support.fleet import (
 )
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 UNSHARE = sys.platform.startswith("linux") and os.geteuid() == 0 and bool(shutil.which("unshare"))
 
 

@@ -16,6 +16,8 @@ import pytest
 from tests.support.cli import ROOT, cli_env, lw
 from tests.support.servers import EtcdServer, PgServer, RedisServer, free_port
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 
 def data(proc: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(proc.stdout)

@@ -44,9 +44,13 @@ from tests.support.fleet import (
 )
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
-    reason="hosts are simulated with UTS namespaces (unshare -u, as root)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0
+                       or shutil.which("unshare") is None,
+                       reason="hosts are simulated with UTS namespaces (unshare -u, as root)"),
+]
+
 
 def _status(host: str, lock: Path, cfg: Path) -> dict[str, Any]:
     out = subprocess.run(on_host(host, sys.executable, "-m", "core", "status", str(lock),

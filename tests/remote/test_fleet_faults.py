@@ -35,6 +35,8 @@ from tests.support.fleet import (
 )
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 
 

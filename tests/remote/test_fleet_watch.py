@@ -32,9 +32,12 @@ from tests.support.fleet import (
 )
 from tests.support.servers import PgServer, start_pg
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.geteuid() != 0,
-    reason="hosts are simulated with UTS namespaces (unshare -u, as root)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux") or os.geteuid() != 0,
+        reason="hosts are simulated with UTS namespaces (unshare -u, as root)"),
+]
 
 
 class Stream:

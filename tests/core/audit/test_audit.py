@@ -360,6 +360,7 @@ _json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

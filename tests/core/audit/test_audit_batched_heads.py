@@ -49,7 +49,10 @@ print("done", flush=True)
 """
 
 
-pytestmark = pytest.mark.usefixtures("private_state")  # chain heads: this test's and its processes'
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("private_state"),  # chain heads: this test's and its processes'
+]
 
 
 def _writer(lock: Path, n: int, die_at: str = "", die_on: int = 0,

@@ -17,7 +17,10 @@ from core import audit
 from tests.support.cli import lw
 
 GIT = shutil.which("git")
-pytestmark = pytest.mark.skipif(GIT is None, reason="git is not installed (CI installs it)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(GIT is None, reason="git is not installed (CI installs it)"),
+]
 
 
 def git(*args: str, cwd: Path) -> str:

@@ -55,6 +55,7 @@ def tree(d: Path) -> dict[str, tuple[int, int, bytes | None]]:
 # ------------------------------------------------------------------------------ parser, help
 
 
+@pytest.mark.slow
 def test_version_and_usage_errors(lockdir: Path) -> None:
     out = lw("--version")
     assert out.returncode == 0 and out.stdout.startswith("lockwarden 0.")
@@ -181,6 +182,7 @@ def test_extra_verbs_extension_point(capsys: pytest.CaptureFixture[str]) -> None
 # ------------------------------------------------------------------------------ verbs
 
 
+@pytest.mark.slow
 def test_holder_pid_is_the_calling_shell(lockdir: Path) -> None:
     """`lockwarden try x.lock && make && lockwarden release x.lock`: the lock names the shell,
     shows alive while it works, a sibling shell may not release it, the holder may."""
@@ -222,6 +224,7 @@ lw status "$L" -q; echo "after=$?"
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     lock = lockdir / "build.lock"
     me = os.getpid()  # the subprocesses' parent: the holder they record by default
@@ -273,6 +276,7 @@ def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     assert out.returncode == 1 and "not" in one_line(out.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["wait", "acquire"])
 def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: str) -> None:
     lock = lockdir / "deploy.lock"
@@ -300,6 +304,7 @@ def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: 
         holder.wait()
 
 
+@pytest.mark.slow
 def test_force_release_and_reclaim(lockdir: Path) -> None:
     lock = lockdir / "svc.lock"
     assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0  # pid 1: alive, not ours
@@ -331,6 +336,7 @@ def test_force_release_and_reclaim(lockdir: Path) -> None:
     assert "holder hung" in json.dumps(forced["details"])
 
 
+@pytest.mark.slow
 def test_stale_lock_of_another_tool_is_reclaimed(lockdir: Path) -> None:
     lock = lockdir / "old.lock"
     old = int(time.time()) - 7200
@@ -348,6 +354,7 @@ def test_stale_lock_of_another_tool_is_reclaimed(lockdir: Path) -> None:
     assert status_json(lock2)["pid"] == os.getpid()
 
 
+@pytest.mark.slow
 def test_stale_after_flag_is_the_policy_of_every_verb_that_judges(lockdir: Path) -> None:
     """--stale-after builds the one StalePolicy the verb judges with (docs/DESIGN.md "Default
     stale policy"): a 90 s old lock of another tool whose holder is dead is not stale under the
@@ -453,6 +460,7 @@ OTHER_EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 def test_every_fixture_reads_in_status_and_list(fixtures_dir: Path) -> None:
     for rel, (pid, ts, tag) in SEMA_EXPECTED.items():
         st = status_json(fixtures_dir / rel)
@@ -487,6 +495,7 @@ def parse_lock_file(path: str) -> dict[str, str]:
     return info
 
 
+@pytest.mark.slow
 def test_shell_example_lock_and_our_lock_interoperate(lockdir: Path) -> None:
     shell_lock = lockdir / "my.lock"
     script = (
@@ -539,6 +548,7 @@ def _age(p: Path, seconds: float) -> None:
     os.utime(p, (t, t))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["status", "try", "release", "reclaim", "wait", "acquire"])
 def test_bad_paths_one_line_exit_3_nothing_changed(lockdir: Path, verb: str) -> None:
     cases = _bad_inputs(lockdir)
@@ -608,6 +618,7 @@ def test_unreadable_file_and_read_only_directory(lockdir: Path) -> None:
 # ------------------------------------------------------------------------------ audit, clean
 
 
+@pytest.mark.slow
 def test_audit_tail_and_verify(lockdir: Path) -> None:
     lock = lockdir / "a.lock"
     for _ in range(2):

@@ -13,6 +13,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import ENV, LW, lw, one_line, status_json, waiting
 
 
@@ -110,6 +112,7 @@ def test_sigkill_of_cmd_releases_and_reports_128_plus_9(lockdir: Path) -> None:
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_lock_not_had_exits_1_without_running_cmd(lockdir: Path, tmp_path: Path) -> None:
     lock = lockdir / "job.lock"
     assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0
@@ -138,6 +141,7 @@ def test_sigterm_while_waiting_for_the_lock(lockdir: Path, tmp_path: Path) -> No
     assert lock.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_ttl_is_refreshed_while_cmd_runs(lockdir: Path) -> None:
     lock = lockdir / "lease.lock"
     proc = start_run(lock, "--ttl", "1")
@@ -159,6 +163,7 @@ def test_ttl_is_refreshed_while_cmd_runs(lockdir: Path) -> None:
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_lock_forced_away_while_cmd_runs_is_reported(lockdir: Path) -> None:
     lock = lockdir / "lease.lock"
     proc = start_run(lock, "--ttl", "1")

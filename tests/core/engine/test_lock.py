@@ -645,6 +645,7 @@ def test_blocking_acquire_takes_over_when_stale_after_passes(lockdir: Path) -> N
     lk.release()
 
 
+@pytest.mark.slow
 def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """While a live holder keeps the lock and nothing happens, a waiter sleeps in the slow
     fallback poll (1 s), not in a 100 ms loop."""

@@ -18,6 +18,8 @@ from core.formats import af, sema, taskmcp
 from core.record import FORMATS, LockRecord
 from tests.support.fuzz import FAST, check_parse
 
+pytestmark = pytest.mark.slow  # hypothesis, thousands of examples
+
 FIXTURE_SAMPLES = [
     b"pid=11294\ntimestamp=1795289498\ntag=deploy-v1.2.3\n",
     b'{"owner":"pid-4242@devbox","since":1795280000000,"ttl":3600}',

@@ -33,6 +33,7 @@ def holder(env: dict[str, str], lock: Path, tag: str) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
         tmp_path: Path, private_env: dict[str, str], lockdir: Path) -> None:
@@ -96,6 +97,7 @@ def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
     assert st["longest_hold_s"] <= st["held_s"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_history_survives_a_restart_of_the_recorder(lockdir: Path,
                                                     private_env: dict[str, str]) -> None:
@@ -119,6 +121,7 @@ def test_history_survives_a_restart_of_the_recorder(lockdir: Path,
     assert [r["event"] for r in history(env, later)] == ["acquired"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_recorders_never_write_a_transition_twice(lockdir: Path,
                                                       private_env: dict[str, str]) -> None:

@@ -242,6 +242,7 @@ WORDS = st.sampled_from(["1:", "->", "FLOCK", "POSIX", "OFDLCK", "LEASE", "ADVIS
                          "99999999999999999999999", "-", "٣", "1:2:3:4", ""])
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=1_500)
 @given(st.one_of(st.text(max_size=80),
                  st.lists(WORDS, max_size=10).map(" ".join)))

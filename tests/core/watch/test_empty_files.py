@@ -133,6 +133,7 @@ def test_an_empty_file_a_process_has_open_is_being_written_then_free(
     assert inspect(str(path)).state is State.FREE
 
 
+@pytest.mark.slow
 @linux
 def test_a_sema_that_crashed_between_create_and_write_leaves_a_free_file(
         lockdir: Path) -> None:
@@ -213,6 +214,7 @@ def test_taking_over_an_empty_file_holds_its_flock(lockdir: Path,
         lk.release()
 
 
+@pytest.mark.slow
 @linux
 def test_an_empty_file_someone_has_open_or_locked_is_never_removed(
         lockdir: Path, procs: list[subprocess.Popen[str]]) -> None:

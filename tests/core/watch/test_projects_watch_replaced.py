@@ -34,6 +34,7 @@ def _start(watch: Any, tmp_path: Path) -> tuple[Any, Any, Path, Path]:
     return w, rec, root, sub
 
 
+@pytest.mark.slow
 @linux
 @pytest.mark.parametrize("how", ["deleted", "moved away"])
 def test_a_directory_made_again_at_a_watched_path_is_watched(

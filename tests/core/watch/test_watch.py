@@ -152,6 +152,7 @@ def test_chmod_as_unprivileged_watcher(shared_tmp: Path) -> None:
 # -- time and liveness without file events ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path) -> None:
     _w, rec = watch([WatchSpec(str(lockdir))])
     p = str(lockdir / "held.lock")
@@ -184,6 +185,7 @@ def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path)
     print(f"killed holder seen stale after {elapsed:.2f} s (liveness tick: 2 s)")
 
 
+@pytest.mark.slow
 def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
     """A holder that starts after one liveness snapshot and dies before the next is in
     neither: it was judged alive by a direct look-up, and must still be re-judged."""
@@ -191,6 +193,7 @@ def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
     holder_dies(rec, str(lockdir / "brief.lock"))
 
 
+@pytest.mark.slow
 def test_ttl_lock_expires_on_time_without_file_event(watch: Any, lockdir: Path) -> None:
     from core.formats import serialize, taskmcp
 
@@ -294,6 +297,7 @@ def test_own_name_filter_recursive(watch: Any, lockdir: Path) -> None:
 # -- directories ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_missing_directory_appears_and_is_recreated(watch: Any, tmp_path: Path) -> None:
     d = tmp_path / "later"
     w, rec = watch([WatchSpec(str(d))])
@@ -313,6 +317,7 @@ def test_missing_directory_appears_and_is_recreated(watch: Any, tmp_path: Path) 
     rec.until(lambda m: str(d / "c.lock") in m, what="event in re-created directory")
 
 
+@pytest.mark.slow
 def test_directory_recreated_at_once(watch: Any, tmp_path: Path) -> None:
     """Deleted and re-created before the watcher looks (often with the same inode number):
     the dead watch is replaced all the same."""
@@ -329,6 +334,7 @@ def test_directory_recreated_at_once(watch: Any, tmp_path: Path) -> None:
         rec.until(lambda m, i=i: str(d / f"c{i}.lock") in m, what=f"event in round {i}")
 
 
+@pytest.mark.slow
 def test_polling_on(watch: Any, lockdir: Path) -> None:
     w, rec = watch([WatchSpec(str(lockdir), polling="on")])
     [ds] = w.dir_status()
@@ -388,6 +394,7 @@ w.close()
 """
 
 
+@pytest.mark.slow
 def test_inotify_instances_exhausted_falls_back_to_polling(shared_tmp: Path) -> None:
     """As user nobody (so only that user's 128 inotify instances are used up), the watcher
     cannot get an inotify instance and polls instead, and says so."""

@@ -67,6 +67,7 @@ def test_a_busy_directory_of_other_files_hands_nothing_on(tmp_path: Path) -> Non
         tw.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("busy_gap", [0.0, tree.BUSY_GAP])
 def test_only_a_reader_given_a_busy_gap_waits_in_a_busy_directory(
         tmp_path: Path, busy_gap: float) -> None:
@@ -120,6 +121,7 @@ def test_the_root_moved_away_is_seen_at_once(watch: Any, tmp_path: Path) -> None
     rec.until_dirs(lambda ds: bool(ds) and ds[0].mode == "missing")
 
 
+@pytest.mark.slow
 def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: Path) -> None:
     d = tmp_path / "locks"
     d.mkdir()
