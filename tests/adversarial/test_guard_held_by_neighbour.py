@@ -106,7 +106,7 @@ def _pin_to_cpu0() -> None:
 
 
 @pytest.fixture
-def flooded_guard(shared_tmp: Path) -> Iterator[tuple[Path, int]]:  # noqa: F811
+def flooded_guard(shared_tmp: Path) -> Iterator[tuple[Path, int]]:
     """As :func:`guarded`, then :data:`FLOOD` POSIX locks taken by the same account after the
     guard flock (both pinned to CPU 0: the kernel lists each CPU's locks newest first, so the
     flock lies beyond every flooding lock)."""

@@ -267,7 +267,7 @@ def test_unwritable_directory_as_unprivileged_user(world_tmp: Path) -> None:
     assert {e.user for e in entries} == {expected_user}
 
 
-def test_the_per_user_logs_folder_names_its_log(state: Path, lockdir: Path,
+def test_the_per_user_logs_folder_names_its_log(private_state: Path, lockdir: Path,
                                                 tmp_path: Path) -> None:
     """``lockwarden audit DIR`` reads DIR's ``.lock_audit.log``; the per-user log's own folder
     has none, only ``audit.log``: given that folder, the command reads the per-user log (it

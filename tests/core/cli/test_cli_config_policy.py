@@ -181,7 +181,7 @@ def test_a_file_with_only_projects_keeps_the_default_directories_watched(
     lock = Path(name)
     try:
         _old_lock(lock, dead_pid())
-        out = run("status", str(lock), "--json", "--config", str(cfg))
+        out = lw("status", str(lock), "--json", "--config", str(cfg))
         st = json.loads(out.stdout)
         assert st["policy"] == {"source": "config", "stale_after": 3600.0,
                                 "directory": "/tmp", "config": str(cfg)}

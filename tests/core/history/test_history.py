@@ -215,7 +215,7 @@ def test_history_escapes_control_characters_in_paths(tmp_path: Path, lockdir: Pa
 
 
 def test_stats_counts_one_process_once_with_and_without_its_host(
-        tmp_path: Path, lockdir: Path) -> None:
+        tmp_path: Path, lockdir: Path, private_state: Path) -> None:
     """A lock file that names no host is this host's: ``pid 1352`` there and ``pid 1352 on
     <this host>`` in a lock that names it are one holder (``stats`` counted two)."""
     import socket
@@ -224,7 +224,6 @@ def test_stats_counts_one_process_once_with_and_without_its_host(
     from core.history.model import Observation
     from core.history.store import HistoryStore
 
-    env = env_for(tmp_path)
     store = HistoryStore(str(tmp_path / "data" / "lockwarden" / "history.sqlite3"))
     now = time.time()
     here = socket.gethostname()
@@ -234,7 +233,7 @@ def test_stats_counts_one_process_once_with_and_without_its_host(
                   Observation(str(lockdir / "c.lock"), now - 40, "held", pid=1352,
                               host="elsewhere", ident="c")])
     store.close()
-    out = run(env, "stats", str(lockdir), "--json")
+    out = lw("stats", str(lockdir), "--json")
     assert out.returncode == 0, out.stderr
     st = json.loads(out.stdout)
     assert sorted(st["holders"]) == sorted([f"pid 1352 on {here}", "pid 1352 on elsewhere"])
