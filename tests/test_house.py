@@ -10,6 +10,7 @@ The imports are read with :mod:`ast`, as tests/test_layering.py reads core's and
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +25,16 @@ def _is_test_module(name: str) -> bool:
         parts[-1].startswith("test_") or parts[-1] == "conftest")
 
 
+@functools.cache
+def _tree(source: str, filename: str) -> ast.Module:
+    """``source`` parsed (once: both checks read every file)."""
+    return ast.parse(source, filename=filename)
+
+
 def _imports(source: str, filename: str) -> Iterator[tuple[str, int]]:
     """Every module name ``source`` imports, with its line (``from a import b`` yields ``a``
     and ``a.b``: b may be a module)."""
-    for node in ast.walk(ast.parse(source, filename=filename)):
+    for node in ast.walk(_tree(source, filename)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -96,7 +103,7 @@ def test_the_command_line_runner_is_defined_once() -> None:
     (its environment, its timeout) from the first."""
     where = []
     for p in _python_files():
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"), filename=str(p))):
+        for node in ast.walk(_tree(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "lw":
                 where.append(str(p.relative_to(TESTS)))
     assert set(where) == {"support/cli.py"}, where

@@ -16,6 +16,7 @@ from tests.support.cli import lw
 pytestmark = pytest.mark.usefixtures("private_state")  # this process and the CLI's
 
 
+@pytest.mark.slow
 def test_verify_without_a_log_says_so_and_exits_1(lockdir: Path) -> None:
     log = lockdir / AUDIT_LOG_NAME
     res = audit.verify(str(lockdir))

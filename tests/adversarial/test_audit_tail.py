@@ -163,6 +163,7 @@ _line = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lines=st.lists(_line, max_size=25), final_newline=st.booleans(), n=st.integers(0, 30))

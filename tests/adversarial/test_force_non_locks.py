@@ -81,6 +81,7 @@ def test_force_never_touches_a_directory_fifo_or_device(lockdir: Path) -> None:
     assert Path("/dev/null").is_char_device()
 
 
+@pytest.mark.slow
 def test_force_removes_an_empty_lock_and_a_real_one(lockdir: Path) -> None:
     """What force is for: an empty lock file (flock-style) and a lock of a dead holder."""
     empty = lockdir / "empty.lock"

@@ -38,6 +38,7 @@ def held(lockdir: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
         proc.wait()
 
 
+@pytest.mark.slow
 def test_kernel_lock_is_shown_with_tool_kind_and_pid(held: tuple[Path, subprocess.Popen[str]]
                                                      ) -> None:
     path, _proc = held

@@ -33,10 +33,12 @@ from core.kernel.locks import file_key, key_text
 from core.kernel.table import read_table
 from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("flock") is None or not os.path.exists("/proc/locks")
-    or not hasattr(os, "sched_setaffinity"),
-    reason="flock(1), /proc/locks and sched_setaffinity (Linux) are needed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks")
+                       or not hasattr(os, "sched_setaffinity"),
+                       reason="flock(1), /proc/locks and sched_setaffinity (Linux) are needed"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 64 * 1024

@@ -22,6 +22,8 @@ from tests.support.second_user import (
     site_for_second_user,
 )
 
+pytestmark = pytest.mark.slow  # a second account with its own copy of the code
+
 
 @pytest.fixture
 def tree() -> Iterator[Path]:

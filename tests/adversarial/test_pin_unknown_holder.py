@@ -35,6 +35,8 @@ from tests.support.second_user import (
     site_for_second_user,
 )
 
+pytestmark = pytest.mark.slow  # a second account with its own copy of the code, PIDs chosen by hand
+
 NEIGHBOUR = r"""
 import fcntl, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)

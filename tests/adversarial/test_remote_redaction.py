@@ -11,9 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core.config import load
 from tests.support.cli import ROOT, cli_env, lw
 from tests.support.servers import free_port
+
+pytestmark = pytest.mark.slow  # unreachable servers and watch processes, seconds each
 
 SECRET = "topsecret"
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtGui import QImage
 
 from app.dialogs.acquire import AcquireDialog
@@ -191,6 +192,7 @@ def test_gui_help_shows_its_options() -> None:
         assert opt in out.stdout
 
 
+@pytest.mark.slow
 def test_kernel_locks_offer_only_safe_actions(make_app: Any, lockdir: Path, qtbot: Any) -> None:
     """An empty file held by a real flock(1): shown as a kernel lock with its tool, kind and
     safe action; Force release and Reclaim are not offered (deleting it would let a second

@@ -86,6 +86,7 @@ def test_settings_ok_without_changes_keeps_the_file(make_app: Any, lockdir: Path
     assert lw.config.watches[0].stale_after == 45.0
 
 
+@pytest.mark.slow
 def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: Path,
                                                         qtbot: Any) -> None:
     import subprocess

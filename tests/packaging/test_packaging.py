@@ -107,6 +107,7 @@ def test_template_icon_is_a_black_mask():
     assert all(p[0] == p[1] == p[2] == 0 for p in px if p[3] > 0)
 
 
+@pytest.mark.slow
 def test_make_icons_generates_png_ico_icns(tmp_path):
     pytest.importorskip("PIL", reason="Pillow is in the 'package' extra")
     from PIL import Image
@@ -172,6 +173,7 @@ def test_entry_version_and_cli_verb_from_source(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr  # status: exit 0 = free
 
 
+@pytest.mark.slow
 def test_selftest_from_source(tmp_path):
     """``python -m app.startup.selftest`` passes from the source tree (the frozen run is in
     .ci/run)."""

@@ -403,6 +403,7 @@ def test_status_json_reasons_are_objects_with_codes(lockdir: Path) -> None:
         assert f"reason: {r['text']}" in text
 
 
+@pytest.mark.slow
 def test_list_table_and_json(fixtures_dir: Path, tmp_path: Path) -> None:
     out = lw("list", str(fixtures_dir / "sema"), str(fixtures_dir / "semats"))
     assert out.returncode == 0, out.stderr
@@ -565,6 +566,7 @@ def test_bad_paths_one_line_exit_3_nothing_changed(lockdir: Path, verb: str) -> 
     assert tree(lockdir) == before
 
 
+@pytest.mark.slow
 def test_garbage_lock_release_and_wait(lockdir: Path) -> None:
     garbage = lockdir / "garbage.lock"
     garbage.write_bytes(b"\x00\xff\xfe garbage\n")
@@ -579,6 +581,7 @@ def test_garbage_lock_release_and_wait(lockdir: Path) -> None:
     assert tree(lockdir) == before
 
 
+@pytest.mark.slow
 def test_unreadable_file_and_read_only_directory(lockdir: Path) -> None:
     cmd = list(LW)
     d = lockdir
@@ -710,6 +713,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ["core.cli.main", "app.console"])
 def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path, entry: str) -> None:
     """docs/cli.md "Start-up time": the CLI never imports Qt or watchdog on these paths (nor

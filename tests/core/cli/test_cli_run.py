@@ -56,6 +56,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
     return proc.returncode, err
 
 
+@pytest.mark.slow
 def test_lock_held_while_cmd_runs_then_released_exit_code_is_cmds(lockdir: Path) -> None:
     lock = lockdir / "job.lock"
     proc = start_run(lock, "--tag", "nightly")
@@ -72,6 +73,7 @@ def test_lock_held_while_cmd_runs_then_released_exit_code_is_cmds(lockdir: Path)
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_failing_cmd_exit_code_and_release(lockdir: Path) -> None:
     lock = lockdir / "job.lock"
     out = lw("run", str(lock), "--", "sh", "-c", 'test -e "$0" && exit 7', str(lock))

@@ -96,6 +96,7 @@ def test_force_release_moves_a_foreign_lock_to_the_trash_and_says_where(
     assert not [p for p in lockdir.iterdir() if p.name != ".lock_audit.log"]  # no temp name left
 
 
+@pytest.mark.slow
 def test_a_second_trashed_lock_of_the_same_name_keeps_both(env: Env, lockdir: Path,
                                                            sleeper: int) -> None:
     lock = lockdir / "deploy.lock"
@@ -110,6 +111,7 @@ def test_a_second_trashed_lock_of_the_same_name_keeps_both(env: Env, lockdir: Pa
     assert (env.trash / "files" / "deploy 1.lock").read_bytes() == first + b"# again\n"
 
 
+@pytest.mark.slow
 def test_lockwarden_locks_and_empty_files_are_still_unlinked(env: Env, lockdir: Path,
                                                              sleeper: int) -> None:
     ours = lockdir / "ours.lock"

@@ -144,6 +144,7 @@ def test_two_recorders_never_write_a_transition_twice(lockdir: Path,
     assert [r["event"] for r in history(env, lock)] == ["acquired", "released"] * 3
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Path,
                                                      private_env: dict[str, str]) -> None:

@@ -189,6 +189,7 @@ def test_plain_files_locked_by_libraries_are_kernel_locks_then_gone(
     assert gone.state is State.FREE and _codes(gone) == [Code.EMPTY_FREE] and gone.present
 
 
+@pytest.mark.slow
 @linux
 def test_no_action_removes_a_free_anchor(tmp_path: Path, holders: list[Holder]) -> None:
     path = _anchor(tmp_path, "var/lib/dpkg/lock")

@@ -163,6 +163,7 @@ def test_another_users_process_is_shown_as_that_user_to_root_and_counted_for_the
     assert uninspected >= 1 and "root" in users  # ...and so it is counted, never missing
 
 
+@pytest.mark.slow
 def test_processes_exiting_during_the_scan_are_left_out_without_error(tmp_path: Path) -> None:
     f = tmp_path / "busy.txt"
     f.write_text("x")

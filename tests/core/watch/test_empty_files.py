@@ -94,6 +94,7 @@ def _left_by(tool: str, path: Path) -> None:
     assert path.exists() and path.stat().st_size == 0
 
 
+@pytest.mark.slow
 @linux
 @pytest.mark.parametrize("tool", ["filelock", "portalocker", "fasteners", "flock"])
 @pytest.mark.parametrize("age", [0.0, 7200.0])
