@@ -178,6 +178,7 @@ def test_a_full_disk_pauses_history_and_watch_keeps_working(
 
 
 
+@pytest.mark.slow
 def test_the_size_bound_holds_while_the_history_grows(tmp_path: Path) -> None:
     """Locks churning in a watched directory (a neighbour's, in /tmp) cannot push the history
     past its size until the hourly retention pass: the recorder checks the size every

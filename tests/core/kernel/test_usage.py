@@ -88,6 +88,7 @@ def test_each_way_of_using_a_file_is_named(tmp_path: Path, start, kind: str,
     assert use.started is not None and use.cmdline[:2] == (sys.executable, "-c")
 
 
+@pytest.mark.slow
 def test_a_folder_counts_everything_beneath_it_and_a_working_directory(tmp_path: Path,
                                                                        start) -> None:
     sub = tmp_path / "a" / "b"
