@@ -1,12 +1,13 @@
-# Lockwarden: `make run` starts the tray app, `make test` runs ruff, mypy and pytest.
-# Both create .venv and install everything on first use.
+# Lockwarden: `make run` starts the tray app, `make test` runs ruff, mypy and the whole pytest
+# suite (as CI does), `make check` is the edit loop: ruff, mypy and the tests not marked slow
+# (a few minutes). All create .venv and install everything on first use.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SYSDEPS := $(VENV)/.sysdeps-stamp
 
-.PHONY: run test lint typecheck pytest bench package screenshots clean
+.PHONY: run test check lint typecheck pytest bench package screenshots clean
 
 $(SYSDEPS):
 	@sh packaging/linux-sysdeps.sh
@@ -34,6 +35,13 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest
+
+# The edit loop: what `test` checks, without the tests marked slow (pyproject.toml markers:
+# servers, end-to-end runs, torture, fuzzing, real shells).
+check: lint
+	$(BIN)/mypy
+	$(BIN)/mypy --strict core
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

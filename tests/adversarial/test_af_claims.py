@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from core import audit
-from tests.core.cli.test_cli import lw, one_line
+from tests.support.cli import lw, one_line
 
 
 def _claim(fixtures_dir: Path) -> Path:
@@ -67,6 +69,7 @@ def test_a_stale_git_lock_is_released_never_reclaimed(tmp_path: Path) -> None:
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_a_claim_in_an_af_ledger_is_refused_truthfully(fixtures_dir: Path) -> None:
     """``release`` (forced or not) of a claim replayed from af's ledger: not "not held by PID
     …" and a ``free`` audit result, but the truth -- only af changes its ledger, with af's

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 
 def _no_log_anywhere(lockdir: Path, tmp_path: Path) -> dict[str, str]:

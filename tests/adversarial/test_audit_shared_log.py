@@ -39,13 +39,7 @@ GB = 1024**3
 WINDOW = 64 * 1024
 
 
-@pytest.fixture(autouse=True)
-def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Our own per-user log and chain heads live in the test's tmp dir."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_state")  # HOME and XDG dirs in tmp_path
 
 
 def _rchar() -> int:
@@ -212,6 +206,7 @@ def _rechain(lines: list[bytes]) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_second_user_detects_their_shared_log_rewritten_by_someone_else(world_tmp: Path) -> None:
     uid, gid = second_user()

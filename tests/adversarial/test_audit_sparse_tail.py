@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 LINE = {"timestamp": "2026-11-25T10:00:00.000Z", "operation": "acquire",
         "lockPath": "/x/a.lock", "details": {}, "user": "x", "pid": 1}

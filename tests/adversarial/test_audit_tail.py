@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,7 @@ GB = 1024**3
 BIG = 900 * 1024  # lines just under the 1 MiB an entry can be
 
 
-@pytest.fixture(autouse=True)
-def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_state")  # HOME and XDG dirs in tmp_path
 
 
 @pytest.fixture
@@ -168,6 +163,7 @@ _line = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lines=st.lists(_line, max_size=25), final_newline=st.booleans(), n=st.integers(0, 30))

@@ -12,7 +12,7 @@ from core import audit
 from core.defaults import MAX_TAG_BYTES
 from core.engine.lock import Lock
 from core.errors import TagTooLong
-from tests.core.cli.test_cli import lw, one_line, status_json
+from tests.support.cli import lw, one_line, status_json
 
 OLD = 1_700_000_000
 

@@ -15,7 +15,7 @@ from core.codes import ReadOnlyKind
 from core.engine.operations import force_release
 from core.errors import ReadOnlyLock
 from core.fsutil import AUDIT_LOG_NAME, GUARD_FILE_NAME
-from tests.core.cli.test_cli import dead_pid, lw, one_line
+from tests.support.cli import dead_pid, lw, one_line
 
 OLD = 1_700_000_000  # mtime long past the writing grace
 
@@ -51,6 +51,7 @@ def test_force_refuses_a_young_file_being_written(lockdir: Path) -> None:
     assert victim.read_bytes() == b"pid="
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [AUDIT_LOG_NAME, GUARD_FILE_NAME])
 def test_force_never_touches_the_engines_own_files(lockdir: Path, name: str) -> None:
     holder = lockdir / "a.lock"
@@ -65,6 +66,7 @@ def test_force_never_touches_the_engines_own_files(lockdir: Path, name: str) -> 
     assert own.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_force_never_touches_a_directory_fifo_or_device(lockdir: Path) -> None:
     d = lockdir / "d.lock"
     d.mkdir()
@@ -79,6 +81,7 @@ def test_force_never_touches_a_directory_fifo_or_device(lockdir: Path) -> None:
     assert Path("/dev/null").is_char_device()
 
 
+@pytest.mark.slow
 def test_force_removes_an_empty_lock_and_a_real_one(lockdir: Path) -> None:
     """What force is for: an empty lock file (flock-style) and a lock of a dead holder."""
     empty = lockdir / "empty.lock"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.config import load
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 HOSTILE = ('[[watch]]\npath = "/srv/elsewhere"\n\n[[redis]]\nurl = "redis://127.0.0.1:1/0"\n'
            'password_env = "AWS_SECRET_ACCESS_KEY"\n')

@@ -19,16 +19,18 @@ from pathlib import Path
 import pytest
 
 from core.engine.exchange import DirGuard, GuardTimeout
-from tests.core.cli.test_cli import ENV, LW
-from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.support.cli import ENV, LW
 from tests.support.second_user import USER2, second_user
 
-pytestmark = pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
-                                reason="flock(1) and /proc/locks (Linux) are needed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
+                       reason="flock(1) and /proc/locks (Linux) are needed"),
+]
 
 
 @pytest.fixture
-def guarded(shared_tmp: Path) -> Iterator[tuple[Path, int]]:  # noqa: F811
+def guarded(shared_tmp: Path) -> Iterator[tuple[Path, int]]:
     """A shared (1777) directory whose guard the second account holds with ``flock -x``;
     yields it and the flock(1) process's PID."""
     uid, gid = second_user()
@@ -104,7 +106,7 @@ def _pin_to_cpu0() -> None:
 
 
 @pytest.fixture
-def flooded_guard(shared_tmp: Path) -> Iterator[tuple[Path, int]]:  # noqa: F811
+def flooded_guard(shared_tmp: Path) -> Iterator[tuple[Path, int]]:
     """As :func:`guarded`, then :data:`FLOOD` POSIX locks taken by the same account after the
     guard flock (both pinned to CPU 0: the kernel lists each CPU's locks newest first, so the
     flock lies beyond every flooding lock)."""

@@ -16,7 +16,7 @@ import pytest
 from core.config.model import ProjectSpec
 from core.watch import tree
 from core.watch.watcher import ChangeSet, DirStatus, Watcher
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not tree.available(),
                                 reason="per-directory inotify watches are Linux's")
@@ -35,6 +35,7 @@ def test_default_share_is_half_of_the_users_watches(tmp_path: Path) -> None:
     assert tree.default_limit(path=str(tmp_path / "absent")) is None
 
 
+@pytest.mark.slow
 def test_a_tree_beyond_the_share_is_walked_and_its_locks_still_found(tmp_path: Path) -> None:
     root = tmp_path / "src"
     _tree(root, 30)  # 61 directories: the root, r*, r*/.git

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli.test_cli import lw, one_line
+from tests.support.cli import lw, one_line
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks"),
                                 reason="flock(1) and /proc/locks (Linux) are needed")
@@ -38,6 +38,7 @@ def held(lockdir: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
         proc.wait()
 
 
+@pytest.mark.slow
 def test_kernel_lock_is_shown_with_tool_kind_and_pid(held: tuple[Path, subprocess.Popen[str]]
                                                      ) -> None:
     path, _proc = held
@@ -79,6 +80,7 @@ def test_once_the_holder_exits_it_is_an_ordinary_empty_file(
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_kill_holder_ends_the_holder_and_a_child_keeps_the_inherited_lock(
         held: tuple[Path, subprocess.Popen[str]]) -> None:
     """``kill-holder`` (confirmed with ``--yes``) ends the process the kernel names; flock(1)'s

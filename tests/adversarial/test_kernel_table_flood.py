@@ -31,13 +31,14 @@ import pytest
 
 from core.kernel.locks import file_key, key_text
 from core.kernel.table import read_table
-from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
 from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("flock") is None or not os.path.exists("/proc/locks")
-    or not hasattr(os, "sched_setaffinity"),
-    reason="flock(1), /proc/locks and sched_setaffinity (Linux) are needed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("flock") is None or not os.path.exists("/proc/locks")
+                       or not hasattr(os, "sched_setaffinity"),
+                       reason="flock(1), /proc/locks and sched_setaffinity (Linux) are needed"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 64 * 1024
@@ -68,7 +69,7 @@ def _pin_to_cpu0() -> None:
 
 
 @pytest.fixture
-def flooded(shared_tmp: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:  # noqa: F811
+def flooded(shared_tmp: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
     """A shared sticky directory with an empty, two-hour-old ``a.lock`` (root's, 0644) that a
     root ``flock(1)`` holds, then :data:`FLOOD` POSIX locks taken by the second account after
     it; yields the directory, the file and the holder."""

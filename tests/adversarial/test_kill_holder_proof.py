@@ -21,7 +21,7 @@ import pytest
 
 from core.engine.end_holder import NotKernelHeld, end_holder
 from core.verdicts.liveness import process_facts
-from tests.core.cli.test_cli import ENV, LW, lw
+from tests.support.cli import ENV, LW, lw
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/locks") or
                                 not hasattr(os, "pidfd_open"),

@@ -8,17 +8,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from tests.support.second_user import second_user, second_user_python, site_for_second_user
+from tests.support.second_user import (
+    lw_as,
+    second_user,
+    second_user_python,
+    site_for_second_user,
+)
 
-RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
-      "runpy.run_module('core', run_name='__main__')"
+pytestmark = pytest.mark.slow  # a second account with its own copy of the code
 
 
 @pytest.fixture
@@ -47,12 +51,7 @@ def test_list_r_reports_each_unlistable_directory_and_lists_the_rest(tree: Path)
         d.chmod(0o755)
     (root / "secret").chmod(0o700)  # root's: the second account cannot list it
 
-    def lw(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([python, "-I", "-c", RUN, str(site), *args], user=uid, group=gid,
-                              extra_groups=[], capture_output=True, text=True, timeout=60,
-                              cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-                                            "HOME": str(tree)})
-
+    lw = partial(lw_as, uid, gid, python, site, tree)  # the command line as the second account
     out = lw("list", "-r", str(root))
     assert out.returncode == 0, out.stderr
     assert str(root / "a" / "job.lock") in out.stdout and str(root / "z" / "job.lock") in \

@@ -11,6 +11,7 @@ import pytest
 from core.codes import Code
 from core.record import Liveness, State
 from core.verdicts.inspect import inspect
+from tests.support.clock import age_after_boot
 
 
 def _write(path: Path, age_s: float, extra: str = "") -> None:
@@ -19,21 +20,22 @@ def _write(path: Path, age_s: float, extra: str = "") -> None:
 
 def test_init_holder_is_judged_by_age(tmp_path: Path) -> None:
     young = tmp_path / "young.lock"
-    _write(young, 60)
+    _write(young, age_after_boot(60))  # before the boot it would be stale: predates_boot
     st = inspect(str(young))
     assert st.state is State.HELD and st.liveness is Liveness.UNKNOWN
     codes = [r.code for r in st.reasons]
     assert codes[0] is Code.INIT_HOLDER and Code.YOUNGER_THAN_STALE_AFTER in codes
 
     old = tmp_path / "old.lock"
-    _write(old, 2 * 3600)
+    _write(old, 2 * 3600)  # stale by its age (or, booted since, by predating the boot)
     st = inspect(str(old))
     assert st.state is State.STALE and st.reasons[0].code is Code.INIT_HOLDER
 
 
 def test_init_holder_with_lapsed_ttl_is_stale(tmp_path: Path) -> None:
     lease = tmp_path / "lease.lock"
-    _write(lease, 120, "ttl=30\n")
+    age = age_after_boot(120)  # taken after the boot, or it is stale for predating it
+    _write(lease, age, f"ttl={age / 4}\n")
     st = inspect(str(lease))
     assert st.state is State.STALE
     assert [r.code for r in st.reasons][:2] == [Code.INIT_HOLDER, Code.EXPIRED]
@@ -47,7 +49,7 @@ def test_cli_whose_shell_is_gone_refuses_to_record_init(lockdir: Path) -> None:
     import subprocess
     import sys
 
-    from tests.core.cli.test_cli import ENV
+    from tests.support.cli import ENV
 
     lock = lockdir / "orphan.lock"
     r, w = os.pipe()

@@ -27,12 +27,15 @@ import pytest
 
 from core.engine.lock import Lock
 from core.stale_policy import StalePolicy
-from tests.core.cli.test_cli import LW
-from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
-from tests.support.second_user import second_user, second_user_python, site_for_second_user
+from tests.support.cli import LW
+from tests.support.second_user import (
+    lw_as,
+    second_user,
+    second_user_python,
+    site_for_second_user,
+)
 
-RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
-      "runpy.run_module('core', run_name='__main__')"
+pytestmark = pytest.mark.slow  # a second account with its own copy of the code, PIDs chosen by hand
 
 NEIGHBOUR = r"""
 import fcntl, os, sys
@@ -74,7 +77,7 @@ def _spawn_as(pid: int, argv: list[str], **kw: Any) -> subprocess.Popen[str] | N
 
 @pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK),
                     reason="needs root to choose the next PID (ns_last_pid)")
-def test_a_pin_nobody_can_name_keeps_nothing_alive(shared_tmp: Path) -> None:  # noqa: F811
+def test_a_pin_nobody_can_name_keeps_nothing_alive(shared_tmp: Path) -> None:
     uid, gid = second_user()
     python = second_user_python(uid, gid)
     site = site_for_second_user(shared_tmp, ["platformdirs", "psutil"])
@@ -106,14 +109,11 @@ def test_a_pin_nobody_can_name_keeps_nothing_alive(shared_tmp: Path) -> None:  #
         assert int(neighbour.stdout.readline()) == holder.pid
         assert neighbour.wait(timeout=30) == 0  # the locking process is gone; its child holds
 
-        def lw(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([python, "-I", "-c", RUN, str(site), *args],
-                                  capture_output=True, text=True, timeout=60, **as_owner)
-
-        st = json.loads(lw("status", str(lock), "--json").stdout)
+        st = json.loads(lw_as(uid, gid, python, site, shared_tmp, "status", str(lock),
+                              "--json").stdout)
         assert "holder_pinned" not in [r["code"] for r in st["reasons"]], st
         assert st["state"] == "stale", st
-        out = lw("try", str(lock))
+        out = lw_as(uid, gid, python, site, shared_tmp, "try", str(lock))
         assert out.returncode == 0, out.stderr
         assert f"pid={holder.pid}" not in lock.read_text()
     finally:
@@ -138,7 +138,7 @@ def test_lock_files_are_not_readable_by_others_unless_the_policy_says_so(tmp_pat
 
 
 @pytest.mark.parametrize("readable", [False, True])
-def test_a_neighbour_cannot_open_a_private_lock(shared_tmp: Path,  # noqa: F811
+def test_a_neighbour_cannot_open_a_private_lock(shared_tmp: Path,
                                                 readable: bool) -> None:
     uid, gid = second_user()
     python = second_user_python(uid, gid)
@@ -157,7 +157,7 @@ def test_a_neighbour_cannot_open_a_private_lock(shared_tmp: Path,  # noqa: F811
 @pytest.mark.parametrize("readable", [False, True])
 def test_the_directory_policy_of_the_configuration_decides(tmp_path: Path,
                                                            readable: bool) -> None:
-    from tests.core.cli.test_cli import ENV
+    from tests.support.cli import ENV
 
     locks = tmp_path / "shared"
     locks.mkdir()

@@ -13,9 +13,10 @@ import pytest
 
 from core.engine.lock import Lock
 from core.formats import parse
-from tests.core.cli.test_cli import status_json
+from tests.support.cli import status_json
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["sema", "task-mcp"])
 def test_refresh_moves_the_expiry_not_the_age(lockdir: Path, fmt: str) -> None:
     path = lockdir / "lease.lock"

@@ -5,9 +5,6 @@ bytes meanwhile is not deleted. Real redis-server (tests/support/servers.py), re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +12,14 @@ import pytest
 
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.sources import source_from_url
-from tests.remote.conftest import own_audit_log, redis_server
+from tests.support.cli import lw
 from tests.support.servers import RedisServer
 
-__all__ = ["own_audit_log", "redis_server"]  # fixtures
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
-ROOT = Path(__file__).resolve().parents[2]
 VALUE = b"\xff\xfe\x80tok"
 
 
@@ -33,21 +32,15 @@ def rclient(redis_server: RedisServer) -> Any:
     client.close()
 
 
-def lw(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True,
-                          timeout=60, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
 def test_cli_force_releases_a_lock_whose_value_is_not_utf8(rclient: Any, redis_server: RedisServer,
                                                           own_audit_log: Path) -> None:
     rclient.set(b"lock:bin", VALUE, px=600_000)
     url = f"redis://127.0.0.1:{redis_server.port}/0#lock:bin"
-    st = lw("status", url, "--json")
+    st = lw("status", url, "--json", text=False)
     assert st.returncode == 1
     item = json.loads(st.stdout.decode("utf-8"))  # strict UTF-8 on stdout
     assert item["state"] == "held" and "\\xff\\xfe\\x80tok" in item["holder"]
-    done = lw("release", url, "--force", "--reason", "binary token")
+    done = lw("release", url, "--force", "--reason", "binary token", text=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode("utf-8").startswith("force-released ")
     assert not rclient.exists(b"lock:bin")

@@ -7,32 +7,24 @@ a server table's ``deadline``), and the error names the server and the deadline.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from core.config.model import Config, ServerSpec
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.sources import sources_from_config
-from tests.remote.conftest import etcd_server, own_audit_log, pg_server, redis_server
+from tests.support.cli import cli_env, lw
 from tests.support.drip import DripProxy
 from tests.support.servers import PG_PASSWORD, EtcdServer, PgServer, RedisServer
 
-__all__ = ["etcd_server", "own_audit_log", "pg_server", "redis_server"]  # fixtures
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
-ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = "3"
-
-
-def lw(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m core ARGS`` (the fixture's audit log); the 60 s cap only stops a hang."""
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT),
-                               "LOCKWARDEN_PG_PW": PG_PASSWORD})
+"""Seconds: the ``--deadline`` of every operation here (``lw``'s 60 s cap only stops a hang)."""
 
 
 def assert_timed_out(r: subprocess.CompletedProcess[str], what: str, server: str) -> None:
@@ -61,7 +53,8 @@ def test_postgres_list_ends_at_the_deadline_when_the_query_drips(pg_server: PgSe
     with DripProxy(pg_server.port, drip_after=b"pg_locks") as proxy:
         server = f"postgres://127.0.0.1:{proxy.port}/postgres"
         r = lw("list", f"postgres://lw@127.0.0.1:{proxy.port}/postgres", "--deadline",
-               DEADLINE, "--password-env", "LOCKWARDEN_PG_PW")
+               DEADLINE, "--password-env", "LOCKWARDEN_PG_PW",
+               env=cli_env(LOCKWARDEN_PG_PW=PG_PASSWORD))
         assert_timed_out(r, "list", server)
 
 

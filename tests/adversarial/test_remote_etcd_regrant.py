@@ -14,10 +14,12 @@ import pytest
 
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.etcd.backend import EtcdSource
-from tests.remote.conftest import etcd_server, own_audit_log
 from tests.support.servers import EtcdServer
 
-__all__ = ["etcd_server", "own_audit_log"]  # fixtures
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 LEASE = 0x5EED1234
 

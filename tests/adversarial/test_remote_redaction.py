@@ -6,23 +6,20 @@ nowhere"). Real CLI runs against a port nothing listens on (127.0.0.1)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core.config import load
+from tests.support.cli import ROOT, cli_env, lw
 from tests.support.servers import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # unreachable servers and watch processes, seconds each
+
 SECRET = "topsecret"
-
-
-def lw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_url_errors_hide_the_password() -> None:
@@ -51,7 +48,7 @@ def test_list_error_items_hide_the_password() -> None:
 def _watch_until_ready(*args: str) -> str:
     proc = subprocess.Popen([sys.executable, "-m", "core", "watch", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env=cli_env())
     assert proc.stdout is not None
     lines = []
     for line in proc.stdout:

@@ -6,22 +6,22 @@ force-released, never when it changed), and a listing stops at its key bound wit
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.remote.base import RemoteError, RemoteErrorKind
 from core.remote.redis.backend import MAX_LOCKS, PYTHON_REDIS_LOCK, RedisSource
-from tests.remote.conftest import own_audit_log, redis_server
+from tests.support.cli import ROOT, cli_env, lw
 from tests.support.servers import RedisServer
 
-__all__ = ["own_audit_log", "redis_server"]  # fixtures
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
-ROOT = Path(__file__).resolve().parents[2]
 BIG = 100 * 1024 * 1024
 MEASURE = ("import resource, subprocess, sys; "
            "p = subprocess.run(sys.argv[1:], capture_output=True); "
@@ -39,26 +39,20 @@ def rclient(redis_server: RedisServer) -> Any:
     client.close()
 
 
-def lw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
 def test_a_huge_value_is_listed_in_little_memory_and_released(rclient: Any,
                                                               redis_server: RedisServer) -> None:
     rclient.set("lock:huge", b"t" * BIG, px=600_000)
     url = f"redis://127.0.0.1:{redis_server.port}/0"
     out = subprocess.run([sys.executable, "-c", MEASURE, sys.executable, "-m", "core", "list",
                           url, "--json"], capture_output=True, text=True, timeout=120,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         cwd=ROOT, env=cli_env())
     *listing, last = out.stdout.splitlines()
     code, maxrss_kib = (int(x) for x in last.split())
     assert code == 0, out.stderr
     (item,) = json.loads("\n".join(listing))
     assert item["path"] == f"{url}#lock:huge" and item["state"] == "held"
     assert maxrss_kib * 1024 < BIG  # the value was never read whole
-    done = lw("release", f"{url}#lock:huge", "--force", "--reason", "huge value")
+    done = lw("release", f"{url}#lock:huge", "--force", "--reason", "huge value", timeout=120)
     assert done.returncode == 0, done.stderr
     assert not rclient.exists("lock:huge")
 
@@ -86,11 +80,11 @@ def test_a_listing_stops_at_its_bound_and_says_so(rclient: Any,
                      max_locks=7) as small:
         assert len(small.list_locks()) == 7 and small.more_than == 7
     url = f"redis://127.0.0.1:{redis_server.port}/0"
-    text = lw("list", url)
+    text = lw("list", url, timeout=120)
     assert text.returncode == 0
     assert text.stderr == (f"lockwarden: {url}: more than {MAX_LOCKS} locks: only the first "
                            f"{MAX_LOCKS} are listed\n")
-    js = json.loads(lw("list", url, "--json").stdout)
+    js = json.loads(lw("list", url, "--json", timeout=120).stdout)
     assert [x for x in js if x.get("kind") == "more"] == [{
         "kind": "more", "path": url, "listed": MAX_LOCKS,
         "note": f"more than {MAX_LOCKS} locks: only the first {MAX_LOCKS} are listed"}]

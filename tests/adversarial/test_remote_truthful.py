@@ -6,40 +6,31 @@ that failed. Real servers (tests/support/servers.py), real CLI."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-from tests.remote.conftest import own_audit_log, pg_server, redis_server
+from tests.support.cli import cli_env, lw
 from tests.support.servers import PG_PASSWORD, PgServer, RedisServer, free_port
 
-__all__ = ["own_audit_log", "pg_server", "redis_server"]  # fixtures
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def lw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT),
-                               "LOCKWARDEN_PG_PW": PG_PASSWORD})
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("own_audit_log"),  # each test writes its own audit log
+]
 
 
 def test_a_missing_postgres_database_is_no_database(pg_server: PgServer) -> None:
     for host in ("127.0.0.1", quote(pg_server.sockdir, safe="")):  # password; trusted socket
         url = f"postgres://lw@{host}:{pg_server.port}/no_such_db"
-        r = lw("list", url, "--json", "--password-env", "LOCKWARDEN_PG_PW")
+        r = lw("list", url, "--json", "--password-env", "LOCKWARDEN_PG_PW",
+               env=cli_env(LOCKWARDEN_PG_PW=PG_PASSWORD))
         assert r.returncode == 3
         (item,) = json.loads(r.stdout)
         assert item["error_kind"] == "no_database", item
         assert "the server has no database 'no_such_db'" in item["error"]
     ok = lw("list", f"postgres://lw@127.0.0.1:{pg_server.port}/postgres", "--json",
-            "--password-env", "LOCKWARDEN_PG_PW")
+            "--password-env", "LOCKWARDEN_PG_PW", env=cli_env(LOCKWARDEN_PG_PW=PG_PASSWORD))
     assert ok.returncode == 0, ok.stderr
 
 

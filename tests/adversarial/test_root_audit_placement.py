@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli.test_cli import ENV, LW
-from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
+from tests.support.cli import ENV, LW
 from tests.support.second_user import USER2, second_user
 
 
 @pytest.fixture
-def their_area(shared_tmp: Path) -> Iterator[tuple[Path, Path]]:  # noqa: F811
+def their_area(shared_tmp: Path) -> Iterator[tuple[Path, Path]]:
     """The second account's directory holding its stale lock, and a symlink to it elsewhere
     (as someone could plant in /tmp); yields (symlink, real directory)."""
     uid, gid = second_user()

@@ -30,12 +30,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli.test_cli import ENV, LW, status_json
+from tests.support.cli import ENV, LW, status_json
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists("/proc/locks"), reason="the pin is read from /proc/locks; subreapers "
-    "are Linux's"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists("/proc/locks"),
+                       reason="the pin is read from /proc/locks; subreapers are Linux's"),
+]
 
 PR_SET_CHILD_SUBREAPER = 36
 ITERATIONS = 80

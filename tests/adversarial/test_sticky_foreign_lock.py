@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.watch.test_scan import shared_tmp  # noqa: F401 (fixture)
 from tests.support.second_user import second_user, second_user_python, site_for_second_user
 
 RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; " \
@@ -20,7 +19,7 @@ RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lo
 
 
 @pytest.mark.parametrize("verb", [["reclaim"], ["release", "--force", "--reason", "test"]])
-def test_a_foreign_lock_in_a_sticky_directory_names_its_owner(shared_tmp: Path,  # noqa: F811
+def test_a_foreign_lock_in_a_sticky_directory_names_its_owner(shared_tmp: Path,
                                                               verb: list[str]) -> None:
     tmp_path = shared_tmp
     uid, gid = second_user()

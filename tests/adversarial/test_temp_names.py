@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from core.tempfiles import parse_temp, temp_path
-from tests.core.cli.test_cli import lw
+from tests.support.cli import lw
 
 TOKEN = "0123456789abcdef" * 2
 OLD = 1_700_000_000

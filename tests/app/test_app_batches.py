@@ -104,7 +104,8 @@ def test_selection_follows_its_lock_through_a_re_sort(qtbot):
     assert proxy.status_at(proxy.rowCount() - 1) == selected
 
 
-@pytest.mark.parametrize(("paths", "most"), [(120, 40), (2000, 12)])
+@pytest.mark.parametrize(("paths", "most"),
+                         [(120, 40), pytest.param(2000, 12, marks=pytest.mark.slow)])
 def test_proxy_order_is_the_sorted_filtered_source_over_random_batches(paths, most):
     # few changes among many rows are merged into place (app.table.row_order.merged), many re-sorted
     rnd = random.Random(24)

@@ -9,6 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from pathlib import Path
 
 import psutil
+import pytest
 from PySide6.QtWidgets import QApplication
 
 from core.record import State
@@ -16,6 +17,7 @@ from core.record import State
 WANTED = {State.HELD, State.STALE, State.EXPIRED, State.WRITING, State.UNREADABLE}
 
 
+@pytest.mark.slow
 def test_demo_shows_every_state_and_cleans_up(qtbot, tmp_path, monkeypatch):
     from app.application import LockwardenApp
     from app.startup.demo import Demo

@@ -104,6 +104,7 @@ def test_an_unwritable_data_directory_shows_why_and_the_table_keeps_working(
     assert blocker.read_text().startswith("a file")
 
 
+@pytest.mark.slow
 def test_a_week_of_a_busy_lock_draws(qtbot: Any, tmp_path: Path) -> None:
     from app.history.view import HistoryPane
 

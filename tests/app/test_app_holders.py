@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QToolBar
 
 from app.table.columns import Col
 from core.record import State
-from tests.core.cli.test_cli import lw as cli
+from tests.support.cli import lw as cli
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc")
 ME = getpass.getuser()

@@ -122,6 +122,7 @@ def run_story(order: tuple[str, ...], lockdir: Path, tmp_path: Path,
     return result
 
 
+@pytest.mark.slow
 def test_lost_lock_does_not_depend_on_connection_order(lockdir: Path, tmp_path: Path,
                                                        qtbot: Any) -> None:
     outcomes = {order: run_story(order, lockdir, tmp_path, qtbot)

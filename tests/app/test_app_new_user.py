@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtGui import QImage
 
 from app.dialogs.acquire import AcquireDialog
@@ -19,8 +20,8 @@ from app.dialogs.duration import parse_duration
 from app.style.icons import state_icon
 from app.table.columns import Col
 from app.table.lockinfo import HELD_DEAD, STATE_WORDS
-from tests.app.test_app_review import dead_pid
 from tests.support.app_spies import SignalSpy
+from tests.support.cli import dead_pid
 
 
 def _row_of(lw: Any, path: Path) -> int:
@@ -191,6 +192,7 @@ def test_gui_help_shows_its_options() -> None:
         assert opt in out.stdout
 
 
+@pytest.mark.slow
 def test_kernel_locks_offer_only_safe_actions(make_app: Any, lockdir: Path, qtbot: Any) -> None:
     """An empty file held by a real flock(1): shown as a kernel lock with its tool, kind and
     safe action; Force release and Reclaim are not offered (deleting it would let a second

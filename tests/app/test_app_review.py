@@ -20,16 +20,8 @@ from core.codes import Code
 from core.reasons import Reason, render, texts
 from core.record import State
 from tests.support.app_spies import SignalSpy
-
-
-def dead_pid() -> int:
-    """A PID no process has now."""
-    import psutil
-
-    pid = 4_000_000
-    while psutil.pid_exists(pid):
-        pid -= 1
-    return pid
+from tests.support.cli import dead_pid
+from tests.support.clock import age_after_boot
 
 
 def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
@@ -44,6 +36,7 @@ def write_sema(path: Path, *, pid: int, age: float, ttl: float | None = None,
     path.write_text(text)
 
 
+@pytest.mark.slow
 def test_reclaimed_ttl_lock_is_renewed(make_app: Any, lockdir: Path, qtbot: Any) -> None:
     from core.verdicts.inspect import inspect as inspect_lock
 
@@ -93,6 +86,7 @@ def test_settings_ok_without_changes_keeps_the_file(make_app: Any, lockdir: Path
     assert lw.config.watches[0].stale_after == 45.0
 
 
+@pytest.mark.slow
 def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: Path,
                                                         qtbot: Any) -> None:
     import subprocess
@@ -108,7 +102,7 @@ def test_detail_and_confirmation_texts_follow_the_clock(make_app: Any, lockdir: 
         write_sema(live, pid=holder.pid, age=0,
                    ts=int(psutil.Process(holder.pid).create_time() + 0.999))
         gone = lockdir / "gone.lock"
-        write_sema(gone, pid=dead_pid(), age=20, ttl=3)
+        write_sema(gone, pid=dead_pid(), age=age_after_boot(20), ttl=3)
         lw = make_app([lockdir])
         lw.start(show_window=True)
         qtbot.waitUntil(lambda: lw.model.status_of(str(live)) is not None
@@ -285,6 +279,7 @@ def test_tray_badge_stands_out_from_a_red_padlock(qtbot: Any, size: int, count: 
     assert badge_text(count, size) == (str(count) if size >= 32 or count < 10 else "9+")
 
 
+@pytest.mark.slow
 def test_tray_menu_explains_the_problem_state(make_app: Any, lockdir: Path, tmp_path: Path,
                                               qtbot: Any) -> None:
     missing = tmp_path / "not-there"
@@ -449,6 +444,7 @@ def test_rows_keep_their_order_and_selection_never_moves(make_app: Any, lockdir:
     assert "no longer in the list" not in lw.window.detail.reasons.text()
 
 
+@pytest.mark.slow
 def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, lockdir: Path,
                                                                 qtbot: Any) -> None:
     from app.bridges.lock_actions import ActionError
@@ -460,7 +456,7 @@ def test_unreadable_rows_show_their_bytes_and_no_unsafe_actions(make_app: Any, l
     link = lockdir / "link.lock"
     link.symlink_to(garbage)
     normal = lockdir / "normal.lock"
-    write_sema(normal, pid=dead_pid(), age=60)
+    write_sema(normal, pid=dead_pid(), age=age_after_boot(60))
     lw = make_app([lockdir])
     errors = SignalSpy(lw.ops.errorShown)
     lw.start(show_window=True)

@@ -23,9 +23,11 @@ import pytest
 
 import core
 from app.table.detail import DetailPane
+from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect
-from tests.core.cli.test_cli import ENV
 from tests.support.app_spies import SignalSpy
+from tests.support.cli import ENV
+from tests.support.clock import age_after_boot
 
 TOKEN_A = "a" * 32
 TOKEN_B = "b" * 32
@@ -178,8 +180,12 @@ def test_rule_and_safe_action_wrap_instead_of_being_clipped(qtbot: Any) -> None:
     lockdir = Path(tempfile.mkdtemp(prefix="lw-"))
     short, long = lockdir / "short.lock", lockdir / "long.lock"
     short.write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\ntag=nightly\n")
-    # no such PID, 2 h old: stale, with a Rule that takes two lines at this width
-    long.write_text(f"pid=4000000\ntimestamp={int(time.time()) - 7200}\ntag=nightly\n")
+    # no such PID, 2 h old (less if this host booted since: an older lock would predate the
+    # boot, with another Rule), twice the stale limit: stale, with a Rule that takes two lines
+    # at this width
+    age = age_after_boot(7200)
+    long.write_text(f"pid=4000000\ntimestamp={int(time.time() - age) + 1}\ntag=nightly\n")
+    policy = StalePolicy(stale_after=age / 2)
     clipped = []
     wrapped = False
     for width in (700, 800, 900, 1000, 1100):  # how the window and splitter are sized
@@ -189,7 +195,7 @@ def test_rule_and_safe_action_wrap_instead_of_being_clipped(qtbot: Any) -> None:
         pane.show()
         qtbot.waitExposed(pane)
         for step, path in enumerate([short, long, short, long]):  # as the user selects them
-            pane.show_status(inspect(str(path)))
+            pane.show_status(inspect(str(path), policy=policy))
             qtbot.wait(20)
             for name in ("Rule", "Safe action"):
                 label = pane.values[name]

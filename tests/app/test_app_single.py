@@ -56,6 +56,7 @@ def test_a_socket_left_by_a_crashed_instance_is_taken_over(runtime: Path, qtbot)
     assert not os.path.exists(name)
 
 
+@pytest.mark.slow
 def test_a_silent_client_holds_the_first_instance_at_most_the_timeout(runtime: Path,
                                                                       qtbot) -> None:
     from app.startup.single import SingleInstance, server_name

@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from core import config as cfgmod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +55,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_an_idle_tray_holds_no_window_and_the_first_show_builds_it(tmp_path: Path,
                                                                   lockdir: Path) -> None:
     (lockdir / "deploy.lock").write_text("")  # one row for the window to show

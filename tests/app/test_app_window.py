@@ -153,6 +153,7 @@ def test_acquire_dialog_validates_and_engine_errors_are_messages(gui, errors, qt
     assert f"pid={p.pid}" in before.decode()
 
 
+@pytest.mark.slow
 def test_reclaim_after_holder_killed(gui, errors, qtbot, lockdir, holder):
     path = lockdir / "deploy.lock"
     p = holder(path)
@@ -197,6 +198,7 @@ def test_force_release_needs_confirmation_and_reason(gui, qtbot, lockdir, holder
     qtbot.waitUntil(lambda: gui.model.status_of(str(path)) is None, timeout=WAIT_MS)
 
 
+@pytest.mark.slow
 def test_garbage_file_shows_as_unreadable(gui, qtbot, lockdir):
     bad = lockdir / "corrupt.lock"
     bad.write_bytes(b"\x00\x01 this is no lock \xff\n")

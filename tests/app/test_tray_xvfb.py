@@ -10,12 +10,9 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +21,7 @@ from core import audit
 from core import config as cfgmod
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.tray
+pytestmark = [pytest.mark.slow, pytest.mark.tray]
 
 HOLDER = (
     "import sys, time, core\n"
@@ -111,47 +108,6 @@ step("held-again" if ok else "FAIL", tray.state)
 lw.finish_quit(release=True)
 step("released", str(not os.path.exists(lock_path)))
 '''
-
-
-def _free_display() -> int:
-    for n in range(91, 140):
-        if not Path(f"/tmp/.X{n}-lock").exists() and not Path(f"/tmp/.X11-unix/X{n}").exists():
-            return n
-    raise RuntimeError("no free X display number")
-
-
-@pytest.fixture(scope="session")
-def xtray() -> Iterator[str]:
-    """A private Xvfb display with trayer as the system tray host; yields DISPLAY."""
-    xvfb, trayer = shutil.which("Xvfb"), shutil.which("trayer")
-    if not xvfb or not trayer:
-        pytest.skip("Xvfb and trayer are needed for tray tests (Debian: xvfb trayer)")
-    n = _free_display()
-    display = f":{n}"
-    x = subprocess.Popen([xvfb, display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    sock = Path(f"/tmp/.X11-unix/X{n}")
-    deadline = time.monotonic() + 15
-    while not sock.exists() and time.monotonic() < deadline and x.poll() is None:
-        time.sleep(0.05)
-    if not sock.exists():
-        x.kill()
-        pytest.fail(f"Xvfb did not start on {display}")
-    env = dict(os.environ, DISPLAY=display)
-    t = subprocess.Popen([trayer, "--edge", "top", "--align", "right", "--widthtype", "request",
-                          "--height", "32", "--transparent", "false", "--tint", "0x303030",
-                          "--SetDockType", "true"], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield display
-    finally:
-        for p in (t, x):
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def test_tray_icon_state_menu_and_reclaim(xtray, tmp_path, lockdir):

@@ -48,14 +48,13 @@ from PIL import Image, ImageChops, ImageGrab
 from core import audit
 from core import config as cfgmod
 from core.watch.scan import scan
-from tests.app.test_tray_xvfb import xtray  # noqa: F401  (the session's Xvfb + trayer fixture)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
 SEMA_WRITER = HERE / "sema_writer.sh"
 
-pytestmark = [pytest.mark.tray, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.tray, pytest.mark.timeout(240)]
 
 WORKLOAD_SECONDS = 22.0
 """How long each actor runs (docs/e2e.md: at least 20 s)."""
@@ -396,7 +395,7 @@ def marked_processes(mark: str) -> list[psutil.Process]:
     return found
 
 
-def test_live_workload(xtray: str, tmp_path: Path,  # noqa: F811
+def test_live_workload(xtray: str, tmp_path: Path,
                        procs: list[subprocess.Popen[Any]]) -> None:
     if not shutil.which("xdotool"):
         pytest.skip("xdotool is needed to drive the tray menu (Debian: xdotool)")

@@ -44,7 +44,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {"README.md": "## Command line", "docs/cli.md": None}
 """Files read, with the one section read (None: the whole file)."""
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell examples")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell examples"),
+]
 
 HOLDER = r"""
 import sys

@@ -27,21 +27,14 @@ from PySide6.QtWidgets import QApplication
 
 from core import config as cfgmod
 from core.record import State
+from tests.support.cli import dead_pid
+
+pytestmark = pytest.mark.slow  # end to end: real GUIs, shells and workloads, seconds each
 
 DEAD_LOCK = (
     "pid={pid}\ntimestamp={ts}\ntag=crashed\nhost={host}\nstart={ts}.000000\n"
     "token=0123456789abcdef0123456789abcdef\n"
 )
-
-
-def dead_pid() -> int:
-    """A PID that no process has now."""
-    import psutil
-
-    pid = 4_000_000
-    while psutil.pid_exists(pid):
-        pid -= 1
-    return pid
 
 
 @pytest.fixture

@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core import config as cfgmod
-from tests.app.test_tray_xvfb import ROOT, xtray  # noqa: F401  (the session's Xvfb + trayer)
+from tests.support.cli import ROOT
+
+pytestmark = pytest.mark.slow  # end to end: real GUIs, shells and workloads, seconds each
 
 DRIVE = r'''
 import os, sys, time
@@ -117,7 +121,7 @@ step("quit", f"exists={os.path.exists(path)}")
 
 
 def test_changing_watched_directories_keeps_and_releases_held_locks(
-        xtray: str, tmp_path: Path) -> None:  # noqa: F811
+        xtray: str, tmp_path: Path) -> None:
     dir_a, dir_b = tmp_path / "a", tmp_path / "b"
     dir_a.mkdir()
     dir_b.mkdir()

@@ -14,15 +14,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.cli import ROOT
+from tests.support.packaging import PYSIDE_DIR, exec_spec
+
 ICONS = ROOT / "resources" / "icons"
 TRAY_STATES = ("free", "held", "stale", "problem")
-PYSIDE_DIR = Path(importlib.util.find_spec("PySide6").origin).parent  # type: ignore[arg-type,union-attr]
 
 
 def _load(path: Path, name: str) -> ModuleType:
@@ -106,6 +107,7 @@ def test_template_icon_is_a_black_mask():
     assert all(p[0] == p[1] == p[2] == 0 for p in px if p[3] > 0)
 
 
+@pytest.mark.slow
 def test_make_icons_generates_png_ico_icns(tmp_path):
     pytest.importorskip("PIL", reason="Pillow is in the 'package' extra")
     from PIL import Image
@@ -171,6 +173,7 @@ def test_entry_version_and_cli_verb_from_source(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr  # status: exit 0 = free
 
 
+@pytest.mark.slow
 def test_selftest_from_source(tmp_path):
     """``python -m app.startup.selftest`` passes from the source tree (the frozen run is in
     .ci/run)."""
@@ -206,35 +209,6 @@ def test_selftest_reports_a_broken_icon_and_fails(tmp_path, monkeypatch):
     assert len(bad) == 1 and bad[0].startswith("FAIL icons:") and "tray-held.svg" in bad[0]
 
 
-def _exec_spec(binaries: list[tuple[str, str, str]], datas: list[tuple[str, str, str]],
-               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
-    """Execute packaging/lockwarden.spec with PyInstaller's build classes replaced by
-    recorders (the filter logic is what is tested; the real build runs in .ci/run)."""
-    made: dict[str, Any] = {}
-
-    def analysis(scripts, **kw):
-        made["analysis_kw"] = kw
-        return SimpleNamespace(binaries=list(binaries), datas=list(datas), pure=[],
-                               scripts=scripts)
-
-    def record(kind):
-        def f(*args, **kw):
-            made.setdefault(kind, []).append((args, kw))
-            return SimpleNamespace(kind=kind)
-        return f
-
-    g: dict[str, Any] = {
-        "SPECPATH": str(ROOT / "packaging"), "workpath": str(tmp_path),
-        "Analysis": analysis, "PYZ": record("PYZ"), "EXE": record("EXE"),
-        "COLLECT": record("COLLECT"), "BUNDLE": record("BUNDLE"), "__name__": "__main__",
-    }
-    code = compile((ROOT / "packaging" / "lockwarden.spec").read_text(encoding="utf-8"),
-                   "lockwarden.spec", "exec")
-    exec(code, g)
-    made["globals"] = g
-    return made
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux plugin file names")
 def test_spec_keeps_only_the_qt_plugins_the_app_uses(monkeypatch, tmp_path):
     qt = PYSIDE_DIR / "Qt"
@@ -242,7 +216,7 @@ def test_spec_keeps_only_the_qt_plugins_the_app_uses(monkeypatch, tmp_path):
                 for p in sorted((qt / "plugins").glob("*/*.so"))]
     datas = [(f"PySide6/Qt/translations/{p.name}", str(p), "DATA")
              for p in sorted((qt / "translations").glob("qtbase_*.qm"))[:5]]
-    made = _exec_spec(binaries, datas, monkeypatch, tmp_path)
+    made = exec_spec(binaries, datas, monkeypatch, tmp_path)
     g = made["globals"]
     a = made["analysis_kw"]
     kept = {Path(d).name for d, _s, _k in g["a"].binaries}
@@ -324,7 +298,7 @@ def test_trim_icu_builds_a_small_library_with_the_same_symbol(tmp_path):
 def test_spec_macos_bundle_is_tray_only_and_signed(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.delenv("LOCKWARDEN_CODESIGN_IDENTITY", raising=False)
-    made = _exec_spec([], [], monkeypatch, tmp_path)
+    made = exec_spec([], [], monkeypatch, tmp_path)
     from core import __version__
 
     (_coll,), kw = made["BUNDLE"][0]
@@ -337,7 +311,7 @@ def test_spec_macos_bundle_is_tray_only_and_signed(monkeypatch, tmp_path):
     assert exe_kw["codesign_identity"] is None  # ad-hoc
     assert exe_kw["strip"] is False  # stripping would break the signatures
     monkeypatch.setenv("LOCKWARDEN_CODESIGN_IDENTITY", "Developer ID Application: X (TEAM)")
-    made = _exec_spec([], [], monkeypatch, tmp_path)
+    made = exec_spec([], [], monkeypatch, tmp_path)
     _args, exe_kw = made["EXE"][0]
     assert exe_kw["codesign_identity"].startswith("Developer ID")
     assert Path(exe_kw["entitlements_file"]).is_file()
@@ -345,7 +319,7 @@ def test_spec_macos_bundle_is_tray_only_and_signed(monkeypatch, tmp_path):
 
 def test_spec_windows_builds_a_windowed_and_a_console_exe(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "platform", "win32")
-    made = _exec_spec([], [], monkeypatch, tmp_path)
+    made = exec_spec([], [], monkeypatch, tmp_path)
     exes = {kw["name"]: kw for _a, kw in made["EXE"]}
     assert set(exes) == {"lockwarden", "lockwarden-cli"}
     assert exes["lockwarden"]["console"] is False and exes["lockwarden-cli"]["console"] is True

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.test_packaging import PYSIDE_DIR, ROOT, _exec_spec
+from tests.support.cli import ROOT
+from tests.support.packaging import PYSIDE_DIR, exec_spec
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF, Linux")
 
@@ -52,7 +53,7 @@ def test_the_closure_leaves_host_libraries_and_what_only_they_link(monkeypatch, 
                  for n in ("libglib-2.0.so.0", "libpcre2-8.so.0", "libX11.so.6",
                            "libxcb-cursor.so.0", "libstdc++.so.6")
                  if (SYSTEM / n).exists()]
-    made = _exec_spec(binaries, [], monkeypatch, tmp_path)
+    made = exec_spec(binaries, [], monkeypatch, tmp_path)
     kept = {Path(d).name for d, _s, _k in made["globals"]["a"].binaries}
     assert {"libqxcb.so", "libQt6XcbQpa.so.6", "libQt6Gui.so.6", "libQt6Core.so.6",
             "libxcb-cursor.so.0"} <= kept  # linked by the kept plugin, not on every desktop
@@ -68,7 +69,7 @@ def test_the_linux_bundle_carries_no_qtnetwork(monkeypatch, tmp_path):
                 for n in ("libQt6Network.so.6", "libQt6Core.so.6")]
     binaries.append(("PySide6/QtNetwork.abi3.so", str(PYSIDE_DIR / "QtNetwork.abi3.so"),
                      "EXTENSION"))
-    made = _exec_spec(binaries, [], monkeypatch, tmp_path)
+    made = exec_spec(binaries, [], monkeypatch, tmp_path)
     assert "PySide6.QtNetwork" in made["analysis_kw"]["excludes"]
     kept = {Path(d).name for d, _s, _k in made["globals"]["a"].binaries}
     assert "libQt6Network.so.6" not in kept

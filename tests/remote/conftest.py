@@ -1,6 +1,6 @@
-"""Fixtures of tests/remote: one private redis-server, one etcd and one PostgreSQL cluster
-per session (tests/support/servers.py), and an audit log of the test's own (XDG_STATE_HOME in
-a temp dir)."""
+"""Fixtures of tests/remote: every test has an audit log of its own (``own_audit_log`` of
+tests/conftest.py, which also holds the session's redis-server, etcd and PostgreSQL), a fresh
+fleet database and the fleet's processes (tests/support/fleet.py)."""
 
 from __future__ import annotations
 
@@ -9,40 +9,32 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.servers import (
-    EtcdServer,
-    PgServer,
-    RedisServer,
-    start_etcd,
-    start_pg,
-    start_redis,
-)
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    server = start_pg()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
-    server = start_etcd(tmp_path_factory.mktemp("etcd"))
-    yield server
-    server.stop()
+from tests.support.fleet import Procs, drop_fleet, fresh_fleet
+from tests.support.servers import PgServer
 
 
 @pytest.fixture(autouse=True)
-def own_audit_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The per-user audit log goes to the test's temp dir: returns the log's path."""
-    state = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(state))
-    return state / "lockwarden" / "log" / "audit.log"
+def _own_audit_log(own_audit_log: Path) -> Path:
+    """Every test of tests/remote writes its audit entries to its own log."""
+    return own_audit_log
+
+
+@pytest.fixture
+def fresh_db(pg_server: PgServer) -> Iterator[PgServer]:
+    """The session's server with the fleet set up afresh (``fleet init``,
+    :data:`tests.support.fleet.HOSTS` bound) and dropped after the test."""
+    import psycopg
+
+    fresh_fleet(pg_server)
+    yield pg_server
+    with psycopg.connect(**pg_server.conninfo(), autocommit=True) as conn:
+        drop_fleet(conn)
+
+
+@pytest.fixture
+def fleet_procs() -> Iterator[Procs]:
+    """The fleet processes a test starts (:class:`tests.support.fleet.Procs`), SIGKILLed and
+    reaped after it."""
+    p = Procs()
+    yield p
+    p.close()

@@ -35,47 +35,24 @@ from core.config.model import FleetSpec
 from core.fleet.store import Publisher, connect, read_snapshot
 from core.record import State
 from core.verdicts.inspect import inspect
-from tests.support.fleet import drop_fleet, init_fleet
+from tests.support.fleet import (
+    FLEET_ENV,
+    HOLDER,
+    dsn,
+    fresh_fleet,
+    on_host,
+    pg_ctl,
+)
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_FLEET_PW": PG_PASSWORD}
-HOLDER = ("import core, sys, time; core.Lock(sys.argv[1], tag='on b').acquire(); "
-          "print('held', flush=True); time.sleep(600)")
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 UNSHARE = sys.platform.startswith("linux") and os.geteuid() == 0 and bool(shutil.which("unshare"))
 
 
-def _dsn(pg: PgServer) -> str:
-    return f"postgresql://lw@127.0.0.1:{pg.port}/postgres"
-
-
 def _fleet_toml(pg: PgServer, host: str | None) -> str:
-    return (f'[fleet]\ndsn = "{_dsn(pg)}"\npassword_env = "LOCKWARDEN_FLEET_PW"\n'
+    return (f'[fleet]\ndsn = "{dsn(pg)}"\npassword_env = "LOCKWARDEN_FLEET_PW"\n'
             + (f'host = "{host}"\n' if host else "") + "interval = 0.5\nsilent_after = 3\n")
-
-
-def _drop(pg: PgServer) -> None:
-    import psycopg
-
-    with psycopg.connect(**pg.conninfo(), autocommit=True) as conn:
-        drop_fleet(conn)
-
-
-def _init(pg: PgServer) -> None:
-    """``fleet init`` as the owner: hosts ``fleet-a`` and ``fleet-b`` bound to ``lw``."""
-    import psycopg
-
-    with psycopg.connect(**pg.conninfo(), autocommit=True) as conn:
-        init_fleet(conn, {"fleet-a": "lw", "fleet-b": "lw"})
-
-
-@pytest.fixture
-def fresh_db(pg_server: PgServer) -> Iterator[PgServer]:
-    """The session's server with the fleet set up afresh, dropped after the test."""
-    _drop(pg_server)
-    _init(pg_server)
-    yield pg_server
-    _drop(pg_server)
 
 
 @pytest.fixture
@@ -137,7 +114,7 @@ def test_another_hosts_locks_host_filter_hosts_panel_and_action_safety(
     _record(shared / "swapped.lock", 4243, "fleet-b", "theirs")
     _record(private / "tmp.lock", 4244, "fleet-b", "private")
     # host B publishes its three locks (its own publisher, its own connection)
-    pub_b = Publisher(FleetSpec(_dsn(fresh_db), password_env="LOCKWARDEN_FLEET_PW",
+    pub_b = Publisher(FleetSpec(dsn(fresh_db), password_env="LOCKWARDEN_FLEET_PW",
                                 host="fleet-b", interval=0.5))
     try:
         pub_b.publish([inspect(str(p)) for p in (shared / "build.lock",
@@ -244,9 +221,8 @@ def test_a_holder_killed_on_host_b_turns_stale_in_this_hosts_table(
     os.chmod(cfg_b, 0o600)
 
     def on_b(*argv: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(["unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"',
-                                 "fleet-b", *argv], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=ENV)
+        return subprocess.Popen(on_host("fleet-b", *argv), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=FLEET_ENV)
 
     agent = on_b(sys.executable, "-m", "core", "agent", "--config", str(cfg_b))
     holder = on_b(sys.executable, "-c", HOLDER, str(lock))
@@ -292,15 +268,10 @@ def w_hidden(lw: Any) -> bool:
             and not any(fleet_origin(st.path) for st in lw.model.statuses()))
 
 
-def _pg_ctl(pg: PgServer, *args: str) -> None:
-    subprocess.run([*pg.runas, pg.pg_ctl, "-D", pg.data, *args], capture_output=True,
-                   timeout=120, check=True)
-
-
 def test_the_database_stopped_mid_run_is_a_problem_and_the_local_table_goes_on(
         app_for: Any, tmp_path: Path, qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     pg = start_pg()
-    _init(pg)
+    fresh_fleet(pg)
     try:
         mine = tmp_path / "mine"
         mine.mkdir()
@@ -311,7 +282,7 @@ def test_the_database_stopped_mid_run_is_a_problem_and_the_local_table_goes_on(
                                     for r in w.hosts.rows()), timeout=30_000)
         assert not w.problems.problems("fleet")
 
-        _pg_ctl(pg, "-m", "immediate", "-w", "stop")
+        pg_ctl(pg, "-m", "immediate", "-w", "stop")
         qtbot.waitUntil(lambda: bool(w.problems.problems("fleet")), timeout=30_000)
         problem = w.problems.problems("fleet")[0]
         assert "fleet database" in problem and "local table goes on" in problem
@@ -330,10 +301,10 @@ def test_the_database_stopped_mid_run_is_a_problem_and_the_local_table_goes_on(
                         timeout=20_000)
 
         opts = f"-k {pg.sockdir} -p {pg.port} -c listen_addresses=127.0.0.1 -c fsync=off"
-        _pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
+        pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
         qtbot.waitUntil(lambda: not w.problems.problems("fleet"), timeout=30_000)
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
-        spec = FleetSpec(_dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host="fleet-a")
+        spec = FleetSpec(dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host="fleet-a")
 
         def published() -> list[str]:
             conn = connect(spec)
@@ -370,7 +341,7 @@ def test_a_hung_database_is_a_problem_and_the_local_table_goes_on(
     import psutil
 
     pg = start_pg()
-    _init(pg)
+    fresh_fleet(pg)
     with open(os.path.join(pg.data, "postmaster.pid"), encoding="ascii") as f:
         postmaster = psutil.Process(int(f.readline()))
     server: list[psutil.Process] = []

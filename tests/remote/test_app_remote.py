@@ -19,6 +19,8 @@ from core.config.model import ServerSpec  # noqa: E402
 from core.record import State  # noqa: E402
 from tests.support.servers import RedisServer, free_port  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 
 def _app(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lockdir: Path,
          servers: list[ServerSpec]) -> Any:

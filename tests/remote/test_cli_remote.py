@@ -13,16 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import ROOT, cli_env, lw
 from tests.support.servers import EtcdServer, PgServer, RedisServer, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def lw(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m core ARGS`` with this test's audit log (XDG_STATE_HOME of the fixture)."""
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True,
-                          text=True, timeout=60, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
 
 
 def data(proc: subprocess.CompletedProcess[str]) -> Any:
@@ -83,7 +77,7 @@ def test_reclaim_of_a_stale_redis_lock_takes_it_for_the_calling_shell(rclient, r
     assert st["state"] == "stale"
     out = subprocess.run(["sh", "-c", f'{sys.executable} -m core reclaim "{url}#lock:job" '
                           '--ttl 30 --json; echo "shell=$$"'], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+                         cwd=ROOT, env=cli_env(), check=True)
     doc_line, shell_line = out.stdout.strip().splitlines()
     doc = json.loads(doc_line)
     assert doc["reclaimed_from"]["state"] == "stale"
@@ -104,7 +98,7 @@ def test_postgres_advisory_lock_list_and_force_release(pg_server: PgServer) -> N
     try:
         holder.execute("SELECT pg_advisory_lock(4242)")
         url = f"postgres://lw@127.0.0.1:{pg_server.port}/postgres"
-        env = {"LW_PG_PW": "lw-secret"}
+        env = cli_env(LW_PG_PW="lw-secret")
         listed = lw("list", url, "--password-env", "LW_PG_PW", "--json", env=env)
         assert listed.returncode == 0, listed.stderr
         paths = [i["path"] for i in data(listed)]
@@ -130,7 +124,7 @@ def _fails(conn: Any) -> bool:
 
 def test_wrong_password_and_unreachable_are_exit_3(pg_server: PgServer) -> None:
     url = f"postgres://lw@127.0.0.1:{pg_server.port}/postgres"
-    bad = lw("list", url, "--password-env", "LW_PG_PW", env={"LW_PG_PW": "wrong"})
+    bad = lw("list", url, "--password-env", "LW_PG_PW", env=cli_env(LW_PG_PW="wrong"))
     assert bad.returncode == 3 and len(bad.stderr.strip().splitlines()) == 1
     assert "password" in bad.stderr.lower() or "credentials" in bad.stderr.lower()
     assert "wrong" not in bad.stderr
@@ -200,7 +194,7 @@ def test_watch_a_redis_server_prints_initial_added_and_removed(redis_server: Any
     assert first.acquire(blocking=False)
     url = f"redis://127.0.0.1:{redis_server.port}/0"
     proc = _subprocess.Popen([sys.executable, "-m", "core", "watch", url, "--json"],
-                             env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             env=cli_env(),
                              stdout=_subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

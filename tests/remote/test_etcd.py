@@ -25,6 +25,8 @@ from core.remote import RemoteError, RemoteErrorKind
 from core.remote.etcd.backend import EtcdSource
 from tests.support.servers import EtcdServer, free_port, start_etcd
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,90 +31,37 @@ from core.fleet.schema import CHANNEL
 from core.fleet.store import FleetError, Publisher, connect, read_snapshot
 from core.record import State
 from core.verdicts.inspect import inspect
-from tests.support.fleet import drop_fleet, init_fleet
+from tests.support.fleet import (
+    FLEET_ENV,
+    HOLDER,
+    Procs,
+    dsn,
+    fleet_config,
+    init_fleet,
+    make_role,
+    on_host,
+    pg_ctl,
+)
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_FLEET_PW": PG_PASSWORD}
-
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
-    reason="hosts are simulated with UTS namespaces (unshare -u, as root)")
-
-HOLDER = ("import core, sys, time; core.Lock(sys.argv[1], tag='on b').acquire(); "
-          "print('held', flush=True); time.sleep(600)")
-
-
-def _dsn(pg: PgServer, user: str = "lw") -> str:
-    return f"postgresql://{user}@127.0.0.1:{pg.port}/postgres"
-
-
-def _config(path: Path, pg: PgServer, watched: Path, *, silent_after: float = 3.0) -> Path:
-    path.write_text(f'[[watch]]\npath = "{watched}"\n\n[fleet]\ndsn = "{_dsn(pg)}"\n'
-                    f'password_env = "LOCKWARDEN_FLEET_PW"\ninterval = 0.5\n'
-                    f"silent_after = {silent_after}\n")
-    return path
-
-
-def _on_host(host: str, *argv: str) -> list[str]:
-    return ["unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"', host, *argv]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0
+                       or shutil.which("unshare") is None,
+                       reason="hosts are simulated with UTS namespaces (unshare -u, as root)"),
+]
 
 
 def _status(host: str, lock: Path, cfg: Path) -> dict[str, Any]:
-    out = subprocess.run(_on_host(host, sys.executable, "-m", "core", "status", str(lock),
+    out = subprocess.run(on_host(host, sys.executable, "-m", "core", "status", str(lock),
                                   "--config", str(cfg), "--json"),
-                         capture_output=True, text=True, env=ENV, timeout=60, check=False)
+                         capture_output=True, text=True, env=FLEET_ENV, timeout=60, check=False)
     assert out.returncode in (0, 1), out.stderr
     return dict(json.loads(out.stdout))
 
 
 def _codes(status: dict[str, Any]) -> list[str]:
     return [r["code"] for r in status["reasons"]]
-
-
-HOSTS = {"fleet-a": "lw", "fleet-b": "lw"}
-"""The host names of these tests, bound to the session server's superuser (docs/fleet.md,
-"Set-up")."""
-
-
-@pytest.fixture
-def fresh_db(pg_server: PgServer) -> Iterator[PgServer]:
-    """The session's server with the fleet set up afresh (``fleet init``, :data:`HOSTS`
-    bound) and dropped after the test."""
-    import psycopg
-
-    with psycopg.connect(**pg_server.conninfo(), autocommit=True) as conn:
-        drop_fleet(conn)
-        init_fleet(conn, HOSTS)
-    yield pg_server
-    with psycopg.connect(**pg_server.conninfo(), autocommit=True) as conn:
-        drop_fleet(conn)
-
-
-class Procs:
-    """Processes started by a test, SIGKILLed at its end."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[str]] = []
-
-    def start(self, argv: list[str]) -> subprocess.Popen[str]:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=ENV)
-        self.procs.append(p)
-        return p
-
-    def close(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate(timeout=30)
-
-
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    p = Procs()
-    yield p
-    p.close()
 
 
 def _wait_notify(conn: Any, host: str, timeout: float) -> None:
@@ -129,19 +75,19 @@ def _wait_notify(conn: Any, host: str, timeout: float) -> None:
 
 
 def test_a_holder_killed_on_host_b_is_stale_on_host_a_within_5_s(
-        fresh_db: PgServer, procs: Procs, tmp_path: Path) -> None:
+        fresh_db: PgServer, fleet_procs: Procs, tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     lock = shared / "deploy.lock"
-    cfg_a = _config(tmp_path / "a.toml", fresh_db, shared)
-    cfg_b = _config(tmp_path / "b.toml", fresh_db, shared)
+    cfg_a = fleet_config(tmp_path / "a.toml", fresh_db, shared)
+    cfg_b = fleet_config(tmp_path / "b.toml", fresh_db, shared)
     import psycopg
 
     listener = psycopg.connect(**fresh_db.conninfo(), autocommit=True)
     try:
-        agent_b = procs.start(_on_host("fleet-b", sys.executable, "-m", "core", "agent",
+        agent_b = fleet_procs.start(on_host("fleet-b", sys.executable, "-m", "core", "agent",
                                        "--config", str(cfg_b)))
-        holder = procs.start(_on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
+        holder = fleet_procs.start(on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         assert "host=fleet-b" in lock.read_text()
         listener.execute(f"LISTEN {CHANNEL}")
@@ -176,9 +122,9 @@ def test_a_holder_killed_on_host_b_is_stale_on_host_a_within_5_s(
         assert "fleet_report" in _codes(stale) and "ours_holder_dead" in _codes(stale)
 
         # list --fleet: B's lock, with its publisher
-        out = subprocess.run(_on_host("fleet-a", sys.executable, "-m", "core", "list",
+        out = subprocess.run(on_host("fleet-a", sys.executable, "-m", "core", "list",
                                       "--fleet", "--config", str(cfg_a), "--json"),
-                             capture_output=True, text=True, env=ENV, timeout=60, check=False)
+                             capture_output=True, text=True, env=FLEET_ENV, timeout=60, check=False)
         assert out.returncode == 0, out.stderr
         rows = json.loads(out.stdout)
         assert [(r["host_published"], r["path"], r["state"]) for r in rows] == [
@@ -199,24 +145,15 @@ def test_a_holder_killed_on_host_b_is_stale_on_host_a_within_5_s(
         listener.close()
 
 
-def test_without_a_fleet_the_same_lock_stays_held(tmp_path: Path, procs: Procs) -> None:
+def test_without_a_fleet_the_same_lock_stays_held(tmp_path: Path, fleet_procs: Procs) -> None:
     """The baseline the fleet improves on: a dead holder of another host is not knowable."""
     lock = tmp_path / "x.lock"
-    holder = procs.start(_on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
+    holder = fleet_procs.start(on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     holder.kill()
     holder.wait(10)
     st = inspect(str(lock))
     assert st.state is State.HELD and st.liveness.value == "remote"
-
-
-def _role(conn: Any, name: str) -> None:
-    """A login role ``name`` (password :data:`PG_PASSWORD`), created afresh; ``fleet init``
-    grants it."""
-    if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
-        conn.execute(f"DROP OWNED BY {name}")
-    conn.execute(f"DROP ROLE IF EXISTS {name}")
-    conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{PG_PASSWORD}'")
 
 
 def test_a_publishing_role_cannot_write_another_hosts_rows(
@@ -225,15 +162,15 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
 
     admin = psycopg.connect(**fresh_db.conninfo(), autocommit=True)
     try:
-        _role(admin, "lw_pub_a")
-        _role(admin, "lw_pub_b")
+        make_role(admin, "lw_pub_a")
+        make_role(admin, "lw_pub_b")
         init_fleet(admin, {"a": "lw_pub_a", "b": "lw_pub_b"})
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
-        spec_a = FleetSpec(_dsn(fresh_db, "lw_pub_a"), password_env="LOCKWARDEN_FLEET_PW", host="a")
+        spec_a = FleetSpec(dsn(fresh_db, "lw_pub_a"), password_env="LOCKWARDEN_FLEET_PW", host="a")
         pub_a = Publisher(spec_a)
         pub_a.publish([])
         pub_a.close()
-        spec_b_as_a = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
+        spec_b_as_a = FleetSpec(dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
                                 host="a")
         pub_b = Publisher(spec_b_as_a)
         with pytest.raises(FleetError) as err:
@@ -241,7 +178,7 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
         assert err.value.kind == "refused" and "fleet init --bind a=ROLE" in str(err.value)
         pub_b.close()
         # nor a host name nobody bound -- the first to come does not get it
-        spec_c = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
+        spec_c = FleetSpec(dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW",
                            host="c")
         pub_c = Publisher(spec_c)
         with pytest.raises(FleetError) as err:
@@ -251,7 +188,7 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
         with admin.cursor() as cur:
             cur.execute("SELECT host, owner FROM lockwarden_hosts ORDER BY host")
             assert cur.fetchall() == [("a", "lw_pub_a")]
-        spec_b = FleetSpec(_dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW", host="b")
+        spec_b = FleetSpec(dsn(fresh_db, "lw_pub_b"), password_env="LOCKWARDEN_FLEET_PW", host="b")
         pub = Publisher(spec_b)
         pub.publish([])  # its own host: fine
         pub.close()
@@ -260,11 +197,6 @@ def test_a_publishing_role_cannot_write_another_hosts_rows(
             admin.execute("DROP OWNED BY " + name)
             admin.execute("DROP ROLE IF EXISTS " + name)
         admin.close()
-
-
-def _pg_ctl(pg: PgServer, *args: str) -> None:
-    subprocess.run([*pg.runas, pg.pg_ctl, "-D", pg.data, *args], capture_output=True,
-                   timeout=120, check=True)
 
 
 def test_the_database_stopped_and_started_again_loses_nothing(
@@ -288,7 +220,7 @@ def test_the_database_stopped_and_started_again_loses_nothing(
         watched = tmp_path / "locks"
         watched.mkdir()
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
-        spec = FleetSpec(_dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host="fleet-db-test")
+        spec = FleetSpec(dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host="fleet-db-test")
         import psycopg
 
         with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:
@@ -300,7 +232,7 @@ def test_the_database_stopped_and_started_again_loses_nothing(
             (watched / "one.lock").write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\n")
             assert added["one.lock"].wait(10)
             assert pub.publish(w.snapshot()) >= 1
-            _pg_ctl(pg, "-m", "immediate", "-w", "stop")
+            pg_ctl(pg, "-m", "immediate", "-w", "stop")
             (watched / "two.lock").write_text(f"pid={os.getpid()}\ntimestamp={int(time.time())}\n")
             assert added["two.lock"].wait(10)  # the local monitor goes on without the database
             with pytest.raises(FleetError) as err:
@@ -308,7 +240,7 @@ def test_the_database_stopped_and_started_again_loses_nothing(
             assert err.value.kind == "unreachable" and "lw-secret" not in str(err.value)
             assert {os.path.basename(s.path) for s in w.snapshot()} == {"one.lock", "two.lock"}
             opts = (f"-k {pg.sockdir} -p {pg.port} -c listen_addresses=127.0.0.1 -c fsync=off")
-            _pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
+            pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
             pub.publish(w.snapshot())
             conn = connect(spec)
             try:

@@ -25,13 +25,19 @@ from typing import Any
 
 import pytest
 
-from tests.remote.test_fleet import ENV, Procs, _dsn, _pg_ctl, _role, fresh_db, procs
-from tests.support.fleet import init_fleet
+from tests.support.fleet import (
+    FLEET_ENV,
+    Procs,
+    dsn,
+    init_fleet,
+    make_role,
+    pg_ctl,
+)
 from tests.support.servers import PG_PASSWORD, PgServer, start_pg
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
 
-__all__ = ["fresh_db", "procs"]  # fixtures shared with tests/remote/test_fleet.py
+psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 
 
 def _lock(path: Path, pid: int) -> None:
@@ -64,7 +70,7 @@ def _until_rows(pg: PgServer, host: str, want: dict[str, int | None], agent: Any
 
 
 def test_the_agent_across_a_database_restart_republishes_everything(
-        procs: Procs, tmp_path: Path) -> None:
+        fleet_procs: Procs, tmp_path: Path) -> None:
     pg = start_pg()
     try:
         with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:
@@ -72,13 +78,13 @@ def test_the_agent_across_a_database_restart_republishes_everything(
         watched = tmp_path / "locks"
         watched.mkdir()
         cfg = tmp_path / "agent.toml"
-        cfg.write_text(f'[[watch]]\npath = "{watched}"\n\n[fleet]\ndsn = "{_dsn(pg)}"\n'
+        cfg.write_text(f'[[watch]]\npath = "{watched}"\n\n[fleet]\ndsn = "{dsn(pg)}"\n'
                        'password_env = "LOCKWARDEN_FLEET_PW"\nhost = "fleet-agent"\n'
                        "interval = 0.5\n")
         one, two, gone = watched / "one.lock", watched / "two.lock", watched / "gone.lock"
         _lock(one, 4001)
         _lock(gone, 4002)
-        agent = procs.start([sys.executable, "-m", "core", "agent", "--config", str(cfg)])
+        agent = fleet_procs.start([sys.executable, "-m", "core", "agent", "--config", str(cfg)])
         stderr: queue.Queue[str] = queue.Queue()
         assert agent.stderr is not None
         err = agent.stderr
@@ -89,7 +95,7 @@ def test_the_agent_across_a_database_restart_republishes_everything(
         threading.Thread(target=read, daemon=True).start()
         _until_rows(pg, "fleet-agent", {str(one): 4001, str(gone): 4002}, agent)
 
-        _pg_ctl(pg, "-m", "immediate", "-w", "stop")
+        pg_ctl(pg, "-m", "immediate", "-w", "stop")
         failing = stderr.get(timeout=20)
         while "publishing" in failing:  # the start-up note
             failing = stderr.get(timeout=20)
@@ -100,13 +106,13 @@ def test_the_agent_across_a_database_restart_republishes_everything(
         time.sleep(2.0)  # several failing heartbeats pass: nothing to wait on but the clock
 
         opts = f"-k {pg.sockdir} -p {pg.port} -c listen_addresses=127.0.0.1 -c fsync=off"
-        _pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
+        pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
         back = stderr.get(timeout=30)
         assert "is back" in back, back  # said once failing, once back: nothing in between
         _until_rows(pg, "fleet-agent", {str(one): 4004, str(two): 4003}, agent)
 
         out = subprocess.run([sys.executable, "-m", "core", "list", "--fleet", "--config",
-                              str(cfg), "--json"], capture_output=True, text=True, env=ENV,
+                              str(cfg), "--json"], capture_output=True, text=True, env=FLEET_ENV,
                              timeout=60, check=False)
         assert out.returncode == 0, out.stderr
         assert [(r["host_published"], r["path"], r["pid"]) for r in json.loads(out.stdout)
@@ -126,13 +132,13 @@ def test_a_publishing_role_can_write_no_row_of_another_host(
 
     admin = psycopg.connect(**fresh_db.conninfo(), autocommit=True)
     try:
-        _role(admin, "lw_pub_a")
-        _role(admin, "lw_pub_b")
+        make_role(admin, "lw_pub_a")
+        make_role(admin, "lw_pub_b")
         init_fleet(admin, {"a": "lw_pub_a", "b": "lw_pub_b"})
         monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
         lock = tmp_path / "a.lock"
         _lock(lock, os.getpid())
-        pub_a = Publisher(FleetSpec(_dsn(fresh_db, "lw_pub_a"),
+        pub_a = Publisher(FleetSpec(dsn(fresh_db, "lw_pub_a"),
                                     password_env="LOCKWARDEN_FLEET_PW", host="a"))
         pub_a.publish([inspect(str(lock))])
         pub_a.close()

@@ -24,19 +24,20 @@ from core.fleet.schema import MIGRATIONS, migrate
 from core.fleet.store import Publisher
 from core.record import LockStatus
 from core.verdicts.inspect import inspect
-from tests.support.fleet import drop_fleet, init_fleet
+from tests.support.fleet import (
+    FLEET_ENV,
+    drop_fleet,
+    dsn,
+    init_fleet,
+)
 from tests.support.servers import PG_PASSWORD, PgServer
+
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKWARDEN_FLEET_PW": PG_PASSWORD}
 TRICKY = ['plain.lock', 'quote".lock', 'back\\slash.lock', 'tab\there.lock',
           'new\nline.lock', 'ünïcødé €.lock', 'ctl\x01.lock']
-
-
-def _dsn(pg: PgServer) -> str:
-    return f"postgresql://lw@127.0.0.1:{pg.port}/postgres"
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def _publish(pg: PgServer, host: str, statuses: list[LockStatus],
     monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
     with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:  # as the owner does
         init_fleet(admin, {host: "lw"})
-    pub = Publisher(FleetSpec(_dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host=host),
+    pub = Publisher(FleetSpec(dsn(pg), password_env="LOCKWARDEN_FLEET_PW", host=host),
                     boot_id="test")
     pub.publish(statuses)
     return pub
@@ -73,11 +74,11 @@ def _publish(pg: PgServer, host: str, statuses: list[LockStatus],
 def _cli(pg: PgServer, tmp_path: Path, *argv: str, code: str = ""
          ) -> subprocess.CompletedProcess[str]:
     cfg = tmp_path / "fleet.toml"
-    cfg.write_text(f'[fleet]\ndsn = "{_dsn(pg)}"\npassword_env = "LOCKWARDEN_FLEET_PW"\n'
+    cfg.write_text(f'[fleet]\ndsn = "{dsn(pg)}"\npassword_env = "LOCKWARDEN_FLEET_PW"\n'
                    "silent_after = 600\n")
     run = code or "import sys; from core.cli.main import main; sys.exit(main(sys.argv[1:]))"
     out = subprocess.run([sys.executable, "-c", run, "list", "--fleet", "--config", str(cfg),
-                          *argv], capture_output=True, text=True, env=ENV, timeout=60,
+                          *argv], capture_output=True, text=True, env=FLEET_ENV, timeout=60,
                          check=False)
     assert out.returncode == 0, out.stderr
     return out
@@ -175,7 +176,7 @@ def test_a_snapshot_reads_only_the_pids_asked_for(
     lock.write_text(f"pid={os.getpid()}\nhost={here}\ntimestamp={int(time.time())}\n")
     pub = _publish(pg_server, here, [inspect(str(lock))], monkeypatch)
     pub.close()
-    conn = connect(FleetSpec(_dsn(pg_server), password_env="LOCKWARDEN_FLEET_PW"))
+    conn = connect(FleetSpec(dsn(pg_server), password_env="LOCKWARDEN_FLEET_PW"))
     try:
         assert set(read_snapshot(conn).pids) == {(here, os.getpid())}
         assert set(read_snapshot(conn, pids={os.getpid()}).pids) == {(here, os.getpid())}
@@ -194,7 +195,7 @@ def test_before_any_host_published_the_fleet_is_empty_not_failing(
     monkeypatch.setenv("LOCKWARDEN_FLEET_PW", PG_PASSWORD)
     assert _cli(pg_server, tmp_path, "--json").stdout == "[]\n"
     assert _cli(pg_server, tmp_path).stdout == "(no locks published; 0 host(s) in the fleet)\n"
-    conn = connect(FleetSpec(_dsn(pg_server), password_env="LOCKWARDEN_FLEET_PW"))
+    conn = connect(FleetSpec(dsn(pg_server), password_env="LOCKWARDEN_FLEET_PW"))
     try:
         snap = read_snapshot(conn, locks=True)
         assert (snap.hosts, snap.pids, snap.locks) == ({}, {}, [])

@@ -22,6 +22,8 @@ import pytest
 
 from tests.support.servers import PG_PASSWORD, PgServer
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install psycopg)")
 
 ROOT = Path(__file__).resolve().parents[2]

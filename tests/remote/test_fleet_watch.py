@@ -21,15 +21,23 @@ from typing import Any
 
 import pytest
 
-from tests.remote.test_fleet import HOLDER, HOSTS, Procs, _config, _on_host, _pg_ctl, procs
-from tests.support.fleet import init_fleet
+from tests.support.fleet import (
+    HOLDER,
+    HOSTS,
+    Procs,
+    fleet_config,
+    init_fleet,
+    on_host,
+    pg_ctl,
+)
 from tests.support.servers import PgServer, start_pg
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.geteuid() != 0,
-    reason="hosts are simulated with UTS namespaces (unshare -u, as root)")
-
-__all__ = ["procs"]  # the fixture, shared with tests/remote/test_fleet.py
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux") or os.geteuid() != 0,
+        reason="hosts are simulated with UTS namespaces (unshare -u, as root)"),
+]
 
 
 class Stream:
@@ -66,30 +74,30 @@ def _codes(line: dict[str, Any]) -> list[str]:
 
 
 def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
-        procs: Procs, tmp_path: Path) -> None:
+        fleet_procs: Procs, tmp_path: Path) -> None:
     pg: PgServer = start_pg()
     try:
         shared = tmp_path / "shared"
         shared.mkdir()
         lock = shared / "deploy.lock"
-        cfg_a = _config(tmp_path / "a.toml", pg, shared)
-        cfg_b = _config(tmp_path / "b.toml", pg, shared)
+        cfg_a = fleet_config(tmp_path / "a.toml", pg, shared)
+        cfg_b = fleet_config(tmp_path / "b.toml", pg, shared)
         import psycopg
 
         with psycopg.connect(**pg.conninfo(), autocommit=True) as admin:  # the owner's set-up
             init_fleet(admin, HOSTS)
         # A watches first: no host has published yet -- that is an empty fleet, not a fault
         # (no `fleet` line)
-        watch = procs.start(_on_host("fleet-a", sys.executable, "-m", "core", "watch",
+        watch = fleet_procs.start(on_host("fleet-a", sys.executable, "-m", "core", "watch",
                                      str(shared), "--config", str(cfg_a), "--json",
                                      "--no-history"))
         stream = Stream(watch)
         stream.until("ready", lambda ln: ln.get("event") == "ready", 60)
 
-        agent_argv = _on_host("fleet-b", sys.executable, "-m", "core", "agent", "--config",
+        agent_argv = on_host("fleet-b", sys.executable, "-m", "core", "agent", "--config",
                               str(cfg_b))
-        agent_b = procs.start(agent_argv)
-        holder = procs.start(_on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
+        agent_b = fleet_procs.start(agent_argv)
+        holder = fleet_procs.start(on_host("fleet-b", sys.executable, "-c", HOLDER, str(lock)))
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
 
         def about_lock(cond: Any) -> Any:
@@ -133,7 +141,7 @@ def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
         assert silent["state"] == "held" and silent["liveness"] == "remote"
 
         # the database goes away: one fleet line, and local changes still come
-        _pg_ctl(pg, "-m", "immediate", "-w", "stop")
+        pg_ctl(pg, "-m", "immediate", "-w", "stop")
         down = stream.until("the fleet line", lambda ln: ln.get("event") == "fleet", 20)
         assert down["state"] == "unavailable" and "lw-secret" not in down["message"]
         other = shared / "local.lock"
@@ -148,10 +156,10 @@ def test_watch_on_host_a_follows_host_bs_reports_and_the_database_going_away(
 
         # back: one line, and B's reports judge again once its agent publishes
         opts = f"-k {pg.sockdir} -p {pg.port} -c listen_addresses=127.0.0.1 -c fsync=off"
-        _pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
+        pg_ctl(pg, "-l", os.path.join(pg.sockdir, "pg.log"), "-w", "-o", opts, "start")
         back = stream.until("the fleet back", lambda ln: ln.get("event") == "fleet", 20)
         assert back["state"] == "ok"
-        procs.start(agent_argv)
+        fleet_procs.start(agent_argv)
         stream.until("the lock stale by B's report again", about_lock(stale_by_report), 30)
 
         watch.send_signal(signal.SIGINT)

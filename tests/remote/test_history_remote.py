@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

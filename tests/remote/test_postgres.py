@@ -28,6 +28,8 @@ from core.remote.postgres.backend import (  # noqa: E402
 )
 from tests.support.servers import PG_PASSWORD, PgServer, free_port  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 
 def connect(pg: PgServer, app: str = "test", **kw: Any) -> Any:
     return psycopg.connect(**pg.conninfo(application_name=app, **kw), autocommit=True)

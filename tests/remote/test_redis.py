@@ -32,6 +32,8 @@ from core.remote.redis.backend import (  # noqa: E402
 from core.stale_policy import StalePolicy  # noqa: E402
 from tests.support.servers import RedisServer, free_port, start_redis  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -16,6 +16,8 @@ import pytest
 from app.table.columns import Col, display, static_text
 from tests.support.servers import EtcdServer, PgServer, RedisServer
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 
 def cells(st: Any) -> tuple[str, str]:
     return static_text(st, Col.LOCK, "here"), static_text(st, Col.DIRECTORY, "here")

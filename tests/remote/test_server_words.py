@@ -32,6 +32,8 @@ from core.remote.postgres.backend import PostgresSource  # noqa: E402
 from core.remote.redis.backend import PYTHON_REDIS_LOCK, RedisSource, redis_py_profile  # noqa: E402
 from tests.support.servers import EtcdServer, PgServer, RedisServer  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 FILE_WORDS = ("lock file", "the file is the lock", "outside the watched directories")
 
 

@@ -15,6 +15,8 @@ from core.remote import RemoteError, RemoteErrorKind  # noqa: E402
 from core.remote.sources import sources_from_config  # noqa: E402
 from tests.support.servers import start_redis  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real lock servers (started once a session) and processes
+
 
 def test_a_configured_redis_with_password_env(tmp_path: Path) -> None:
     server = start_redis(tmp_path / "redis", password="pw-7")

@@ -1,6 +1,6 @@
 """Real kernel-lock holders for the tests: a Python process that takes one kind of lock on a file,
-prints ``ready`` and holds it until its stdin closes, and the ``procs`` fixture that kills whatever
-a test left running (registered in tests/conftest.py). Shared by
+prints ``ready`` and holds it until its stdin closes (the ``procs`` fixture of tests/conftest.py
+kills whatever a test left running). Shared by
 tests/core/kernel/test_kernel_locks.py (the
 /proc/locks view) and tests/core/kernel/test_kernel_getlk.py (the F_GETLK view)."""
 
@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 HOLDER = r"""
 import fcntl, os, struct, sys
@@ -44,17 +41,6 @@ sys.stdin.read()
 """The holder script: ``python -c HOLDER KIND PATH``. Kinds: ``flock``, ``flock-sh``,
 ``posix`` (lockf, whole file), ``posix-range`` (a shared lockf of bytes 0-99), ``ofd``,
 ``fasteners``, ``portalocker``, ``open`` (only holds the file open)."""
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    """The holders a test started; killed and reaped after it."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
 
 
 def hold(procs: list[subprocess.Popen[str]], kind: str, path: Path) -> subprocess.Popen[str]:

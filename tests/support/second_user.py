@@ -1,5 +1,6 @@
 """A second real account for tests where permissions matter (``lwtest2``, created with
-useradd when missing; CI runs as root). Tests that need it skip elsewhere, with the reason."""
+useradd when missing; CI runs as root), and code run as ``nobody``. Tests that need them skip
+elsewhere, with the reason."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import ROOT
 
 USER2 = "lwtest2"
 
@@ -60,3 +64,35 @@ def second_user_python(uid: int, gid: int) -> str:
         ).returncode == 0:
             return exe
     pytest.skip(f"no Python >= 3.11 that {USER2} can run (the venv's lives under /root)")
+
+
+def run_unprivileged(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run Python ``code`` as user/group 65534 (nobody) with setpriv, this checkout on its
+    path; skip when impossible (not root, no setpriv). ``timeout`` in seconds."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unprivileged user")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT),
+    )
+
+
+RUN_CLI = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'lockwarden'; "
+           "runpy.run_module('core', run_name='__main__')")
+"""``python -I -c RUN_CLI SITE ARGS``: the command line from the copy at SITE
+(:func:`site_for_second_user`), with nothing of this venv."""
+
+
+def lw_as(uid: int, gid: int, python: str, site: Path, home: Path, *args: str
+          ) -> subprocess.CompletedProcess[str]:
+    """``lockwarden ARGS`` run to its end as ``uid``/``gid`` (no other group) with ``python``
+    (:func:`second_user_python`) and the copy at ``site``, in ``/`` with a minimal
+    environment whose ``HOME`` is ``home``; output captured as text, 60 s cap."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home)}
+    return subprocess.run([python, "-I", "-c", RUN_CLI, str(site), *args], user=uid, group=gid,
+                          extra_groups=[], capture_output=True, text=True, timeout=60, cwd="/",
+                          env=env)

@@ -19,8 +19,7 @@ from core import audit
 from core.audit import appender
 from core.audit import heads as audit_heads
 from core.fsutil import AUDIT_LOG_NAME
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.cli import cli_env
 
 WRITER = r"""
 import os, signal, sys
@@ -50,18 +49,16 @@ print("done", flush=True)
 """
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """A private state directory (chain heads) shared by this test and its processes."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("private_state"),  # chain heads: this test's and its processes'
+]
 
 
-def _writer(env: dict[str, str], lock: Path, n: int, die_at: str = "", die_on: int = 0,
+def _writer(lock: Path, n: int, die_at: str = "", die_on: int = 0,
             ) -> subprocess.Popen[str]:
     p = subprocess.Popen([sys.executable, "-c", WRITER, str(lock), str(n), die_at, str(die_on)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env())
     assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     return p
 
@@ -72,8 +69,8 @@ def _go(p: subprocess.Popen[str]) -> None:
     p.stdin.flush()
 
 
-def _run(env: dict[str, str], lock: Path, n: int, die_at: str = "", die_on: int = 0) -> int:
-    p = _writer(env, lock, n, die_at, die_on)
+def _run(lock: Path, n: int, die_at: str = "", die_on: int = 0) -> int:
+    p = _writer(lock, n, die_at, die_on)
     _go(p)
     p.communicate(timeout=60)
     return p.returncode
@@ -86,11 +83,11 @@ def _verified(lockdir: Path, head: bool = True) -> audit.VerifyResult:
     return res
 
 
-def test_many_processes_then_the_head_is_the_last_line(lockdir: Path, env: dict[str, str]) -> None:
+def test_many_processes_then_the_head_is_the_last_line(lockdir: Path) -> None:
     """Six writers at once, 60 entries each (every 7th fsynced): every line once, the chain
     intact, and after they exit (each writes its held-back head unless a later one is
     recorded) the head is the log's last line."""
-    procs = [_writer(env, lockdir / "shared.lock", 60) for _ in range(6)]
+    procs = [_writer(lockdir / "shared.lock", 60) for _ in range(6)]
     for p in procs:
         _go(p)
     for p in procs:
@@ -105,26 +102,26 @@ def test_many_processes_then_the_head_is_the_last_line(lockdir: Path, env: dict[
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("step", ["open", "locked", "written", "synced", "head", "unlocked"])
 def test_sigkill_at_every_step_leaves_a_verifiable_chain(
-    lockdir: Path, env: dict[str, str], step: str
+    lockdir: Path, step: str
 ) -> None:
     """A writer killed at ``step`` of an append (the first from the 1st, 7th -- fsynced --
     and 20th on): the log verifies, the head recorded still matches, the next writer chains
     on."""
     lock = lockdir / "a.lock"
     for die_on in (1, 7, 20):
-        assert _run(env, lock, 30, step, die_on) == -signal.SIGKILL
+        assert _run(lock, 30, step, die_on) == -signal.SIGKILL
         _verified(lockdir, head=audit_heads.load(str(lockdir / AUDIT_LOG_NAME)) is not None)
-        assert _run(env, lock, 3) == 0  # the kernel dropped the dead writer's lock
+        assert _run(lock, 3) == 0  # the kernel dropped the dead writer's lock
         _verified(lockdir)
 
 
 @pytest.mark.timeout(300)
-def test_writers_killed_at_random_points(lockdir: Path, env: dict[str, str]) -> None:
+def test_writers_killed_at_random_points(lockdir: Path) -> None:
     """Three writers at once, each SIGKILLed after it reported a different number of entries
     (the kill lands anywhere in the next append), eight rounds: the chain always verifies."""
     lock = lockdir / "r.lock"
     for rnd in range(8):
-        procs = [_writer(env, lock, 200) for _ in range(3)]
+        procs = [_writer(lock, 200) for _ in range(3)]
         for p in procs:
             _go(p)
         for k, p in enumerate(procs):
@@ -135,14 +132,14 @@ def test_writers_killed_at_random_points(lockdir: Path, env: dict[str, str]) -> 
         for p in procs:
             p.communicate(timeout=60)
         _verified(lockdir)
-    assert _run(env, lock, 2) == 0
+    assert _run(lock, 2) == 0
     _verified(lockdir)
 
 
-def test_a_cut_after_a_clean_exit_is_detected(lockdir: Path, env: dict[str, str]) -> None:
+def test_a_cut_after_a_clean_exit_is_detected(lockdir: Path) -> None:
     """40 entries in a burst (heads held back), a normal exit (the held-back head written):
     cutting off only the last entry is reported."""
-    assert _run(env, lockdir / "a.lock", 40) == 0
+    assert _run(lockdir / "a.lock", 40) == 0
     log = lockdir / AUDIT_LOG_NAME
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join(lines[:-1]))
@@ -151,11 +148,11 @@ def test_a_cut_after_a_clean_exit_is_detected(lockdir: Path, env: dict[str, str]
 
 
 def test_after_a_sigkill_the_head_lags_by_less_than_a_batch(
-    lockdir: Path, env: dict[str, str]
+    lockdir: Path
 ) -> None:
     """Killed before its 40th append: the head recorded is one of the last HEAD_EVERY lines
     (what a crash may lose), and cutting the log before it is reported."""
-    assert _run(env, lockdir / "a.lock", 60, "open", 40) == -signal.SIGKILL
+    assert _run(lockdir / "a.lock", 60, "open", 40) == -signal.SIGKILL
     log = lockdir / AUDIT_LOG_NAME
     lines = log.read_bytes().splitlines(keepends=True)
     assert len(lines) == 39
@@ -168,9 +165,9 @@ def test_after_a_sigkill_the_head_lags_by_less_than_a_batch(
     assert not res.ok and res.reason is not None and "truncated or rewritten" in res.reason
 
 
-def test_a_log_rewritten_from_scratch_is_detected(lockdir: Path, env: dict[str, str]) -> None:
+def test_a_log_rewritten_from_scratch_is_detected(lockdir: Path) -> None:
     """A fresh, valid chain in place of the log (another file): reported as replaced."""
-    assert _run(env, lockdir / "a.lock", 20) == 0
+    assert _run(lockdir / "a.lock", 20) == 0
     log = lockdir / AUDIT_LOG_NAME
     first = json.loads(log.read_bytes().splitlines()[0])
     log.rename(lockdir / "old.log")
@@ -190,16 +187,16 @@ sys.stdin.readline()   # the log is rotated meanwhile, another process writes th
 """
 
 
-def test_a_held_back_head_never_overwrites_the_new_logs(lockdir: Path, env: dict[str, str]) -> None:
+def test_a_held_back_head_never_overwrites_the_new_logs(lockdir: Path) -> None:
     """A process whose held-back head is for a log renamed away since (a rotation) exits after
     another process wrote the new log: the new log's head stays, and it verifies."""
     lock = lockdir / "a.lock"
     p = subprocess.Popen([sys.executable, "-c", ROTATED, str(lock)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, text=True, env=cli_env())
     assert p.stdout is not None and p.stdout.readline().strip() == "appended"
     log = lockdir / AUDIT_LOG_NAME
     log.rename(lockdir / "rotated.log")
-    assert _run(env, lock, 2) == 0
+    assert _run(lock, 2) == 0
     p.communicate("\n", timeout=60)
     assert p.returncode == 0
     head = audit_heads.load(str(log))
@@ -207,7 +204,7 @@ def test_a_held_back_head_never_overwrites_the_new_logs(lockdir: Path, env: dict
     _verified(lockdir)
 
 
-def test_close_logs_lets_go_of_the_file(lockdir: Path, env: dict[str, str]) -> None:
+def test_close_logs_lets_go_of_the_file(lockdir: Path) -> None:
     """The process keeps its log open between appends; close_logs writes the head it held
     back and closes it (what the idle thread does after a second; before an unmount)."""
     if not os.path.isdir("/proc/self/fd"):
@@ -234,7 +231,7 @@ def test_close_logs_lets_go_of_the_file(lockdir: Path, env: dict[str, str]) -> N
     _verified(lockdir)
 
 
-def test_a_replaced_log_gets_its_head_at_once(lockdir: Path, env: dict[str, str]) -> None:
+def test_a_replaced_log_gets_its_head_at_once(lockdir: Path) -> None:
     """Heads held back in a burst; the log removed; the next append (a new file) writes its
     head at once, so no other process's verify meanwhile takes the new log for a replacement
     of the one the head names -- nor accepts it silently later."""
@@ -318,7 +315,7 @@ for i in range(100000):
 
 
 @pytest.mark.timeout(300)
-def test_lock_cycles_killed_at_random_points(lockdir: Path, env: dict[str, str]) -> None:
+def test_lock_cycles_killed_at_random_points(lockdir: Path) -> None:
     """Three processes taking and giving back locks in one directory (two on the same lock),
     SIGKILLed after different numbers of cycles (anywhere in the next acquire, release or
     audit append), six rounds: the directory's audit chain always verifies, and a lock a
@@ -329,7 +326,7 @@ def test_lock_cycles_killed_at_random_points(lockdir: Path, env: dict[str, str])
         procs = []
         for k in range(3):
             lock = lockdir / ("shared.lock" if k < 2 else f"own{rnd}.lock")
-            p = subprocess.Popen([sys.executable, "-c", CYCLER, str(lock)], env=env,
+            p = subprocess.Popen([sys.executable, "-c", CYCLER, str(lock)], env=cli_env(),
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
             procs.append(p)
@@ -350,7 +347,7 @@ def test_lock_cycles_killed_at_random_points(lockdir: Path, env: dict[str, str])
 
 @pytest.mark.timeout(120)
 def test_a_forked_child_never_shares_the_parents_descriptor(
-    lockdir: Path, env: dict[str, str]
+    lockdir: Path
 ) -> None:
     """The parent keeps its log open; a child made by fork (multiprocessing's default on
     Linux) appends at the same time as the parent: it opens its own description (a shared one
@@ -383,7 +380,7 @@ def test_a_forked_child_never_shares_the_parents_descriptor(
     assert res.entries == 301
 
 
-def test_threads_take_turns_on_the_kept_descriptor(lockdir: Path, env: dict[str, str]) -> None:
+def test_threads_take_turns_on_the_kept_descriptor(lockdir: Path) -> None:
     """Eight threads append through the process's one descriptor of the log, switching as
     often as the interpreter allows: the per-log mutex keeps each append whole (a flock on a
     shared description excludes nobody), so the chain holds."""

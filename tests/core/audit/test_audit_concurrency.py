@@ -39,6 +39,7 @@ PROCS = 5
 PER_PROC = 150
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_processes_append_concurrently(lockdir: Path) -> None:
     lock = str(lockdir / "shared.lock")

@@ -25,22 +25,14 @@ from core.fsutil import AUDIT_LOG_NAME
 NOBODY = 65534
 
 
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Point the per-user dirs (platformdirs) into the test's tmp dir."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    yield tmp_path / "state"
-
-
-def test_fallback_path_is_platformdirs(state: Path) -> None:
+def test_fallback_path_is_platformdirs(private_state: Path) -> None:
     expected = os.path.join(platformdirs.user_log_dir("lockwarden"), "audit.log")
     assert audit.fallback_log_path() == expected
-    assert expected.startswith(str(state))
+    assert expected.startswith(str(private_state))
 
 
-def test_symlinked_log_is_never_written_through(state: Path, lockdir: Path, tmp_path: Path) -> None:
+def test_symlinked_log_is_never_written_through(private_state: Path, lockdir: Path,
+                                                tmp_path: Path) -> None:
     target = tmp_path / "victim.txt"
     target.write_bytes(b"precious\n")
     (lockdir / AUDIT_LOG_NAME).symlink_to(target)
@@ -56,7 +48,7 @@ def test_symlinked_log_is_never_written_through(state: Path, lockdir: Path, tmp_
 
 
 def test_dangling_symlink_does_not_create_its_target(
-    state: Path, lockdir: Path, tmp_path: Path
+    private_state: Path, lockdir: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "created-by-attacker-choice"
     (lockdir / AUDIT_LOG_NAME).symlink_to(target)
@@ -65,7 +57,7 @@ def test_dangling_symlink_does_not_create_its_target(
     assert not target.exists()
 
 
-def test_hard_linked_log_is_refused(state: Path, lockdir: Path, tmp_path: Path) -> None:
+def test_hard_linked_log_is_refused(private_state: Path, lockdir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"")
     os.link(outside, lockdir / AUDIT_LOG_NAME)
@@ -75,7 +67,7 @@ def test_hard_linked_log_is_refused(state: Path, lockdir: Path, tmp_path: Path) 
 
 
 @pytest.mark.timeout(30)
-def test_fifo_log_neither_hangs_nor_is_written(state: Path, lockdir: Path) -> None:
+def test_fifo_log_neither_hangs_nor_is_written(private_state: Path, lockdir: Path) -> None:
     os.mkfifo(lockdir / AUDIT_LOG_NAME)
     w = audit.append(str(lockdir / "a.lock"), "acquire")
     assert w.fallback and w.error is None
@@ -83,13 +75,13 @@ def test_fifo_log_neither_hangs_nor_is_written(state: Path, lockdir: Path) -> No
     assert stat.S_ISFIFO(os.lstat(lockdir / AUDIT_LOG_NAME).st_mode)
 
 
-def test_missing_directory_goes_to_fallback(state: Path, tmp_path: Path) -> None:
+def test_missing_directory_goes_to_fallback(private_state: Path, tmp_path: Path) -> None:
     w = audit.append(str(tmp_path / "gone" / "a.lock"), "release", result="lost")
     assert w.fallback and w.error is None
     assert not (tmp_path / "gone").exists()
 
 
-def test_fallback_log_keeps_its_own_chain(state: Path, tmp_path: Path) -> None:
+def test_fallback_log_keeps_its_own_chain(private_state: Path, tmp_path: Path) -> None:
     for k in range(3):
         d = tmp_path / f"d{k}"
         d.mkdir()
@@ -275,7 +267,7 @@ def test_unwritable_directory_as_unprivileged_user(world_tmp: Path) -> None:
     assert {e.user for e in entries} == {expected_user}
 
 
-def test_the_per_user_logs_folder_names_its_log(state: Path, lockdir: Path,
+def test_the_per_user_logs_folder_names_its_log(private_state: Path, lockdir: Path,
                                                 tmp_path: Path) -> None:
     """``lockwarden audit DIR`` reads DIR's ``.lock_audit.log``; the per-user log's own folder
     has none, only ``audit.log``: given that folder, the command reads the per-user log (it

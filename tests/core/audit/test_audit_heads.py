@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,7 @@ from core.audit import heads as audit_heads
 from core.audit.heads import ChainHead
 from core.fsutil import AUDIT_LOG_NAME
 
-
-@pytest.fixture(autouse=True)
-def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_state")  # HOME and XDG dirs in tmp_path
 
 
 def _head(log: Path, offset: int = 0) -> ChainHead:

@@ -9,16 +9,18 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from core import audit
+from tests.support.cli import lw
 
-ROOT = Path(__file__).resolve().parents[3]
 GIT = shutil.which("git")
-pytestmark = pytest.mark.skipif(GIT is None, reason="git is not installed (CI installs it)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(GIT is None, reason="git is not installed (CI installs it)"),
+]
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -30,17 +32,6 @@ def git(*args: str, cwd: Path) -> str:
                           check=True, capture_output=True, text=True, timeout=60).stdout
 
 
-@pytest.fixture
-def state(tmp_path: Path) -> dict[str, str]:
-    """The environment of CLI runs: a private per-user log directory."""
-    return {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(tmp_path / "state")}
-
-
-def lw(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", 'exec "$0" -m core "$@"', sys.executable, *args],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
-
-
 def user_log(tmp_path: Path) -> Path:
     return tmp_path / "state" / "lockwarden" / "log" / "audit.log"
 
@@ -50,7 +41,7 @@ def logs_under(d: Path) -> list[Path]:
 
 
 def test_locks_in_a_working_tree_and_in_dot_git_are_audited_in_the_users_log(
-        tmp_path: Path, state: dict[str, str]) -> None:
+        tmp_path: Path, private_state: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     git("init", "-q", cwd=repo)
@@ -60,15 +51,15 @@ def test_locks_in_a_working_tree_and_in_dot_git_are_audited_in_the_users_log(
     build = repo / "build"
     build.mkdir()
     lock = build / "b.lock"
-    assert lw(state, "try", str(lock), "--tag", "nightly").returncode == 0
+    assert lw("try", str(lock), "--tag", "nightly").returncode == 0
     foreign = repo / "deploy.lock"
     foreign.write_text("pid=999999\ntimestamp=1700000000\n")
-    assert lw(state, "release", str(foreign), "--force", "--reason", "test").returncode == 0
+    assert lw("release", str(foreign), "--force", "--reason", "test").returncode == 0
     index_lock = repo / ".git" / "index.lock"
     index_lock.write_bytes(b"")
     os.utime(index_lock, (1_700_000_000, 1_700_000_000))
-    assert lw(state, "release", str(index_lock), "--force", "--reason", "crashed").returncode == 0
-    out = lw(state, "release", str(lock), "--pid", str(os.getppid()))  # refused: not ours
+    assert lw("release", str(index_lock), "--force", "--reason", "crashed").returncode == 0
+    out = lw("release", str(lock), "--pid", str(os.getppid()))  # refused: not ours
     assert out.returncode == 1
 
     assert git("status", "--porcelain", "--untracked-files=all", cwd=repo) == "?? build/b.lock\n"
@@ -76,13 +67,13 @@ def test_locks_in_a_working_tree_and_in_dot_git_are_audited_in_the_users_log(
     ops = [(e.operation, e.lock_path) for e in audit.read(str(user_log(tmp_path)))]
     assert ops == [("acquire", str(lock)), ("force_release", str(foreign)),
                    ("force_release", str(index_lock)), ("release_refused", str(lock))]
-    out = lw(state, "audit", str(repo), "--json")  # the repository's entries, from your log
+    out = lw("audit", str(repo), "--json")  # the repository's entries, from your log
     assert out.returncode == 0, out.stderr
     assert [(e["operation"], e["lockPath"]) for e in json.loads(out.stdout)] == ops
     assert "in a git repository" in out.stderr and str(user_log(tmp_path)) in out.stderr
 
 
-def test_bare_repositories_and_linked_worktrees_too(tmp_path: Path, state: dict[str, str]) -> None:
+def test_bare_repositories_and_linked_worktrees_too(tmp_path: Path, private_state: Path) -> None:
     bare = tmp_path / "shared.git"
     git("init", "-q", "--bare", str(bare), cwd=tmp_path)
     main = tmp_path / "main"
@@ -95,9 +86,9 @@ def test_bare_repositories_and_linked_worktrees_too(tmp_path: Path, state: dict[
     assert (linked / ".git").is_file()  # "gitdir: ..."
     for lock in (bare / "refs" / "x.lock", linked / "sub" / "y.lock"):
         lock.parent.mkdir(parents=True, exist_ok=True)
-        out = lw(state, "try", str(lock))
+        out = lw("try", str(lock))
         assert out.returncode == 0, out.stderr
-        assert lw(state, "release", str(lock), "--force", "--reason", "t").returncode == 0
+        assert lw("release", str(lock), "--force", "--reason", "t").returncode == 0
     assert logs_under(bare) == [] and logs_under(linked) == [] and logs_under(main) == []
     for tree in (main, linked):
         assert git("status", "--porcelain", "--untracked-files=all", cwd=tree) == ""

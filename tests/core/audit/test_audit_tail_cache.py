@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,7 @@ import pytest
 from core import audit
 from core.audit import write as audit_write
 
-
-@pytest.fixture(autouse=True)
-def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_state")  # HOME and XDG dirs in tmp_path
 
 
 def _lines(log: str) -> list[bytes]:

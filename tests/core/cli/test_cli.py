@@ -26,40 +26,17 @@ from app.console import (
 )
 from core.cli.main import Verb
 from core.cli.main import main as core_main
-
-LW = [sys.executable, "-m", "core"]
-ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-FIXTURES = Path(__file__).parents[2] / "data" / "fixtures"
-
-
-def lw(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m core ARGS`` and return the finished process (text output)."""
-    return subprocess.run(
-        [*LW, *args], capture_output=True, text=True, timeout=timeout, env=ENV, check=False, **kw
-    )
-
-
-def one_line(err: str) -> str:
-    """Assert stderr is exactly one line (no traceback) and return it."""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def status_json(path: Path | str) -> dict[str, Any]:
-    out = lw("status", str(path), "--json")
-    assert out.returncode in (0, 1, 3), out.stderr
-    st: dict[str, Any] = json.loads(out.stdout)
-    return st
-
-
-def dead_pid() -> int:
-    """A PID that just exited (reaped), so no process has it (PIDs are not reused at once)."""
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
+from tests.support.cli import (
+    ENV,
+    FIXTURES,
+    LW,
+    dead_pid,
+    lw,
+    one_line,
+    status_json,
+    waiting,
+)
+from tests.support.clock import age_after_boot
 
 
 def tree(d: Path) -> dict[str, tuple[int, int, bytes | None]]:
@@ -78,6 +55,7 @@ def tree(d: Path) -> dict[str, tuple[int, int, bytes | None]]:
 # ------------------------------------------------------------------------------ parser, help
 
 
+@pytest.mark.slow
 def test_version_and_usage_errors(lockdir: Path) -> None:
     out = lw("--version")
     assert out.returncode == 0 and out.stdout.startswith("lockwarden 0.")
@@ -204,6 +182,7 @@ def test_extra_verbs_extension_point(capsys: pytest.CaptureFixture[str]) -> None
 # ------------------------------------------------------------------------------ verbs
 
 
+@pytest.mark.slow
 def test_holder_pid_is_the_calling_shell(lockdir: Path) -> None:
     """`lockwarden try x.lock && make && lockwarden release x.lock`: the lock names the shell,
     shows alive while it works, a sibling shell may not release it, the holder may."""
@@ -245,6 +224,7 @@ lw status "$L" -q; echo "after=$?"
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     lock = lockdir / "build.lock"
     me = os.getpid()  # the subprocesses' parent: the holder they record by default
@@ -296,24 +276,7 @@ def test_try_status_acquire_wait_release_exit_codes(lockdir: Path) -> None:
     assert out.returncode == 1 and "not" in one_line(out.stderr)
 
 
-def waiting(proc: subprocess.Popen[str], timeout: float = 30) -> None:
-    """Wait until ``proc`` is blocked in the engine's waiter (it holds an inotify fd that
-    watches the lock's directory). Linux /proc only; skips elsewhere."""
-    if not Path("/proc/self/fd").exists():
-        pytest.skip("needs /proc to see that the process is waiting")
-    fd_dir = Path(f"/proc/{proc.pid}/fd")
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if any("inotify" in os.readlink(fd_dir / fd) for fd in os.listdir(fd_dir)):
-                return
-        except OSError:
-            pass
-        assert proc.poll() is None, "exited instead of waiting"
-        assert time.monotonic() < deadline, "never started waiting"
-        time.sleep(0.02)
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["wait", "acquire"])
 def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: str) -> None:
     lock = lockdir / "deploy.lock"
@@ -341,6 +304,7 @@ def test_acquire_and_wait_return_when_the_lock_is_released(lockdir: Path, verb: 
         holder.wait()
 
 
+@pytest.mark.slow
 def test_force_release_and_reclaim(lockdir: Path) -> None:
     lock = lockdir / "svc.lock"
     assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0  # pid 1: alive, not ours
@@ -372,6 +336,7 @@ def test_force_release_and_reclaim(lockdir: Path) -> None:
     assert "holder hung" in json.dumps(forced["details"])
 
 
+@pytest.mark.slow
 def test_stale_lock_of_another_tool_is_reclaimed(lockdir: Path) -> None:
     lock = lockdir / "old.lock"
     old = int(time.time()) - 7200
@@ -389,33 +354,34 @@ def test_stale_lock_of_another_tool_is_reclaimed(lockdir: Path) -> None:
     assert status_json(lock2)["pid"] == os.getpid()
 
 
+@pytest.mark.slow
 def test_stale_after_flag_is_the_policy_of_every_verb_that_judges(lockdir: Path) -> None:
     """--stale-after builds the one StalePolicy the verb judges with (docs/DESIGN.md "Default
     stale policy"): a 90 s old lock of another tool whose holder is dead is not stale under the
-    default 3600 s, and stale under --stale-after 30 -- for status, list, try and reclaim."""
-    import psutil
-
-    taken = int(time.time()) - 90
-    if psutil.boot_time() > taken - 5:
-        pytest.skip("booted less than 90 s ago: the lock would predate the boot (stale anyway)")
+    default 3600 s, and stale under --stale-after 30 -- for status, list, try and reclaim. On a
+    host booted less than 90 s ago the lock is younger and the limit smaller, in proportion (an
+    older lock would predate the boot: stale under any policy)."""
+    age = age_after_boot(90)
+    taken = int(time.time() - age) + 1
+    limit = str(age / 3)  # 30 s
     lock = lockdir / "other.lock"
     lock.write_text(f"pid={dead_pid()}\ntimestamp={taken}\ntag=t\n")
     st = status_json(lock)
     assert st["state"] != "stale"
     assert any(r["code"] == "younger_than_stale_after" and r["limit_s"] == 3600
                for r in st["reasons"]), st["reasons"]
-    out = lw("status", str(lock), "--json", "--stale-after", "30")
+    out = lw("status", str(lock), "--json", "--stale-after", limit)
     assert json.loads(out.stdout)["state"] == "stale" and out.returncode == 1
-    listed = json.loads(lw("list", str(lockdir), "--json", "--stale-after", "30").stdout)
+    listed = json.loads(lw("list", str(lockdir), "--json", "--stale-after", limit).stdout)
     assert [x["state"] for x in listed] == ["stale"]
     before = lock.read_bytes()
     assert lw("try", str(lock)).returncode == 1  # default policy: not stale, held
     assert lw("reclaim", str(lock)).returncode == 1
     assert lock.read_bytes() == before
-    assert lw("try", str(lock), "-q", "--stale-after", "30").returncode == 0
+    assert lw("try", str(lock), "-q", "--stale-after", limit).returncode == 0
     lock.unlink()
     lock.write_bytes(before)
-    assert lw("reclaim", str(lock), "-q", "--stale-after", "30").returncode == 0
+    assert lw("reclaim", str(lock), "-q", "--stale-after", limit).returncode == 0
 
 
 def test_status_json_reasons_are_objects_with_codes(lockdir: Path) -> None:
@@ -437,6 +403,7 @@ def test_status_json_reasons_are_objects_with_codes(lockdir: Path) -> None:
         assert f"reason: {r['text']}" in text
 
 
+@pytest.mark.slow
 def test_list_table_and_json(fixtures_dir: Path, tmp_path: Path) -> None:
     out = lw("list", str(fixtures_dir / "sema"), str(fixtures_dir / "semats"))
     assert out.returncode == 0, out.stderr
@@ -494,6 +461,7 @@ OTHER_EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 def test_every_fixture_reads_in_status_and_list(fixtures_dir: Path) -> None:
     for rel, (pid, ts, tag) in SEMA_EXPECTED.items():
         st = status_json(fixtures_dir / rel)
@@ -528,6 +496,7 @@ def parse_lock_file(path: str) -> dict[str, str]:
     return info
 
 
+@pytest.mark.slow
 def test_shell_example_lock_and_our_lock_interoperate(lockdir: Path) -> None:
     shell_lock = lockdir / "my.lock"
     script = (
@@ -580,6 +549,7 @@ def _age(p: Path, seconds: float) -> None:
     os.utime(p, (t, t))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["status", "try", "release", "reclaim", "wait", "acquire"])
 def test_bad_paths_one_line_exit_3_nothing_changed(lockdir: Path, verb: str) -> None:
     cases = _bad_inputs(lockdir)
@@ -596,6 +566,7 @@ def test_bad_paths_one_line_exit_3_nothing_changed(lockdir: Path, verb: str) -> 
     assert tree(lockdir) == before
 
 
+@pytest.mark.slow
 def test_garbage_lock_release_and_wait(lockdir: Path) -> None:
     garbage = lockdir / "garbage.lock"
     garbage.write_bytes(b"\x00\xff\xfe garbage\n")
@@ -610,6 +581,7 @@ def test_garbage_lock_release_and_wait(lockdir: Path) -> None:
     assert tree(lockdir) == before
 
 
+@pytest.mark.slow
 def test_unreadable_file_and_read_only_directory(lockdir: Path) -> None:
     cmd = list(LW)
     d = lockdir
@@ -649,6 +621,7 @@ def test_unreadable_file_and_read_only_directory(lockdir: Path) -> None:
 # ------------------------------------------------------------------------------ audit, clean
 
 
+@pytest.mark.slow
 def test_audit_tail_and_verify(lockdir: Path) -> None:
     lock = lockdir / "a.lock"
     for _ in range(2):
@@ -740,6 +713,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ["core.cli.main", "app.console"])
 def test_status_try_release_never_import_qt_or_watchdog(lockdir: Path, entry: str) -> None:
     """docs/cli.md "Start-up time": the CLI never imports Qt or watchdog on these paths (nor

@@ -32,7 +32,10 @@ from core.cli.caller import one_command
 
 ROOT = Path(__file__).resolve().parents[3]
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells and wrappers")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells and wrappers"),
+]
 
 ALIVE = "lockwarden status \"$L\" --json | grep -q '\"liveness\": \"alive\"'"
 """The work between ``try`` and ``release``: the lock is there and its holder is alive."""

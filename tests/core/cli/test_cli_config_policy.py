@@ -17,14 +17,19 @@ from typing import Any
 
 import pytest
 
-from tests.core.cli.test_cli import ENV, LW, dead_pid
-from tests.core.cli.test_cli_watch import Lines
+from tests.support.cli import ENV, LW, Lines, cli_env, dead_pid, lw
+from tests.support.clock import age_after_boot
 
-AGE = 1200  # seconds: stale under a 600 s policy, held under the default 3600 s
+AGE = age_after_boot(1200)
+"""Seconds: the locks' age, 1,200 s unless this host booted more recently (an older lock would
+predate the boot, and be stale under any policy)."""
+LIMIT = AGE / 2
+"""The configured directory's ``stale_after`` (600 s): the locks are stale under it and held
+under the default 3,600 s."""
 
 
 def _old_lock(path: Path, pid: int) -> Path:
-    when = int(time.time()) - AGE
+    when = int(time.time() - AGE) + 1
     path.write_text(f"pid={pid}\ntimestamp={when}\n")
     os.utime(path, (when, when))
     return path
@@ -38,37 +43,32 @@ def setup(tmp_path: Path) -> dict[str, Path]:
     other.mkdir()
     pid = dead_pid()
     cfg = tmp_path / "config.toml"
-    cfg.write_text(f'# hand written\n[[watch]]\npath = "{watched}"\nstale_after = 600\n')
+    cfg.write_text(f'# hand written\n[[watch]]\npath = "{watched}"\nstale_after = {LIMIT}\n')
     return {"watched": _old_lock(watched / "b.lock", pid),
             "other": _old_lock(other / "b.lock", pid), "config": cfg, "home": tmp_path / "home"}
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LW, *args], capture_output=True, text=True, timeout=60,
-                          env={**ENV, **(env or {})}, check=False)
 
 
 def test_status_uses_the_configured_directorys_policy(setup: dict[str, Path]) -> None:
     lock, cfg = setup["watched"], setup["config"]
     for how in (["--config", str(cfg)], []):
-        out = run("status", str(lock), "--json", *how, env={"LOCKWARDEN_CONFIG": str(cfg)})
+        out = lw("status", str(lock), "--json", *how, env=cli_env(LOCKWARDEN_CONFIG=str(cfg)))
         st = json.loads(out.stdout)
         assert st["state"] == "stale", out.stderr  # as the app, which reads the same file
-        assert st["policy"] == {"source": "config", "stale_after": 600.0,
+        assert st["policy"] == {"source": "config", "stale_after": LIMIT,
                                 "directory": str(lock.parent), "config": str(cfg)}
         assert out.returncode == 1 and out.stderr == ""
     # the default file (platformdirs' place) is read too
     home_cfg = setup["home"] / ".config" / "lockwarden" / "config.toml"
     home_cfg.parent.mkdir(parents=True)
     home_cfg.write_text(cfg.read_text())
-    out = run("status", str(lock), "--json",
-              env={"HOME": str(setup["home"]), "XDG_CONFIG_HOME": "", "LOCKWARDEN_CONFIG": ""})
+    out = lw("status", str(lock), "--json",
+             env=cli_env(HOME=str(setup["home"]), XDG_CONFIG_HOME="", LOCKWARDEN_CONFIG=""))
     assert json.loads(out.stdout)["policy"]["config"] == str(home_cfg), out.stderr
 
 
 def test_stale_after_on_the_command_line_wins(setup: dict[str, Path]) -> None:
-    out = run("status", str(setup["watched"]), "--json", "--config", str(setup["config"]),
-              "--stale-after", "5000")
+    out = lw("status", str(setup["watched"]), "--json", "--config", str(setup["config"]),
+             "--stale-after", "5000")
     st = json.loads(out.stdout)
     assert st["state"] == "held" and st["policy"]["source"] == "option"
     assert st["policy"]["stale_after"] == 5000.0 and out.stderr == ""
@@ -77,20 +77,20 @@ def test_stale_after_on_the_command_line_wins(setup: dict[str, Path]) -> None:
 def test_a_lock_outside_the_configured_directories_says_it_uses_defaults(
         setup: dict[str, Path]) -> None:
     lock, cfg = setup["other"], setup["config"]
-    out = run("status", str(lock), "--json", "--config", str(cfg))
+    out = lw("status", str(lock), "--json", "--config", str(cfg))
     st = json.loads(out.stdout)
     assert st["state"] == "held"
     assert st["policy"] == {"source": "default", "stale_after": 3600.0, "directory": None,
                             "config": str(cfg)}
     assert out.stderr == (f"lockwarden: {lock}: judged with the default stale policy (stale "
                           f"after 3600 s): not in a directory watched by {cfg}\n")
-    assert run("-q", "status", str(lock), "--config", str(cfg)).stderr == ""
+    assert lw("-q", "status", str(lock), "--config", str(cfg)).stderr == ""
 
 
 def test_no_configuration_file_means_defaults_without_a_note(setup: dict[str, Path],
                                                              tmp_path: Path) -> None:
-    out = run("status", str(setup["watched"]), "--json",
-              env={"LOCKWARDEN_CONFIG": str(tmp_path / "none.toml")})
+    out = lw("status", str(setup["watched"]), "--json",
+             env=cli_env(LOCKWARDEN_CONFIG=str(tmp_path / "none.toml")))
     st = json.loads(out.stdout)
     assert st["state"] == "held" and st["policy"]["source"] == "default"
     assert st["policy"]["config"] is None and out.stderr == ""
@@ -100,16 +100,16 @@ def test_a_broken_configuration_is_named_and_defaults_are_used(setup: dict[str, 
                                                                tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(f'[[watch]\npath = "{setup["watched"].parent}"\n')
-    out = run("status", str(setup["watched"]), "--config", str(bad))
+    out = lw("status", str(setup["watched"]), "--config", str(bad))
     assert out.returncode == 1 and "state: held" in out.stdout
     assert "the configuration file cannot be used: bad.toml line 1, column 8" in out.stderr
-    missing = run("status", str(setup["watched"]), "--config", str(tmp_path / "nope.toml"))
+    missing = lw("status", str(setup["watched"]), "--config", str(tmp_path / "nope.toml"))
     assert missing.returncode == 3 and "no such file" in missing.stderr
 
 
 def test_list_judges_each_lock_under_its_directorys_policy(setup: dict[str, Path]) -> None:
     watched, other, cfg = setup["watched"], setup["other"], setup["config"]
-    out = run("list", str(watched.parent), str(other.parent), "--json", "--config", str(cfg))
+    out = lw("list", str(watched.parent), str(other.parent), "--json", "--config", str(cfg))
     assert out.returncode == 0, out.stderr
     by_path = {item["path"]: item for item in json.loads(out.stdout)}
     assert by_path[str(watched)]["state"] == "stale"
@@ -128,8 +128,8 @@ def test_list_judges_each_lock_under_its_directorys_policy(setup: dict[str, Path
 
 def test_list_recursive_finds_a_configured_subdirectory(setup: dict[str, Path]) -> None:
     """``list -r`` of a parent: the lock in the configured sub-directory is judged by it."""
-    out = run("list", "-r", str(setup["watched"].parent.parent), "--json", "--config",
-              str(setup["config"]))
+    out = lw("list", "-r", str(setup["watched"].parent.parent), "--json", "--config",
+             str(setup["config"]))
     by_path = {item["path"]: item for item in json.loads(out.stdout)}
     assert by_path[str(setup["watched"])]["state"] == "stale"
     assert by_path[str(setup["other"])]["state"] == "held"
@@ -181,7 +181,7 @@ def test_a_file_with_only_projects_keeps_the_default_directories_watched(
     lock = Path(name)
     try:
         _old_lock(lock, dead_pid())
-        out = run("status", str(lock), "--json", "--config", str(cfg))
+        out = lw("status", str(lock), "--json", "--config", str(cfg))
         st = json.loads(out.stdout)
         assert st["policy"] == {"source": "config", "stale_after": 3600.0,
                                 "directory": "/tmp", "config": str(cfg)}

@@ -15,8 +15,7 @@ import pytest
 
 from core.config import load, save
 from core.config.problems import problem_line
-from tests.core.cli.test_cli import ENV, LW
-from tests.core.cli.test_cli_watch import Lines
+from tests.support.cli import ENV, LW, Lines
 
 BAD = ('[[watch]]\npath = "{d}"\nstale_after = "abc"\nbogus = 1\n\n'
        '[[watch]]\npath = "{d}"\nstale_after = -5\n\n'

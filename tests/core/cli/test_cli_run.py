@@ -13,7 +13,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from tests.core.cli.test_cli import ENV, LW, lw, one_line, status_json, waiting
+import pytest
+
+from tests.support.cli import ENV, LW, lw, one_line, status_json, waiting
 
 
 def _utc(text: str) -> datetime:
@@ -54,6 +56,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
     return proc.returncode, err
 
 
+@pytest.mark.slow
 def test_lock_held_while_cmd_runs_then_released_exit_code_is_cmds(lockdir: Path) -> None:
     lock = lockdir / "job.lock"
     proc = start_run(lock, "--tag", "nightly")
@@ -70,6 +73,7 @@ def test_lock_held_while_cmd_runs_then_released_exit_code_is_cmds(lockdir: Path)
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_failing_cmd_exit_code_and_release(lockdir: Path) -> None:
     lock = lockdir / "job.lock"
     out = lw("run", str(lock), "--", "sh", "-c", 'test -e "$0" && exit 7', str(lock))
@@ -110,6 +114,7 @@ def test_sigkill_of_cmd_releases_and_reports_128_plus_9(lockdir: Path) -> None:
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_lock_not_had_exits_1_without_running_cmd(lockdir: Path, tmp_path: Path) -> None:
     lock = lockdir / "job.lock"
     assert lw("try", str(lock), "--pid", "1", "-q").returncode == 0
@@ -138,6 +143,7 @@ def test_sigterm_while_waiting_for_the_lock(lockdir: Path, tmp_path: Path) -> No
     assert lock.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_ttl_is_refreshed_while_cmd_runs(lockdir: Path) -> None:
     lock = lockdir / "lease.lock"
     proc = start_run(lock, "--ttl", "1")
@@ -159,6 +165,7 @@ def test_ttl_is_refreshed_while_cmd_runs(lockdir: Path) -> None:
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_lock_forced_away_while_cmd_runs_is_reported(lockdir: Path) -> None:
     lock = lockdir / "lease.lock"
     proc = start_run(lock, "--ttl", "1")

@@ -26,7 +26,7 @@ from core.verdicts.inspect import inspect
 
 ROOT = Path(__file__).resolve().parents[3]
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells")]
 
 
 @pytest.fixture

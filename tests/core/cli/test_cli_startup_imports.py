@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 PROBE = """
 import sys

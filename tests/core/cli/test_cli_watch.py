@@ -4,48 +4,13 @@ subprocess."""
 
 from __future__ import annotations
 
-import json
-import queue
 import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.core.cli.test_cli import ENV, LW, lw, one_line
-
-
-class Lines:
-    """Reads a process's stdout line by line in a thread; :meth:`next` waits with a timeout."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.q: queue.Queue[str | None] = queue.Queue()
-        assert proc.stdout is not None
-        stdout = proc.stdout
-
-        def pump() -> None:
-            for line in stdout:
-                self.q.put(line)
-            self.q.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-    def next_json(self, timeout: float = 30) -> dict[str, Any]:
-        line = self.q.get(timeout=timeout)
-        assert line is not None, "watch exited early"
-        obj = json.loads(line)
-        assert isinstance(obj, dict)
-        return obj
-
-    def until(self, pred: Any, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            obj = self.next_json(max(0.1, deadline - time.monotonic()))
-            if pred(obj):
-                return obj
+from tests.support.cli import ENV, LW, Lines, lw, one_line
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

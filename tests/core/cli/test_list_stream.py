@@ -79,6 +79,7 @@ def test_list_streams_rows_before_the_walk_ends(tmp_path: Path) -> None:
     assert paths == sorted(paths)  # directories in order, each sorted by path
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace(1)")
 def test_list_reads_a_lock_file_without_stat_calls(tmp_path: Path) -> None:
     """Each regular lock file costs ``open`` + ``fstat`` + ``read`` + ``close``: no ``lstat``
@@ -171,6 +172,7 @@ w.close()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace(1)")
 def test_watcher_start_reads_each_lock_once_without_stat(tmp_path: Path) -> None:
     """``Watcher.start`` on a tree: every lock file is opened once and never ``lstat``ed

@@ -122,6 +122,7 @@ def _sema_tree(root: Path, dirs: int) -> None:
             (d / f"l{j:03d}.lock").write_bytes(f"pid={4_000_000 + j}\ntimestamp={now}\n".encode())
 
 
+@pytest.mark.slow
 def test_large_list_prints_each_lock_once_in_order(tmp_path: Path) -> None:
     """``list -r --json`` of 2,500 locks (past the threshold: workers) prints every lock once,
     in the order of the walk, and the note printed before the fork once."""
@@ -165,6 +166,7 @@ def test_a_batch_whose_worker_dies_is_judged_here(tmp_path: Path,
     assert got.count('"path": ') == 6 * 12 + 9 + 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
                     reason="list workers: Linux with 2 CPUs or more")
 def test_a_listing_killed_alone_leaves_no_worker_holding_its_output(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ from core.record import State
 from core.tempfiles import parse_temp_name
 from core.verdicts.inspect import inspect
 
+pytestmark = pytest.mark.slow  # a crash at every step of every operation, a process each
+
 ROOT = Path(__file__).resolve().parents[3]
 
 ACQUIRE = "from core.engine.lock import Lock; Lock({p!r}).acquire(timeout=10)"

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,22 +24,21 @@ import pytest
 
 from core import audit
 from core.errors import LockHeld
+from tests.support.cli import cli_env, lw
 from tests.support.editors import dirty_vim_swap
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 class Env:
-    """A private user for CLI runs: HOME, XDG_DATA_HOME (trash, quarantine), XDG_STATE_HOME
-    (the per-user audit log)."""
+    """A private user for CLI runs (``lw(..., env=env.vars)``): HOME, XDG_DATA_HOME (trash,
+    quarantine), XDG_STATE_HOME (the per-user audit log)."""
 
     def __init__(self, base: Path) -> None:
         self.home = base / "home"
         self.data = base / "data"
         self.state = base / "state"
         self.home.mkdir()
-        self.vars = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(self.home),
-                     "XDG_DATA_HOME": str(self.data), "XDG_STATE_HOME": str(self.state)}
+        self.vars = cli_env(HOME=str(self.home), XDG_DATA_HOME=str(self.data),
+                            XDG_STATE_HOME=str(self.state))
 
     @property
     def trash(self) -> Path:
@@ -49,12 +47,6 @@ class Env:
     @property
     def quarantine(self) -> Path:
         return self.data / "lockwarden" / "quarantine"
-
-    def lw(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """``lockwarden ARGS`` run by ``bash -c`` (as scripts, ssh and CI steps run it)."""
-        return subprocess.run(["bash", "-c", 'exec "$0" -m core "$@"', sys.executable, *args],
-                              capture_output=True, text=True, env=self.vars, timeout=60,
-                              check=False)
 
 
 @pytest.fixture
@@ -88,7 +80,7 @@ def test_force_release_moves_a_foreign_lock_to_the_trash_and_says_where(
         env: Env, lockdir: Path, sleeper: int) -> None:
     lock = lockdir / "deploy.lock"
     data = foreign_lock(lock, sleeper)
-    out = env.lw("release", str(lock), "--force", "--reason", "holder hung")
+    out = lw("release", str(lock), "--force", "--reason", "holder hung", env=env.vars)
     assert out.returncode == 0, out.stderr
     assert not lock.exists()
     trashed = env.trash / "files" / "deploy.lock"  # the lock's own name, not a temp name
@@ -104,13 +96,14 @@ def test_force_release_moves_a_foreign_lock_to_the_trash_and_says_where(
     assert not [p for p in lockdir.iterdir() if p.name != ".lock_audit.log"]  # no temp name left
 
 
+@pytest.mark.slow
 def test_a_second_trashed_lock_of_the_same_name_keeps_both(env: Env, lockdir: Path,
                                                            sleeper: int) -> None:
     lock = lockdir / "deploy.lock"
     first = foreign_lock(lock, sleeper)
-    assert env.lw("release", str(lock), "--force", "--reason", "one").returncode == 0
+    assert lw("release", str(lock), "--force", "--reason", "one", env=env.vars).returncode == 0
     lock.write_bytes(first + b"# again\n")
-    out = env.lw("release", str(lock), "--force", "--reason", "two", "--json")
+    out = lw("release", str(lock), "--force", "--reason", "two", "--json", env=env.vars)
     assert out.returncode == 0, out.stderr
     kept = json.loads(out.stdout)["kept"]
     assert kept["path"] == str(env.trash / "files" / "deploy 1.lock")
@@ -118,18 +111,19 @@ def test_a_second_trashed_lock_of_the_same_name_keeps_both(env: Env, lockdir: Pa
     assert (env.trash / "files" / "deploy 1.lock").read_bytes() == first + b"# again\n"
 
 
+@pytest.mark.slow
 def test_lockwarden_locks_and_empty_files_are_still_unlinked(env: Env, lockdir: Path,
                                                              sleeper: int) -> None:
     ours = lockdir / "ours.lock"
-    assert env.lw("try", str(ours), "--pid", str(sleeper)).returncode == 0
+    assert lw("try", str(ours), "--pid", str(sleeper), env=env.vars).returncode == 0
     assert b"token=" in ours.read_bytes()
-    out = env.lw("release", str(ours), "--force", "--reason", "ours", "--json")
+    out = lw("release", str(ours), "--force", "--reason", "ours", "--json", env=env.vars)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["kept"] is None and not ours.exists()
     empty = lockdir / "empty.lock"
     empty.write_bytes(b"")
     os.utime(empty, (time.time() - 7200, time.time() - 7200))
-    out = env.lw("release", str(empty), "--force", "--reason", "empty")
+    out = lw("release", str(empty), "--force", "--reason", "empty", env=env.vars)
     assert out.returncode in (0, 1), out.stderr  # an empty file may be judged free
     assert not empty.exists()
     assert not (env.trash / "files").exists() and not env.quarantine.exists()
@@ -139,7 +133,7 @@ def test_force_reclaim_keeps_the_foreign_lock_it_replaces(env: Env, lockdir: Pat
                                                           sleeper: int) -> None:
     lock = lockdir / "deploy.lock"
     data = foreign_lock(lock, sleeper)
-    out = env.lw("reclaim", str(lock), "--force", "--reason", "operator", "--json")
+    out = lw("reclaim", str(lock), "--force", "--reason", "operator", "--json", env=env.vars)
     assert out.returncode == 0, out.stderr
     kept = json.loads(out.stdout)["kept"]
     assert kept["method"] == "trash"
@@ -155,7 +149,7 @@ def test_without_a_usable_trash_the_file_goes_to_quarantine(env: Env, lockdir: P
     env.trash.write_text("not a directory: no trash can be made here\n")
     lock = lockdir / "deploy.lock"
     data = foreign_lock(lock, sleeper)
-    out = env.lw("release", str(lock), "--force", "--reason", "no trash")
+    out = lw("release", str(lock), "--force", "--reason", "no trash", env=env.vars)
     assert out.returncode == 0, out.stderr
     [kept] = list(env.quarantine.iterdir())
     assert kept.name.endswith("-deploy.lock") and kept.read_bytes() == data
@@ -169,7 +163,7 @@ def test_a_file_that_cannot_be_kept_is_not_removed(env: Env, lockdir: Path,
     env.vars["XDG_DATA_HOME"] = "/dev/null/nowhere"  # neither trash nor quarantine can exist
     lock = lockdir / "deploy.lock"
     data = foreign_lock(lock, sleeper)
-    out = env.lw("release", str(lock), "--force", "--reason", "nowhere to keep it")
+    out = lw("release", str(lock), "--force", "--reason", "nowhere to keep it", env=env.vars)
     assert out.returncode == 3, out.stderr
     [line] = out.stderr.strip().splitlines()
     assert "could not be kept" in line and "not removed" in line
@@ -180,7 +174,7 @@ def test_a_file_that_cannot_be_kept_is_not_removed(env: Env, lockdir: Path,
 def test_a_vim_swap_with_unsaved_changes_needs_discard_unsaved(env: Env, tmp_path: Path) -> None:
     swap, edited = dirty_vim_swap(tmp_path)
     data = swap.read_bytes()
-    out = env.lw("release", str(swap), "--force", "--reason", "cleanup")
+    out = lw("release", str(swap), "--force", "--reason", "cleanup", env=env.vars)
     assert out.returncode == 1
     [line] = out.stderr.strip().splitlines()
     assert f"`vim -r {edited}`" in line and "--discard-unsaved" in line
@@ -188,7 +182,8 @@ def test_a_vim_swap_with_unsaved_changes_needs_discard_unsaved(env: Env, tmp_pat
     refused = last_entry(tmp_path, "release_refused")
     assert refused.result == "refused" and refused.details["unsaved"]["tool"] == "Vim"
 
-    out = env.lw("release", str(swap), "--force", "--discard-unsaved", "--reason", "cleanup")
+    out = lw("release", str(swap), "--force", "--discard-unsaved", "--reason", "cleanup",
+             env=env.vars)
     assert out.returncode == 0, out.stderr
     trashed = env.trash / "files" / swap.name
     assert trashed.read_bytes() == data and not swap.exists()
@@ -201,12 +196,12 @@ def test_an_emacs_lock_whose_auto_save_file_exists_needs_discard_unsaved(
     lock.write_text(f"dev@{os.uname().nodename}.999999:1\n")
     auto_save = lockdir / "#notes.txt#"
     auto_save.write_text("the changes Emacs auto-saved\n")
-    out = env.lw("release", str(lock), "--force", "--reason", "emacs crashed")
+    out = lw("release", str(lock), "--force", "--reason", "emacs crashed", env=env.vars)
     assert out.returncode == 1
     assert "recover-file" in out.stderr and str(auto_save) in out.stderr
     assert lock.exists() and auto_save.exists()
     auto_save.unlink()
-    out = env.lw("release", str(lock), "--force", "--reason", "emacs crashed")
+    out = lw("release", str(lock), "--force", "--reason", "emacs crashed", env=env.vars)
     assert out.returncode == 0, out.stderr
     assert (env.trash / "files" / lock.name).exists()
 
@@ -266,7 +261,7 @@ def test_on_another_mount_the_trash_is_the_mounts_own_but_never_in_a_repository(
         env: Env, mounted: Path, sleeper: int) -> None:
     lock = mounted / "deploy.lock"
     data = foreign_lock(lock, sleeper)
-    out = env.lw("release", str(lock), "--force", "--reason", "other mount")
+    out = lw("release", str(lock), "--force", "--reason", "other mount", env=env.vars)
     assert out.returncode == 0, out.stderr
     trashed = mounted / f".Trash-{os.getuid()}" / "files" / "deploy.lock"
     assert trashed.read_bytes() == data  # send2trash's rule: the mount's own trash
@@ -274,7 +269,7 @@ def test_on_another_mount_the_trash_is_the_mounts_own_but_never_in_a_repository(
     (mounted / ".lock_audit.log").unlink()  # written before there was a repository
     subprocess.run(["git", "init", "-q", str(mounted)], check=True)  # the mount is a repository
     foreign_lock(lock, sleeper)
-    out = env.lw("release", str(lock), "--force", "--reason", "in a repository")
+    out = lw("release", str(lock), "--force", "--reason", "in a repository", env=env.vars)
     assert out.returncode == 0, out.stderr
     assert "the file is in quarantine" in out.stdout
     assert subprocess.run(["git", "-C", str(mounted), "status", "--porcelain"],

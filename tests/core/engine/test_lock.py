@@ -29,6 +29,7 @@ from core.formats.taskmcp import ALLOWED_METADATA, FILE_MODE
 from core.record import Liveness, State
 from core.tempfiles import parse_temp_name
 from core.verdicts.inspect import inspect
+from tests.support.cli import dead_pid
 from tests.support.kernel_holders import HOLDER
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="uses fork (Linux)")
@@ -550,20 +551,12 @@ def test_held_by_other_process_then_free(lockdir: Path) -> None:
 # -- other tools' locks ---------------------------------------------------------------------
 
 
-def _dead_pid() -> int:
-    import subprocess
-
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
-
-
 def test_foreign_sema_lock_policy(lockdir: Path) -> None:
     """Another tool's lock (no token): held while young even if its PID is gone (sema records
     its short-lived CLI's PID); stale -- and reclaimed by acquire -- once older than
     stale_after (docs/DESIGN.md default stale policy)."""
     path = lockdir / "sema.lock"
-    dead = _dead_pid()
+    dead = dead_pid()
     path.write_text(f"pid={dead}\ntimestamp={int(time.time())}\ntag=sema-cli\n")
     with pytest.raises(LockHeld) as ei:
         Lock(path).acquire(blocking=False)
@@ -643,7 +636,7 @@ def test_blocking_acquire_takes_over_when_stale_after_passes(lockdir: Path) -> N
     """No file event and no process exit: the waiter wakes when ``stale_after`` passes
     (another tool's lock whose holder is gone becomes stale only by age)."""
     path = lockdir / "aging.lock"
-    path.write_text(f"pid={_dead_pid()}\ntimestamp={int(time.time())}\ntag=old-tool\n")
+    path.write_text(f"pid={dead_pid()}\ntimestamp={int(time.time())}\ntag=old-tool\n")
     lk = Lock(path, stale_after=1.0)
     with pytest.raises(LockHeld):
         lk.acquire(blocking=False)
@@ -652,6 +645,7 @@ def test_blocking_acquire_takes_over_when_stale_after_passes(lockdir: Path) -> N
     lk.release()
 
 
+@pytest.mark.slow
 def test_waiting_is_not_a_polling_loop(lockdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """While a live holder keeps the lock and nothing happens, a waiter sleeps in the slow
     fallback poll (1 s), not in a 100 ms loop."""

@@ -62,6 +62,7 @@ def _reclaimer(path: str, how: str, barrier: Any, results: Any, done: Any) -> No
     os._exit(0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["exchange", "rename-out"])
 def test_concurrent_reclaimers_exactly_one_wins(
     lockdir: Path, monkeypatch: pytest.MonkeyPatch, mode: str

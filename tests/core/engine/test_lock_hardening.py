@@ -28,6 +28,7 @@ from core.reasons import texts
 from core.record import Liveness, State
 from core.verdicts.inspect import inspect
 from core.verdicts.liveness import _hidden_but_running, check, process_identity, process_start_time
+from tests.support.clock import age_after_boot
 
 LINUX = sys.platform.startswith("linux")
 
@@ -200,7 +201,7 @@ def _old_foreign_lock(path: Path, age: float) -> None:
     """Another tool's lock (no token) whose holder is gone, written ``age`` seconds ago."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    path.write_text(f"pid={child.pid}\ntimestamp={int(time.time() - age)}\ntag=other-tool\n")
+    path.write_text(f"pid={child.pid}\ntimestamp={int(time.time() - age) + 1}\ntag=other-tool\n")
 
 
 def test_operations_take_a_stale_policy(lockdir: Path) -> None:
@@ -212,10 +213,11 @@ def test_operations_take_a_stale_policy(lockdir: Path) -> None:
     from core.stale_policy import DEFAULT_POLICY, StalePolicy
 
     path = lockdir / "aged.lock"
-    _old_foreign_lock(path, age=120)
+    age = age_after_boot(120)  # an older lock would predate the boot: stale under any policy
+    _old_foreign_lock(path, age=age)
     assert Lock(str(path)).policy == DEFAULT_POLICY
     assert Lock(str(path)).stale_after == DEFAULT_STALE_AFTER
-    short = StalePolicy(stale_after=60.0)
+    short = StalePolicy(stale_after=age / 2)
     with pytest.raises(LockHeld):
         Lock(str(path)).acquire(blocking=False)  # 120 s < 3600 s: not stale yet
     with pytest.raises(LockHeld):  # the keyword wins over the policy's limit
@@ -224,7 +226,7 @@ def test_operations_take_a_stale_policy(lockdir: Path) -> None:
     lk = Lock(str(path), policy=short).acquire(blocking=False)
     assert lk.reclaimed_from is not None and lk.reclaimed_from.state is State.STALE
     lk.release()
-    _old_foreign_lock(path, age=120)
+    _old_foreign_lock(path, age=age)
     lk = reclaim(str(path), policy=short)
     assert lk.policy == short
     lk.release()

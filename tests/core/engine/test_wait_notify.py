@@ -9,9 +9,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.core.cli.test_cli import ENV, LW, lw, waiting
+import pytest
+
+from tests.support.cli import ENV, LW, lw, waiting
 
 
+@pytest.mark.slow
 def test_wait_notify_without_notify_send_says_so(lockdir: Path) -> None:
     lock = lockdir / "deploy.lock"
     # a holder of its own: this process, the waiter's caller, holding it would be refused at

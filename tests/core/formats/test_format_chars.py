@@ -18,7 +18,7 @@ import pytest
 from core.engine.lock import Lock
 from core.text import printable, printable_lines
 from core.verdicts.inspect import inspect
-from tests.core.cli.test_cli import ENV
+from tests.support.cli import ENV
 
 FORMAT_CHARS = ("\u202e", "\u202a", "\u2066", "\u200b", "\u200d", "\u2060", "\ufeff", "\u00ad",
                 "\u061c", "\U000e0041")

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.formats import emacs, libreoffice, softfilelock, terraform, vimswap
 from core.record import DEVTOOL_FORMATS
-from tests.core.formats.test_formats_fuzz import FAST, check_parse
+from tests.support.fuzz import FAST, check_parse
+
+pytestmark = pytest.mark.slow  # hypothesis, thousands of examples
 
 DATA = Path(__file__).parents[2] / "data" / "devtools"
 PATHS = [

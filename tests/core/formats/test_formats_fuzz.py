@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import json
 import string
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from core import formats
 from core.errors import ParseError
 from core.formats import af, sema, taskmcp
 from core.record import FORMATS, LockRecord
+from tests.support.fuzz import FAST, check_parse
 
-FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.slow  # hypothesis, thousands of examples
 
 FIXTURE_SAMPLES = [
     b"pid=11294\ntimestamp=1795289498\ntag=deploy-v1.2.3\n",
@@ -27,33 +28,6 @@ FIXTURE_SAMPLES = [
     b'"expires_at":"2026-11-21T09:35:00.123456789Z"}',
     b"      4242\n",
 ]
-
-
-def check_parse(data: bytes, fmt: str | None = None, path: str = "/d/x.lock") -> None:
-    """parse/detect either succeed consistently or raise ParseError with a real reason that
-    did not come from the catch-all safety net (which would mean a parser bug)."""
-    try:
-        rec = formats.parse(data, path, format=fmt)
-    except ParseError as exc:
-        assert isinstance(exc.reason, str) and exc.reason
-        assert "could not be parsed (" not in exc.reason, exc.reason
-    else:
-        assert isinstance(rec, LockRecord)
-        assert rec.format in FORMATS
-        assert rec.path == path
-        if fmt is None:
-            assert formats.detect(data, path) == rec.format
-        if rec.acquired_at is not None:
-            assert rec.acquired_at.utcoffset() == timedelta(0)
-            rec.effective_expiry()  # must not overflow
-        if rec.expires_at is not None:
-            assert rec.expires_at.utcoffset() == timedelta(0)
-    try:
-        name = formats.detect(data, path)
-    except ParseError as exc:
-        assert "could not be parsed (" not in exc.reason
-    else:
-        assert name in FORMATS
 
 
 # -- arbitrary bytes ---------------------------------------------------------------------------

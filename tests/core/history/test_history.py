@@ -6,86 +6,20 @@ holders come and go, one is SIGKILLed and its lock turns stale and is reclaimed;
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.core.cli.test_cli import ENV, LW
-from tests.core.cli.test_cli_watch import Lines
-
-
-def env_for(tmp_path: Path) -> dict[str, str]:
-    return {**ENV, "XDG_DATA_HOME": str(tmp_path / "data"),
-            "XDG_CONFIG_HOME": str(tmp_path / "config"),
-            "XDG_STATE_HOME": str(tmp_path / "state"), "LOCKWARDEN_CONFIG": ""}
-
-
-def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LW, *args], env=env, capture_output=True, text=True, timeout=60,
-                          check=False)
+from tests.support.cli import Watch, lw
 
 
 def history(env: dict[str, str], path: Path | str, *more: str) -> list[dict[str, Any]]:
-    out = run(env, "history", str(path), "--json", *more)
+    out = lw("history", str(path), "--json", *more, env=env)
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-class Watch:
-    """``lockwarden watch DIR --json`` in the background, its lines read in a thread."""
-
-    def __init__(self, env: dict[str, str], *dirs: Path, extra: tuple[str, ...] = (),
-                 prefix: tuple[str, ...] = ()) -> None:
-        self.proc = subprocess.Popen([*prefix, *LW, "watch", *map(str, dirs), "--json",
-                                      *extra], env=env, text=True, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-        self.lines = Lines(self.proc)
-        self.err: list[str] = []  # stderr, read as it comes
-        self._err_seen = threading.Condition()
-        stderr = self.proc.stderr
-        assert stderr is not None
-
-        def pump() -> None:
-            for line in stderr:
-                with self._err_seen:
-                    self.err.append(line)
-                    self._err_seen.notify_all()
-
-        self._err_pump = threading.Thread(target=pump, daemon=True)
-        self._err_pump.start()
-        self.lines.until(lambda o: o["event"] == "ready")
-
-    def saw(self, path: Path, **fields: Any) -> dict[str, Any]:
-        """Wait for the change of ``path`` whose fields include ``fields``."""
-        return self.lines.until(lambda o: o.get("path") == str(path) and o["event"] != "initial"
-                                and all(o.get(k) == v for k, v in fields.items()))
-
-    def err_line(self, text: str, timeout: float = 30) -> str:
-        """Wait for a line of stderr holding ``text`` and return it."""
-        with self._err_seen:
-            assert self._err_seen.wait_for(lambda: any(text in e for e in self.err), timeout), \
-                self.err
-            return next(e for e in self.err if text in e)
-
-    def stop(self) -> str:
-        """SIGTERM, wait, and return all of stderr (exit 0, no traceback)."""
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
-        self._err_pump.join(30)
-        err = "".join(self.err)
-        assert self.proc.returncode == 0, err
-        assert "Traceback" not in err
-        return err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def holder(env: dict[str, str], lock: Path, tag: str) -> subprocess.Popen[str]:
@@ -99,10 +33,11 @@ def holder(env: dict[str, str], lock: Path, tag: str) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
-        tmp_path: Path, lockdir: Path) -> None:
-    env = env_for(tmp_path)
+        tmp_path: Path, private_env: dict[str, str], lockdir: Path) -> None:
+    env = private_env
     lock = lockdir / "deploy.lock"
     watch = Watch(env, lockdir)
     procs: list[subprocess.Popen[str]] = []
@@ -110,7 +45,7 @@ def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
         first = holder(env, lock, "first")
         procs.append(first)
         watch.saw(lock, state="held", pid=first.pid)
-        assert run(env, "release", str(lock), "--pid", str(first.pid)).returncode == 0
+        assert lw("release", str(lock), "--pid", str(first.pid)).returncode == 0
         watch.saw(lock, event="removed")
         second = holder(env, lock, "second")
         procs.append(second)
@@ -118,10 +53,10 @@ def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
         second.kill()  # SIGKILL: the lock stays, its holder is gone
         second.wait()
         watch.saw(lock, state="stale")
-        assert run(env, "reclaim", str(lock), "--pid", str(first.pid),
+        assert lw("reclaim", str(lock), "--pid", str(first.pid),
                    "--tag", "third").returncode == 0
         watch.saw(lock, state="held", pid=first.pid, tag="third")
-        assert run(env, "release", str(lock), "--pid", str(first.pid)).returncode == 0
+        assert lw("release", str(lock), "--pid", str(first.pid)).returncode == 0
         watch.saw(lock, event="removed")
         watch.stop()
     finally:
@@ -144,16 +79,16 @@ def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
     # Lockwarden's own actions name their audit entries; the SIGKILL is no action of ours
     assert all(r["audit_id"] for i, r in enumerate(rows) if i != 3)
     assert rows[3]["audit_id"] is None
-    audit = run(env, "audit", str(lockdir), "--json")
+    audit = lw("audit", str(lockdir), "--json")
     digests = {e["operation"] for e in json.loads(audit.stdout)}
     assert {"acquire", "release", "reclaim"} <= digests
 
-    text = run(env, "history", str(lockdir))
+    text = lw("history", str(lockdir))
     lines = text.stdout.splitlines()
     assert len(lines) == 6 and all(line.startswith(str(lock)) for line in lines)
     assert "reclaimed" in lines[4] and f"pid {first.pid}" in lines[4]
 
-    stats = run(env, "stats", str(lockdir), "--json")
+    stats = lw("stats", str(lockdir), "--json")
     assert stats.returncode == 0, stats.stderr
     st = json.loads(stats.stdout)
     assert st["reclaimed"] == 1 and st["distinct_holders"] == 2 and st["locks"] == 1
@@ -162,21 +97,23 @@ def test_holders_come_and_go_one_is_killed_turns_stale_and_is_reclaimed(
     assert st["longest_hold_s"] <= st["held_s"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_history_survives_a_restart_of_the_recorder(tmp_path: Path, lockdir: Path) -> None:
-    env = env_for(tmp_path)
+def test_history_survives_a_restart_of_the_recorder(lockdir: Path,
+                                                    private_env: dict[str, str]) -> None:
+    env = private_env
     kept, gone = lockdir / "kept.lock", lockdir / "gone.lock"
-    assert run(env, "try", str(kept), "--pid", "1").returncode == 0
+    assert lw("try", str(kept), "--pid", "1").returncode == 0
     watch = Watch(env, lockdir)
     try:
-        assert run(env, "try", str(gone), "--pid", "1").returncode == 0
+        assert lw("try", str(gone), "--pid", "1").returncode == 0
         watch.saw(gone, state="held")
         watch.stop()
     finally:
         watch.kill()
-    assert run(env, "release", str(gone), "--pid", "1").returncode == 0  # nobody records
+    assert lw("release", str(gone), "--pid", "1").returncode == 0  # nobody records
     later = lockdir / "later.lock"
-    assert run(env, "try", str(later), "--pid", "1").returncode == 0
+    assert lw("try", str(later), "--pid", "1").returncode == 0
     watch = Watch(env, lockdir)  # starts again: finds what changed meanwhile
     watch.stop()
     assert [r["event"] for r in history(env, kept)] == ["acquired"]  # once, not per start
@@ -184,17 +121,19 @@ def test_history_survives_a_restart_of_the_recorder(tmp_path: Path, lockdir: Pat
     assert [r["event"] for r in history(env, later)] == ["acquired"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_two_recorders_never_write_a_transition_twice(tmp_path: Path, lockdir: Path) -> None:
-    env = env_for(tmp_path)
+def test_two_recorders_never_write_a_transition_twice(lockdir: Path,
+                                                      private_env: dict[str, str]) -> None:
+    env = private_env
     lock = lockdir / "shared.lock"
     watches = [Watch(env, lockdir), Watch(env, lockdir)]
     try:
         for _ in range(3):
-            assert run(env, "try", str(lock), "--pid", "1").returncode == 0
+            assert lw("try", str(lock), "--pid", "1").returncode == 0
             for w in watches:
                 w.saw(lock, state="held")
-            assert run(env, "release", str(lock), "--pid", "1").returncode == 0
+            assert lw("release", str(lock), "--pid", "1").returncode == 0
             for w in watches:
                 w.saw(lock, event="removed")
         for w in watches:
@@ -205,9 +144,11 @@ def test_two_recorders_never_write_a_transition_twice(tmp_path: Path, lockdir: P
     assert [r["event"] for r in history(env, lock)] == ["acquired", "released"] * 3
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Path) -> None:
-    env = env_for(tmp_path)
+def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Path,
+                                                     private_env: dict[str, str]) -> None:
+    env = private_env
     watch = Watch(env, lockdir, extra=("--no-history",))
     try:
         (lockdir / "a.lock").write_text("pid=1\ntimestamp=1\n")
@@ -228,18 +169,19 @@ def test_no_history_and_config_switch_record_nothing(tmp_path: Path, lockdir: Pa
         finally:
             watch.kill()
         (lockdir / "b.lock").unlink()
-    out = run(env, "history", str(lockdir))
+    out = lw("history", str(lockdir))
     assert out.returncode == 0 and out.stdout == ""
     assert "no history recorded yet" in out.stderr
     assert not (tmp_path / "data" / "lockwarden" / "history.sqlite3").exists()
 
 
-def test_json_with_no_history_yet_is_valid_json_on_stdout(tmp_path: Path) -> None:
+def test_json_with_no_history_yet_is_valid_json_on_stdout(tmp_path: Path,
+                                                           private_env: dict[str, str]) -> None:
     """A JSON consumer reads stdout: ``stats --json`` prints its object (zero figures),
     ``history --json`` zero JSON lines; the note stays on stderr (docs/cli.md, "``history``
     and ``stats``")."""
-    env = env_for(tmp_path)
-    out = run(env, "stats", str(tmp_path), "--json")
+    env = private_env
+    out = lw("stats", str(tmp_path), "--json")
     assert out.returncode == 0, out.stderr
     st = json.loads(out.stdout)
     assert st["path"] == str(tmp_path) and st["transitions"] == 0 and st["held_s"] == 0
@@ -247,34 +189,34 @@ def test_json_with_no_history_yet_is_valid_json_on_stdout(tmp_path: Path) -> Non
     assert history(env, tmp_path) == []
 
 
-def test_bad_since_is_a_usage_error(tmp_path: Path) -> None:
-    out = run(env_for(tmp_path), "history", str(tmp_path), "--since", "soon")
+def test_bad_since_is_a_usage_error(tmp_path: Path, private_state: Path) -> None:
+    out = lw("history", str(tmp_path), "--since", "soon")
     assert out.returncode == 2 and "--since" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_history_escapes_control_characters_in_paths(tmp_path: Path, lockdir: Path) -> None:
+def test_history_escapes_control_characters_in_paths(tmp_path: Path, lockdir: Path,
+                                                      private_state: Path) -> None:
     import time
 
     from core.history.model import Observation
     from core.history.store import HistoryStore
 
-    env = env_for(tmp_path)
     store = HistoryStore(str(tmp_path / "data" / "lockwarden" / "history.sqlite3"))
     evil = str(lockdir / "a\nb\x1b[31m.lock")
     store.record([Observation(evil, time.time(), "held", pid=7, ident="k"),
                   Observation(str(lockdir / "plain.lock"), time.time(), "held", pid=8,
                               ident="j")])
     store.close()
-    out = run(env, "history", str(lockdir))
+    out = lw("history", str(lockdir))
     lines = out.stdout.splitlines()
     assert len(lines) == 2 and "\x1b" not in out.stdout
     assert "a\\nb\\x1b[31m.lock" in lines[0] and "pid 7" in lines[0]
-    assert [json.loads(x)["lock"] for x in run(env, "history", str(lockdir), "--json")
+    assert [json.loads(x)["lock"] for x in lw("history", str(lockdir), "--json")
             .stdout.splitlines()] == [evil, str(lockdir / "plain.lock")]
 
 
 def test_stats_counts_one_process_once_with_and_without_its_host(
-        tmp_path: Path, lockdir: Path) -> None:
+        tmp_path: Path, lockdir: Path, private_state: Path) -> None:
     """A lock file that names no host is this host's: ``pid 1352`` there and ``pid 1352 on
     <this host>`` in a lock that names it are one holder (``stats`` counted two)."""
     import socket
@@ -283,7 +225,6 @@ def test_stats_counts_one_process_once_with_and_without_its_host(
     from core.history.model import Observation
     from core.history.store import HistoryStore
 
-    env = env_for(tmp_path)
     store = HistoryStore(str(tmp_path / "data" / "lockwarden" / "history.sqlite3"))
     now = time.time()
     here = socket.gethostname()
@@ -293,7 +234,7 @@ def test_stats_counts_one_process_once_with_and_without_its_host(
                   Observation(str(lockdir / "c.lock"), now - 40, "held", pid=1352,
                               host="elsewhere", ident="c")])
     store.close()
-    out = run(env, "stats", str(lockdir), "--json")
+    out = lw("stats", str(lockdir), "--json")
     assert out.returncode == 0, out.stderr
     st = json.loads(out.stdout)
     assert sorted(st["holders"]) == sorted([f"pid 1352 on {here}", "pid 1352 on elsewhere"])

@@ -21,8 +21,7 @@ from core.config.history import parse_span
 from core.history.model import HistoryUnavailable, Observation, gone
 from core.history.recorder import Recorder
 from core.history.store import SCHEMA_VERSION, HistoryStore
-from tests.core.cli.test_cli import ENV
-from tests.core.history.test_history import Watch, env_for, run
+from tests.support.cli import ENV, Watch, lw
 
 DAY = 86400.0
 
@@ -134,15 +133,15 @@ def _in_namespace(setup: str) -> tuple[str, ...]:
 
 @pytest.mark.timeout(120)
 def test_a_read_only_data_directory_gives_a_reason_and_watch_keeps_working(
-        tmp_path: Path, lockdir: Path) -> None:
-    env = env_for(tmp_path)
+        tmp_path: Path, private_env: dict[str, str], lockdir: Path) -> None:
+    env = private_env
     data = tmp_path / "data"
     data.mkdir()
     prefix = _in_namespace(f"mount --bind {data} {data} && mount -o remount,bind,ro {data}")
     watch = Watch(env, lockdir, prefix=prefix)
     try:
         lock = lockdir / "a.lock"
-        assert run(env, "try", str(lock), "--pid", "1").returncode == 0
+        assert lw("try", str(lock), "--pid", "1").returncode == 0
         assert watch.saw(lock)["state"] == "held"  # the monitor reports on
         lock.unlink()
         watch.saw(lock, event="removed")
@@ -155,8 +154,8 @@ def test_a_read_only_data_directory_gives_a_reason_and_watch_keeps_working(
 
 @pytest.mark.timeout(120)
 def test_a_full_disk_pauses_history_and_watch_keeps_working(
-        tmp_path: Path, lockdir: Path) -> None:
-    env = env_for(tmp_path)
+        tmp_path: Path, private_env: dict[str, str], lockdir: Path) -> None:
+    env = private_env
     data = tmp_path / "data"
     data.mkdir()
     prefix = _in_namespace(f"mount -t tmpfs -o size=128k lw-full {data}")
@@ -179,6 +178,7 @@ def test_a_full_disk_pauses_history_and_watch_keeps_working(
 
 
 
+@pytest.mark.slow
 def test_the_size_bound_holds_while_the_history_grows(tmp_path: Path) -> None:
     """Locks churning in a watched directory (a neighbour's, in /tmp) cannot push the history
     past its size until the hourly retention pass: the recorder checks the size every

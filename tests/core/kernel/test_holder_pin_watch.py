@@ -17,7 +17,6 @@ import pytest
 from core.codes import Code
 from core.config import WatchSpec
 from core.record import State
-from tests.core.watch.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -34,7 +33,7 @@ sys.stdin.read()
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
                     reason="needs unshare(1) as root (a PID namespace)")
 def test_a_watched_pinned_lock_turns_stale_when_its_holder_exits(
-        watch: Any, tmp_path: Path) -> None:  # noqa: F811
+        watch: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "shared.lock")
     _w, rec = watch([WatchSpec(str(tmp_path))], rescan_interval=3600, liveness_interval=0.3)
     holder = subprocess.Popen(

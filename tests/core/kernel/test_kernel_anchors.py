@@ -27,7 +27,7 @@ from core.kernel.anchors import anchor_tool
 from core.record import LockStatus, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect
-from tests.core.cli.test_cli import lw, one_line
+from tests.support.cli import lw, one_line
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
 
@@ -189,6 +189,7 @@ def test_plain_files_locked_by_libraries_are_kernel_locks_then_gone(
     assert gone.state is State.FREE and _codes(gone) == [Code.EMPTY_FREE] and gone.present
 
 
+@pytest.mark.slow
 @linux
 def test_no_action_removes_a_free_anchor(tmp_path: Path, holders: list[Holder]) -> None:
     path = _anchor(tmp_path, "var/lib/dpkg/lock")

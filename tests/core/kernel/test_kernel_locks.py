@@ -235,13 +235,14 @@ def test_symlink_and_missing_paths_never_match(tmp_path: Path,
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.core.formats.test_formats_fuzz import FAST  # noqa: E402
+from tests.support.fuzz import FAST  # noqa: E402
 
 WORDS = st.sampled_from(["1:", "->", "FLOCK", "POSIX", "OFDLCK", "LEASE", "ADVISORY", "READ",
                          "WRITE", "UNLCK", "-1", "0", "EOF", "fe:00:12", "<none>:0", "zz:00:1",
                          "99999999999999999999999", "-", "٣", "1:2:3:4", ""])
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=1_500)
 @given(st.one_of(st.text(max_size=80),
                  st.lists(WORDS, max_size=10).map(" ".join)))

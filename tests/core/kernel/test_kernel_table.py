@@ -21,7 +21,7 @@ from core.reasons import render
 from core.record import Liveness, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect, kernel_status
-from tests.support.kernel_holders import hold, procs  # noqa: F401 (fixture)
+from tests.support.kernel_holders import hold
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
 
@@ -89,7 +89,7 @@ def test_a_cut_table_leaves_an_unlocked_file_unknown_never_free(tmp_path: Path) 
 @pytest.mark.parametrize("kind, how", [("posix", "getlk"), ("ofd", "fdinfo"),
                                        ("flock", "fdinfo"), ("flock-sh", "fdinfo")])
 def test_beyond_the_cut_the_file_itself_and_its_openers_name_the_holder(
-        tmp_path: Path, procs: list[subprocess.Popen[str]], kind: str,  # noqa: F811
+        tmp_path: Path, procs: list[subprocess.Popen[str]], kind: str,
         how: str) -> None:
     """POSIX locks: F_GETLK on the file names the holder; OFD: F_OFD_GETLK sees it, fdinfo
     names it; flock (invisible to F_GETLK on Linux): the fdinfo of the processes that have
@@ -105,7 +105,7 @@ def test_beyond_the_cut_the_file_itself_and_its_openers_name_the_holder(
 
 
 @linux
-def test_verdicts_under_a_cut_table(tmp_path: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+def test_verdicts_under_a_cut_table(tmp_path: Path, procs: list[subprocess.Popen[str]],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """With the byte bound at 0 every read of /proc/locks is cut (a holder's line is in it):
     a held empty file is still ``held`` and named; a free one is ``held`` with unknown
@@ -142,14 +142,14 @@ def test_verdicts_under_a_cut_table(tmp_path: Path, procs: list[subprocess.Popen
 
 @linux
 def test_a_forced_release_is_refused_while_the_table_cannot_tell(
-        lockdir: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+        lockdir: Path, procs: list[subprocess.Popen[str]],
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A stale lock with content (a dead PID) that a kernel lock might hold unseen is not
     deleted by ``release --force`` while the table is cut off: the message says why (the
     kernel's lock table, not "a process holds it"), nothing is changed; once the table is read
     whole it is released."""
     from core.cli.main import main as core_main
-    from tests.core.cli.test_cli import dead_pid
+    from tests.support.cli import dead_pid
 
     path = lockdir / "stale.lock"
     path.write_text(f"pid={dead_pid()}\ntimestamp=1000\ntag=left\n")
@@ -168,7 +168,7 @@ def test_a_forced_release_is_refused_while_the_table_cannot_tell(
 
 @linux
 def test_a_terraform_label_is_judged_from_its_state_file_beyond_a_cut(
-        tmp_path: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Terraform's lock is a POSIX lock on the state file, which ``F_GETLK`` on that file
     settles whatever the table: a label without it stays a leftover (``no_kernel_lock``), and

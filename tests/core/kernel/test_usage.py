@@ -88,6 +88,7 @@ def test_each_way_of_using_a_file_is_named(tmp_path: Path, start, kind: str,
     assert use.started is not None and use.cmdline[:2] == (sys.executable, "-c")
 
 
+@pytest.mark.slow
 def test_a_folder_counts_everything_beneath_it_and_a_working_directory(tmp_path: Path,
                                                                        start) -> None:
     sub = tmp_path / "a" / "b"
@@ -163,6 +164,7 @@ def test_another_users_process_is_shown_as_that_user_to_root_and_counted_for_the
     assert uninspected >= 1 and "root" in users  # ...and so it is counted, never missing
 
 
+@pytest.mark.slow
 def test_processes_exiting_during_the_scan_are_left_out_without_error(tmp_path: Path) -> None:
     f = tmp_path / "busy.txt"
     f.write_text("x")

@@ -27,8 +27,8 @@ from core.engine.end_holder import (
 )
 from core.holder import process_label
 from core.verdicts.inspect import inspect
-from tests.core.cli.test_cli import lw
-from tests.support.kernel_holders import hold, procs  # noqa: F401 (fixture)
+from tests.support.cli import lw
+from tests.support.kernel_holders import hold
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc")
 ME = getpass.getuser()
@@ -77,7 +77,7 @@ def test_status_names_the_flock_holder(lockdir: Path) -> None:
 
 @linux
 @pytest.mark.parametrize("kind", ["portalocker", "fasteners", "flock"])
-def test_library_holders_are_named(lockdir: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+def test_library_holders_are_named(lockdir: Path, procs: list[subprocess.Popen[str]],
                                    kind: str) -> None:
     path = lockdir / f"{kind}.lock"
     p = hold(procs, kind, path)

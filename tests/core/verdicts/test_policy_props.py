@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +48,7 @@ policies = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(
     rec=records,
@@ -112,6 +114,7 @@ def test_judge_safety(
     assert decision[0] is (decision[1] != "LOCK_HELD")
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(
     data=st.one_of(

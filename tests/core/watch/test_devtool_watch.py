@@ -18,7 +18,6 @@ import pytest
 from core.codes import Code
 from core.config import WatchSpec
 from core.record import State
-from tests.core.watch.test_watch import watch  # noqa: F401  (the fixture)
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
@@ -30,7 +29,7 @@ def _old(path: Path, seconds: float) -> None:
 
 
 @needs_git
-def test_git_lock_turns_stale_when_its_git_process_dies(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_git_lock_turns_stale_when_its_git_process_dies(watch: Any, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     lock = repo / ".git" / "index.lock"
@@ -61,7 +60,7 @@ def test_git_lock_turns_stale_when_its_git_process_dies(watch: Any, tmp_path: Pa
 
 
 @needs_git
-def test_young_git_lock_turns_stale_at_its_limit(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_young_git_lock_turns_stale_at_its_limit(watch: Any, tmp_path: Path) -> None:
     gitdir = tmp_path / "r" / ".git"
     gitdir.mkdir(parents=True)
     lock = gitdir / "HEAD.lock"
@@ -83,7 +82,7 @@ sys.stdin.read()
 
 
 @linux
-def test_empty_kernel_locked_file_is_held(watch: Any, lockdir: Path) -> None:  # noqa: F811
+def test_empty_kernel_locked_file_is_held(watch: Any, lockdir: Path) -> None:
     anchor = lockdir / "cargo.lock"
     p = subprocess.Popen([sys.executable, "-c", HOLD, str(anchor)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)

@@ -34,8 +34,8 @@ from core.tools import safe_action
 from core.verdicts.inspect import inspect
 from core.watch.directories import OPEN_SCAN_GAP
 from core.watch.watcher import ChangeSet, Watcher
-from tests.core.cli.test_cli import lw, one_line
-from tests.support.kernel_holders import hold, procs  # noqa: F401 (fixture)
+from tests.support.cli import lw, one_line
+from tests.support.kernel_holders import hold
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc")
 
@@ -94,6 +94,7 @@ def _left_by(tool: str, path: Path) -> None:
     assert path.exists() and path.stat().st_size == 0
 
 
+@pytest.mark.slow
 @linux
 @pytest.mark.parametrize("tool", ["filelock", "portalocker", "fasteners", "flock"])
 @pytest.mark.parametrize("age", [0.0, 7200.0])
@@ -117,7 +118,7 @@ def test_what_real_lockers_leave_is_free(lockdir: Path, tool: str, age: float) -
 
 @linux
 def test_an_empty_file_a_process_has_open_is_being_written_then_free(
-        lockdir: Path, procs: list[subprocess.Popen[str]]) -> None:  # noqa: F811
+        lockdir: Path, procs: list[subprocess.Popen[str]]) -> None:
     path = lockdir / "w.lock"
     opener = hold(procs, "open", path)  # opens it, locks nothing
     for age in (0.0, 7200.0):  # whatever its age: its writer has it open
@@ -133,6 +134,7 @@ def test_an_empty_file_a_process_has_open_is_being_written_then_free(
     assert inspect(str(path)).state is State.FREE
 
 
+@pytest.mark.slow
 @linux
 def test_a_sema_that_crashed_between_create_and_write_leaves_a_free_file(
         lockdir: Path) -> None:
@@ -213,9 +215,10 @@ def test_taking_over_an_empty_file_holds_its_flock(lockdir: Path,
         lk.release()
 
 
+@pytest.mark.slow
 @linux
 def test_an_empty_file_someone_has_open_or_locked_is_never_removed(
-        lockdir: Path, procs: list[subprocess.Popen[str]]) -> None:  # noqa: F811
+        lockdir: Path, procs: list[subprocess.Popen[str]]) -> None:
     path = lockdir / "busy.lock"
     opener = hold(procs, "open", path)
     _aged(path, 7200)
@@ -254,7 +257,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[openfiles.OpenFiles]
 
 @linux
 def test_watcher_walks_proc_once_for_all_empty_files_and_follows_their_holders(
-        lockdir: Path, procs: list[subprocess.Popen[str]],  # noqa: F811
+        lockdir: Path, procs: list[subprocess.Popen[str]],
         walks: list[openfiles.OpenFiles]) -> None:
     import threading
 

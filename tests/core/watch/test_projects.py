@@ -20,7 +20,6 @@ from core.config.model import PROJECT_SKIP_DIRS, Config, ProjectSpec
 from core.config.scope import dir_matcher, skips_dir, walkable, wanted_file
 from core.record import State
 from core.watch.scan import list_dir
-from tests.core.watch.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
 DEVTOOLS = ROOT / "tests" / "data" / "devtools"
@@ -147,7 +146,7 @@ def _inotify_watches() -> int:
 @linux
 @needs_git
 def test_watched_project_tree_costs_no_watch_in_skipped_directories(
-        watch: Any, tmp_path: Path) -> None:  # noqa: F811
+        watch: Any, tmp_path: Path) -> None:
     root, wanted = _tree(tmp_path)
     for i in range(300):  # a dependency tree: 300 directories nobody watches
         (root / "app" / "node_modules" / f"dep{i}" / "lib").mkdir(parents=True)
@@ -178,7 +177,7 @@ def test_watched_project_tree_costs_no_watch_in_skipped_directories(
 
 @needs_git
 def test_polled_project_tree_is_rescanned_not_snapshotted(
-        watch: Any, tmp_path: Path) -> None:  # noqa: F811
+        watch: Any, tmp_path: Path) -> None:
     root, wanted = _tree(tmp_path)
     spec = ProjectSpec(str(root), polling="on").watch_spec()
     _w, rec = watch([spec], rescan_interval=0.3)

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from core.config.model import ProjectSpec
-from tests.core.watch.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
 SWAP = ROOT / "tests" / "data" / "devtools" / "vim" / "dead-dirty.notes.txt.swp"
@@ -26,7 +25,7 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify
 
 @linux
 def test_an_overflow_rescans_without_dropping_known_locks(
-        watch: Any, tmp_path: Path) -> None:  # noqa: F811
+        watch: Any, tmp_path: Path) -> None:
     inotify_simple = pytest.importorskip("inotify_simple")
     root = tmp_path / "src"
     sub = root / "app" / "src"

@@ -41,6 +41,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("unshare") is None
                     or not os.path.exists("/proc/sys/user/max_inotify_watches"),
                     reason="needs Linux user namespaces")

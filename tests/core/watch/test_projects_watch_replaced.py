@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 
 from core.config.model import ProjectSpec
-from tests.core.watch.test_watch import watch  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
 SWAP = ROOT / "tests" / "data" / "devtools" / "vim" / "dead-dirty.notes.txt.swp"
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify (Linux)")
 
 
-def _start(watch: Any, tmp_path: Path) -> tuple[Any, Any, Path, Path]:  # noqa: F811
+def _start(watch: Any, tmp_path: Path) -> tuple[Any, Any, Path, Path]:
     root = tmp_path / "src"
     sub = root / "app" / "sub"
     sub.mkdir(parents=True)
@@ -35,10 +34,11 @@ def _start(watch: Any, tmp_path: Path) -> tuple[Any, Any, Path, Path]:  # noqa: 
     return w, rec, root, sub
 
 
+@pytest.mark.slow
 @linux
 @pytest.mark.parametrize("how", ["deleted", "moved away"])
 def test_a_directory_made_again_at_a_watched_path_is_watched(
-        watch: Any, tmp_path: Path, how: str) -> None:  # noqa: F811
+        watch: Any, tmp_path: Path, how: str) -> None:
     w, rec, root, sub = _start(watch, tmp_path)
     if how == "deleted":
         shutil.rmtree(sub)
@@ -53,7 +53,7 @@ def test_a_directory_made_again_at_a_watched_path_is_watched(
 
 
 @linux
-def test_a_project_root_that_is_a_symlink_is_watched(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_project_root_that_is_a_symlink_is_watched(watch: Any, tmp_path: Path) -> None:
     real = tmp_path / "data" / "src"
     (real / "app").mkdir(parents=True)
     link = tmp_path / "src"

@@ -5,11 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,9 +24,8 @@ from core.watch.scan import (
     scan_dir,
     split_claim_path,
 )
-
-ROOT = Path(__file__).resolve().parents[3]
-OLD = time.time() - 600  # an mtime well past the 2 s writing grace
+from tests.support.second_user import run_unprivileged
+from tests.support.watch import OLD, make_hostile
 
 
 def _sema(pid: int, tag: str = "t") -> str:
@@ -161,29 +156,6 @@ def test_overlapping_specs_list_each_path_once(lockdir: Path) -> None:
 # -- hostile and odd entries -----------------------------------------------------------------
 
 
-def make_hostile(d: Path) -> dict[str, str]:
-    """Create every odd entry; return name -> words its reason must contain."""
-    os.mkfifo(d / "x.lock")
-    (d / "dangling.lock").symlink_to(d / "nowhere")
-    (d / "loop-a.lock").symlink_to(d / "loop-b.lock")
-    (d / "loop-b.lock").symlink_to(d / "loop-a.lock")
-    with open(d / "big.lock", "wb") as f:
-        f.truncate(100 * 1024 * 1024)  # sparse 100 MB
-    (d / "garbage.lock").write_bytes(bytes(range(256)) * 4)
-    os.utime(d / "garbage.lock", (OLD, OLD))
-    (d / "y.lock").mkdir()
-    (d / "loopdir").symlink_to(d)  # a directory symlink loop for recursive walks
-    return {
-        "x.lock": "FIFO",
-        "dangling.lock": "symbolic link",
-        "loop-a.lock": "symbolic link",
-        "loop-b.lock": "symbolic link",
-        "big.lock": "larger than",
-        "garbage.lock": "",
-        "y.lock": "directory",
-    }
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("recursive", [False, True])
 def test_hostile_entries_never_hang_or_crash(lockdir: Path, recursive: bool) -> None:
@@ -197,31 +169,6 @@ def test_hostile_entries_never_hang_or_crash(lockdir: Path, recursive: bool) -> 
         assert st.error and words in " ".join(texts(st.reasons)), (name, texts(st.reasons))
     # nothing was found through the directory symlink
     assert not [p for p in statuses if "loopdir" in p]
-
-
-@pytest.fixture
-def shared_tmp() -> Iterator[Path]:
-    """A temp directory an unprivileged user can enter (pytest's tmp_path is 0700 root)."""
-    d = Path(tempfile.mkdtemp(prefix="lockwarden-test-"))
-    d.chmod(0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def run_unprivileged(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run Python ``code`` as user/group 65534 (nobody) with setpriv; skip when impossible."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root to switch to an unprivileged user")
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) is not installed")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(
-        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
-        capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT),
-    )
 
 
 def test_unreadable_file_as_unprivileged_user(shared_tmp: Path) -> None:

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from collections import namedtuple
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,102 +26,24 @@ from core.config import WatchSpec
 from core.reasons import Reason, render_all
 from core.record import Liveness, LockStatus, State
 from core.watch.watcher import (
-    ChangeSet,
     DirStatus,
     Watcher,
     filesystem_of,
     is_network_fs,
     same_verdict,
 )
-from tests.core.watch.test_scan import ROOT, make_hostile, run_unprivileged, shared_tmp  # noqa: F401
-
-WAIT = 20.0  # seconds: generous, the machine is shared
-
-
-def sema_text(pid: int, tag: str = "t", timestamp: float | None = None) -> str:
-    ts = int(time.time() if timestamp is None else timestamp)
-    return f"pid={pid}\ntimestamp={ts}\ntag={tag}\n"
-
-
-class Recorder:
-    """Collects change sets and directory statuses; keeps a model of the inventory."""
-
-    def __init__(self) -> None:
-        self.q: queue.Queue[ChangeSet] = queue.Queue()
-        self.dq: queue.Queue[list[DirStatus]] = queue.Queue()
-        self.sets: list[ChangeSet] = []
-        self.model: dict[str, LockStatus] = {}
-        self.dirs: list[DirStatus] = []
-
-    def on_change(self, cs: ChangeSet) -> None:
-        self.q.put(cs)
-
-    def on_dirs(self, dirs: list[DirStatus]) -> None:
-        self.dq.put(dirs)
-
-    def apply(self, cs: ChangeSet) -> None:
-        self.sets.append(cs)
-        for s in cs.added:
-            assert s.path not in self.model, f"added twice: {s.path}"
-            self.model[s.path] = s
-        for s in cs.changed:
-            assert s.path in self.model, f"changed before added: {s.path}"
-            self.model[s.path] = s
-        for s in cs.removed:
-            assert s.path in self.model, f"removed but never added: {s.path}"
-            del self.model[s.path]
-
-    def until(self, pred: Callable[[dict[str, LockStatus]], bool], timeout: float = WAIT,
-              what: str = "") -> list[ChangeSet]:
-        """Apply change sets until ``pred(model)``; return the sets that arrived meanwhile."""
-        got: list[ChangeSet] = []
-        deadline = time.monotonic() + timeout
-        while not pred(self.model):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"timed out waiting for {what or pred}; model: "
-                                     f"{ {p: s.state.value for p, s in self.model.items()} }")
-            try:
-                cs = self.q.get(timeout=left)
-            except queue.Empty:
-                continue
-            self.apply(cs)
-            got.append(cs)
-        return got
-
-    def until_dirs(self, pred: Callable[[list[DirStatus]], bool], timeout: float = WAIT) -> None:
-        deadline = time.monotonic() + timeout
-        while not pred(self.dirs):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"timed out waiting for directory status; last {self.dirs}")
-            try:
-                self.dirs = self.dq.get(timeout=left)
-            except queue.Empty:
-                continue
-
-
-@pytest.fixture
-def watch() -> Iterator[Callable[..., tuple[Watcher, Recorder]]]:
-    made: list[Watcher] = []
-
-    def make(specs: list[WatchSpec], **kw: Any) -> tuple[Watcher, Recorder]:
-        rec = Recorder()
-        w = Watcher(specs, rec.on_change, on_dirs=rec.on_dirs, **kw)
-        made.append(w)
-        w.start()
-        rec.model = {s.path: s for s in w.snapshot()}
-        return w, rec
-
-    yield make
-    for w in made:
-        w.close()
-
-
-def write(path: Path, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
-
+from tests.support.cli import ROOT
+from tests.support.clock import age_after_boot
+from tests.support.second_user import run_unprivileged
+from tests.support.watch import (
+    HOLDER,
+    WAIT,
+    Recorder,
+    holder_dies,
+    make_hostile,
+    sema_text,
+    write,
+)
 
 # -- the basic file operations ---------------------------------------------------------------
 
@@ -160,7 +81,7 @@ def test_create_modify_replace_delete(watch: Any, lockdir: Path) -> None:
     assert w.snapshot() == []
 
 
-def test_chmod_as_unprivileged_watcher(shared_tmp: Path) -> None:  # noqa: F811
+def test_chmod_as_unprivileged_watcher(shared_tmp: Path) -> None:
     """chmod 000 makes the lock unreadable to the (unprivileged) watcher; chmod back heals."""
     lock = shared_tmp / "c.lock"
     write(lock, sema_text(os.getpid()))
@@ -231,27 +152,7 @@ def test_chmod_as_unprivileged_watcher(shared_tmp: Path) -> None:  # noqa: F811
 # -- time and liveness without file events ---------------------------------------------------
 
 
-HOLDER = """
-import os, sys, time
-from datetime import UTC, datetime
-import psutil
-from core.formats import sema
-from core.verdicts.liveness import hostname
-path = sys.argv[1]
-rec = sema.make_record(path, pid=os.getpid(), timestamp=datetime.now(UTC), tag="holder",
-                       host=hostname(), start=psutil.Process().create_time(), token="ab" * 16)
-tmp = path + ".partial"
-with open(tmp, "wb") as f:
-    f.write(sema.serialize(rec))
-    f.flush()
-    os.fsync(f.fileno())
-os.link(tmp, path)
-os.unlink(tmp)
-print("ready", flush=True)
-time.sleep(600)
-"""
-
-
+@pytest.mark.slow
 def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path) -> None:
     _w, rec = watch([WatchSpec(str(lockdir))])
     p = str(lockdir / "held.lock")
@@ -284,28 +185,7 @@ def test_killed_holder_turns_stale_without_file_event(watch: Any, lockdir: Path)
     print(f"killed holder seen stale after {elapsed:.2f} s (liveness tick: 2 s)")
 
 
-def holder_dies(rec: Any, p: str) -> int:
-    """A real process takes the lock ``p`` (:data:`HOLDER`); once ``rec`` (the ``watch``
-    fixture's recorder) sees it alive, it is SIGKILLed, and this returns its PID when ``rec``
-    sees the lock stale with its holder dead."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, p], stdout=subprocess.PIPE,
-                             text=True, env=env)
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "ready"
-        rec.until(lambda m: p in m and m[p].liveness is Liveness.ALIVE, what="live holder")
-        child.kill()
-        child.wait(timeout=WAIT)
-        rec.until(lambda m: m[p].state is State.STALE, what="stale after the next pass")
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert rec.model[p].liveness is Liveness.DEAD
-    return child.pid
-
-
+@pytest.mark.slow
 def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
     """A holder that starts after one liveness snapshot and dies before the next is in
     neither: it was judged alive by a direct look-up, and must still be re-judged."""
@@ -313,6 +193,7 @@ def test_holder_dying_between_two_snapshots(watch: Any, lockdir: Path) -> None:
     holder_dies(rec, str(lockdir / "brief.lock"))
 
 
+@pytest.mark.slow
 def test_ttl_lock_expires_on_time_without_file_event(watch: Any, lockdir: Path) -> None:
     from core.formats import serialize, taskmcp
 
@@ -416,6 +297,7 @@ def test_own_name_filter_recursive(watch: Any, lockdir: Path) -> None:
 # -- directories ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_missing_directory_appears_and_is_recreated(watch: Any, tmp_path: Path) -> None:
     d = tmp_path / "later"
     w, rec = watch([WatchSpec(str(d))])
@@ -435,6 +317,7 @@ def test_missing_directory_appears_and_is_recreated(watch: Any, tmp_path: Path) 
     rec.until(lambda m: str(d / "c.lock") in m, what="event in re-created directory")
 
 
+@pytest.mark.slow
 def test_directory_recreated_at_once(watch: Any, tmp_path: Path) -> None:
     """Deleted and re-created before the watcher looks (often with the same inode number):
     the dead watch is replaced all the same."""
@@ -451,6 +334,7 @@ def test_directory_recreated_at_once(watch: Any, tmp_path: Path) -> None:
         rec.until(lambda m, i=i: str(d / f"c{i}.lock") in m, what=f"event in round {i}")
 
 
+@pytest.mark.slow
 def test_polling_on(watch: Any, lockdir: Path) -> None:
     w, rec = watch([WatchSpec(str(lockdir), polling="on")])
     [ds] = w.dir_status()
@@ -510,7 +394,8 @@ w.close()
 """
 
 
-def test_inotify_instances_exhausted_falls_back_to_polling(shared_tmp: Path) -> None:  # noqa: F811
+@pytest.mark.slow
+def test_inotify_instances_exhausted_falls_back_to_polling(shared_tmp: Path) -> None:
     """As user nobody (so only that user's 128 inotify instances are used up), the watcher
     cannot get an inotify instance and polls instead, and says so."""
     if not sys.platform.startswith("linux"):
@@ -541,7 +426,7 @@ def test_inotify_instances_exhausted_falls_back_to_polling(shared_tmp: Path) -> 
     assert proc.returncode == 0
 
 
-def test_unreadable_directory_is_an_error(shared_tmp: Path) -> None:  # noqa: F811
+def test_unreadable_directory_is_an_error(shared_tmp: Path) -> None:
     locked = shared_tmp / "locked"
     locked.mkdir()
     locked.chmod(0o700)  # root's: nobody cannot list it
@@ -612,14 +497,15 @@ def test_set_specs_without_restart(watch: Any, tmp_path: Path) -> None:
     a.mkdir()
     b.mkdir()
     write(a / "1.lock", sema_text(os.getpid()))
-    old = time.time() - 60
-    write(b / "2.lock", sema_text(999_999_999 % 4_000_000 + 4_000_000, timestamp=old))
+    age = age_after_boot(60)  # older would predate this host's boot: stale under any policy
+    write(b / "2.lock", sema_text(999_999_999 % 4_000_000 + 4_000_000,
+                                  timestamp=time.time() - age + 1))
     w, rec = watch([WatchSpec(str(a))])
     assert set(rec.model) == {str(a / "1.lock")}
     w.set_specs([WatchSpec(str(a)), WatchSpec(str(b))])
     rec.until(lambda m: str(b / "2.lock") in m, what="second directory")
     assert rec.model[str(b / "2.lock")].state is State.HELD  # dead pid, but only 60 s old
-    w.set_specs([WatchSpec(str(b), stale_after=30)])
+    w.set_specs([WatchSpec(str(b), stale_after=age / 2)])
     rec.until(lambda m: str(a / "1.lock") not in m
               and m[str(b / "2.lock")].state is State.STALE, what="new policy")
     assert [d.path for d in w.dir_status()] == [str(b)]

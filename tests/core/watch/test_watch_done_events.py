@@ -16,7 +16,7 @@ import pytest
 import core.watch.watcher
 from core.config import WatchSpec
 from core.watch.watcher import Watcher
-from tests.core.watch.test_watch import Recorder, sema_text, watch, write  # noqa: F401
+from tests.support.watch import Recorder, sema_text, write
 
 Make = Callable[..., tuple[Watcher, Recorder]]
 
@@ -26,14 +26,14 @@ def _no_debounce_in_sight(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core.watch.watcher, "DEBOUNCE", 3600.0)
 
 
-def test_a_file_closed_after_writing_is_reported_at_once(watch: Make, lockdir: Path) -> None:  # noqa: F811
+def test_a_file_closed_after_writing_is_reported_at_once(watch: Make, lockdir: Path) -> None:
     _w, rec = watch([WatchSpec(str(lockdir))])
     path = lockdir / "a.lock"
     write(path, sema_text(os.getpid()))
     rec.until(lambda m: str(path) in m, what="a.lock added")
 
 
-def test_renamed_in_and_deleted_are_reported_at_once(watch: Make, lockdir: Path) -> None:  # noqa: F811
+def test_renamed_in_and_deleted_are_reported_at_once(watch: Make, lockdir: Path) -> None:
     _w, rec = watch([WatchSpec(str(lockdir))])
     tmp, path = lockdir / "x.tmp", lockdir / "b.lock"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -45,7 +45,7 @@ def test_renamed_in_and_deleted_are_reported_at_once(watch: Make, lockdir: Path)
     rec.until(lambda m: str(path) not in m, what="b.lock removed")
 
 
-def test_a_later_close_brings_a_debounced_path_forward(watch: Make, lockdir: Path) -> None:  # noqa: F811
+def test_a_later_close_brings_a_debounced_path_forward(watch: Make, lockdir: Path) -> None:
     _w, rec = watch([WatchSpec(str(lockdir))])
     path = lockdir / "c.lock"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)  # IN_CREATE: debounced (an hour)

@@ -16,10 +16,10 @@ from typing import Any
 from core.config import WatchSpec
 from core.record import Liveness
 from core.watch.processes import holders_snapshot
-from tests.core.watch.test_watch import holder_dies, sema_text, watch, write  # noqa: F401
+from tests.support.watch import holder_dies, sema_text, write
 
 
-def test_a_pass_looks_up_the_few_holders_only(watch: Any, lockdir: Path) -> None:  # noqa: F811
+def test_a_pass_looks_up_the_few_holders_only(watch: Any, lockdir: Path) -> None:
     mine = lockdir / "mine.lock"
     write(mine, sema_text(os.getpid()))
     # no exit notification (exit_budget=0): the pass checks every holder (with notifications
@@ -35,7 +35,7 @@ def test_a_pass_looks_up_the_few_holders_only(watch: Any, lockdir: Path) -> None
         assert os.getpid() in procs
 
 
-def test_a_pid_the_holders_snapshot_lacks_is_looked_up(watch: Any,  # noqa: F811
+def test_a_pid_the_holders_snapshot_lacks_is_looked_up(watch: Any,
                                                        lockdir: Path) -> None:
     """An entry judged again (its deadline, its holder changed) against a snapshot of the
     other holders only is not called dead for being absent from it."""

@@ -24,7 +24,7 @@ from core.config import WatchSpec
 from core.watch import tree
 from core.watch.sources import EventHandler
 from core.watch.watched_dir import WatchedDir
-from tests.core.watch.test_watch import WAIT, sema_text, watch, write  # noqa: F401  (the fixture)
+from tests.support.watch import WAIT, sema_text, write
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -67,6 +67,7 @@ def test_a_busy_directory_of_other_files_hands_nothing_on(tmp_path: Path) -> Non
         tw.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("busy_gap", [0.0, tree.BUSY_GAP])
 def test_only_a_reader_given_a_busy_gap_waits_in_a_busy_directory(
         tmp_path: Path, busy_gap: float) -> None:
@@ -93,7 +94,7 @@ def test_only_a_reader_given_a_busy_gap_waits_in_a_busy_directory(
         tw.stop()
 
 
-def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
@@ -107,7 +108,7 @@ def test_plain_directories_need_no_watchdog_thread(watch: Any, tmp_path: Path) -
     rec.until(lambda m: not m, what="its deletion")
 
 
-def test_the_root_moved_away_is_seen_at_once(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_the_root_moved_away_is_seen_at_once(watch: Any, tmp_path: Path) -> None:
     """No liveness pass or rescan comes (both an hour away): the root's own move is the
     event that detaches it (watchdog never reported a watched root's move)."""
     d = tmp_path / "locks"
@@ -120,7 +121,8 @@ def test_the_root_moved_away_is_seen_at_once(watch: Any, tmp_path: Path) -> None
     rec.until_dirs(lambda ds: bool(ds) and ds[0].mode == "missing")
 
 
-def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.slow
+def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: Path) -> None:
     d = tmp_path / "locks"
     d.mkdir()
     write(d / "a.lock", sema_text(os.getpid()))
@@ -134,7 +136,7 @@ def test_the_root_deleted_and_made_again_is_watched_again(watch: Any, tmp_path: 
     rec.until(lambda m: str(d / "c.lock") in m, what="an event in the new directory")
 
 
-def test_an_overflow_rescans_a_plain_directory(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_an_overflow_rescans_a_plain_directory(watch: Any, tmp_path: Path) -> None:
     """A lock whose event was lost (the kernel's queue overflowed: handed to the reader's
     delivery as the kernel's ``IN_Q_OVERFLOW``, wd -1) is found by the rescan the overflow
     starts, long before the periodic one (an hour away)."""
@@ -163,7 +165,7 @@ def test_an_overflow_rescans_a_plain_directory(watch: Any, tmp_path: Path) -> No
     rec.until(lambda m: str(lost) in m, what="the lock whose event was lost")
 
 
-def test_two_specs_on_one_directory_both_hear_it(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_two_specs_on_one_directory_both_hear_it(watch: Any, tmp_path: Path) -> None:
     """One inotify watch descriptor for the directory, two handlers on it."""
     d = tmp_path / "locks"
     d.mkdir()
@@ -180,7 +182,7 @@ def test_two_specs_on_one_directory_both_hear_it(watch: Any, tmp_path: Path) -> 
     rec.until(lambda m: str(d / "c.pid") in m, what="the other spec still hears the directory")
 
 
-def test_a_symlinked_root_reports_under_its_configured_path(watch: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_symlinked_root_reports_under_its_configured_path(watch: Any, tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
     link = tmp_path / "link"

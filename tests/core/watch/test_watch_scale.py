@@ -7,10 +7,13 @@ import gc
 import time
 from pathlib import Path
 
+import pytest
+
 from core.config import WatchSpec
 from core.watch.watcher import Watcher
 
 
+@pytest.mark.slow
 def test_start_pauses_the_garbage_collector(tmp_path: Path) -> None:
     """No collection runs during the scan of ``Watcher.start`` of 3,000 locks (each would
     walk every entry kept so far; without the pause there are hundreds), at most one on
