@@ -110,7 +110,8 @@ def test_holders_are_named_and_mine_marked(make_app: Any, lockdir: Path, qtbot: 
         assert w.select_path(str(kernel))
         assert w.detail.values["Holder"].text() == f"mine — flock (PID {flock.pid}, user {ME})"
         assert w.detail.values["PID"].text() == str(flock.pid)
-        assert w.detail.values["Liveness"].text() == "alive"
+        liveness = w.detail.values["Liveness"].text()  # and which way it is followed
+        assert liveness.startswith("alive — liveness "), liveness
         lw.tray.rebuild_menu()
         titles = [a.text() for a in lw.tray.menu.actions() if a.menu() is not None]
         assert any(t.startswith("deploy.lock") and "mine" in t for t in titles), titles

@@ -19,10 +19,7 @@ from pathlib import Path
 import pytest
 
 from core.kernel.usage import who_uses
-
-ROOT = Path(__file__).resolve().parents[3]
-LW = [sys.executable, "-m", "core"]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+from tests.support.cli import ENV, LW
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
