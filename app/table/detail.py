@@ -90,6 +90,7 @@ class DetailPane(QWidget):
     (:func:`core.tools.force_words`: on a server its action there; a file removed or kept in
     the trash); times are local, UTC in their tooltips."""
 
+    # Long: the pane's widgets, laid out once, in the order they appear.
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.values: dict[str, QLabel] = {}

@@ -108,6 +108,7 @@ class Printer:
                          f"{time.strftime('%H:%M:%S')}  dir      {d.path}  {d.mode}{msg}")
 
 
+# Long: one loop owns the watcher's start, its signals and its orderly stop.
 def watch(specs: list[WatchSpec], out: Out,
           policy_of: Callable[[str], dict[str, object]] | None = None,
           recorder: Recorder | None = None, *, tree_watch_limit: int | None = None,
