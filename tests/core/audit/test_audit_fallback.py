@@ -187,7 +187,7 @@ def test_unwritable_directory_as_unprivileged_user(world_tmp: Path) -> None:
     site = world_tmp / "site"
     site.mkdir()
     ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(Path(audit.__file__).parent, site / "core", ignore=ignore)
+    shutil.copytree(Path(audit.__file__).parents[1], site / "core", ignore=ignore)  # all of core
     shutil.copytree(Path(platformdirs.__file__).parent, site / "platformdirs", ignore=ignore)
     for p in [site, *site.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
