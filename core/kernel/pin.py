@@ -27,7 +27,7 @@ Rules:
 - Mutual exclusion never depends on it: the lock is still the file (link/``O_EXCL``,
   docs/engine.md). Removing a pinned file (a force release) breaks nothing, so unlike other
   kernel-locked files a pinned Lockwarden lock may be force-released
-  (:func:`core.engine.refusals.refuse_not_a_lock`).
+  (:func:`core.engine.gate.ask`).
 - Only a lock whose recorded holder is this process is pinned (a lock taken for another PID
   is not: the pin would outlive or predecease that holder).
 - One holder hands a pin on: ``lockwarden run`` gives its command a description of its own
