@@ -91,6 +91,21 @@ class Code(enum.StrEnum):
     FLEET_HOST_SILENT = "fleet_host_silent"  # host, silent_s
     FLEET_PID_UNREPORTED = "fleet_pid_unreported"  # host, pid
     FLEET_HOST_UNTRUSTED = "fleet_host_untrusted"  # host, why
+    # the engine's gate: what an operation may do with what is at a lock's path
+    # (core.engine.gate, docs/engine.md "The gate")
+    LEDGER_CLAIM = "ledger_claim"  # node
+    KERNEL_ANCHOR = "kernel_anchor"  # tool, held
+    KERNEL_HELD = "kernel_held"  # pid
+    KERNEL_UNKNOWN = "kernel_unknown"
+    NOT_A_LOCK = "not_a_lock"  # detail
+    AF_CLAIM_NOT_WRITTEN = "af_claim_not_written"
+    TOOL_LOCK_KEPT = "tool_lock_kept"  # format
+    EMPTY_PUT_BACK = "empty_put_back"  # mode
+    EMPTIED_ON_RELEASE = "emptied_on_release"  # mode
+    PATH_TAKEN = "path_taken"
+    LEFTOVER = "leftover"  # kind, pid
+    NOT_A_LEFTOVER = "not_a_leftover"
+    PEER_OPENED = "peer_opened"  # pid, name, count
 
 
 class UnreadableKind(enum.StrEnum):

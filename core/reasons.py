@@ -470,6 +470,47 @@ _WORDS: dict[Code, object] = {
     Code.RESETS_ROW: lambda r: (
         f"reset row id {r.get('id')} of table {r.get('table')} (LOCKED = false), "
         "as Liquibase's releaseLocks does"),
+    Code.LEDGER_CLAIM: lambda r: (
+        "it is a claim in an af ledger; only af changes its ledger: "
+        f"`af release {r.get('node') or 'NODE'}`"),
+    Code.KERNEL_ANCHOR: lambda r: (
+        f"it is {r.get('tool')}'s kernel-lock anchor ("
+        + ("held now" if r.get("held") else "not held now")
+        + "; only the kernel knows): deleting or replacing it would let a second holder in"),
+    Code.KERNEL_HELD: lambda r: (
+        (f"PID {r.get('pid')}" if r.get("pid") is not None else "a process")
+        + " holds a kernel lock on it; deleting or replacing the file would not release it "
+        "and would let a second holder in ("
+        + (f"end PID {r.get('pid')} if it hangs: kill {r.get('pid')}"
+           if r.get("pid") is not None else "end its holder if it hangs") + ")"),
+    Code.KERNEL_UNKNOWN: (
+        "Lockwarden never deletes or replaces a file while it cannot tell whether a kernel "
+        "lock holds it"),
+    Code.NOT_A_LOCK: lambda r: (
+        f"not a lock file ({r.get('detail') or 'no lock format reads it'}); Lockwarden never "
+        "removes or replaces a file it cannot read as a lock"),
+    Code.AF_CLAIM_NOT_WRITTEN: (
+        "it is an af claim; Lockwarden does not write af claims (force-release it instead)"),
+    Code.TOOL_LOCK_KEPT: lambda r: (
+        f"it is a {r.get('format')} lock; its tool would take a Lockwarden lock in its place "
+        "for its own and wait for ever (release it instead: the tool's own safe action)"),
+    Code.EMPTY_PUT_BACK: lambda r: (
+        f"an empty file (mode {r.get('mode')}): taken over holding its kernel locks, and put "
+        "back empty, with its mode and time, when the lock is released"),
+    Code.EMPTIED_ON_RELEASE: lambda r: (
+        f"this lock replaced an empty file: releasing it empties the file in place (mode "
+        f"{r.get('mode')}), as it was"),
+    Code.PATH_TAKEN: "the path is taken again",
+    Code.LEFTOVER: lambda r: (
+        f"a .lw{r.get('kind')} file the engine left behind (its writer, PID {r.get('pid')}, "
+        "is gone)"),
+    Code.NOT_A_LEFTOVER: (
+        "not a leftover of the engine (young, still linked as a lock, or its writer runs)"),
+    Code.PEER_OPENED: lambda r: (
+        f"PID {r.get('pid')}" + (f" ({r.get('name')})" if r.get("name") else "")
+        + (f" and {int(str(r.get('count'))) - 1} more" if _more_than_one(r.get("count")) else "")
+        + " has it open, to write it or to lock it; removing it now would let that process "
+        "lock a file that no longer exists"),
     # etcd cannot tell whether a keepalive renews the lease (`lockwarden reclaim` takes one
     # nobody renews): say when it ends, not that it is renewed
     Code.LEASE: lambda r: (

@@ -36,7 +36,7 @@ from app.bridges.remote_poller import RemotePoller
 from app.bridges.watch_bridge import WatchBridge
 from app.startup import autostart
 from app.style.theme import apply_theme
-from app.table.lockinfo import is_remote, not_a_lock_file, status_now
+from app.table.lockinfo import is_remote, status_now
 from app.table.model import LockTableModel
 from core.config import Config
 from core.record import LockStatus, State
@@ -47,6 +47,14 @@ if TYPE_CHECKING:  # the dialogs are imported when one first opens (docs/perform
     from app.dialogs import AcquireDialog, AcquireRequest, AuditDialog, SettingsDialog
     from app.dialogs.who import WhoDialog
     from core.engine.trash import Kept
+
+
+_REFUSAL_TITLES = {"kernel_lock": "Kernel lock", "ledger_claim": "Read-only lock",
+                   "not_a_lock": "Not a lock file", "unreadable": "Not a lock file",
+                   "not_writable": "Not replaced", "unsaved": "Unsaved changes",
+                   "held": "Held"}
+"""Message box titles of the gate's refusals, by :class:`core.codes.ReadOnlyKind` or
+:class:`core.engine.gate.Refusal` value."""
 
 
 def unexpected(exc: BaseException) -> str:
@@ -258,10 +266,13 @@ class Commands(QObject):
 
     # -- reclaim and force release ------------------------------------------------------------
 
-    def _breakable(self, path: str, nothing_title: str) -> LockStatus | None:
+    def _breakable(self, path: str, nothing_title: str, *,
+                   reclaim: bool) -> LockStatus | None:
         """The status of a lock this app may break, or ``None`` after telling the user why
-        not (free now, held by this app -- Release it instead --, a read-only ledger claim,
-        or not a lock file at all)."""
+        not: free now, held by this app (Release it instead), or what the engine's gate
+        refuses to replace (``reclaim``) or remove -- a claim in an af ledger, a kernel lock,
+        what is not a lock file... (:func:`core.engine.gate.ask`; unsaved work is asked about
+        by the Force release dialog, which can discard it by name)."""
         st = self.status_for(path)
         if st is None:
             self.show_error(nothing_title, f"{path} is free now.")
@@ -270,18 +281,16 @@ class Commands(QObject):
             self.show_error("Held by this Lockwarden", f"{printable(path)} is held by this "
                             "Lockwarden: use Release to give it back.")
             return None
-        if st.anchor_tool:
-            self.show_error("Kernel lock", f"{path} is {st.anchor_tool}'s kernel-lock anchor: "
-                                           "only the kernel knows whether it is held, and "
-                                           "Lockwarden never deletes or replaces it.")
-            return None
-        if st.read_only:
-            self.show_error("Read-only lock", f"{path} is managed by its ledger; Lockwarden "
-                                              "does not change it.")
-            return None
-        if not_a_lock_file(st):
-            self.show_error("Not a lock file", f"{path} {st.error}; Lockwarden does not "
-                                               "touch it.")
+        if is_remote(path):
+            return st
+        from core.engine import gate
+
+        intent = gate.Intent.FORCE_RECLAIM if reclaim else gate.Intent.FORCE_RELEASE
+        answer = gate.ask(path, st, intent, discard_unsaved=not reclaim, kernel=False)
+        if answer.act is gate.Act.REFUSE:
+            why = str(answer.kind or answer.refusal or "")
+            self.show_error(_REFUSAL_TITLES.get(why, "Not changed"),
+                            f"{printable(path)}: {answer.words()}.")
             return None
         return st
 
@@ -291,7 +300,7 @@ class Commands(QObject):
         holder's lock is a forced decision, docs/gui.md "Window"). Returns the dialog
         (``None`` if the lock cannot be reclaimed; the user was told why)."""
         from app.dialogs import force_dialog, reclaim_dialog
-        st = self._breakable(path, "Nothing to reclaim")
+        st = self._breakable(path, "Nothing to reclaim", reclaim=True)
         if st is None:
             return None
         light = st.state is State.STALE
@@ -315,7 +324,7 @@ class Commands(QObject):
         the user was told why)."""
         from app.dialogs import force_dialog, unsaved_dialog
         from core.verdicts.unsaved import unsaved_changes
-        st = self._breakable(path, "Nothing to release")
+        st = self._breakable(path, "Nothing to release", reclaim=False)
         if st is None:
             return None
         if st.empty_free:

@@ -125,7 +125,7 @@ def reclaimable(st: LockStatus) -> bool:
     """True when the engine may replace this lock with one of its own (the Reclaim action):
     a lock file it reads, not being written, not free (an empty file nobody holds is taken
     by Acquire…, or removed), not read-only, and not an af claim or a developer tool's lock,
-    which their tool would mistake (core.engine.refusals.refuse_read_only)."""
+    which their tool would mistake (core.engine.gate.ask)."""
     rec = st.record
     return (not st.read_only and not not_a_lock_file(st)
             and st.state not in (State.WRITING, State.FREE)
@@ -136,7 +136,7 @@ def reclaimable(st: LockStatus) -> bool:
 def forceable(st: LockStatus) -> bool:
     """True when a forced release may remove the file (the Force release action): a lock file,
     not read-only, and not held by a kernel lock -- deleting that file would not release it
-    and would let a second holder in (core.engine.refusals.refuse_not_a_lock)."""
+    and would let a second holder in (core.engine.gate.ask)."""
     return not st.read_only and not not_a_lock_file(st) and not st.kernel_held
 
 

@@ -34,11 +34,16 @@ def cmd_clean(args: argparse.Namespace, out: Out) -> int:
             removed.append(path)
             continue
         try:
-            if not remove_leftover(path):
-                continue
+            done = remove_leftover(path)
         except OSError as exc:
             out.note(f"{path}: not removed: {exc.strerror}")
             continue
+        if not done.removed:
+            if done.why:
+                out.note(f"{path}: not removed: {done.why}")
+            continue
+        if done.kept is not None:
+            out.note(f"{path}: kept in {done.kept.where()}: it held another tool's content")
         removed.append(path)
     if out.json:
         out.data({"removed": removed, "dry_run": bool(args.dry_run)})

@@ -15,29 +15,31 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple
 
 from core import formats
 from core.defaults import MAX_TTL, MIN_REFRESH_INTERVAL
-from core.engine import operations, publish, refusals, waiting
+from core.engine import gate, operations, publish, waiting
 from core.engine.audited import holder_summary, record_audit
+from core.engine.gate import Act, EmptyFile, Intent
 from core.engine.operations import (
     describe,
     force_release,
     resolve_policy,
 )
 from core.engine.publish import Outcome, Staged
-from core.engine.remove import remove_if
+from core.engine.remove import empty_if, remove_if
 from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockHeld, LockLost, LockTimeout
 from core.formats import Built, Reclaimed, WriteRequest
 from core.formats.writing import check_tag
-from core.fsutil import fsync_dir, refuse_unreadable, validate_lock_path
+from core.fsutil import fsync_dir, validate_lock_path
 from core.kernel import pin as holder_pin
 from core.reasons import render_all
-from core.record import WRITABLE_FORMATS, LockRecord, LockStatus, State
+from core.record import WRITABLE_FORMATS, FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect
 
@@ -52,16 +54,24 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _exactly(held: _Held) -> Callable[[bytes, FileInfo], bool]:
+    """The check a holder's own release makes: the same inode and exactly the bytes this
+    acquisition wrote (they contain its token)."""
+    return lambda d, i: d == held.data and (i.ino, i.dev) == held.ident
+
+
 class _Held(NamedTuple):
     """One acquisition, as long as it is ours: its token, the record and bytes written (the
-    last refresh's), the lock file's ``(inode, device)``, and the descriptor of the holder's
-    pin on it (:mod:`core.kernel.pin`; ``None``: not pinned)."""
+    last refresh's), the lock file's ``(inode, device)``, the descriptor of the holder's
+    pin on it (:mod:`core.kernel.pin`; ``None``: not pinned), and the empty file it replaced
+    (put back on release; refreshes keep recording it)."""
 
     token: str
     record: LockRecord
     data: bytes
     ident: tuple[int, int]
     pin: int | None = None
+    emptied: EmptyFile | None = None
 
 
 class Lock:
@@ -178,14 +188,16 @@ class Lock:
         return self.holder_pid if self.holder_pid is not None else os.getpid()
 
     def _build(self, token: str, reclaimed: Reclaimed | None = None,
-               acquired: datetime | None = None) -> Built:
+               acquired: datetime | None = None, emptied: EmptyFile | None = None) -> Built:
         """This lock's file for acquisition ``token``; ``acquired``: for a renewal, when the
         lock was first taken (its age counts from then: docs/formats.md, "Refresh: age and
-        expiry")."""
+        expiry"); ``emptied``: the empty file it replaces, put back on release
+        (docs/engine.md, "Empty files")."""
         holder = self._holders.holder(self._pid(), self.path)
         request = WriteRequest(path=self.path, holder=holder, token=token, at=_now(),
                                tag=self.tag, ttl=self.ttl, reclaimed=reclaimed,
-                               acquired=acquired)
+                               acquired=acquired,
+                               emptied=emptied.text() if emptied is not None else None)
         return formats.build(self.format, request)
 
     # -- acquire --------------------------------------------------------------------------
@@ -231,26 +243,42 @@ class Lock:
         return self
 
     def _attempt(self, precheck: bool = False) -> LockStatus | None:
-        """One try: publish, or reclaim a stale lock. None when we now hold the lock, else
-        the verdict on the lock that stops us. ``precheck``: look first, so that waiters woken
-        together do not each write and fsync a temp file for a lock that is held again."""
-        if precheck and os.path.lexists(self.path):
+        """One try: publish, or take over what the gate lets an acquire take
+        (:func:`core.engine.gate.ask`: a stale lock, an empty file nobody holds or has open).
+        None when we now hold the lock, else the verdict on the lock that stops us.
+        ``precheck``: look first, so that waiters woken together do not each write and fsync
+        a temp file for a lock that is held again.
+
+        Raises:
+            ReadOnlyLock, UnsavedChanges, UnreadableError: the gate refuses what is there.
+        """
+        if (precheck and os.path.lexists(self.path)) or gate.virtual(self.path):
             seen = inspect(self.path, policy=self.policy)
-            if seen.state not in (State.FREE, State.STALE):
-                refuse_unreadable(self.path, seen)
-                return seen
-        token = publish.new_token()
-        built = self._build(token)
-        with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
-                           self.durable) as staged:
-            out = publish.publish_or_take_over(staged, self.policy)
-            if out.kind in ("published", "won"):
-                self._took_over(out, token, built, staged)
-                return None
+            answer = gate.ask(self.path, seen, Intent.ACQUIRE)
+            if answer.act is Act.REFUSE:
+                gate.refuse(self.path, answer, Intent.ACQUIRE)
+            if answer.act is Act.WAIT:
+                return answer.status or seen
+        emptied: EmptyFile | None = None
+        out: Outcome | None = None
+        for _ in range(publish.MAX_RETRIES):
+            token = publish.new_token()
+            built = self._build(token, emptied=emptied)
+            with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
+                               self.durable) as staged:
+                out = publish.publish_or_take_over(staged, self.policy, emptied)
+                if out.kind in ("published", "won"):
+                    self._took_over(out, token, built, staged, emptied=emptied)
+                    return None
+            if out.kind == "restage":  # it must record the empty file it replaces
+                emptied = out.emptied
+                continue
             if out.kind == "lost_race":
                 operations.audit_lost_race(self.path, self.format, out)
             assert out.status is not None  # "refused" and "lost_race" carry the verdict
             return out.status
+        assert out is not None and out.status is not None
+        return out.status
 
     def _took_over(
         self,
@@ -260,6 +288,7 @@ class Lock:
         staged: Staged,
         judge: operations.ReclaimJudge | None = None,
         reason: str | None = None,
+        emptied: EmptyFile | None = None,
     ) -> None:
         """Bookkeeping and audit once the path holds our lock: ``acquire`` when it was free
         (``out.kind == "published"``), ``reclaim`` naming the displaced lock when we replaced
@@ -268,7 +297,8 @@ class Lock:
         published = out.kind == "published"
         ident = publish.settle(staged, linked=published)
         with self._mutex:
-            self._held = _Held(token, built.record, built.data, ident, self._pin(ident))
+            self._held = _Held(token, built.record, built.data, ident, self._pin(ident),
+                               emptied)
             self._owner_thread = threading.get_ident()
             self.lost.clear()
             self.reclaimed_from = None
@@ -312,31 +342,42 @@ class Lock:
 
     # -- reclaim ------------------------------------------------------------------------------
     def _reclaim(self, *, force: bool, reason: str | None) -> Lock:
-        """Break the lock at the path and hold it (see :func:`core.engine.reclaiming.reclaim`)."""
+        """Break the lock at the path and hold it (see :func:`core.engine.reclaiming.reclaim`):
+        what the gate lets a reclaim take (:func:`core.engine.gate.ask`,
+        :attr:`~core.engine.gate.Intent.RECLAIM` judged by a
+        :class:`~core.engine.operations.ReclaimJudge`, or
+        :attr:`~core.engine.gate.Intent.FORCE_RECLAIM`)."""
         with self._mutex:
             if self.is_held:
                 raise LockError(f"{self.path} is already held by this Lock object")
         judge = operations.ReclaimJudge(self.policy, force)
+        intent = Intent.FORCE_RECLAIM if force else Intent.RECLAIM
         status: LockStatus | None = None
         for _ in range(publish.MAX_RETRIES):
             status = inspect(self.path, policy=self.policy)
             if not status.present:  # a free kernel-lock anchor is refused below, never taken
                 return self.acquire(blocking=False)
-            refuse_unreadable(self.path, status)
-            refusals.refuse_not_a_lock(self.path, status, "reclaim")
-            refusals.refuse_read_only(self.path, status)
-            if not judge(status):
+            answer = gate.ask(self.path, status, intent, judge=judge)
+            if answer.act is Act.REFUSE:
+                gate.refuse(self.path, answer, intent)
+            if answer.act is not Act.TAKE_OVER:
                 judge.refuse(self.path, status, reason)
+            emptied = answer.emptied
             token = publish.new_token()
-            built = self._build(token, judge.reclaimed(status))
+            built = self._build(token, judge.reclaimed(status), emptied=emptied)
             keep = Disposal(self.path)  # a forced reclaim keeps a foreign file it replaces
+
+            def accept(st: LockStatus, emptied: EmptyFile | None = emptied) -> bool:
+                again = gate.ask(self.path, st, intent, judge=judge)
+                return again.act is Act.TAKE_OVER and again.emptied == emptied
+
             with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
                                durable=True) as staged:  # an explicit reclaim: made durable
-                out = publish.take_over(staged, status, judge, self.policy,
+                out = publish.take_over(staged, status, accept, self.policy,
                                         keep if force else None)
                 self.kept = keep.kept
                 if out.kind in ("published", "won"):
-                    self._took_over(out, token, built, staged, judge, reason)
+                    self._took_over(out, token, built, staged, judge, reason, emptied)
                     return self
             if out.kind == "lost_race":
                 operations.audit_lost_race(self.path, self.format, out, reason, self.kept)
@@ -345,7 +386,11 @@ class Lock:
                                f"{describe(out.status)}", out.status)
             if out.kind == "refused":
                 assert out.status is not None
-                judge.refuse(self.path, out.status, reason)
+                again = gate.ask(self.path, out.status, intent, judge=judge)
+                if again.act is Act.REFUSE:
+                    gate.refuse(self.path, again, intent)
+                if again.act is not Act.TAKE_OVER:
+                    judge.refuse(self.path, out.status, reason)
         raise LockHeld(f"{self.path} kept changing; reclaim gave up", status)
 
     # -- release ----------------------------------------------------------------------------
@@ -379,9 +424,18 @@ class Lock:
                     raise LockLost(f"{self.path}: this lock was lost earlier")
                 raise LockError(f"{self.path} is not held by this Lock object")
             self.notes = []
+            # the gate says how our own lock goes: removed, or -- when it replaced an empty
+            # file -- emptied in place as that file was (docs/engine.md, "Empty files")
+            answer = gate.ask(self.path, LockStatus(self.path, State.HELD, record=held.record),
+                              Intent.RELEASE, kernel=False)
+            holder_pin.unpin(held.pin)  # our own pin must not look like another user of it
+            self._held = held._replace(pin=None)
             try:
-                remove_if(self.path, lambda d, i: d == held.data and (i.ino, i.dev) == held.ident,
-                          notes=self.notes)
+                ours = _exactly(held)
+                if answer.act is Act.EMPTY_IT and answer.emptied is not None:
+                    empty_if(self.path, ours, answer.emptied, notes=self.notes)
+                else:
+                    remove_if(self.path, ours, notes=self.notes)
             except LockLost as exc:
                 self._drop()
                 self.lost.set()
@@ -390,7 +444,8 @@ class Lock:
                 raise
             self._drop()
             _audit(self.path, "release", format=self.format, durable=self.durable, details={
-                "token": held.token, **({"guard": self.notes[0]} if self.notes else {})})
+                "token": held.token, **({"guard": self.notes[0]} if self.notes else {}),
+                **({"emptied": answer.emptied.text()} if answer.emptied else {})})
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -418,7 +473,10 @@ class Lock:
             # renew for the same holder process: reuse its recorded start and identity (a
             # holder that died meanwhile must not be replaced by whoever has its PID)
             self._holders.keep(held.record)
-            built = self._build(held.token, acquired=held.record.acquired_at)
+            answer = gate.ask(self.path, LockStatus(self.path, State.HELD, record=held.record),
+                              Intent.REFRESH, kernel=False)
+            built = self._build(held.token, acquired=held.record.acquired_at,
+                                emptied=answer.emptied or held.emptied)
             with publish.stage(self.path, publish.new_token(), built.data,
                                self.policy.file_mode(built.mode), self.durable) as staged:
                 lost_why = publish.renew(staged, held.data, held.ident)
@@ -430,7 +488,7 @@ class Lock:
                 with contextlib.suppress(OSError):
                     fsync_dir(os.path.dirname(self.path))
             self._held = _Held(held.token, built.record, built.data, staged.ident,
-                               self._pin(staged.ident))
+                               self._pin(staged.ident), held.emptied)
             holder_pin.unpin(held.pin)  # the old file is gone: its pin pins nothing
         _audit(self.path, "refresh", details={"token": held.token, "ttl": self.ttl},
                format=self.format, durable=self.durable)

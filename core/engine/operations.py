@@ -1,8 +1,8 @@
 """Lock operations on a path that need no :class:`~core.engine.lock.Lock` object -- force release,
 release on behalf of a PID -- and what the engine's operations share: the stale policy they judge
 with, the reclaim decision, the holder record (docs/engine.md; docs/DESIGN.md, "Lock
-operations"). The audit call is :mod:`core.engine.audited`; what force may remove,
-:mod:`core.engine.refusals`. Waiting is :mod:`core.engine.waiting`. Importable from
+operations"). The audit call is :mod:`core.engine.audited`; what an operation may do with
+what is at the path, :mod:`core.engine.gate`. Waiting is :mod:`core.engine.waiting`. Importable from
 :mod:`core.engine.lock` and :mod:`core` as well.
 
 The file work itself (verified remove under the directory guard) is :mod:`core.engine.publish`;
@@ -18,16 +18,11 @@ from collections.abc import Callable
 from typing import NamedTuple, NoReturn
 
 from core.codes import Code
+from core.engine import gate
 from core.engine.audited import holder_summary, record_audit
+from core.engine.gate import Act, Answer, Intent
 from core.engine.publish import Outcome
-from core.engine.refusals import (
-    is_a_lock,
-    pinned_by_its_holder,
-    refuse_ledger_claim,
-    refuse_not_a_lock,
-    refuse_unsaved,
-)
-from core.engine.remove import remove_if
+from core.engine.remove import empty_if, remove_if
 from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockLost, NotStale
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE
@@ -36,10 +31,9 @@ from core.fsutil import validate_lock_path
 from core.reasons import Reason, render_all
 from core.record import FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import DEFAULT_POLICY, StalePolicy
-from core.verdicts.inspect import inspect, inspect_bytes, kernel_status
+from core.verdicts.inspect import inspect, inspect_bytes
 from core.verdicts.judge import taskmcp_decision
 from core.verdicts.liveness import hostname, process_identity, process_start_time, same_host
-from core.verdicts.unsaved import unsaved_changes
 
 log = logging.getLogger("lockwarden.lock")
 
@@ -258,13 +252,12 @@ def force_release_kept(
     p = validate_lock_path(path)
     judge = resolve_policy(policy, None)
     seen = inspect(p, policy=judge)
-    refuse_ledger_claim(p, seen)
-    refuse_not_a_lock(p, seen, "release")
-    refuse_unsaved(p, seen, "release", discard_unsaved)
+    answer = gate.ask(p, seen, Intent.FORCE_RELEASE, discard_unsaved=discard_unsaved)
+    if answer.act is Act.REFUSE:
+        gate.refuse(p, answer, Intent.FORCE_RELEASE)
     keep = Disposal(p)
     try:
-        status = _removed_status(
-            p, remove_if(p, _removable(p, judge, discard_unsaved), keep), judge)
+        removed = _forced(p, answer, judge, discard_unsaved, keep)
     except LockLost:
         if os.path.lexists(p):  # it changed under the guard (a kernel lock, another file)
             raise
@@ -272,11 +265,35 @@ def force_release_kept(
         record_audit(p, "force_release", result="free",
                      details={"reason": reason, "displaced": None})
         return Removal(status)
+    status = _removed_status(p, removed, judge)
     record_audit(p, "force_release",
                  details={"displaced": holder_summary(status), "reason": reason,
-                          "kept": keep.kept.to_dict() if keep.kept else None},
+                          "kept": keep.kept.to_dict() if keep.kept else None,
+                          **_emptied_detail(answer)},
                  format=status.record.format if status.record else None)
     return Removal(status, keep.kept)
+
+
+def _emptied_detail(answer: Answer) -> dict[str, str]:
+    """The audit detail of a release that emptied a lock in place (``emptied``)."""
+    return {"emptied": answer.emptied.text()} if answer.act is Act.EMPTY_IT \
+        and answer.emptied is not None else {}
+
+
+def _forced(p: str, answer: Answer, policy: StalePolicy, discard_unsaved: bool,
+            keep: Disposal) -> tuple[bytes, FileInfo]:
+    """Carry out the gate's ``answer`` to a forced release of ``p`` under the directory guard,
+    asking it again on the bytes about to go (:func:`_removable`): empty a lock of ours that
+    replaced an empty file in place, else remove the file (kept by ``keep`` when it is foreign
+    content).
+
+    Raises:
+        LockLost: nothing there, or it changed so that the gate no longer lets it go.
+    """
+    check = _removable(p, policy, discard_unsaved)
+    if answer.act is Act.EMPTY_IT and answer.emptied is not None:
+        return empty_if(p, check, answer.emptied, strict=True)
+    return remove_if(p, check, keep)
 
 
 def release_path(
@@ -330,24 +347,30 @@ def release_path_kept(
     p = validate_lock_path(path)
     judge = resolve_policy(policy, None)
     status = inspect(p, policy=judge)
-    refuse_ledger_claim(p, status)
-    if force and status.anchor_tool:
-        refuse_not_a_lock(p, status, "release")  # raises: a tool's kernel-lock anchor
-    if status.state is State.FREE and not (force and status.empty_free):
+    if force:
+        answer = gate.ask(p, status, Intent.FORCE_RELEASE, discard_unsaved=discard_unsaved)
+        if answer.act is Act.REFUSE:
+            gate.refuse(p, answer, Intent.FORCE_RELEASE)
+    else:
+        answer = gate.ask(p, status, Intent.RELEASE, kernel=False)
+        if answer.act is Act.REFUSE:  # a claim in an af ledger: af's
+            gate.refuse(p, answer, Intent.RELEASE)
+    if answer.act is Act.NOTHING or (status.state is State.FREE and not force):
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise LockLost(f"{p}: there is no lock to release")
     fmt = status.record.format if status.record else None
     if force:
-        refuse_not_a_lock(p, status, "release")
-        refuse_unsaved(p, status, "release", discard_unsaved)
-        return _release_forced(p, pid, reason, fmt, judge, discard_unsaved)
+        return _release_forced(p, pid, reason, fmt, judge, answer, discard_unsaved)
 
     def mine(data: bytes, info: FileInfo) -> bool:
         r = inspect_bytes(p, data, info, policy=judge).record
         return r is not None and r.pid == pid and on_this_host(r.host)
 
     try:
-        removed = _removed_status(p, remove_if(p, mine), judge)
+        if answer.act is Act.EMPTY_IT and answer.emptied is not None:
+            removed = _removed_status(p, empty_if(p, mine, answer.emptied), judge)
+        else:
+            removed = _removed_status(p, remove_if(p, mine), judge)
     except LockLost as exc:
         record_audit(p, "release_refused", result="refused",
                      details={"pid": pid, "holder": holder_summary(status), "reason": str(exc)},
@@ -356,38 +379,34 @@ def release_path_kept(
                        f"host ({describe(status)})") from None
     record_audit(p, "release", details={
         "pid": pid, "holder": holder_summary(removed),
-        "token": removed.record.token if removed.record else None}, format=fmt)
+        "token": removed.record.token if removed.record else None,
+        **_emptied_detail(answer)}, format=fmt)
     return Removal(removed)
 
 
 def _removable(p: str, policy: StalePolicy,
                discard_unsaved: bool = False) -> Callable[[bytes, FileInfo], bool]:
     """The check a forced removal makes under the directory guard, on the bytes it is about
-    to remove: still a lock (:func:`is_a_lock`), held by no kernel lock but its holder's pin,
-    and -- unless ``discard_unsaved`` -- standing for no unsaved work."""
+    to remove: the gate (:func:`core.engine.gate.ask`) still lets a forced release take them
+    -- a lock, held by no kernel lock but its holder's pin, standing for no unsaved work unless
+    ``discard_unsaved``."""
     def check(data: bytes, info: FileInfo) -> bool:
         st = inspect_bytes(p, data, info, policy=policy)
-        if st.kernel_held or st.anchor_tool or (kernel_status(p, policy=policy) is not None
-                                                and not pinned_by_its_holder(st)):
-            return False
-        if not discard_unsaved and unsaved_changes(st) is not None:
-            return False
-        return not data or is_a_lock(st)
+        return gate.ask(p, st, Intent.FORCE_RELEASE, discard_unsaved=discard_unsaved).allowed
 
     return check
 
 
 def _release_forced(
     p: str, pid: int, reason: str | None, fmt: str | None, policy: StalePolicy,
-    discard_unsaved: bool = False,
+    answer: Answer, discard_unsaved: bool = False,
 ) -> Removal:
     """``release_path(force=True)``: remove whatever is there, keeping a foreign file with
     content (:class:`core.engine.trash.Disposal`); audited as ``release`` when it was
     ``pid``'s on this host after all, else ``force_release``."""
     keep = Disposal(p)
     try:
-        removed = _removed_status(
-            p, remove_if(p, _removable(p, policy, discard_unsaved), keep), policy)
+        removed = _removed_status(p, _forced(p, answer, policy, discard_unsaved, keep), policy)
     except LockLost:
         record_audit(p, "release_refused", result="free", details={"pid": pid, "reason": reason})
         raise
@@ -395,7 +414,8 @@ def _release_forced(
     op = "release" if r is not None and r.pid == pid and on_this_host(r.host) else "force_release"
     record_audit(p, op, details={"pid": pid, "displaced": holder_summary(removed),
                                  "reason": reason,
-                                 "kept": keep.kept.to_dict() if keep.kept else None}, format=fmt)
+                                 "kept": keep.kept.to_dict() if keep.kept else None,
+                                 **_emptied_detail(answer)}, format=fmt)
     return Removal(removed, keep.kept)
 
 

@@ -35,7 +35,9 @@ from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
 from core.engine import exchange as _exchange
+from core.engine import gate
 from core.engine.exchange import DirGuard, ExchangeUnsupported
+from core.engine.gate import Act, EmptyFile, Intent
 from core.engine.unheld import holding_empty
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock, UnreadableError
 from core.fsutil import (
@@ -293,7 +295,7 @@ def settle(staged: Staged, *, linked: bool) -> tuple[int, int]:
 # -- taking over a judged lock ------------------------------------------------------------------
 
 
-OutcomeKind = Literal["won", "published", "refused", "retry", "lost_race"]
+OutcomeKind = Literal["won", "published", "refused", "retry", "lost_race", "restage"]
 
 
 class Outcome(NamedTuple):
@@ -303,36 +305,51 @@ class Outcome(NamedTuple):
     ``"published"`` (the path was free: our temp file is linked there), ``"refused"`` (the
     re-judged lock is not to be broken), ``"retry"`` (another file is there now: judge it
     afresh), ``"lost_race"`` (we removed the stale lock, someone else took the free path
-    before our link). ``status``: the last verdict seen.
+    before our link), ``"restage"`` (the gate lets us take over a file our staged lock must
+    record differently: :attr:`emptied`, the empty file to put back on release -- stage it
+    again). ``status``: the last verdict seen.
     """
 
     kind: OutcomeKind
     status: LockStatus | None
     displaced: LockStatus | None = None
+    emptied: EmptyFile | None = None
 
 
-def accept_stale(status: LockStatus) -> bool:
-    """The take-over rule of a plain acquire: break only a ``stale`` lock, or replace an empty
-    file nobody holds or has open (``free``: :attr:`core.record.LockStatus.empty_free`)."""
-    return status.state is State.STALE or status.empty_free
+def publish_or_take_over(staged: Staged, policy: StalePolicy,
+                         emptied: EmptyFile | None = None) -> Outcome:
+    """Publish ``staged``, or replace what is in the way when the gate lets an acquire take it
+    over (:func:`core.engine.gate.ask`, :attr:`~core.engine.gate.Intent.ACQUIRE`: a stale
+    lock, an empty file nobody holds or has open); retried while the path keeps changing.
+    ``emptied``: the empty file the staged lock records (``emptied=``). ``kind`` is
+    ``"published"`` (``settle(linked=True)``), ``"won"`` (``settle(linked=False)``),
+    ``"lost_race"``, ``"restage"`` (stage a lock recording :attr:`Outcome.emptied`), or
+    ``"refused"`` with the verdict on the lock that stops us.
 
-
-def publish_or_take_over(staged: Staged, policy: StalePolicy) -> Outcome:
-    """Publish ``staged``, or replace the stale lock in the way (:func:`take_over`); retried
-    while the path keeps changing. ``kind`` is ``"published"`` (``settle(linked=True)``),
-    ``"won"`` (``settle(linked=False)``), ``"lost_race"``, or ``"refused"`` with the verdict on
-    the lock that stops us."""
+    Raises:
+        ReadOnlyLock, UnsavedChanges, UnreadableError: the gate refuses what is there, whatever
+            waiting does (a lock only its tool writes, unsaved work, not a lock, ...).
+    """
     status: LockStatus | None = None
+    path = staged.path
+
+    def accept(st: LockStatus) -> bool:
+        return gate.ask(path, st, Intent.ACQUIRE).act is Act.TAKE_OVER
+
     for _ in range(MAX_RETRIES):
         if publish(staged):
             return Outcome("published", status)
-        status = inspect(staged.path, policy=policy)
-        if status.state is State.FREE and not status.empty_free:
-            continue
-        refuse_unreadable(staged.path, status)  # symlink/FIFO/dir slipped in: clear error
-        if not accept_stale(status):
-            return Outcome("refused", status)
-        out = take_over(staged, status, accept_stale, policy)
+        status = inspect(path, policy=policy)
+        answer = gate.ask(path, status, Intent.ACQUIRE)
+        if answer.act is Act.PUBLISH:
+            continue  # it went meanwhile
+        if answer.act is Act.REFUSE:
+            gate.refuse(path, answer, Intent.ACQUIRE)
+        if answer.act is not Act.TAKE_OVER:
+            return Outcome("refused", answer.status or status)
+        if answer.emptied != emptied:
+            return Outcome("restage", status, emptied=answer.emptied)
+        out = take_over(staged, status, accept, policy)
         if out.kind != "retry":
             return out
         status = out.status

@@ -10,13 +10,15 @@ import contextlib
 import logging
 import os
 import stat
+import sys
 from collections.abc import Callable
 
 from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
+from core.engine.gate import EmptyFile
 from core.engine.publish import Dispose, _dispose, _put_back, crash_point, new_token, read_regular
 from core.engine.unheld import holding_empty
 from core.errors import LockLost
-from core.fsutil import describe_mode
+from core.fsutil import MAX_LOCK_BYTES, describe_mode, file_info
 from core.record import FileInfo
 from core.tempfiles import temp_path
 from core.text import printable
@@ -56,17 +58,7 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
     from being deleted.
     """
     with contextlib.ExitStack() as guarded:
-        try:
-            guarded.enter_context(DirGuard(os.path.dirname(path),
-                                           GUARD_TIMEOUT if dispose is not None
-                                           else OWN_RELEASE_GUARD_WAIT))
-        except GuardTimeout as exc:
-            if dispose is not None:
-                raise
-            note = f"released without the directory guard: {exc.strerror}"
-            log.warning("%s: %s", printable(path), note)
-            if notes is not None:
-                notes.append(note)
+        _guard(guarded, path, strict=dispose is not None, notes=notes)
         # a fresh random name: the token is readable in the lock file, so a name derived from
         # it could be occupied in advance by anyone who can write to the directory
         rel = temp_path(path, new_token(), "rel")
@@ -94,3 +86,94 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
                                "place")
             _dispose(rel, path, out, dispose)
     return out
+
+
+def _guard(stack: contextlib.ExitStack, path: str, *, strict: bool,
+           notes: list[str] | None) -> None:
+    """Enter the directory guard of ``path`` on ``stack``: waited for up to
+    :data:`~core.engine.exchange.GUARD_TIMEOUT` when ``strict`` (a forced operation:
+    :class:`~core.engine.exchange.GuardTimeout` past it), else up to
+    :data:`OWN_RELEASE_GUARD_WAIT` and then gone on without it, the holder logged and noted
+    (docs/engine.md, "Releasing without the guard")."""
+    try:
+        stack.enter_context(DirGuard(os.path.dirname(path),
+                                     GUARD_TIMEOUT if strict else OWN_RELEASE_GUARD_WAIT))
+    except GuardTimeout as exc:
+        if strict:
+            raise
+        note = f"released without the directory guard: {exc.strerror}"
+        log.warning("%s: %s", printable(path), note)
+        if notes is not None:
+            notes.append(note)
+
+
+_EMPTY_OPEN = (os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+
+def empty_if(path: str, ours: Callable[[bytes, FileInfo], bool], emptied: EmptyFile, *,
+             strict: bool = False, notes: list[str] | None = None) -> tuple[bytes, FileInfo]:
+    """Release a lock that replaced an empty file by emptying it in place: under the
+    directory guard (as :func:`remove_if`: ``strict`` for a forced operation), open it,
+    check through that descriptor with ``ours(bytes, info)`` that it is the lock to release,
+    then truncate it to nothing and give it the replaced file's mode, owner (where this user
+    may) and modification time (docs/engine.md, "Empty files"). The inode never leaves the
+    path, so a tool that locks the file with ``flock``/``lockf`` -- and may hold or wait for
+    it now -- keeps one file to contend on. Returns the bytes and identity it had.
+
+    Raises:
+        LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
+        GuardTimeout: ``strict`` and the guard stayed held by another process.
+    """
+    with contextlib.ExitStack() as guarded:
+        _guard(guarded, path, strict=strict, notes=notes)
+        fd = _open_for_emptying(path)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise LockLost(f"{path}: now {describe_mode(st.st_mode)}, not our lock")
+            os.lseek(fd, 0, os.SEEK_SET)
+            data = os.read(fd, MAX_LOCK_BYTES + 1)
+            info = file_info(st)
+            if not ours(data, info):
+                raise LockLost(f"{path}: the lock file now belongs to someone else; left in "
+                               "place")
+            os.ftruncate(fd, 0)
+            if sys.platform != "win32":  # Windows: no owner or mode bits to give back
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, emptied.mode)
+                if (st.st_uid, st.st_gid) != (emptied.uid, emptied.gid):
+                    with contextlib.suppress(OSError):  # only root may give a file away
+                        os.fchown(fd, emptied.uid, emptied.gid)
+            if os.utime in os.supports_fd:
+                with contextlib.suppress(OSError):
+                    os.utime(fd, ns=(emptied.mtime_ns, emptied.mtime_ns))
+        finally:
+            os.close(fd)
+    return data, info
+
+
+def _open_for_emptying(path: str) -> int:
+    """``path`` opened for writing, never through a symlink; an open another process's file
+    lease holds off (``EWOULDBLOCK``: a Lockwarden removing it this instant) is tried again
+    for up to 0.5 s.
+
+    Raises:
+        LockLost: nothing is at ``path`` (or it cannot be opened).
+    """
+    import time
+
+    deadline = time.monotonic() + 0.5
+    while True:
+        try:
+            return os.open(path, _EMPTY_OPEN)
+        except FileNotFoundError:
+            raise LockLost(f"{path}: the lock file is gone") from None
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise LockLost(f"{path}: another process holds the file now; left in "
+                               "place") from None
+            time.sleep(0.001)
+        except OSError as exc:
+            raise LockLost(f"{path}: cannot be opened to release it ({exc.strerror}); left "
+                           "in place") from None

@@ -38,6 +38,8 @@ from urllib.parse import quote
 
 from core import audit, formats
 from core.audit.placement import repository_of
+from core.engine import gate
+from core.engine.gate import Act, Intent, must_keep
 from core.errors import LockError, LockHeld, NotKept, ParseError
 from core.fsutil import WRITE_EXCL_FLAGS
 from core.record import FileInfo, LockStatus
@@ -76,13 +78,6 @@ class Kept:
         """In words: ``the trash (PATH)`` or ``quarantine (PATH)``."""
         place = "the trash" if self.method == "trash" else "quarantine"
         return f"{place} ({self.path})" if self.path else place
-
-
-def must_keep(data: bytes, record_written_by_us: bool) -> bool:
-    """True when removed bytes must be kept rather than unlinked: a file with content that
-    Lockwarden did not write (an empty file, or a lock with our ``token`` and ``host``, may
-    be unlinked: docs/engine.md, "Nothing is simply unlinked")."""
-    return bool(data) and not record_written_by_us
 
 
 class Disposal:
@@ -287,6 +282,10 @@ def restore(kept: Kept, *, reason: str | None = None) -> LockStatus:
     src, path = kept.path, kept.original
     if not src or not os.path.isfile(src):
         raise LockError(f"{path}: the removed file is no longer in {kept.where()}")
+    answer = gate.ask(path, inspect(path), Intent.RESTORE)
+    if answer.act is not Act.PUBLISH:
+        raise LockHeld(f"{path}: not restored, {answer.words()}; the removed file stays in "
+                       f"{kept.where()}", answer.status)
     try:
         _link_in(src, path)
     except FileExistsError:
@@ -350,5 +349,5 @@ def _copy_to(src: str, dest: str, mode: int) -> None:
             shutil.copyfileobj(f, out)
 
 
-__all__ = ["QUARANTINE_DIR", "Disposal", "Kept", "must_keep", "put_aside", "quarantine_dir",
+__all__ = ["QUARANTINE_DIR", "Disposal", "Kept", "put_aside", "quarantine_dir",
            "restore"]

@@ -148,6 +148,9 @@ def serialize_ledger_lock(record: LockRecord) -> bytes:
         if not is_token(record.token):
             raise ValueError("token must be 32 lowercase hex digits")
         obj["token"] = record.token
+    emptied = record.metadata.get("emptied")
+    if isinstance(emptied, str) and emptied:
+        obj["emptied"] = emptied
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
 
 
@@ -173,6 +176,7 @@ def build_ledger(request: WriteRequest) -> Built:
         token=request.token,
         start=holder.start,
         proc=holder.proc,
+        metadata={"emptied": request.emptied} if request.emptied else {},
     )
     return Built(record, serialize_ledger_lock(record))
 

@@ -250,6 +250,9 @@ def serialize(record: LockRecord) -> bytes:
         lines.append(f"ttl={number_text(float(record.ttl))}")
     if 0 <= acquired < timestamp:
         lines.append(f"acquired={acquired}")
+    emptied = record.metadata.get("emptied")
+    if isinstance(emptied, str) and clean_value(emptied):
+        lines.append(f"emptied={clean_value(emptied)}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -265,8 +268,13 @@ def make_record(
     ttl: float | None = None,
     proc: str | None = None,
     acquired: datetime | None = None,
+    emptied: str | None = None,
 ) -> LockRecord:
     """A sema :class:`LockRecord` ready to be written, with ``raw`` holding its text.
+
+    ``emptied``: the empty file this lock replaced, to be put back on release
+    (:class:`core.engine.gate.EmptyFile` text), written as ``emptied=`` and kept in
+    ``metadata["emptied"]`` (sema and semats ignore unknown keys).
 
     ``timestamp`` (aware; naive is taken as UTC) is cut to whole seconds, as sema stores it;
     ``acquired``, for a refreshed lock, is when it was first taken (cut the same way): when it
@@ -306,6 +314,7 @@ def make_record(
         start=start,
         proc=proc,
         renewed_at=renewed_at,
+        metadata={"emptied": clean_value(emptied)} if emptied else {},
     )
     data = serialize(record)
     return _replace_raw(record, data)
@@ -327,7 +336,7 @@ def build(request: WriteRequest) -> Built:
     record = make_record(
         request.path, pid=holder.pid, timestamp=request.at, tag=request.tag, host=holder.host,
         start=holder.start, token=request.token, ttl=request.ttl, proc=holder.proc,
-        acquired=request.acquired,
+        acquired=request.acquired, emptied=request.emptied,
     )
     return Built(record, record.raw.encode("utf-8"))  # raw is exactly the serialised bytes
 

@@ -388,6 +388,8 @@ def build(request: WriteRequest) -> Built:
     if request.reclaimed is not None:
         extra["reclaimed_from"] = request.reclaimed.holder
         extra["reclaimed_reason"] = request.reclaimed.reason
+    if request.emptied:
+        extra["emptied"] = request.emptied
     since, ttl = request.at, request.ttl
     if request.acquired is not None:
         first, now = _millis(request.acquired), _millis(request.at)

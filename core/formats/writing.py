@@ -79,6 +79,9 @@ class WriteRequest(NamedTuple):
         acquired: for a renewal (refresh), when the lock was first taken (aware, UTC): a
             lock's age counts from its acquisition, only its expiry moves (docs/formats.md,
             "Refresh: age and expiry"). ``None`` for a new lock (``at`` is then both).
+        emptied: the empty file this lock replaces, which its release puts back
+            (:meth:`core.engine.gate.EmptyFile.text`: mode, owner, group, mtime); written as
+            ``emptied`` (other tools ignore it). ``None`` when it replaced none.
     """
 
     path: str
@@ -89,6 +92,7 @@ class WriteRequest(NamedTuple):
     ttl: float | None = None
     reclaimed: Reclaimed | None = None
     acquired: datetime | None = None
+    emptied: str | None = None
 
 
 class Built(NamedTuple):

@@ -10,6 +10,8 @@ proves nothing, mutual exclusion never depends on it; it is taken ``LOCK_NB`` an
 for, on an ``O_CLOEXEC`` descriptor that a ``fork`` child closes at once; only the recorded
 holder's pin counts, kept by processes of the file's owner or root (unknown is not alive).
 Linux hides from ``/proc/locks`` the pins of processes the reader's PID namespace cannot see.
+A pinned Lockwarden lock may be force-released (:func:`core.engine.gate.ask`): removing it
+breaks nothing, unlike other kernel-locked files.
 """
 
 from __future__ import annotations

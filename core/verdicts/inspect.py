@@ -289,7 +289,7 @@ def kernel_status(path: str, *, policy: StalePolicy | None = None) -> LockStatus
     bounds and nothing on the file itself answered, ``held`` with unknown liveness
     (``kernel_table_too_large``, :func:`table_too_large_status`): "cannot tell" is never "no
     lock". Used before anything deletes or replaces a file
-    (:func:`core.engine.refusals.refuse_not_a_lock`). Never raises."""
+    (:func:`core.engine.gate.ask`). Never raises."""
     from core.stale_policy import DEFAULT_POLICY
 
     answer = _view().answer(path)
