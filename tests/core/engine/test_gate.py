@@ -325,8 +325,9 @@ WRITING_VERBS = {"try": ["cli try"], "acquire": ["cli acquire"], "reclaim":
                  ["cli reclaim", "cli reclaim --force"], "run": ["cli run"],
                  "release": ["cli release", "cli release --force"], "clean": ["cli clean"]}
 OTHER_VERBS = {"status", "wait", "list", "audit", "kill-holder", "watch", "history", "stats",
-               "agent"}
-"""Verbs that change no file at a lock's path (``kill-holder`` ends a process)."""
+               "agent", "who", "fleet"}
+"""Verbs that change no file at a lock's path (``kill-holder`` ends a process, ``who`` reads
+``/proc``, ``fleet init`` writes the fleet database)."""
 
 
 def test_every_cli_verb_that_writes_is_in_the_table() -> None:
@@ -341,7 +342,7 @@ APP_WRITING = {"acquire": ["app Acquire"], "reclaim": ["app Reclaim", "app Recla
                "force_release": ["app Force release / Remove"], "restore": ["app Undo"],
                "release": [], "release_all": []}  # release: a lock this app holds (own)
 APP_OTHER = {"holds", "held_paths", "kept_paths", "save_kept", "restore_kept", "observe",
-             "end_holder"}
+             "end_holder", "forced_recently"}
 
 
 def test_every_app_lock_command_is_in_the_table(qapp: Any) -> None:
