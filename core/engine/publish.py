@@ -38,7 +38,7 @@ from core.engine import exchange as _exchange
 from core.engine import gate
 from core.engine.exchange import DirGuard, ExchangeUnsupported
 from core.engine.gate import Act, EmptyFile, Intent
-from core.engine.unheld import holding_empty
+from core.engine.unheld import Hold, holding
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock, UnreadableError
 from core.fsutil import (
     WRITE_EXCL_FLAGS,
@@ -46,7 +46,7 @@ from core.fsutil import (
     read_lock_file,
     refuse_unreadable,
 )
-from core.record import FileInfo, LockStatus, State
+from core.record import FileInfo, LockRecord, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.tempfiles import temp_path
 from core.verdicts.inspect import inspect, inspect_bytes
@@ -138,21 +138,32 @@ def read_regular(p: str) -> tuple[bytes, FileInfo] | None:
         return None
 
 
-def _put_back(moved: str, path: str) -> None:
+def _put_back(moved: str, path: str, *, hold: bool = False) -> bool:
     """Return a file that was moved out of ``path`` but is not the one expected (someone
-    else's), without ever replacing what may be at ``path`` now. If ``path`` was taken in the
-    meantime, the file stays under its temp name (recognisable, never deleted)."""
+    else's), or that peers opened meanwhile, without ever replacing what may be at ``path``
+    now. If ``path`` was taken in the meantime, the file stays under its temp name
+    (recognisable, never deleted) -- unless ``hold``: a file whose kernel locks Lockwarden
+    holds and that peers lock by inode (:mod:`core.engine.unheld`) is never left linked under
+    another name when those are let go, so it is unlinked (it is empty or a lock of ours).
+    Returns True when it is back at ``path``."""
     try:
         _link(moved, path)
     except FileExistsError:
+        if hold:
+            log.warning("%s was taken meanwhile; the file a peer opened is unlinked (it must "
+                        "not stay linked under another name)", path)
+            unlink_quiet(moved)
+            return False
         log.warning("%s was taken meanwhile; the displaced file stays at %s", path, moved)
-        return
+        return False
     except OSError:  # not hard-linkable (a directory; no links on this file system)
         if not os.path.lexists(path):
             with contextlib.suppress(OSError):
                 os.rename(moved, path)
-        return
+                return True
+        return False
     unlink_quiet(moved)
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -378,7 +389,19 @@ def take_over(
         UnreadableError: something not a regular file is at the path.
     """
     path = staged.path
-    with DirGuard(os.path.dirname(path)) as guard, contextlib.ExitStack() as hold:
+    out = _take_over(staged, judged, accept, policy, dispose)
+    if out.kind == "refused" and out.status is None:  # a peer holds, opened or uses it
+        return Outcome("refused", inspect(path, policy=policy))
+    return out
+
+
+def _take_over(staged: Staged, judged: LockStatus, accept: Callable[[LockStatus], bool],
+               policy: StalePolicy, dispose: Dispose | None) -> Outcome:
+    """:func:`take_over` under the guard; ``"refused"`` without a status when the file's
+    peers hold, opened or use it (:mod:`core.engine.unheld`): the caller looks again once the
+    hold is let go."""
+    path = staged.path
+    with DirGuard(os.path.dirname(path)) as guard, contextlib.ExitStack() as stack:
         crash_point("reclaim_after_guard")
         cur = read_regular(path)
         if cur is None:
@@ -393,39 +416,78 @@ def take_over(
             return Outcome("retry", now_status)  # another file now: judge it afresh
         if not accept(now_status):
             return Outcome("refused", now_status)
-        if not cur_data.strip():  # an empty file: hold its flock while it goes (unheld.py)
-            try:
-                hold.enter_context(holding_empty(path, cur_info))
-            except LockLost:
-                return Outcome("retry", now_status)
-            except (ReadOnlyLock, LockHeld):
-                return Outcome("refused", inspect(path, policy=policy))
+        try:
+            hold = hold_while_it_goes(stack, path, cur_data, cur_info, now_status.record,
+                                      own=False)
+        except LockLost:
+            return Outcome("retry", now_status)
+        except (ReadOnlyLock, LockHeld):
+            return Outcome("refused", None)
+        if hold is not None and (hold.busy or (hold.opened() and not hold.retake())):
+            return Outcome("refused", None)  # its peers use, or are opening, the file
         if cur_info.dev in _no_exchange_devs:
-            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
+            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose, hold)
         try:
             _exchange.exchange(staged.tmp, path)
         except ExchangeUnsupported:
             _no_exchange_devs.add(cur_info.dev)
-            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
+            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose, hold)
         except FileNotFoundError:
             return Outcome("retry", now_status)
         crash_point("reclaim_after_exchange")
-        out = read_regular(staged.tmp)
-        if out is not None and out[1] == cur_info and out[0] == cur_data:
-            if dispose is None:
-                with contextlib.suppress(OSError):  # the lock is ours whatever happens here
-                    os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
-            else:
-                try:
-                    dispose(staged.tmp, cur_data, cur_info)
-                except BaseException:
-                    _exchange.exchange(staged.tmp, path)  # the judged file back, ours out
-                    raise
-            crash_point("reclaim_after_unlink_old")
-            return Outcome("won", now_status, displaced=now_status)
-        # not the judged file (a foreign tool replaced it meanwhile): put it back
-        _exchange.exchange(staged.tmp, path)
-        return Outcome("retry", now_status)
+        out = hold.moved(staged.tmp) if hold is not None else read_regular(staged.tmp)
+        if out is None or out[1] != cur_info or out[0] != cur_data:
+            # not the judged file (a foreign tool replaced it meanwhile): put it back
+            _exchange.exchange(staged.tmp, path)
+            return Outcome("retry", now_status)
+        if hold is not None and hold.disturbed() and not hold.retake():
+            # a peer opened it meanwhile: it must find it at the path (unheld.py)
+            _exchange.exchange(staged.tmp, path)
+            return Outcome("refused", None)
+        if dispose is None:
+            with contextlib.suppress(OSError):  # the lock is ours whatever happens here
+                os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
+        else:
+            try:
+                dispose(staged.tmp, cur_data, cur_info)
+            except BaseException:
+                _exchange.exchange(staged.tmp, path)  # the judged file back, ours out
+                raise
+        crash_point("reclaim_after_unlink_old")
+        return Outcome("won", now_status, displaced=now_status)
+
+
+def hold_while_it_goes(stack: contextlib.ExitStack, path: str, data: bytes, info: FileInfo,
+                       rec: LockRecord | None, *, own: bool) -> Hold | None:
+    """Enter on ``stack`` the hold a file needs while it leaves its lock path
+    (:func:`core.engine.unheld.holding`): an empty file -- what flock-style tools lock -- and,
+    when its holder releases it (``own``), a lock of Lockwarden's, which such tools may have
+    come to lock too (a lock a reclaim or a forced release breaks is not held: a kernel lock on
+    it keeps nothing alive, docs/engine.md "Whose pin counts"). ``None`` otherwise: another
+    tool's lock with content, whose mutual exclusion is the file.
+
+    Raises:
+        LockLost, ReadOnlyLock, LockHeld, LockError: as :func:`~core.engine.unheld.holding`.
+    """
+    if not data.strip() and rec is None:
+        return stack.enter_context(holding(path, info))
+    if own and rec is not None and rec.written_by_lockwarden:
+        return stack.enter_context(holding(path, info, lockwarden=True,
+                                           keepers=_pin_keepers(path, rec)))
+    return None
+
+
+def _pin_keepers(path: str, rec: LockRecord) -> Callable[[], set[int]]:
+    """The PIDs keeping the pin of the Lockwarden lock ``rec`` at ``path``, looked up when
+    asked (:func:`core.kernel.pin.keepers`): they have the file open by design."""
+    def keepers() -> set[int]:
+        if rec.pid is None:
+            return set()
+        from core.kernel.pin import keepers as pin_keepers
+
+        return set(pin_keepers(path, rec.pid, rec.token).pids)
+
+    return keepers
 
 
 def _fallback_take_over(
@@ -435,6 +497,7 @@ def _fallback_take_over(
     judged: LockStatus,
     policy: StalePolicy,
     dispose: Dispose | None = None,
+    hold: Hold | None = None,
 ) -> Outcome:
     """Without an exchange primitive the judged file must leave the path before ours can
     be linked in; that is safe only while every Lockwarden breaker is serialised by the
@@ -446,27 +509,32 @@ def _fallback_take_over(
             "lock on the directory (or on a guard file in it) nor an atomic exchange; "
             "remove the stale lock by hand once you are sure its holder is gone"
         )
-    return _rename_out_and_link(staged, cur, judged, policy, dispose)
+    return _rename_out_and_link(staged, cur, judged, policy, dispose, hold)
 
 
 def _rename_out_and_link(
     staged: Staged, cur: tuple[bytes, FileInfo], judged: LockStatus, policy: StalePolicy,
-    dispose: Dispose | None = None,
+    dispose: Dispose | None = None, hold: Hold | None = None,
 ) -> Outcome:
     """Fallback without an exchange primitive (under the guard): move the judged file
     out, verify it, delete it, then publish ours with ``link`` (EEXIST: a foreign acquirer
     got in first, fairly)."""
     path = staged.path
     swap = temp_path(path, new_token(), "swap")
+    if hold is not None and hold.opened() and not hold.retake():
+        return Outcome("refused", None)  # a peer is opening it: it stays
     try:
         os.rename(path, swap)
     except FileNotFoundError:
         return Outcome("retry", judged)
     crash_point("reclaim_after_rename_out")
-    out = read_regular(swap)
+    out = hold.moved(swap) if hold is not None else read_regular(swap)
     if out is None or out[1] != cur[1] or out[0] != cur[0]:
-        _put_back(swap, path)
+        _put_back(swap, path, hold=hold is not None)
         return Outcome("retry", judged)
+    if hold is not None and hold.disturbed() and not hold.retake():  # a peer opened it
+        _put_back(swap, path, hold=True)
+        return Outcome("refused", None)
     _dispose(swap, path, out, dispose)
     crash_point("reclaim_after_unlink_old")
     if publish(staged):

@@ -34,7 +34,7 @@ from core.errors import LockError
 from core.tempfiles import parse_temp, temp_path
 from tests.support.protected import EMPTY_KINDS, KINDS, OLD, Snapshot, ledger_files, make
 
-Runner = Callable[[Path, "Ctx"], None]
+Runner = Callable[[Path, "Ctx"], object]
 
 
 @dataclasses.dataclass
@@ -268,7 +268,8 @@ NOT_WRITING = {
     "inspect", "wait", "StalePolicy", "describe", "state_phrase", "on_this_host",
     "resolve_policy", "HolderCache", "ReclaimJudge", "Removal", "audit_lost_race", "Kept",
     "quarantine_dir", "QUARANTINE_DIR", "leftovers", "Cleaned", "local_holder_pid",
-    "wait_until", "Waiter", "next_wake", "Disposal",  # Disposal: the last step of a removal the gate allowed
+    "wait_until", "Waiter", "next_wake",
+    "Disposal",  # the last step of a removal the gate allowed
     "LockRecord", "LockStatus", "Liveness", "State", "ConfigError",
     "put_aside",  # moves a file already out of the lock path (into the trash)
 }
