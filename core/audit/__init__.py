@@ -66,6 +66,7 @@ from core.audit.model import (
     fallback_log_path,
     get_via,
     log_path_for,
+    logs_for,
     resolve_log_path,
     set_via,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "get_via",
     "known_logs",
     "log_path_for",
+    "logs_for",
     "read",
     "read_many",
     "remember",
