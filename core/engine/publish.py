@@ -17,8 +17,8 @@ written comes from the formats (:func:`core.formats.build`); when and why, from
   out to ``.<name>.<pid>.<token>.lwswap``, verified, deleted, and ours linked in.
 - **Renew** (:func:`renew`): a refresh exchanges the renewed file in under the guard after
   checking the path still holds our acquisition, and checks what came out.
-- **Verified remove**: :func:`core.engine.remove.remove_if` (uses :func:`_put_back` and
-  :func:`read_regular` from here).
+- **Verified remove**: :func:`core.engine.remove.remove_if`. The small operations on
+  directory entries both use are :mod:`core.engine.entries`.
 
 Crash testing (test-only): when the environment variable :data:`CRASH_ENV` names one of
 :data:`CRASH_POINTS`, the process calls ``os._exit(137)`` at that step (docs/engine.md,
@@ -36,17 +36,23 @@ from typing import Literal, NamedTuple
 
 from core.engine import exchange as _exchange
 from core.engine import gate
+from core.engine.entries import (
+    link_nofollow,
+    put_back,
+    read_regular,
+    unlink_quiet,
+    write_all,
+)
 from core.engine.exchange import DirGuard, ExchangeUnsupported
 from core.engine.gate import Act, EmptyFile, Intent
-from core.engine.unheld import Hold, holding
-from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock, UnreadableError
+from core.engine.unheld import Hold, hold_while_it_goes
+from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
 from core.fsutil import (
     WRITE_EXCL_FLAGS,
     fsync_dir,
-    read_lock_file,
     refuse_unreadable,
 )
-from core.record import FileInfo, LockRecord, LockStatus, State
+from core.record import FileInfo, LockStatus, State
 from core.stale_policy import StalePolicy
 from core.tempfiles import temp_path
 from core.verdicts.inspect import inspect, inspect_bytes
@@ -111,68 +117,6 @@ def new_token() -> str:
     return os.urandom(16).hex()
 
 
-# -- small file operations ------------------------------------------------------------------
-
-
-def _link(src: str, dst: str) -> None:
-    """``link(src, dst)`` without following a symlink at ``src`` where the OS can say so
-    (``linkat`` without ``AT_SYMLINK_FOLLOW``); ``dst`` is never followed by ``link``."""
-    if os.link in os.supports_follow_symlinks:
-        os.link(src, dst, follow_symlinks=False)
-    else:  # pragma: no cover - Windows: CreateHardLinkW
-        os.link(src, dst)
-
-
-def unlink_quiet(p: str) -> None:
-    """Remove ``p``; nothing there is fine."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(p)
-
-
-def read_regular(p: str) -> tuple[bytes, FileInfo] | None:
-    """Bytes and identity of the regular file at ``p``; None if it is missing or not a
-    readable regular file."""
-    try:
-        return read_lock_file(p)
-    except (FileNotFoundError, UnreadableError):
-        return None
-
-
-def _put_back(moved: str, path: str, *, hold: bool = False) -> bool:
-    """Return a file that was moved out of ``path`` but is not the one expected (someone
-    else's), or that peers opened meanwhile, without ever replacing what may be at ``path``
-    now. If ``path`` was taken in the meantime, the file stays under its temp name
-    (recognisable, never deleted) -- unless ``hold``: a file whose kernel locks Lockwarden
-    holds and that peers lock by inode (:mod:`core.engine.unheld`) is never left linked under
-    another name when those are let go, so it is unlinked (it is empty or a lock of ours).
-    Returns True when it is back at ``path``."""
-    try:
-        _link(moved, path)
-    except FileExistsError:
-        if hold:
-            log.warning("%s was taken meanwhile; the file a peer opened is unlinked (it must "
-                        "not stay linked under another name)", path)
-            unlink_quiet(moved)
-            return False
-        log.warning("%s was taken meanwhile; the displaced file stays at %s", path, moved)
-        return False
-    except OSError:  # not hard-linkable (a directory; no links on this file system)
-        if not os.path.lexists(path):
-            with contextlib.suppress(OSError):
-                os.rename(moved, path)
-                return True
-        return False
-    unlink_quiet(moved)
-    return True
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 # -- publishing -------------------------------------------------------------------------------
 
 
@@ -209,7 +153,7 @@ def _write_temp(tmp: str, data: bytes, mode: int = 0o644,
         ) from exc
     try:
         crash_point("after_temp_create")
-        _write_all(fd, data)
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
         st = os.fstat(fd)
@@ -256,7 +200,7 @@ def publish(staged: Staged) -> bool:
     dev = os.lstat(tmp).st_dev if _no_link_devs else -1
     if dev not in _no_link_devs:
         try:
-            _link(tmp, path)
+            link_nofollow(tmp, path)
             crash_point("after_link")
             return True
         except FileExistsError:
@@ -271,7 +215,7 @@ def publish(staged: Staged) -> bool:
     except FileExistsError:
         return False
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         if staged.durable:
             os.fsync(fd)
     except BaseException:
@@ -457,39 +401,6 @@ def _take_over(staged: Staged, judged: LockStatus, accept: Callable[[LockStatus]
         return Outcome("won", now_status, displaced=now_status)
 
 
-def hold_while_it_goes(stack: contextlib.ExitStack, path: str, data: bytes, info: FileInfo,
-                       rec: LockRecord | None, *, own: bool) -> Hold | None:
-    """Enter on ``stack`` the hold a file needs while it leaves its lock path
-    (:func:`core.engine.unheld.holding`): an empty file -- what flock-style tools lock -- and,
-    when its holder releases it (``own``), a lock of Lockwarden's, which such tools may have
-    come to lock too (a lock a reclaim or a forced release breaks is not held: a kernel lock on
-    it keeps nothing alive, docs/engine.md "Whose pin counts"). ``None`` otherwise: another
-    tool's lock with content, whose mutual exclusion is the file.
-
-    Raises:
-        LockLost, ReadOnlyLock, LockHeld, LockError: as :func:`~core.engine.unheld.holding`.
-    """
-    if not data.strip() and rec is None:
-        return stack.enter_context(holding(path, info))
-    if own and rec is not None and rec.written_by_lockwarden:
-        return stack.enter_context(holding(path, info, lockwarden=True,
-                                           keepers=_pin_keepers(path, rec)))
-    return None
-
-
-def _pin_keepers(path: str, rec: LockRecord) -> Callable[[], set[int]]:
-    """The PIDs keeping the pin of the Lockwarden lock ``rec`` at ``path``, looked up when
-    asked (:func:`core.kernel.pin.keepers`): they have the file open by design."""
-    def keepers() -> set[int]:
-        if rec.pid is None:
-            return set()
-        from core.kernel.pin import keepers as pin_keepers
-
-        return set(pin_keepers(path, rec.pid, rec.token).pids)
-
-    return keepers
-
-
 def _fallback_take_over(
     guard: DirGuard,
     staged: Staged,
@@ -530,10 +441,10 @@ def _rename_out_and_link(
     crash_point("reclaim_after_rename_out")
     out = hold.moved(swap) if hold is not None else read_regular(swap)
     if out is None or out[1] != cur[1] or out[0] != cur[0]:
-        _put_back(swap, path, hold=hold is not None)
+        put_back(swap, path, hold=hold is not None)
         return Outcome("retry", judged)
     if hold is not None and hold.disturbed() and not hold.retake():  # a peer opened it
-        _put_back(swap, path, hold=True)
+        put_back(swap, path, hold=True)
         return Outcome("refused", None)
     _dispose(swap, path, out, dispose)
     crash_point("reclaim_after_unlink_old")
@@ -579,12 +490,13 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
 
 def _dispose(moved: str, path: str, out: tuple[bytes, FileInfo], dispose: Dispose | None) -> None:
     """Unlink the verified file at ``moved`` (``dispose`` None), or hand it to ``dispose``;
-    if that raises, put it back at ``path`` (:func:`_put_back`) and re-raise."""
+    if that raises, put it back at ``path`` (:func:`core.engine.entries.put_back`) and
+    re-raise."""
     if dispose is None:
         os.unlink(moved)
         return
     try:
         dispose(moved, out[0], out[1])
     except BaseException:
-        _put_back(moved, path)
+        put_back(moved, path)
         raise

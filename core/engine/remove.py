@@ -13,18 +13,11 @@ import stat
 from collections.abc import Callable
 
 from core import formats
+from core.engine.entries import put_back, read_regular
 from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
 from core.engine.gate import EmptyFile
-from core.engine.publish import (
-    Dispose,
-    _dispose,
-    _put_back,
-    crash_point,
-    hold_while_it_goes,
-    new_token,
-    read_regular,
-)
-from core.engine.unheld import Hold
+from core.engine.publish import Dispose, _dispose, crash_point, new_token
+from core.engine.unheld import Hold, hold_while_it_goes
 from core.errors import LockHeld, LockLost, ParseError
 from core.fsutil import MAX_LOCK_BYTES, describe_mode, file_info
 from core.record import FileInfo, LockRecord
@@ -106,11 +99,11 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
             # never of the path again: another file may be there by now
             out = hold.moved(rel) if hold is not None else read_regular(rel)
             if out is None or out[1] != seen[1] or out[0] != seen[0]:
-                _put_back(rel, path, hold=hold is not None)
+                put_back(rel, path, hold=hold is not None)
                 raise LockLost(f"{path}: the lock file now belongs to someone else; left in "
                                "place")
             if hold is not None and (opened := hold.disturbed()) and not hold.retake():
-                if not _put_back(rel, path, hold=True):  # a peer opened it: back it goes
+                if not put_back(rel, path, hold=True):  # a peer opened it: back it goes
                     return out  # the path was taken meanwhile: it is unlinked (unheld.py)
                 if seen[0].strip():  # a lock of ours: released by emptying it in place
                     hold.unlease()

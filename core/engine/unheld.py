@@ -56,6 +56,7 @@ writable descriptor (``EBADF``), the file is opened for writing (never truncated
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -66,14 +67,14 @@ from contextlib import contextmanager
 from core.codes import ReadOnlyKind
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
 from core.fsutil import MAX_LOCK_BYTES, file_info
-from core.record import FileInfo
+from core.record import FileInfo, LockRecord
 
 try:
     import fcntl as _fcntl
 except ImportError:  # pragma: no cover - Windows: no flock
     _fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Hold", "holding"]
+__all__ = ["Hold", "hold_while_it_goes", "holding"]
 
 _NO_FLOCK = {errno.ENOLCK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 """``flock`` errors that mean "this file system has no flock": nobody can hold one there."""
@@ -339,3 +340,36 @@ def holding(path: str, seen: FileInfo, *, lockwarden: bool = False,
             hold.unlease()
     finally:
         os.close(fd)
+
+
+def hold_while_it_goes(stack: contextlib.ExitStack, path: str, data: bytes, info: FileInfo,
+                       rec: LockRecord | None, *, own: bool) -> Hold | None:
+    """Enter on ``stack`` the hold a file needs while it leaves its lock path
+    (:func:`core.engine.unheld.holding`): an empty file -- what flock-style tools lock -- and,
+    when its holder releases it (``own``), a lock of Lockwarden's, which such tools may have
+    come to lock too (a lock a reclaim or a forced release breaks is not held: a kernel lock on
+    it keeps nothing alive, docs/engine.md "The holder's pin"). ``None`` otherwise: another
+    tool's lock with content, whose mutual exclusion is the file.
+
+    Raises:
+        LockLost, ReadOnlyLock, LockHeld, LockError: as :func:`~core.engine.unheld.holding`.
+    """
+    if not data.strip() and rec is None:
+        return stack.enter_context(holding(path, info))
+    if own and rec is not None and rec.written_by_lockwarden:
+        return stack.enter_context(holding(path, info, lockwarden=True,
+                                           keepers=_pin_keepers(path, rec)))
+    return None
+
+
+def _pin_keepers(path: str, rec: LockRecord) -> Callable[[], set[int]]:
+    """The PIDs keeping the pin of the Lockwarden lock ``rec`` at ``path``, looked up when
+    asked (:func:`core.kernel.pin.keepers`): they have the file open by design."""
+    def keepers() -> set[int]:
+        if rec.pid is None:
+            return set()
+        from core.kernel.pin import keepers as pin_keepers
+
+        return set(pin_keepers(path, rec.pid, rec.token).pids)
+
+    return keepers
