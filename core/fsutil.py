@@ -98,6 +98,40 @@ def mode_kind(mode: int) -> UnreadableKind | None:
     return UnreadableKind.NOT_REGULAR
 
 
+LEASE_WAIT = 0.05
+"""Seconds a reader waits for a file another process holds a lease on this instant (the
+engine removing or replacing a file its peers lock: docs/engine.md, "Peers' kernel
+locks")."""
+
+
+def _open_to_read(path: str) -> int:
+    """``path`` opened with :data:`READ_FLAGS`; an open that a lease holds off
+    (``EWOULDBLOCK``: another process is moving the file this instant) is tried again for up
+    to :data:`LEASE_WAIT` seconds.
+
+    Raises:
+        FileNotFoundError: nothing is at ``path``.
+        UnreadableError: it cannot be opened (``kind`` ``changed`` when the lease stays).
+    """
+    deadline: float | None = None
+    while True:
+        try:
+            return os.open(path, READ_FLAGS)
+        except FileNotFoundError:
+            raise
+        except BlockingIOError:
+            import time
+
+            now = time.monotonic()
+            deadline = deadline if deadline is not None else now + LEASE_WAIT
+            if now >= deadline:
+                raise UnreadableError("is being moved by another process; try again",
+                                      path=path, kind=UnreadableKind.CHANGED) from None
+            time.sleep(0.001)
+        except OSError as exc:
+            raise UnreadableError(os_reason(exc), path=path, kind=os_kind(exc)) from exc
+
+
 def os_kind(exc: OSError) -> UnreadableKind:
     """The :class:`~core.codes.UnreadableKind` of an ``OSError`` met reading a lock file."""
     if exc.errno in (errno.EACCES, errno.EPERM):
@@ -170,12 +204,7 @@ def read_lock_stat(path: str, limit: int = MAX_LOCK_BYTES, *,
                 )
             raise UnreadableError(f"is {kind}, not a lock file", path=path, kind=mkind)
         _check_size(path, st.st_size, limit)
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UnreadableError(os_reason(exc), path=path, kind=os_kind(exc)) from exc
+    fd = _open_to_read(path)
     try:
         fst = os.fstat(fd)
         if not stat.S_ISREG(fst.st_mode) or (
@@ -451,3 +480,24 @@ def lock_within(
             return False
         time.sleep(pause)
         pause = min(pause * 2, max_pause)
+
+
+def pread(fd: int, n: int, offset: int) -> bytes:
+    """Up to ``n`` bytes at byte ``offset`` of the open file ``fd`` (fewer only at its end).
+
+    Portable (``lseek`` + ``read`` where there is no ``pread``; appends use ``O_APPEND`` so the
+    file position does not matter to them). Raises OSError from the OS.
+    """
+    parts: list[bytes] = []
+    while n > 0:
+        if sys.platform != "win32":
+            got = os.pread(fd, n, offset)
+        else:  # pragma: no cover - Windows
+            os.lseek(fd, offset, os.SEEK_SET)
+            got = os.read(fd, n)
+        if not got:
+            break
+        parts.append(got)
+        n -= len(got)
+        offset += len(got)
+    return b"".join(parts)

@@ -31,6 +31,7 @@ from core.audit.model import (
     fallback_log_path,
     get_via,
     log_path_for,
+    logs_for,
     resolve_log_path,
     set_via,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "get_via",
     "known_logs",
     "log_path_for",
+    "logs_for",
     "read",
     "read_many",
     "remember",

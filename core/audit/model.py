@@ -219,6 +219,21 @@ def fallback_log_path() -> str:
     return os.path.join(platformdirs.user_log_dir("lockwarden"), FALLBACK_LOG_NAME)
 
 
+def logs_for(lock_path: str) -> tuple[str, str]:
+    """Every log an entry about ``lock_path`` may be in: the lock's directory log
+    (:func:`log_path_for`) and this user's own log (:func:`fallback_log_path`), which takes
+    the entries a directory log may not (a lock in a git repository: docs/audit.md, "Where
+    entries go"; a directory that is not writable). Never raises for a string."""
+    return log_path_for(lock_path), _fallback_for(os.environ.get("XDG_STATE_HOME"),
+                                                  os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _fallback_for(_xdg_state_home: str | None, _home: str | None) -> str:
+    """:func:`fallback_log_path` for one environment (the arguments are only the cache key)."""
+    return fallback_log_path()
+
+
 def heads_dir() -> str:
     """Directory of this user's chain heads, ``platformdirs.user_state_dir("lockwarden")/
     audit_heads`` (Linux: ``~/.local/state/lockwarden/audit_heads``). Not created here.

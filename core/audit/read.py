@@ -12,14 +12,13 @@ import datetime as _dt
 import hashlib
 import os
 import stat
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from core.audit.model import CHUNK, MAX_LINE_BYTES, AuditEntry, explain, resolve_log_path
 from core.audit.parse import is_blank, parse_line
 from core.errors import UnreadableError
-from core.fsutil import READ_FLAGS, describe_mode, human_size
+from core.fsutil import READ_FLAGS, describe_mode, human_size, pread
 
 _BLANK_NL = b" \t\r\n"
 
@@ -40,27 +39,6 @@ class RawLine:
     total: int
     digest: str
     terminated: bool
-
-
-def pread(fd: int, n: int, offset: int) -> bytes:
-    """Up to ``n`` bytes at byte ``offset`` of the open file ``fd`` (fewer only at its end).
-
-    Portable (``lseek`` + ``read`` where there is no ``pread``; appends use ``O_APPEND`` so the
-    file position does not matter to them). Raises OSError from the OS.
-    """
-    parts: list[bytes] = []
-    while n > 0:
-        if sys.platform != "win32":
-            got = os.pread(fd, n, offset)
-        else:  # pragma: no cover - Windows
-            os.lseek(fd, offset, os.SEEK_SET)
-            got = os.read(fd, n)
-        if not got:
-            break
-        parts.append(got)
-        n -= len(got)
-        offset += len(got)
-    return b"".join(parts)
 
 
 def open_log(log: str) -> int | None:

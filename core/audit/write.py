@@ -28,7 +28,7 @@ from core.audit.model import (
     log_path_for,
 )
 from core.audit.parse import is_entry_object
-from core.audit.read import pread
+from core.fsutil import pread
 
 DEFAULT_LOCK_TIMEOUT = 5.0
 """Seconds an append waits for another writer's lock on the log before it writes to the

@@ -287,9 +287,9 @@ def _say_lost(lock_path: str, operation: str, error: str) -> None:
 
 def _report_exception(exc: BaseException) -> int:
     """Print one line for an exception no verb handled and return its exit code: the
-    engine's "no" answers 1 (a refused reclaim of an af claim too), unreadable/I-O and "not a
-    lock file" 3, anything else 4 (a bug: NUL bytes, the one bad input the system calls would
-    refuse with ValueError, never get this far)."""
+    engine's "no" answers 1 (a refused reclaim of an af claim too, unsaved work the gate
+    keeps), unreadable/I-O and "not a lock file" 3, anything else 4 (a bug: NUL bytes, the one
+    bad input the system calls would refuse with ValueError, never get this far)."""
     from core.codes import ReadOnlyKind
     from core.errors import (
         LockError,
@@ -300,6 +300,7 @@ def _report_exception(exc: BaseException) -> int:
         ParseError,
         ReadOnlyLock,
         UnreadableError,
+        UnsavedChanges,
     )
 
     if isinstance(exc, UnreadableError | ParseError):
@@ -307,7 +308,7 @@ def _report_exception(exc: BaseException) -> int:
     elif isinstance(exc, ReadOnlyLock):
         msg, code = str(exc), EXIT_IO if exc.kind is ReadOnlyKind.NOT_A_LOCK else EXIT_NO
         # (kernel_lock, not_writable, ledger_claim: the answer is "no", exit 1)
-    elif isinstance(exc, LockHeld | LockTimeout | LockLost | NotStale):
+    elif isinstance(exc, LockHeld | LockTimeout | LockLost | NotStale | UnsavedChanges):
         msg, code = str(exc), EXIT_NO  # a "no" answer the verb did not expect
     elif isinstance(exc, LockError):  # the engine could not do it: I/O, vanished holder...
         msg, code = str(exc), EXIT_IO

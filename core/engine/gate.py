@@ -345,7 +345,8 @@ def _rules(path: str, status: LockStatus, intent: Intent, discard_unsaved: bool,
                             Reason.of(Code.KERNEL_UNKNOWN), status=held_by_kernel)
         return _refused(ReadOnlyKind.KERNEL_LOCK, Reason.of(
             Code.KERNEL_HELD, pid=held_by_kernel.kernel_pid), status=held_by_kernel)
-    empty = rec is None and status.file is not None and status.file.size == 0
+    empty = rec is None and (status.empty_free
+                             or (status.file is not None and status.file.size == 0))
     if rec is None and not empty:  # bytes no format reads (or cannot read now)
         if intent is Intent.ACQUIRE and (status.state is State.WRITING
                                          or (ukind is not None and ukind.inconclusive)):
@@ -409,7 +410,7 @@ def ask_clean(path: str, status: LockStatus, removable: bool, pid: int | None,
         return _told(path, Intent.CLEAN, status, Answer(
             Act.REFUSE, (why,), Refusal.UNSAVED, status=status))
     rec = status.record
-    empty = status.file is not None and status.file.size == 0
+    empty = status.empty_free or (status.file is not None and status.file.size == 0)
     if rec is None and not empty:  # no engine step moves out what is not a lock: leave it
         return _told(path, Intent.CLEAN, status, _refused(
             ReadOnlyKind.NOT_A_LOCK, Reason.of(Code.NOT_A_LOCK, detail=None), status=status))

@@ -1,5 +1,6 @@
 """The public lock API: :class:`Lock` (acquire, release, refresh, the context manager and the
-refresher thread; :func:`core.engine.reclaiming.reclaim` builds on it) (docs/DESIGN.md, "Lock
+refresher thread; :func:`core.engine.reclaiming.reclaim` builds on it, taking over with a
+``Lock``'s own steps) (docs/DESIGN.md, "Lock
 operations"; docs/engine.md, whose
 "Guarantees and how they are kept" says how and why). Every lock Lockwarden creates, rewrites
 or removes goes through the engine: this module, then :mod:`core.engine.operations` (operations on a
@@ -32,7 +33,7 @@ from core.engine.operations import (
 )
 from core.engine.publish import Outcome, Staged
 from core.engine.remove import empty_if, remove_if
-from core.engine.trash import Disposal, Kept
+from core.engine.trash import Kept
 from core.errors import LockError, LockHeld, LockLost, LockTimeout
 from core.formats import Built, Reclaimed, WriteRequest
 from core.formats.writing import check_tag
@@ -339,59 +340,6 @@ class Lock:
             d["ttl"] = self.ttl
         d.update(more)
         return d
-
-    # -- reclaim ------------------------------------------------------------------------------
-    def _reclaim(self, *, force: bool, reason: str | None) -> Lock:
-        """Break the lock at the path and hold it (see :func:`core.engine.reclaiming.reclaim`):
-        what the gate lets a reclaim take (:func:`core.engine.gate.ask`,
-        :attr:`~core.engine.gate.Intent.RECLAIM` judged by a
-        :class:`~core.engine.operations.ReclaimJudge`, or
-        :attr:`~core.engine.gate.Intent.FORCE_RECLAIM`)."""
-        with self._mutex:
-            if self.is_held:
-                raise LockError(f"{self.path} is already held by this Lock object")
-        judge = operations.ReclaimJudge(self.policy, force)
-        intent = Intent.FORCE_RECLAIM if force else Intent.RECLAIM
-        status: LockStatus | None = None
-        for _ in range(publish.MAX_RETRIES):
-            status = inspect(self.path, policy=self.policy)
-            if not status.present:  # a free kernel-lock anchor is refused below, never taken
-                return self.acquire(blocking=False)
-            answer = gate.ask(self.path, status, intent, judge=judge)
-            if answer.act is Act.REFUSE:
-                gate.refuse(self.path, answer, intent)
-            if answer.act is not Act.TAKE_OVER:
-                judge.refuse(self.path, status, reason)
-            emptied = answer.emptied
-            token = publish.new_token()
-            built = self._build(token, judge.reclaimed(status), emptied=emptied)
-            keep = Disposal(self.path)  # a forced reclaim keeps a foreign file it replaces
-
-            def accept(st: LockStatus, emptied: EmptyFile | None = emptied) -> bool:
-                again = gate.ask(self.path, st, intent, judge=judge)
-                return again.act is Act.TAKE_OVER and again.emptied == emptied
-
-            with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
-                               durable=True) as staged:  # an explicit reclaim: made durable
-                out = publish.take_over(staged, status, accept, self.policy,
-                                        keep if force else None)
-                self.kept = keep.kept
-                if out.kind in ("published", "won"):
-                    self._took_over(out, token, built, staged, judge, reason, emptied)
-                    return self
-            if out.kind == "lost_race":
-                operations.audit_lost_race(self.path, self.format, out, reason, self.kept)
-                assert out.status is not None
-                raise LockHeld(f"lock taken first by another process: "
-                               f"{describe(out.status)}", out.status)
-            if out.kind == "refused":
-                assert out.status is not None
-                again = gate.ask(self.path, out.status, intent, judge=judge)
-                if again.act is Act.REFUSE:
-                    gate.refuse(self.path, again, intent)
-                if again.act is not Act.TAKE_OVER:
-                    judge.refuse(self.path, out.status, reason)
-        raise LockHeld(f"{self.path} kept changing; reclaim gave up", status)
 
     # -- release ----------------------------------------------------------------------------
     def release(self, force: bool = False) -> None:

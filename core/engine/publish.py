@@ -17,8 +17,8 @@ written comes from the formats (:func:`core.formats.build`); when and why, from
   out to ``.<name>.<pid>.<token>.lwswap``, verified, deleted, and ours linked in.
 - **Renew** (:func:`renew`): a refresh exchanges the renewed file in under the guard after
   checking the path still holds our acquisition, and checks what came out.
-- **Verified remove**: :func:`core.engine.remove.remove_if` (uses :func:`_put_back` and
-  :func:`read_regular` from here).
+- **Verified remove**: :func:`core.engine.remove.remove_if`. The small operations on
+  directory entries both use are :mod:`core.engine.entries`.
 
 Crash testing (test-only): when the environment variable :data:`CRASH_ENV` names one of
 :data:`CRASH_POINTS`, the process calls ``os._exit(137)`` at that step (docs/engine.md,
@@ -36,14 +36,20 @@ from typing import Literal, NamedTuple
 
 from core.engine import exchange as _exchange
 from core.engine import gate
+from core.engine.entries import (
+    link_nofollow,
+    put_back,
+    read_regular,
+    unlink_quiet,
+    write_all,
+)
 from core.engine.exchange import DirGuard, ExchangeUnsupported
 from core.engine.gate import Act, EmptyFile, Intent
-from core.engine.unheld import holding_empty
-from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock, UnreadableError
+from core.engine.unheld import Hold, hold_while_it_goes
+from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
 from core.fsutil import (
     WRITE_EXCL_FLAGS,
     fsync_dir,
-    read_lock_file,
     refuse_unreadable,
 )
 from core.record import FileInfo, LockStatus, State
@@ -111,57 +117,6 @@ def new_token() -> str:
     return os.urandom(16).hex()
 
 
-# -- small file operations ------------------------------------------------------------------
-
-
-def _link(src: str, dst: str) -> None:
-    """``link(src, dst)`` without following a symlink at ``src`` where the OS can say so
-    (``linkat`` without ``AT_SYMLINK_FOLLOW``); ``dst`` is never followed by ``link``."""
-    if os.link in os.supports_follow_symlinks:
-        os.link(src, dst, follow_symlinks=False)
-    else:  # pragma: no cover - Windows: CreateHardLinkW
-        os.link(src, dst)
-
-
-def unlink_quiet(p: str) -> None:
-    """Remove ``p``; nothing there is fine."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(p)
-
-
-def read_regular(p: str) -> tuple[bytes, FileInfo] | None:
-    """Bytes and identity of the regular file at ``p``; None if it is missing or not a
-    readable regular file."""
-    try:
-        return read_lock_file(p)
-    except (FileNotFoundError, UnreadableError):
-        return None
-
-
-def _put_back(moved: str, path: str) -> None:
-    """Return a file that was moved out of ``path`` but is not the one expected (someone
-    else's), without ever replacing what may be at ``path`` now. If ``path`` was taken in the
-    meantime, the file stays under its temp name (recognisable, never deleted)."""
-    try:
-        _link(moved, path)
-    except FileExistsError:
-        log.warning("%s was taken meanwhile; the displaced file stays at %s", path, moved)
-        return
-    except OSError:  # not hard-linkable (a directory; no links on this file system)
-        if not os.path.lexists(path):
-            with contextlib.suppress(OSError):
-                os.rename(moved, path)
-        return
-    unlink_quiet(moved)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 # -- publishing -------------------------------------------------------------------------------
 
 
@@ -198,7 +153,7 @@ def _write_temp(tmp: str, data: bytes, mode: int = 0o644,
         ) from exc
     try:
         crash_point("after_temp_create")
-        _write_all(fd, data)
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
         st = os.fstat(fd)
@@ -245,7 +200,7 @@ def publish(staged: Staged) -> bool:
     dev = os.lstat(tmp).st_dev if _no_link_devs else -1
     if dev not in _no_link_devs:
         try:
-            _link(tmp, path)
+            link_nofollow(tmp, path)
             crash_point("after_link")
             return True
         except FileExistsError:
@@ -260,7 +215,7 @@ def publish(staged: Staged) -> bool:
     except FileExistsError:
         return False
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         if staged.durable:
             os.fsync(fd)
     except BaseException:
@@ -378,7 +333,19 @@ def take_over(
         UnreadableError: something not a regular file is at the path.
     """
     path = staged.path
-    with DirGuard(os.path.dirname(path)) as guard, contextlib.ExitStack() as hold:
+    out = _take_over(staged, judged, accept, policy, dispose)
+    if out.kind == "refused" and out.status is None:  # a peer holds, opened or uses it
+        return Outcome("refused", inspect(path, policy=policy))
+    return out
+
+
+def _take_over(staged: Staged, judged: LockStatus, accept: Callable[[LockStatus], bool],
+               policy: StalePolicy, dispose: Dispose | None) -> Outcome:
+    """:func:`take_over` under the guard; ``"refused"`` without a status when the file's
+    peers hold, opened or use it (:mod:`core.engine.unheld`): the caller looks again once the
+    hold is let go."""
+    path = staged.path
+    with DirGuard(os.path.dirname(path)) as guard, contextlib.ExitStack() as stack:
         crash_point("reclaim_after_guard")
         cur = read_regular(path)
         if cur is None:
@@ -393,39 +360,45 @@ def take_over(
             return Outcome("retry", now_status)  # another file now: judge it afresh
         if not accept(now_status):
             return Outcome("refused", now_status)
-        if not cur_data.strip():  # an empty file: hold its flock while it goes (unheld.py)
-            try:
-                hold.enter_context(holding_empty(path, cur_info))
-            except LockLost:
-                return Outcome("retry", now_status)
-            except (ReadOnlyLock, LockHeld):
-                return Outcome("refused", inspect(path, policy=policy))
+        try:
+            hold = hold_while_it_goes(stack, path, cur_data, cur_info, now_status.record,
+                                      own=False)
+        except LockLost:
+            return Outcome("retry", now_status)
+        except (ReadOnlyLock, LockHeld):
+            return Outcome("refused", None)
+        if hold is not None and (hold.busy or (hold.opened() and not hold.retake())):
+            return Outcome("refused", None)  # its peers use, or are opening, the file
         if cur_info.dev in _no_exchange_devs:
-            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
+            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose, hold)
         try:
             _exchange.exchange(staged.tmp, path)
         except ExchangeUnsupported:
             _no_exchange_devs.add(cur_info.dev)
-            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose)
+            return _fallback_take_over(guard, staged, cur, now_status, policy, dispose, hold)
         except FileNotFoundError:
             return Outcome("retry", now_status)
         crash_point("reclaim_after_exchange")
-        out = read_regular(staged.tmp)
-        if out is not None and out[1] == cur_info and out[0] == cur_data:
-            if dispose is None:
-                with contextlib.suppress(OSError):  # the lock is ours whatever happens here
-                    os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
-            else:
-                try:
-                    dispose(staged.tmp, cur_data, cur_info)
-                except BaseException:
-                    _exchange.exchange(staged.tmp, path)  # the judged file back, ours out
-                    raise
-            crash_point("reclaim_after_unlink_old")
-            return Outcome("won", now_status, displaced=now_status)
-        # not the judged file (a foreign tool replaced it meanwhile): put it back
-        _exchange.exchange(staged.tmp, path)
-        return Outcome("retry", now_status)
+        out = hold.moved(staged.tmp) if hold is not None else read_regular(staged.tmp)
+        if out is None or out[1] != cur_info or out[0] != cur_data:
+            # not the judged file (a foreign tool replaced it meanwhile): put it back
+            _exchange.exchange(staged.tmp, path)
+            return Outcome("retry", now_status)
+        if hold is not None and hold.disturbed() and not hold.retake():
+            # a peer opened it meanwhile: it must find it at the path (unheld.py)
+            _exchange.exchange(staged.tmp, path)
+            return Outcome("refused", None)
+        if dispose is None:
+            with contextlib.suppress(OSError):  # the lock is ours whatever happens here
+                os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
+        else:
+            try:
+                dispose(staged.tmp, cur_data, cur_info)
+            except BaseException:
+                _exchange.exchange(staged.tmp, path)  # the judged file back, ours out
+                raise
+        crash_point("reclaim_after_unlink_old")
+        return Outcome("won", now_status, displaced=now_status)
 
 
 def _fallback_take_over(
@@ -435,6 +408,7 @@ def _fallback_take_over(
     judged: LockStatus,
     policy: StalePolicy,
     dispose: Dispose | None = None,
+    hold: Hold | None = None,
 ) -> Outcome:
     """Without an exchange primitive the judged file must leave the path before ours can
     be linked in; that is safe only while every Lockwarden breaker is serialised by the
@@ -446,27 +420,32 @@ def _fallback_take_over(
             "lock on the directory (or on a guard file in it) nor an atomic exchange; "
             "remove the stale lock by hand once you are sure its holder is gone"
         )
-    return _rename_out_and_link(staged, cur, judged, policy, dispose)
+    return _rename_out_and_link(staged, cur, judged, policy, dispose, hold)
 
 
 def _rename_out_and_link(
     staged: Staged, cur: tuple[bytes, FileInfo], judged: LockStatus, policy: StalePolicy,
-    dispose: Dispose | None = None,
+    dispose: Dispose | None = None, hold: Hold | None = None,
 ) -> Outcome:
     """Fallback without an exchange primitive (under the guard): move the judged file
     out, verify it, delete it, then publish ours with ``link`` (EEXIST: a foreign acquirer
     got in first, fairly)."""
     path = staged.path
     swap = temp_path(path, new_token(), "swap")
+    if hold is not None and hold.opened() and not hold.retake():
+        return Outcome("refused", None)  # a peer is opening it: it stays
     try:
         os.rename(path, swap)
     except FileNotFoundError:
         return Outcome("retry", judged)
     crash_point("reclaim_after_rename_out")
-    out = read_regular(swap)
+    out = hold.moved(swap) if hold is not None else read_regular(swap)
     if out is None or out[1] != cur[1] or out[0] != cur[0]:
-        _put_back(swap, path)
+        put_back(swap, path, hold=hold is not None)
         return Outcome("retry", judged)
+    if hold is not None and hold.disturbed() and not hold.retake():  # a peer opened it
+        put_back(swap, path, hold=True)
+        return Outcome("refused", None)
     _dispose(swap, path, out, dispose)
     crash_point("reclaim_after_unlink_old")
     if publish(staged):
@@ -511,12 +490,13 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
 
 def _dispose(moved: str, path: str, out: tuple[bytes, FileInfo], dispose: Dispose | None) -> None:
     """Unlink the verified file at ``moved`` (``dispose`` None), or hand it to ``dispose``;
-    if that raises, put it back at ``path`` (:func:`_put_back`) and re-raise."""
+    if that raises, put it back at ``path`` (:func:`core.engine.entries.put_back`) and
+    re-raise."""
     if dispose is None:
         os.unlink(moved)
         return
     try:
         dispose(moved, out[0], out[1])
     except BaseException:
-        _put_back(moved, path)
+        put_back(moved, path)
         raise

@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 
 from core import formats
+from core.engine import gate, operations, publish
+from core.engine.gate import Act, EmptyFile, Intent
 from core.engine.lock import Lock
-from core.engine.operations import resolve_policy
-from core.errors import LockHeld, NotStale
+from core.engine.operations import describe, resolve_policy
+from core.engine.trash import Disposal
+from core.errors import LockError, LockHeld, NotStale
 from core.fsutil import validate_lock_path
-from core.record import WRITABLE_FORMATS
+from core.record import WRITABLE_FORMATS, LockStatus
 from core.stale_policy import StalePolicy
 from core.verdicts.inspect import inspect
 
@@ -75,6 +78,61 @@ def reclaim(
     lk = Lock(p, tag=tag, ttl=ttl, format=fmt, holder_pid=holder_pid,
               auto_refresh=auto_refresh and leased, policy=judge, durable=durable)
     try:
-        return lk._reclaim(force=force, reason=reason)
+        return _take(lk, force=force, reason=reason)
     except LockHeld as exc:
         raise NotStale(str(exc), exc.status) from exc
+
+
+def _take(lk: Lock, *, force: bool, reason: str | None) -> Lock:
+    """Break the lock at the path and hold it (see :func:`core.engine.reclaiming.reclaim`):
+    what the gate lets a reclaim take (:func:`core.engine.gate.ask`,
+    :attr:`~core.engine.gate.Intent.RECLAIM` judged by a
+    :class:`~core.engine.operations.ReclaimJudge`, or
+    :attr:`~core.engine.gate.Intent.FORCE_RECLAIM`)."""
+    with lk._mutex:
+        if lk.is_held:
+            raise LockError(f"{lk.path} is already held by this Lock object")
+    judge = operations.ReclaimJudge(lk.policy, force)
+    intent = Intent.FORCE_RECLAIM if force else Intent.RECLAIM
+    status: LockStatus | None = None
+    for _ in range(publish.MAX_RETRIES):
+        status = inspect(lk.path, policy=lk.policy)
+        if not status.present:  # a free kernel-lock anchor is refused below, never taken
+            return lk.acquire(blocking=False)
+        answer = gate.ask(lk.path, status, intent, judge=judge)
+        if answer.act is Act.REFUSE:
+            gate.refuse(lk.path, answer, intent)
+        if answer.act is not Act.TAKE_OVER:
+            judge.refuse(lk.path, status, reason)
+        emptied = answer.emptied
+        token = publish.new_token()
+        built = lk._build(token, judge.reclaimed(status), emptied=emptied)
+        keep = Disposal(lk.path)  # a forced reclaim keeps a foreign file it replaces
+
+        def accept(st: LockStatus, emptied: EmptyFile | None = emptied) -> bool:
+            again = gate.ask(lk.path, st, intent, judge=judge)
+            return again.act is Act.TAKE_OVER and again.emptied == emptied
+
+        with publish.stage(lk.path, token, built.data, lk.policy.file_mode(built.mode),
+                           durable=True) as staged:  # an explicit reclaim: made durable
+            out = publish.take_over(staged, status, accept, lk.policy,
+                                    keep if force else None)
+            lk.kept = keep.kept
+            if out.kind in ("published", "won"):
+                lk._took_over(out, token, built, staged, judge, reason, emptied)
+                return lk
+        if out.kind == "lost_race":
+            operations.audit_lost_race(lk.path, lk.format, out, reason, lk.kept)
+            assert out.status is not None
+            raise LockHeld(f"lock taken first by another process: "
+                           f"{describe(out.status)}", out.status)
+        if out.kind == "refused":
+            assert out.status is not None
+            again = gate.ask(lk.path, out.status, intent, judge=judge)
+            if again.act is Act.REFUSE:
+                gate.refuse(lk.path, again, intent)
+            if again.act is not Act.TAKE_OVER:
+                judge.refuse(lk.path, out.status, reason)
+            # what the gate lets go, the file's peers hold, opened or use (unheld.py)
+            raise LockHeld(f"not reclaimed: {describe(out.status)}", out.status)
+    raise LockHeld(f"{lk.path} kept changing; reclaim gave up", status)

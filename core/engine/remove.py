@@ -13,13 +13,15 @@ import stat
 import sys
 from collections.abc import Callable
 
+from core import formats
+from core.engine.entries import put_back, read_regular
 from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
 from core.engine.gate import EmptyFile
-from core.engine.publish import Dispose, _dispose, _put_back, crash_point, new_token, read_regular
-from core.engine.unheld import holding_empty
-from core.errors import LockLost
-from core.fsutil import MAX_LOCK_BYTES, describe_mode, file_info
-from core.record import FileInfo
+from core.engine.publish import Dispose, _dispose, crash_point, new_token
+from core.engine.unheld import Hold, hold_while_it_goes
+from core.errors import LockHeld, LockLost, ParseError
+from core.fsutil import MAX_LOCK_BYTES, describe_mode, file_info, pread
+from core.record import FileInfo, LockRecord
 from core.tempfiles import temp_path
 from core.text import printable
 
@@ -35,18 +37,23 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
               dispose: Dispose | None = None, *,
               notes: list[str] | None = None) -> tuple[bytes, FileInfo]:
     """Under the directory guard: check the lock in place with ``ours(bytes, info)`` (a lock
-    that is not ours is never touched), then move it out to ``.<name>.<pid>.<random>.lwrel``, check
-    again what was moved (closes the gap between the check and the move against tools that
-    replace files without the guard) and delete it -- or hand it to ``dispose`` (a forced
-    removal keeps foreign files: :class:`core.engine.trash.Disposal`); put it back if it is not
-    ours, or if ``dispose`` raises (docs/engine.md, "Release never deletes a successor's
-    lock"). An empty file is removed holding its ``flock``
-    (:func:`core.engine.unheld.holding_empty`). Returns the removed file's bytes and identity.
+    that is not ours is never touched), then move it out to
+    ``.<name>.<pid>.<random>.lwrel``, check that what was moved is that very file, unchanged
+    (closes the gap between the check and the move against tools that replace files without
+    the guard) and delete it -- or hand it to ``dispose`` (a forced removal keeps foreign
+    files: :class:`core.engine.trash.Disposal`); put it back if it is not that file, or if
+    ``dispose`` raises (docs/engine.md, "Release never deletes a successor's
+    lock"). An empty file, or a lock its holder releases, is removed holding it as the tools
+    that lock such files with ``flock``/``lockf`` would (:func:`core.engine.unheld.holding`): a
+    peer that opened it meanwhile finds it put back at the path; a lock that peers hold or wait
+    for is released by emptying it in place, never removed from under them.
+    Returns the removed file's bytes and identity.
 
     Raises:
         LockLost: nothing is at ``path``, or what is there is not ``ours`` (left in place).
         ReadOnlyLock: an empty file a process holds a kernel lock on now (left in place).
-        LockHeld: an empty file another process has open (left in place).
+        LockHeld: an empty file another process has open, or opened meanwhile (left in
+            place).
         GuardTimeout: the directory guard stayed held by another process (a forced removal,
             ``dispose`` given).
 
@@ -71,21 +78,90 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
         seen = read_regular(path)
         if seen is None or not ours(seen[0], seen[1]):
             raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
-        with contextlib.ExitStack() as hold:
-            if not seen[0].strip():  # an empty file: hold its flock while it goes (unheld.py)
-                hold.enter_context(holding_empty(path, seen[1]))
+        with contextlib.ExitStack() as stack:
+            # an empty file, or a lock of ours that flock-style tools may have come to lock
+            # too: hold it as they would while it goes (core/engine/unheld.py)
+            hold = hold_while_it_goes(stack, path, seen[0], seen[1], _record(seen[0], path),
+                                      own=dispose is None)
+            if hold is not None and (hold.busy or _kept_open(hold, own=dispose is None)):
+                if not seen[0].strip():  # an empty file a peer is opening now: it stays
+                    raise LockHeld(f"{path}: a process is opening it now, to lock it; "
+                                   "nothing was removed")
+                # its peers hold, wait for or open this very file: removing it would let two
+                # of them in; releasing our lock leaves it in place, empty, for them
+                hold.unlease()
+                return _empty_in_place(path, ours, seen)
             try:
                 os.rename(path, rel)
             except FileNotFoundError:
                 raise LockLost(f"{path}: the lock file is gone") from None
             crash_point("release_after_rename_out")
-            out = read_regular(rel)
-            if out is None or not ours(out[0], out[1]):
-                _put_back(rel, path)
+            # what was moved must be the file checked, unchanged -- asked of the file itself,
+            # never of the path again: another file may be there by now
+            out = hold.moved(rel) if hold is not None else read_regular(rel)
+            if out is None or out[1] != seen[1] or out[0] != seen[0]:
+                put_back(rel, path, hold=hold is not None)
                 raise LockLost(f"{path}: the lock file now belongs to someone else; left in "
                                "place")
+            if hold is not None and (opened := hold.disturbed()) and not hold.retake():
+                if not put_back(rel, path, hold=True):  # a peer opened it: back it goes
+                    return out  # the path was taken meanwhile: it is unlinked (unheld.py)
+                if seen[0].strip():  # a lock of ours: released by emptying it in place
+                    hold.unlease()
+                    return _empty_in_place(path, ours, seen)
+                raise LockHeld(f"{path}: {_who(opened)} opened it meanwhile, to lock it; it "
+                               "was put back, nothing was removed")
             _dispose(rel, path, out, dispose)
     return out
+
+
+def _kept_open(hold: Hold, *, own: bool) -> bool:
+    """True when an ``open`` broke ``hold``'s lease before the move and the file stays open
+    elsewhere: the lease cannot be taken again (a reader that only looked is gone by then) --
+    for a lock its holder releases, when a walk of ``/proc`` names another process than the
+    lock's pin keepers too."""
+    if not hold.opened() or hold.retake():
+        return False
+    return bool(hold.others()) if own else True
+
+
+def _record(data: bytes, path: str) -> LockRecord | None:
+    """The lock ``data`` holds, or ``None`` (empty, or no format reads it)."""
+    if not data.strip():
+        return None
+    try:
+        return formats.parse(data, path)
+    except ParseError:
+        return None
+
+
+def _who(pids: tuple[int, ...]) -> str:
+    real = [p for p in pids if p > 0]
+    return f"PID {real[0]}" if real else "a process"
+
+
+def _empty_in_place(path: str, ours: Callable[[bytes, FileInfo], bool],
+                    seen: tuple[bytes, FileInfo]) -> tuple[bytes, FileInfo]:
+    """Release the lock at ``path`` (still ``seen``, checked ``ours`` again through the
+    descriptor) by emptying the file in place, its mode and owner kept (other processes lock
+    or wait for this inode). Returns what it held.
+
+    Raises:
+        LockLost: it is gone or not ours any more.
+    """
+    fd = _open_for_emptying(path)
+    try:
+        st = os.fstat(fd)
+        data = pread(fd, MAX_LOCK_BYTES + 1, 0)
+        info = file_info(st)
+        if info != seen[1] or not ours(data, info):
+            raise LockLost(f"{path}: the lock file now belongs to someone else; left in place")
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+    log.info("%s: released by emptying it in place: other processes lock or wait for it",
+             printable(path))
+    return data, info
 
 
 def _guard(stack: contextlib.ExitStack, path: str, *, strict: bool,

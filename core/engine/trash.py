@@ -1,32 +1,36 @@
 """What a forced operation does with the file it removes: a foreign file with content goes to
 the desktop trash, or to a quarantine folder where there is no trash, never simply unlinked;
 and the way back (docs/DESIGN.md, "Nothing lost"; docs/engine.md, "Nothing is simply
-unlinked").
+unlinked", "Whose trash").
 
 The protocol around it is unchanged (:mod:`core.engine.publish`): under the directory guard the
 judged file is renamed out of the lock path to an engine temp name in the same directory and
 verified to be the file judged; only then does :class:`Disposal` decide what becomes of that
-temp name -- unlink it (a Lockwarden lock, an empty file), or :func:`put_aside` it. If the file
-cannot be kept, it is put back and the operation fails (:class:`core.errors.NotKept`).
+temp name -- unlink it (a Lockwarden lock, an empty file: :func:`core.engine.gate.must_keep`),
+or :func:`put_aside` it. If the file cannot be kept, it is put back and the operation fails
+(:class:`core.errors.NotKept`).
 
-- **Trash**: ``send2trash`` (the XDG trash on Linux: ``$XDG_DATA_HOME/Trash`` for files on the
-  home's file system, ``.Trash/$UID`` or ``.Trash-$UID`` at the top of other mounts -- never
-  when that top lies in a git repository, docs/audit.md "Where entries go"; the system's
-  trash on macOS and Windows). On Linux the entry is then given the lock's own name
-  and its ``.trashinfo`` the lock's path, so the file manager's *Restore* puts it back where
-  it was (never under an engine temp name, which ``lockwarden clean`` would treat as a
-  leftover).
-- **Quarantine**: where the trash refuses (no trash on that mount, a headless account without
-  a writable one), ``platformdirs.user_data_dir("lockwarden")/quarantine/`` (mode 0700),
-  the file named ``<UTC time>-<random>-<lock name>``.
-- **Back** (:func:`restore`): link the kept file to the lock path, which fails if anything is
-  there now (a new lock is never overwritten), then drop it from the trash or quarantine.
+- **Trash**, only where this user owns it (:mod:`core.engine.trashdirs`): on Linux the XDG
+  trash -- ``$XDG_DATA_HOME/Trash`` for files on the home's file system, the mount's
+  ``.Trash/$UID`` or ``.Trash-$UID`` for others, each a real directory of this user's, never
+  a link, never another user's; never when the mount's top lies in a git repository,
+  docs/audit.md "Where entries go". The file keeps the lock's own name and its
+  ``.trashinfo`` the lock's path, so the file manager's *Restore* puts it back where it was.
+  ``send2trash`` (the system's trash) on macOS and Windows.
+- **Quarantine**: where no trash qualifies, ``platformdirs.user_data_dir("lockwarden")/
+  quarantine/`` (this user's, mode 0700, checked the same way), the file named
+  ``<UTC time>-<random>-<lock name>``.
+- **Back** (:func:`restore`): only the very file that was put away -- the device, inode and
+  SHA-256 of its content recorded in :class:`Kept` (the audit entry's ``kept``), owned by this
+  user -- is linked back to the lock path, through the descriptor it was checked on; a path
+  taken meanwhile is never overwritten (the gate: :func:`core.engine.gate.ask`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 import stat
@@ -34,14 +38,13 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from core import audit, formats
-from core.audit.placement import repository_of
 from core.engine import gate
 from core.engine.gate import Act, Intent, must_keep
+from core.engine.trashdirs import own_dir, trash_for, trash_move
 from core.errors import LockError, LockHeld, NotKept, ParseError
-from core.fsutil import WRITE_EXCL_FLAGS
+from core.fsutil import WRITE_EXCL_FLAGS, pread
 from core.record import FileInfo, LockStatus
 from core.tempfiles import temp_path
 from core.verdicts.inspect import inspect
@@ -52,32 +55,69 @@ refuses."""
 
 _XDG = sys.platform not in ("darwin", "win32")
 
+_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(
+    os, "O_CLOEXEC", 0)
+
 
 @dataclass(frozen=True)
 class Kept:
-    """Where a forced operation put the file it removed.
+    """Where a forced operation put the file it removed, and which file that is.
 
     Attributes:
         method: ``"trash"`` or ``"quarantine"``.
         path: the file's path now ("" when the system trash does not say: macOS, Windows).
         original: the lock path it was removed from.
         info: the trash's ``.trashinfo`` file of it (XDG trash), else ``None``.
+        dev, ino: the kept file's device and inode; ``sha256``: the SHA-256 of its content
+            (hex). :func:`restore` puts back only that file. ``None`` where unknown.
     """
 
     method: str
     path: str
     original: str
     info: str | None = None
+    dev: int | None = None
+    ino: int | None = None
+    sha256: str | None = None
 
-    def to_dict(self) -> dict[str, str | None]:
-        """The audit entry's ``details["kept"]``: ``method``, ``path``, ``original``, ``info``."""
+    def to_dict(self) -> dict[str, str | int | None]:
+        """The audit entry's ``details["kept"]``: ``method``, ``path``, ``original``, ``info``,
+        ``dev``, ``ino``, ``sha256``."""
         return {"method": self.method, "path": self.path, "original": self.original,
-                "info": self.info}
+                "info": self.info, "dev": self.dev, "ino": self.ino, "sha256": self.sha256}
 
     def where(self) -> str:
         """In words: ``the trash (PATH)`` or ``quarantine (PATH)``."""
         place = "the trash" if self.method == "trash" else "quarantine"
         return f"{place} ({self.path})" if self.path else place
+
+
+def _digest(fd: int) -> str:
+    """SHA-256 (hex) of the content of the open file ``fd``, read from its start."""
+    h = hashlib.sha256()
+    offset = 0
+    while True:
+        chunk = pread(fd, 1 << 16, offset)
+        if not chunk:
+            return h.hexdigest()
+        h.update(chunk)
+        offset += len(chunk)
+
+
+def _identity(path: str) -> tuple[int, int, str]:
+    """``(dev, ino, sha256)`` of the regular file at ``path`` (never through a link).
+
+    Raises:
+        OSError: it cannot be opened, or is not a regular file.
+    """
+    fd = os.open(path, _READ)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        return st.st_dev, st.st_ino, _digest(fd)
+    finally:
+        os.close(fd)
 
 
 class Disposal:
@@ -130,114 +170,17 @@ def put_aside(aside: str, original: str) -> Kept:
 
 
 def _to_trash(aside: str, original: str) -> Kept:
-    from send2trash import send2trash  # imported here: the CLI's other verbs never pay for it
-
-    st = os.lstat(aside)
-    if _XDG:
-        top = _mount_top(aside)
-        home = os.path.realpath(os.path.expanduser("~"))
-        if st.st_dev != os.stat(home).st_dev and repository_of(top) is not None:
-            raise OSError(errno.EPERM, f"the trash of {top} would be in the git repository "
-                          f"{repository_of(top)}; Lockwarden writes nothing into a repository")
-    send2trash(aside)
-    if os.path.lexists(aside):
-        raise OSError(errno.EIO, "send2trash returned but the file is still there")
     if not _XDG:  # pragma: no cover - macOS, Windows: the system trash keeps its own records
+        from send2trash import send2trash  # imported here: other verbs never pay for it
+
+        send2trash(aside)
+        if os.path.lexists(aside):
+            raise OSError(errno.EIO, "send2trash returned but the file is still there")
         return Kept("trash", "", original)
-    found = _find_trashed(aside, st)
-    if found is None:
-        return Kept("trash", "", original)
-    return _tidy(found[0], found[1], original)
-
-
-def _trash_roots(aside: str) -> list[str]:
-    """The XDG trash directories ``aside`` may have gone to (send2trash's, then the
-    environment's home trash; then the mount top's ``.Trash/$UID`` and ``.Trash-$UID``)."""
-    roots: list[str] = []
-    plat = sys.modules.get("send2trash.plat_other")
-    home = getattr(plat, "HOMETRASH", None)
-    if isinstance(home, str):
-        roots.append(home)
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    roots.append(os.path.join(data_home, "Trash"))
-    top = _mount_top(aside)
-    uid = ""
-    if sys.platform != "win32":
-        uid = str(os.getuid())
-    roots += [os.path.join(top, ".Trash", uid), os.path.join(top, f".Trash-{uid}")]
-    return list(dict.fromkeys(roots))
-
-
-def _mount_top(path: str) -> str:
-    """The mount point ``path`` lies under (where send2trash puts a mount's trash)."""
-    top = os.path.realpath(os.path.dirname(path))
-    while not os.path.ismount(top):
-        top = os.path.dirname(top)
-    return top
-
-
-def _find_trashed(aside: str, st: os.stat_result) -> tuple[str, str | None] | None:
-    """The trashed file (``files/<name>``) and its ``.trashinfo`` for ``aside``, whose name
-    holds 128 random bits and so is unique in any trash; the same inode wins when several
-    roots hold that name."""
-    name = os.path.basename(aside)
-    hits: list[tuple[str, str | None]] = []
-    for root in _trash_roots(aside):
-        f = os.path.join(root, "files", name)
-        try:
-            fst = os.lstat(f)
-        except OSError:
-            continue
-        info = os.path.join(root, "info", name + ".trashinfo")
-        hit = (f, info if os.path.lexists(info) else None)
-        if (fst.st_ino, fst.st_dev) == (st.st_ino, st.st_dev):
-            return hit
-        hits.append(hit)
-    return hits[0] if hits else None
-
-
-def _tidy(files_path: str, info_path: str | None, original: str) -> Kept:
-    """Give the trashed file the lock's name (``name``, ``name 1``... as send2trash numbers)
-    and its ``.trashinfo`` the lock's path, so *Restore* puts it back there; on any failure
-    the entry stays as send2trash made it."""
-    root = os.path.dirname(os.path.dirname(files_path))
-    stem, ext = os.path.splitext(os.path.basename(original))
-    date = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
-    if info_path is not None:
-        with contextlib.suppress(OSError, UnicodeDecodeError), \
-                open(info_path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("DeletionDate="):
-                    date = line.split("=", 1)[1].strip()
-    text = f"[Trash Info]\nPath={quote(original)}\nDeletionDate={date}\n".encode()
-    for n in range(100):
-        name = f"{stem}{ext}" if n == 0 else f"{stem} {n}{ext}"
-        new_info = os.path.join(root, "info", name + ".trashinfo")
-        new_file = os.path.join(root, "files", name)
-        try:
-            fd = os.open(new_info, WRITE_EXCL_FLAGS, 0o600)
-        except FileExistsError:
-            continue
-        except OSError:
-            break
-        try:
-            os.write(fd, text)
-        finally:
-            os.close(fd)
-        try:
-            os.link(files_path, new_file, follow_symlinks=False)
-        except FileExistsError:
-            os.unlink(new_info)
-            continue
-        except OSError:
-            os.unlink(new_info)
-            break
-        os.unlink(files_path)
-        if info_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(info_path)
-        return Kept("trash", new_file, original, new_info)
-    return Kept("trash", files_path, original, info_path)
+    dev, ino, digest = _identity(aside)
+    root = trash_for(aside)  # NotOurs (an OSError): no trash there is this user's own
+    moved, info = trash_move(aside, original, root)
+    return Kept("trash", moved, original, info, dev, ino, digest)
 
 
 def quarantine_dir() -> str:
@@ -250,7 +193,8 @@ def quarantine_dir() -> str:
 
 def _to_quarantine(aside: str, original: str) -> Kept:
     qdir = quarantine_dir()
-    os.makedirs(qdir, mode=0o700, exist_ok=True)
+    os.makedirs(os.path.dirname(qdir), mode=0o700, exist_ok=True)
+    own_dir(qdir)  # this user's alone, never through a link (NotOurs otherwise)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     dest = os.path.join(qdir, f"{stamp}-{os.urandom(3).hex()}-{os.path.basename(original)}")
     try:
@@ -265,34 +209,61 @@ def _to_quarantine(aside: str, original: str) -> Kept:
                 os.unlink(dest)
             raise
         os.unlink(aside)
-    return Kept("quarantine", dest, original)
+    dev, ino, digest = _identity(dest)
+    return Kept("quarantine", dest, original, None, dev, ino, digest)
 
 
 def restore(kept: Kept, *, reason: str | None = None) -> LockStatus:
     """Put a kept file back at its lock path (the GUI's Undo of a force release), audited as
-    ``restore`` with where it came from. The file is linked in, so a path taken meanwhile is
-    never overwritten; across file systems it is copied to an engine temp name beside the lock
-    first. Returns the verdict on the restored file.
+    ``restore`` with where it came from -- only the very file that was put away: a regular
+    file of this user's whose device, inode and content hash are the ones ``kept`` recorded,
+    linked back through the descriptor it was checked on. The gate must see the path free
+    (:attr:`~core.engine.gate.Intent.RESTORE`), and the link never replaces anything, so a
+    lock taken meanwhile is never overwritten; across file systems the checked content is
+    copied to an engine temp name beside the lock first. Returns the verdict on the restored
+    file (docs/engine.md, "Whose trash").
 
     Raises:
         LockHeld: something is at the lock path now (the file stays where it was kept).
-        LockError: the kept file is gone from the trash or quarantine, or its path is unknown.
+        LockError: the kept file is gone from the trash or quarantine, or is not the file put
+            away (another inode, other content, another user's), or ``kept`` does not say
+            which file it was.
         OSError: the lock's directory cannot be written.
     """
     src, path = kept.path, kept.original
-    if not src or not os.path.isfile(src):
-        raise LockError(f"{path}: the removed file is no longer in {kept.where()}")
-    answer = gate.ask(path, inspect(path), Intent.RESTORE)
-    if answer.act is not Act.PUBLISH:
-        raise LockHeld(f"{path}: not restored, {answer.words()}; the removed file stays in "
-                       f"{kept.where()}", answer.status)
+    if not src or kept.dev is None or kept.ino is None or kept.sha256 is None:
+        raise LockError(f"{path}: which file was put away is not known, so nothing is put "
+                        "back")
     try:
-        _link_in(src, path)
-    except FileExistsError:
-        now = inspect(path)
-        raise LockHeld(f"{path}: not restored, the path is taken again; the removed file stays "
-                       f"in {kept.where()}", now) from None
-    os.unlink(src)
+        fd = os.open(src, _READ)
+    except OSError:
+        raise LockError(f"{path}: the removed file is no longer in {kept.where()}") from None
+    try:
+        st = os.fstat(fd)
+        uid = st.st_uid
+        if sys.platform != "win32":
+            uid = os.geteuid()
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            raise LockError(f"{path}: {src} is not this user's file any more; nothing was put "
+                            "back")
+        if (st.st_dev, st.st_ino) != (kept.dev, kept.ino) or _digest(fd) != kept.sha256:
+            raise LockError(f"{path}: {src} is not the file that was put away (another file "
+                            "or other content now); nothing was put back")
+        answer = gate.ask(path, inspect(path), Intent.RESTORE)
+        if answer.act is not Act.PUBLISH:
+            raise LockHeld(f"{path}: not restored, {answer.words()}; the removed file stays "
+                           f"in {kept.where()}", answer.status)
+        try:
+            _link_in(fd, src, path, stat.S_IMODE(st.st_mode))
+        except FileExistsError:
+            now = inspect(path)
+            raise LockHeld(f"{path}: not restored, the path is taken again; the removed file "
+                           f"stays in {kept.where()}", now) from None
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        if (os.lstat(src).st_dev, os.lstat(src).st_ino) == (kept.dev, kept.ino):
+            os.unlink(src)
     if kept.info:
         with contextlib.suppress(OSError):
             os.unlink(kept.info)
@@ -307,22 +278,26 @@ def restore(kept: Kept, *, reason: str | None = None) -> LockStatus:
     return status
 
 
-def _link_in(src: str, path: str) -> None:
-    """``link(src, path)``; across file systems through a complete copy under an engine temp
-    name beside ``path`` that is then linked; where the lock's file system has no hard links,
-    an ``O_EXCL`` create of ``path`` and a copy (the specs' protocol). Raises
-    FileExistsError when ``path`` is taken."""
+def _link_in(fd: int, src: str, path: str, mode: int) -> None:
+    """Link the checked file (open as ``fd``) to ``path``: through ``/proc/self/fd`` where
+    there is one (the inode checked, whatever ``src`` names now), else ``src``; across file
+    systems, or where the lock's file system has no hard links, a complete copy of the
+    descriptor's content under an engine temp name beside ``path``, linked (or, without
+    links, an ``O_EXCL`` create of ``path``). Raises FileExistsError when ``path`` is taken."""
+    proc = f"/proc/self/fd/{fd}"
     try:
-        os.link(src, path, follow_symlinks=False)
+        if os.path.exists(proc):
+            os.link(proc, path, follow_symlinks=True)
+        else:
+            os.link(src, path, follow_symlinks=False)
         return
     except FileExistsError:
         raise
     except OSError as exc:
         if exc.errno not in _NO_LINK:
             raise
-    mode = stat.S_IMODE(os.lstat(src).st_mode)
     tmp = temp_path(path)
-    _copy_to(src, tmp, mode)
+    _copy_to(fd, tmp, mode)
     try:
         os.link(tmp, path, follow_symlinks=False)
     except FileExistsError:
@@ -330,7 +305,7 @@ def _link_in(src: str, path: str) -> None:
     except OSError as exc:
         if exc.errno not in _NO_LINK:
             raise
-        _copy_to(src, path, mode)
+        _copy_to(fd, path, mode)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -340,13 +315,19 @@ _NO_LINK = {errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EML
             errno.ENOSYS}
 
 
-def _copy_to(src: str, dest: str, mode: int) -> None:
-    """Create ``dest`` exclusively (never through a symlink) with ``mode`` and copy ``src``
-    into it. Raises FileExistsError when ``dest`` exists."""
-    with open(src, "rb") as f:
-        fd = os.open(dest, WRITE_EXCL_FLAGS, mode)
-        with os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(f, out)
+def _copy_to(fd: int, dest: str, mode: int) -> None:
+    """Create ``dest`` exclusively (never through a symlink) with ``mode`` and copy the content
+    of the open file ``fd`` into it. Raises FileExistsError when ``dest`` exists."""
+    out = os.open(dest, WRITE_EXCL_FLAGS, mode)
+    try:
+        offset = 0
+        while chunk := pread(fd, 1 << 16, offset):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+            offset += len(chunk)
+    finally:
+        os.close(out)
 
 
 __all__ = ["QUARANTINE_DIR", "Disposal", "Kept", "put_aside", "quarantine_dir",

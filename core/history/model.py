@@ -42,6 +42,32 @@ EVENTS = ("acquired", "holder_changed", "stale", "expired", "reclaimed", "renewe
 - ``seen``: any other change of state (e.g. stale back to held after a clock step).
 """
 
+ACTION_OPERATIONS: dict[str, frozenset[str]] = {
+    "acquired": frozenset({"acquire"}),
+    "released": frozenset({"release", "force_release"}),
+    "cleared": frozenset({"release", "force_release"}),
+    "reclaimed": frozenset({"reclaim"}),
+    "holder_changed": frozenset({"reclaim", "acquire"}),
+    "renewed": frozenset({"refresh"}),
+}
+"""The one mapping between Lockwarden's actions and history events (docs/history.md,
+"Events"): the events an action of Lockwarden's may cause, and the audit operations
+(docs/audit.md) that can cause each -- for these the audit log is asked, wherever the entry
+went (:func:`core.audit.logs_for`: the lock's directory, or this user's own log for a lock
+in a git repository); :func:`action_event` says what the action makes of the event."""
+
+ACTION_EVENTS = frozenset(ACTION_OPERATIONS)
+
+
+def action_event(event: str, operation: str) -> str:
+    """The event of a transition whose cause is Lockwarden's audited ``operation``: a held
+    lock a ``force_release`` removed is ``force_released`` (else ``released``), wherever the
+    lock lives; any other event stays as the states say."""
+    if operation == "force_release" and event == "released":
+        return "force_released"
+    return event
+
+
 HELD_STATES = frozenset({HELD})
 DEAD_STATES = frozenset({STALE, EXPIRED})
 

@@ -20,15 +20,17 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from core.audit.model import log_path_for
+from core.audit.model import logs_for
 from core.history.model import (
+    ACTION_EVENTS,
+    ACTION_OPERATIONS,
     HistoryUnavailable,
     Observation,
     Transition,
     gone,
     observation_of,
 )
-from core.history.store import ACTION_EVENTS, ACTION_OPERATIONS, HistoryStore, safe_text
+from core.history.store import HistoryStore, safe_text
 
 if TYPE_CHECKING:
     from core.audit import AuditEntry
@@ -57,7 +59,7 @@ BATCH_S = 0.1
 into the next one (a busy directory costs ten commits a second, not a hundred)."""
 
 AUDIT_LATE_S = 3.0
-"""How long after writing a transition of an action (:data:`core.history.store.ACTION_EVENTS`)
+"""How long after writing a transition of an action (:data:`core.history.model.ACTION_EVENTS`)
 the recorder still looks for its audit entry: the engine appends the entry after the change,
 so the watcher may see the change first."""
 
@@ -257,7 +259,7 @@ class Recorder:
                 late = time.time() + AUDIT_LATE_S
                 for r in rows:
                     if r.audit_id is None and r.event in ACTION_EVENTS and "://" not in r.lock:
-                        self._unmatched.setdefault(log_path_for(r.lock), []).append((late, r))
+                        self._unmatched.setdefault(logs_for(r.lock)[0], []).append((late, r))
             self._pending = []
             now = time.time()
             if now >= self._next_prune:
@@ -292,10 +294,13 @@ class Recorder:
         self._audit_cache.clear()
         try:
             for log, waiting in list(self._unmatched.items()):
-                try:
-                    changed = os.stat(log).st_mtime >= waiting[0][1].t - AUDIT_WINDOW_S
-                except OSError:
-                    changed = False
+                changed = False
+                for where in logs_for(waiting[0][1].lock):  # where its entry may have gone
+                    try:
+                        changed = changed or (os.stat(where).st_mtime
+                                              >= waiting[0][1].t - AUDIT_WINDOW_S)
+                    except OSError:
+                        pass
                 keep: list[tuple[float, Transition]] = []
                 for until, row in waiting:
                     found = self._audit(row.lock, row.t, row.event) if changed else None
@@ -332,26 +337,28 @@ class Recorder:
 
     def _audit(self, lock: str, t: float, event: str) -> tuple[str, str] | None:
         """The audit entry of Lockwarden's action on ``lock`` that caused ``event`` seen at
-        ``t``: the last entry of the lock's directory log naming it with an operation that
-        causes ``event`` (:data:`core.history.store.ACTION_OPERATIONS`), written at most
-        :data:`AUDIT_WINDOW_S` before ``t``."""
+        ``t``: the last entry naming it with an operation that causes ``event``
+        (:data:`core.history.model.ACTION_OPERATIONS`), written at most
+        :data:`AUDIT_WINDOW_S` before ``t``, in the lock's directory log or this user's own
+        log, where entries about a lock in a git repository go
+        (:func:`core.audit.logs_for`)."""
         ops = ACTION_OPERATIONS.get(event)
         if "://" in lock or not ops:
             return None
         from core.audit import tail
 
-        path = log_path_for(lock)
-        entries = self._audit_cache.get(path)
-        if entries is None:
-            try:
-                recent = os.stat(path).st_mtime >= t - AUDIT_WINDOW_S
-            except OSError:
-                recent = False
-            entries = tail(path, 64) if recent else []
-            self._audit_cache[path] = entries
-        for e in reversed(entries):
-            if (e.lock_path and os.path.abspath(e.lock_path) == lock and e.digest
-                    and e.timestamp is not None and e.operation in ops
-                    and t - AUDIT_WINDOW_S <= e.timestamp.timestamp() <= t + 1.0):
-                return e.digest, e.operation
+        for path in logs_for(lock):  # the directory's log, or this user's (a git repository)
+            entries = self._audit_cache.get(path)
+            if entries is None:
+                try:
+                    recent = os.stat(path).st_mtime >= t - AUDIT_WINDOW_S
+                except OSError:
+                    recent = False
+                entries = tail(path, 64) if recent else []
+                self._audit_cache[path] = entries
+            for e in reversed(entries):
+                if (e.lock_path and os.path.abspath(e.lock_path) == lock and e.digest
+                        and e.timestamp is not None and e.operation in ops
+                        and t - AUDIT_WINDOW_S <= e.timestamp.timestamp() <= t + 1.0):
+                    return e.digest, e.operation
         return None

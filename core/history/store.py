@@ -20,10 +20,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from core.history.model import (
+    ACTION_EVENTS,
     SKIPPED_STATES,
     HistoryUnavailable,
     Observation,
     Transition,
+    action_event,
     chain_key,
     event_between,
     holder_key,
@@ -37,19 +39,6 @@ SCHEMA_VERSION = 1
 
 BUSY_TIMEOUT_MS = 5000
 """How long a write waits for another recorder's transaction, in milliseconds."""
-
-ACTION_OPERATIONS: dict[str, frozenset[str]] = {
-    "acquired": frozenset({"acquire"}),
-    "released": frozenset({"release", "force_release"}),
-    "cleared": frozenset({"release", "force_release"}),
-    "reclaimed": frozenset({"reclaim"}),
-    "holder_changed": frozenset({"reclaim", "acquire"}),
-    "renewed": frozenset({"refresh"}),
-}
-"""Events that may be an action of Lockwarden's, and the audit operations (docs/audit.md)
-that can cause each: for these the audit log is asked."""
-
-ACTION_EVENTS = frozenset(ACTION_OPERATIONS)
 
 AuditLookup = Callable[[str, float, str], "tuple[str, str] | None"]
 """``(lock, t, event) -> (audit entry digest, operation)`` of Lockwarden's action on ``lock``
@@ -268,8 +257,8 @@ class HistoryStore:
         the same as its lock's last row (state and holder: :func:`holder_key`; another
         recorder may have written it), when it is older than that row, or when it is ``free``
         for a lock never recorded. ``audit`` names Lockwarden's action behind a change
-        (:data:`ACTION_EVENTS`); a ``force_release`` there makes a ``released`` a
-        ``force_released``.
+        (:data:`core.history.model.ACTION_EVENTS`), and the event becomes what that action
+        makes of it (:func:`core.history.model.action_event`).
 
         Raises:
             HistoryUnavailable: the write failed (nothing of the batch was written).
@@ -319,8 +308,7 @@ class HistoryStore:
             found = audit(obs.lock, obs.t, event)
             if found is not None:
                 audit_id, operation = found
-                if operation == "force_release" and event == "released":
-                    event = "force_released"
+                event = action_event(event, operation)
         chain = chain_key(prev_chain, key)
         cur = self._db.execute(
             "INSERT OR IGNORE INTO transitions (lock_id, t, state, event, holder, pid, "
@@ -339,17 +327,19 @@ class HistoryStore:
 
     def annotate(self, row_id: int, audit_id: str, operation: str) -> None:
         """Name the audit entry behind row ``row_id`` when it was appended after the recorder
-        wrote the row (the engine logs an action after the change is made); a
-        ``force_release`` turns a ``released`` into ``force_released``.
+        wrote the row (the engine logs an action after the change is made); the event becomes
+        what the action makes of it (:func:`core.history.model.action_event`).
 
         Raises:
             HistoryUnavailable: the file cannot be written.
         """
         with self._failures():
-            self._db.execute(
-                "UPDATE transitions SET audit_id = ?, event = CASE WHEN event = 'released' AND "
-                "? = 'force_release' THEN 'force_released' ELSE event END WHERE id = ?",
-                (audit_id, operation, row_id))
+            row = self._db.execute("SELECT event FROM transitions WHERE id = ?",
+                                   (row_id,)).fetchone()
+            if row is None:
+                return
+            self._db.execute("UPDATE transitions SET audit_id = ?, event = ? WHERE id = ?",
+                             (audit_id, action_event(str(row[0]), operation), row_id))
 
     def present(self, under: Iterable[str] = ()) -> dict[str, str]:
         """Locks whose last row is not ``free``, with that row's state: the locks a recorder

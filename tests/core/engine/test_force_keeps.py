@@ -10,6 +10,7 @@ XDG_DATA_HOME (the trash and the quarantine) and XDG_STATE_HOME.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -89,9 +90,12 @@ def test_force_release_moves_a_foreign_lock_to_the_trash_and_says_where(
     assert f"Path={lock}" in unquote(info)  # the file manager's Restore puts it back there
     assert f"the file is in the trash ({trashed})" in out.stdout
     entry = last_entry(lockdir, "force_release")
+    st = trashed.stat()  # the very file put away: Undo puts back only it
     assert entry.details["kept"] == {"method": "trash", "path": str(trashed),
                                      "original": str(lock),
-                                     "info": str(env.trash / "info" / "deploy.lock.trashinfo")}
+                                     "info": str(env.trash / "info" / "deploy.lock.trashinfo"),
+                                     "dev": st.st_dev, "ino": st.st_ino,
+                                     "sha256": hashlib.sha256(data).hexdigest()}
     assert entry.details["displaced"]["pid"] == sleeper
     assert not [p for p in lockdir.iterdir() if p.name != ".lock_audit.log"]  # no temp name left
 

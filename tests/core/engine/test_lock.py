@@ -690,7 +690,7 @@ def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(src: str, dst: str) -> None:
         raise PermissionError(errno_mod.EPERM, "hard links not supported (test)")
 
-    monkeypatch.setattr(engine, "_link", refuse)
+    monkeypatch.setattr(engine, "link_nofollow", refuse)
     monkeypatch.setattr(engine, "_no_link_devs", set())
 
 

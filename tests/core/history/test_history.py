@@ -239,3 +239,43 @@ def test_stats_counts_one_process_once_with_and_without_its_host(
     st = json.loads(out.stdout)
     assert sorted(st["holders"]) == sorted([f"pid 1352 on {here}", "pid 1352 on elsewhere"])
     assert st["distinct_holders"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", ["repository", "plain"])
+def test_a_force_release_is_force_released_wherever_the_lock_lives(
+        tmp_path: Path, private_env: dict[str, str], lockdir: Path, where: str) -> None:
+    """One mapping from an action to its audit entry and its history event (docs/history.md,
+    "Events"; core/history/model.py ``action_event``): a forced release of a held lock is
+    ``force_released``, linked to its audit entry, and ``stats`` counts it as forced -- also
+    for a lock in a git repository, whose audit entries go to the user's own log (there it
+    was ``released``, with no link, and "forced 0")."""
+    env = private_env
+    if where == "repository":
+        d = tmp_path / "repo"
+        subprocess.run(["git", "init", "-q", str(d)], check=True)
+    else:
+        d = lockdir
+    lock = d / "build.lock"
+    watch = Watch(env, d)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        procs.append(holder(env, lock, "build"))
+        watch.saw(lock, state="held", pid=procs[0].pid)
+        out = lw("release", str(lock), "--force", "--reason", "hung", env=env)
+        assert out.returncode == 0, out.stderr
+        watch.saw(lock, event="removed")
+        watch.stop()
+    finally:
+        watch.kill()
+        for p in procs:
+            p.kill()
+            p.wait()
+    if where == "repository":
+        assert not (d / ".lock_audit.log").exists()  # nothing written into the repository
+    rows = history(env, lock)
+    assert [r["event"] for r in rows] == ["acquired", "force_released"]
+    assert rows[-1]["audit_id"], rows[-1]
+    text = lw("stats", str(lock), env=env)
+    assert text.returncode == 0 and "(forced 1)" in text.stdout, text.stdout

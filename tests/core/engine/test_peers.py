@@ -1,0 +1,137 @@
+"""The protocol of the tools that lock files with ``flock``/``lockf`` (docs/engine.md, "Peers'
+kernel locks"; core/engine/unheld.py), step by step with real processes: a file taken out of
+its path is unlinked, never kept under another name; a process whose ``open`` waits on the
+engine's lease at the moment of the move finds the file put back at the path; a lock that
+such tools hold or wait for is released by emptying it in place. Linux (leases, /proc)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.engine import exchange as ex
+from core.engine import publish
+from core.engine.lock import Lock
+from core.engine.operations import force_release
+from core.errors import LockHeld
+from tests.support.kernel_holders import hold
+from tests.support.protected import OLD
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="leases and /proc/<pid>/wchan are Linux's")
+
+OPENER = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)  # as portalocker, fasteners open it
+st = os.fstat(fd)
+print(st.st_ino, st.st_nlink, flush=True)
+sys.stdin.read()
+"""
+"""A blocking ``open`` of PATH, as portalocker's and fasteners' (they keep the descriptor and
+lock it later): prints the inode it got and its link count."""
+
+
+def _waiting_on_lease(pid: int) -> bool:
+    with open(f"/proc/{pid}/wchan") as f:
+        return "break_lease" in f.read()
+
+
+@pytest.fixture
+def opener() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def _open_during(path: Path, started: list[subprocess.Popen[str]]) -> None:
+    """Start a blocking opener of ``path`` and return once its ``open`` waits on the engine's
+    lease (the kernel shows it in ``__break_lease``)."""
+    p = subprocess.Popen([sys.executable, "-c", OPENER, str(path)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    started.append(p)
+    deadline = time.monotonic() + 30
+    while not _waiting_on_lease(p.pid):  # no event tells it: look at the kernel's wait
+        assert time.monotonic() < deadline and p.poll() is None, "the open never waited"
+        time.sleep(0.005)
+
+
+def _got(p: subprocess.Popen[str]) -> tuple[int, int]:
+    assert p.stdout is not None
+    ino, nlink = p.stdout.readline().split()
+    return int(ino), int(nlink)
+
+
+def test_an_open_waiting_at_the_move_finds_the_file_put_back(
+        lockdir: Path, monkeypatch: pytest.MonkeyPatch,
+        opener: list[subprocess.Popen[str]]) -> None:
+    path = lockdir / "cache.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    ino = path.stat().st_ino
+    real_rename = os.rename
+
+    def racing_rename(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
+        if str(src) == str(path) and not opener:
+            _open_during(path, opener)
+        real_rename(src, dst, *a, **kw)
+
+    monkeypatch.setattr(publish.os, "rename", racing_rename)
+    with pytest.raises(LockHeld, match="opened it meanwhile"):
+        force_release(str(path), reason="cleaning")
+    monkeypatch.undo()
+    assert _got(opener[0]) == (ino, 1)  # its file is the one at the path, linked there
+    assert path.stat().st_ino == ino
+    assert not [n for n in os.listdir(lockdir) if n.endswith(".lwrel")]
+
+
+@pytest.mark.skipif(not ex.exchange_available(), reason="no atomic exchange here")
+def test_an_open_waiting_at_the_exchange_finds_the_file_exchanged_back(
+        lockdir: Path, monkeypatch: pytest.MonkeyPatch,
+        opener: list[subprocess.Popen[str]]) -> None:
+    path = lockdir / "job.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    ino = path.stat().st_ino
+    real_exchange = ex.exchange
+
+    def racing_exchange(a: str, b: str) -> None:
+        if not opener:
+            _open_during(path, opener)
+        real_exchange(a, b)
+
+    monkeypatch.setattr(ex, "exchange", racing_exchange)
+    with pytest.raises(LockHeld):
+        Lock(path, tag="mine").acquire(blocking=False)
+    monkeypatch.undo()
+    assert _got(opener[0]) == (ino, 1)
+    assert path.stat().st_ino == ino and path.read_bytes() == b""
+    assert not [n for n in os.listdir(lockdir) if n.endswith((".lwtmp", ".lwrel"))]
+
+
+@pytest.mark.parametrize("peer", ["flock", "posix"])
+def test_a_lock_its_peers_hold_is_released_by_emptying_it_in_place(
+        lockdir: Path, peer: str, procs: list[subprocess.Popen[str]]) -> None:
+    """Lockwarden published its lock where a flock-style tool then locked it (flock EX, as
+    filelock and portalocker; POSIX lockf, as fasteners): the release leaves the inode at the
+    path, emptied, for them."""
+    path = lockdir / "shared.lock"
+    lk = Lock(path, tag="ours").acquire(blocking=False)
+    ino = path.stat().st_ino
+    assert lk._held is not None
+    from core.kernel import pin
+
+    pin.unpin(lk._held.pin)  # let the peer's exclusive lock in, as before our pin was taken
+    lk._held = lk._held._replace(pin=None)
+    locker = hold(procs, peer, path)
+    lk.release()
+    assert path.stat().st_ino == ino and path.read_bytes() == b""
+    assert locker.poll() is None
