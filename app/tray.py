@@ -12,6 +12,7 @@ signals that :class:`app.application.LockwardenApp` connects.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -45,6 +46,10 @@ from core.watch.watcher import DirStatus
 
 MENU_LIMIT = 15
 """Locks listed in the tray menu before "N more…"."""
+
+REFRESH_MS = 250
+"""The icon and tooltip are refreshed at most this often, in milliseconds: a change after a
+quiet spell at once, later ones gathered until the interval since the last refresh ends."""
 
 PROBLEM_MODES = ("missing", "error")
 """Directory modes (:attr:`core.watch.watcher.DirStatus.mode`) that make the tray red."""
@@ -150,8 +155,8 @@ class TrayController(QObject):
         model.countsChanged.connect(self._forget_names)
         self._refresh = QTimer(self)
         self._refresh.setSingleShot(True)
-        self._refresh.setInterval(250)
         self._refresh.timeout.connect(self.refresh)
+        self._last_refresh = -float("inf")  # time.monotonic() of the last refresh
         model.countsChanged.connect(self._schedule_refresh)
         inventory.dirsChanged.connect(lambda _d: self._schedule_refresh())
         store.problemsChanged.connect(lambda _p: self._schedule_refresh())
@@ -169,11 +174,14 @@ class TrayController(QObject):
         self.rebuild_menu()
 
     def _schedule_refresh(self) -> None:
-        """Refresh at most every 250 ms while changes keep coming: a running timer is left
+        """Refresh on the next event-loop turn when the last refresh is :data:`REFRESH_MS` or
+        more ago (a holder's death shows at once), else when that interval ends: at most one
+        refresh every :data:`REFRESH_MS` while changes keep coming. A running timer is left
         alone, never restarted (restarting it on each change starved the icon under steady
         churn; qutebrowser's ``misc/throttle.py`` pattern)."""
         if not self._refresh.isActive():
-            self._refresh.start()
+            wait_ms = REFRESH_MS - (time.monotonic() - self._last_refresh) * 1000
+            self._refresh.start(int(wait_ms) + 1 if wait_ms > 0 else 0)
 
     def _forget_names(self) -> None:
         self._dup_names = None
@@ -199,6 +207,7 @@ class TrayController(QObject):
 
     def refresh(self) -> None:
         """Update icon, badge and tooltip from the model's counts and the directories."""
+        self._last_refresh = time.monotonic()
         counts = self._model.counts()
         dirs = self._inventory.dirs
         config_problems = len(self._store.problems())

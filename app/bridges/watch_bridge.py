@@ -27,7 +27,7 @@ from app.table.lockinfo import Update
 from core.config import WatchSpec
 from core.record import LockStatus
 from core.verdicts.inspect import inspect
-from core.watch.watcher import BUSY_GAP, ChangeSet, DirStatus, Watcher
+from core.watch.watcher import BUSY_GAP, LIVENESS_INTERVAL, ChangeSet, DirStatus, Watcher
 
 KEPT_CHECK_MS = 3000
 """Kept paths (locks this app holds) outside every watched directory are re-inspected this
@@ -99,6 +99,9 @@ class WatchBridge(QObject):
         self._chunk_timer.setInterval(0)
         self._chunk_timer.timeout.connect(self._drain)
         self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
+        self.liveness_interval = LIVENESS_INTERVAL
+        """Seconds between two liveness passes of the watchers started from now on: the holders
+        no pidfd follows are checked that often (docs/watching.md, "Holders' exits")."""
         self.kept: Callable[[], list[str]] = list
         """Paths that stay listed whatever the watched directories (the app connects the
         locks it holds and those it kept at its last quit,
@@ -301,7 +304,8 @@ class WatchBridge(QObject):
         self.close()
         self._kept_timer.start()
         w = Watcher(list(specs), self.push_changeset, on_dirs=self.push_dirs,
-                    rescan_interval=self.rescan_interval, busy_gap=BUSY_GAP)  # idle tray
+                    rescan_interval=self.rescan_interval,
+                    liveness_interval=self.liveness_interval, busy_gap=BUSY_GAP)  # idle tray
         self._watcher = w
 
         def run() -> None:
