@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SYSDEPS := $(VENV)/.sysdeps-stamp
 
-.PHONY: run test check lint typecheck pytest bench package screenshots clean
+.PHONY: run test check lint typecheck pytest bench package screenshots clean verify verify-mutants
 
 $(SYSDEPS):
 	@sh packaging/linux-sysdeps.sh
@@ -42,6 +42,15 @@ check: lint
 	$(BIN)/mypy
 	$(BIN)/mypy --strict core
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The interleaving checker (docs/engine.md, "Every interleaving checked"): every schedule of two
+# processes within its bounds, a crash at every step, random ones of three and four; the
+# number explored and the violations found. CI runs the shorter depth (tests/verify/).
+verify: $(STAMP)
+	$(BIN)/python -m tests.verify --depth full
+
+verify-mutants: $(STAMP)
+	$(BIN)/python -m tests.verify --mutant all --depth full
 
 bench: $(STAMP)
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from core import seam
 from core.codes import Code, UnreadableKind
 from core.errors import UnreadableError
 from core.record import FileInfo, LockStatus, State
@@ -185,6 +186,7 @@ def read_lock_stat(path: str, limit: int = MAX_LOCK_BYTES, *,
         FileNotFoundError: there is no file at ``path``.
         UnreadableError: as :func:`read_lock_file`.
     """
+    seam.step("read", path)
     st: os.stat_result | None = None
     if not regular:
         try:
@@ -450,6 +452,7 @@ def lock_within(
     pause: float = 0.001,
     max_pause: float = 0.05,
     attempt: Callable[[int], None] = flock_nb,
+    what: str = "",
 ) -> bool:
     """Take an exclusive kernel lock on ``fd``, waiting at most ``timeout`` seconds: True once
     held, False when another process still held it after ``timeout``.
@@ -463,17 +466,20 @@ def lock_within(
     guard (:class:`core.engine.exchange.DirGuard`) and the audit log's append lock
     (:mod:`core.audit.write`).
 
+    ``what`` names the file or directory locked for the scheduling points (:mod:`core.seam`).
+
     Raises:
         OSError: whatever ``attempt`` raises other than ``BlockingIOError`` (the caller decides
             whether, e.g., ``ENOTSUP`` means "not supported here"); ``fd`` is left open.
     """
     deadline = time.monotonic() + timeout
     while True:
+        seam.step("lock", what)
         try:
             attempt(fd)
             return True
         except BlockingIOError:
-            pass
+            seam.step("wait", what)
         except InterruptedError:  # pragma: no cover - PEP 475 retries already
             continue
         if time.monotonic() >= deadline:

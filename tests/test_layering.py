@@ -163,7 +163,7 @@ APP_ROOT_MAX = 15
 #: The only modules at core's root: the vocabulary (and the package's own entry points).
 VOCABULARY = {"core", "core.__main__", "core.record", "core.codes", "core.reasons", "core.errors",
               "core.defaults", "core.stale_policy", "core.fsutil", "core.tempfiles",
-              "core.holder", "core.tools", "core.text"}
+              "core.holder", "core.tools", "core.text", "core.seam"}
 #: Calls that link, unlink or rename a file.
 FILE_MOVES = {"link", "unlink", "remove", "rename", "replace", "renames", "rmdir", "symlink"}
 #: Modules outside core/engine/ that may move files, and the file they move: none of them is

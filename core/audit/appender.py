@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from core import seam
 from core.audit import heads as audit_heads
 from core.audit.heads import ChainHead
 from core.audit.model import LogRefused
@@ -253,6 +254,7 @@ def lock_log(log_path: str, timeout: float) -> tuple[int, os.stat_result]:
     kept the lock past ``timeout`` seconds), OSError from the OS (EAGAIN when the log kept
     being replaced).
     """
+    seam.step("audit", log_path)
     _last_use[log_path] = time.monotonic()
     for _attempt in range(_REOPEN_TRIES):
         fd = _descriptor(log_path)
@@ -311,7 +313,7 @@ def lock(fd: int, timeout: float) -> None:
             except OSError as exc:  # LK_LOCK gives up after ~10 s; keep waiting
                 if exc.errno not in (errno.EDEADLK, errno.EACCES):
                     raise
-    if not lock_within(fd, timeout, pause=0.001, max_pause=0.05):
+    if not lock_within(fd, timeout, pause=0.001, max_pause=0.05, what="audit log"):
         raise TimeoutError(
             errno.ETIMEDOUT,
             f"the audit log stayed locked by another process for {timeout:g} s",

@@ -20,6 +20,7 @@ import stat
 import time
 from typing import NamedTuple
 
+from core import seam
 from core.engine import gate
 from core.engine.gate import Act
 from core.engine.trash import Kept, put_aside
@@ -39,6 +40,7 @@ def leftovers(directory: str, *, min_age: float, now: float | None = None) -> li
         OSError: the directory cannot be listed.
     """
     now = time.time() if now is None else now
+    seam.step("list", directory)
     with os.scandir(directory) as it:
         names = [e.path for e in it if parse_temp(e.name) is not None]
     return sorted(p for p in names if leftover_removable(p, min_age=min_age, now=now))
@@ -83,6 +85,7 @@ def remove_leftover(path: str) -> Cleaned:
         if answer.keep:
             return Cleaned(True, put_aside(path, os.path.join(
                 os.path.dirname(path), parsed.lock_name if parsed else os.path.basename(path))))
+        seam.step("unlink", path)
         os.unlink(path)
     except FileNotFoundError:
         return Cleaned(False)

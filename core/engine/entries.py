@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 
+from core import seam
 from core.errors import UnreadableError
 from core.fsutil import read_lock_file
 from core.record import FileInfo
@@ -21,6 +22,7 @@ __all__ = ["link_nofollow", "put_back", "read_regular", "unlink_quiet", "write_a
 def link_nofollow(src: str, dst: str) -> None:
     """``link(src, dst)`` without following a symlink at ``src`` where the OS can say so
     (``linkat`` without ``AT_SYMLINK_FOLLOW``); ``dst`` is never followed by ``link``."""
+    seam.step("link", dst)
     if os.link in os.supports_follow_symlinks:
         os.link(src, dst, follow_symlinks=False)
     else:  # pragma: no cover - Windows: CreateHardLinkW
@@ -30,6 +32,7 @@ def link_nofollow(src: str, dst: str) -> None:
 def unlink_quiet(p: str) -> None:
     """Remove ``p``; nothing there is fine."""
     with contextlib.suppress(FileNotFoundError):
+        seam.step("unlink", p)
         os.unlink(p)
 
 
@@ -63,6 +66,7 @@ def put_back(moved: str, path: str, *, hold: bool = False) -> bool:
     except OSError:  # not hard-linkable (a directory; no links on this file system)
         if not os.path.lexists(path):
             with contextlib.suppress(OSError):
+                seam.step("rename", path)
                 os.rename(moved, path)
                 return True
         return False

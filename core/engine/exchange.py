@@ -227,7 +227,7 @@ class DirGuard:
             return False
         try:
             held = lock_within(fd, self.timeout, pause=0.0002, max_pause=0.005,
-                               attempt=attempt)
+                               attempt=attempt, what=self.dirpath)
         except OSError as exc:
             if exc.errno in _NO_LOCK_ERRNOS:
                 return False

@@ -34,6 +34,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
+from core import seam
 from core.engine import exchange as _exchange
 from core.engine import gate
 from core.engine.entries import (
@@ -221,6 +222,7 @@ def publish(staged: Staged) -> bool:
     except BaseException:
         # our own partial file would stay "unreadable" forever: take it back
         with contextlib.suppress(OSError):
+            seam.step("unlink", path)
             os.unlink(path)
         raise
     finally:
@@ -307,6 +309,8 @@ def publish_or_take_over(staged: Staged, policy: StalePolicy,
         out = take_over(staged, status, accept, policy)
         if out.kind != "retry":
             return out
+        if not os.path.lexists(staged.tmp):  # a swap-back put the file back by a link
+            return Outcome("restage", out.status, emptied=emptied)
         status = out.status
     return Outcome("refused", status)
 
@@ -372,6 +376,7 @@ def _take_over(staged: Staged, judged: LockStatus, accept: Callable[[LockStatus]
         if cur_info.dev in _no_exchange_devs:
             return _fallback_take_over(guard, staged, cur, now_status, policy, dispose, hold)
         try:
+            seam.step("exchange", path)
             _exchange.exchange(staged.tmp, path)
         except ExchangeUnsupported:
             _no_exchange_devs.add(cur_info.dev)
@@ -382,23 +387,40 @@ def _take_over(staged: Staged, judged: LockStatus, accept: Callable[[LockStatus]
         out = hold.moved(staged.tmp) if hold is not None else read_regular(staged.tmp)
         if out is None or out[1] != cur_info or out[0] != cur_data:
             # not the judged file (a foreign tool replaced it meanwhile): put it back
-            _exchange.exchange(staged.tmp, path)
+            _swap_back(staged.tmp, path, hold=hold is not None)
             return Outcome("retry", now_status)
         if hold is not None and hold.disturbed() and not hold.retake():
             # a peer opened it meanwhile: it must find it at the path (unheld.py)
-            _exchange.exchange(staged.tmp, path)
+            _swap_back(staged.tmp, path, hold=True)
             return Outcome("refused", None)
         if dispose is None:
             with contextlib.suppress(OSError):  # the lock is ours whatever happens here
+                seam.step("unlink", staged.tmp)
                 os.unlink(staged.tmp)  # the judged stale lock, now under our temp name
         else:
             try:
                 dispose(staged.tmp, cur_data, cur_info)
             except BaseException:
+                seam.step("exchange", path)
                 _exchange.exchange(staged.tmp, path)  # the judged file back, ours out
                 raise
         crash_point("reclaim_after_unlink_old")
         return Outcome("won", now_status, displaced=now_status)
+
+
+def _swap_back(moved: str, path: str, *, hold: bool) -> None:
+    """Exchange the file a take-over moved out (now at ``moved``, our temp name) back with
+    ours at ``path``. When ``path`` is gone meanwhile -- a peer that releases by unlinking
+    whatever is there took ours (sema: docs/engine.md, "What it cannot promise") -- the moved
+    file is linked back instead (:func:`core.engine.entries.put_back`), never left under a
+    temp name our clean-up would delete (found by the interleaving checker: docs/engine.md,
+    "Every interleaving checked")."""
+    seam.step("exchange", path)
+    try:
+        _exchange.exchange(moved, path)
+    except FileNotFoundError:
+        if os.path.lexists(moved):
+            put_back(moved, path, hold=hold)
 
 
 def _fallback_take_over(
@@ -435,6 +457,7 @@ def _rename_out_and_link(
     if hold is not None and hold.opened() and not hold.retake():
         return Outcome("refused", None)  # a peer is opening it: it stays
     try:
+        seam.step("rename", path)
         os.rename(path, swap)
     except FileNotFoundError:
         return Outcome("retry", judged)
@@ -476,14 +499,18 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
         try:
             if cur[1].dev in _no_exchange_devs:
                 raise ExchangeUnsupported(errno.ENOTSUP, "no exchange")
+            seam.step("exchange", path)
             _exchange.exchange(tmp, path)
             crash_point("refresh_after_exchange")
             out = read_regular(tmp)
             if out is None or out[0] != old_data or (out[1].ino, out[1].dev) != ident:
-                _exchange.exchange(tmp, path)
+                _swap_back(tmp, path, hold=False)
                 return "the lock file was replaced"
+        except FileNotFoundError:  # a peer that releases by unlinking took ours meanwhile
+            return "the lock file was removed"
         except ExchangeUnsupported:
             _no_exchange_devs.add(cur[1].dev)
+            seam.step("rename", path)
             os.replace(tmp, path)
     return None
 
@@ -493,6 +520,7 @@ def _dispose(moved: str, path: str, out: tuple[bytes, FileInfo], dispose: Dispos
     if that raises, put it back at ``path`` (:func:`core.engine.entries.put_back`) and
     re-raise."""
     if dispose is None:
+        seam.step("unlink", moved)
         os.unlink(moved)
         return
     try:

@@ -13,7 +13,7 @@ import stat
 import sys
 from collections.abc import Callable
 
-from core import formats
+from core import formats, seam
 from core.engine.entries import put_back, read_regular
 from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
 from core.engine.gate import EmptyFile
@@ -92,6 +92,7 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
                 hold.unlease()
                 return _empty_in_place(path, ours, seen)
             try:
+                seam.step("rename", path)
                 os.rename(path, rel)
             except FileNotFoundError:
                 raise LockLost(f"{path}: the lock file is gone") from None

@@ -65,6 +65,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from core import seam
 from core.codes import ReadOnlyKind
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
 from core.fsutil import MAX_LOCK_BYTES, file_info, pread
@@ -224,6 +225,7 @@ def _flock(path: str, fd: int, seen: FileInfo, *, shared: bool, empty: bool) -> 
     if sys.platform != "win32":  # Windows has no flock
         how = (_fcntl.LOCK_SH if shared else _fcntl.LOCK_EX) | _fcntl.LOCK_NB
         try:
+            seam.step("lock", path)
             _fcntl.flock(fd, how)
         except BlockingIOError:
             return fd, True
@@ -232,6 +234,7 @@ def _flock(path: str, fd: int, seen: FileInfo, *, shared: bool, empty: bool) -> 
                 os.close(fd)
                 fd = _open_same(path, seen, _OPEN | os.O_WRONLY, empty=empty)
                 try:
+                    seam.step("lock", path)
                     _fcntl.flock(fd, how)
                 except BlockingIOError:
                     return fd, True

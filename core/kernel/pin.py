@@ -21,6 +21,8 @@ import sys
 import threading
 from typing import NamedTuple
 
+from core import seam
+
 if sys.platform != "win32":
     import fcntl
 else:  # Windows has no flock, so no pin: every use is behind a sys.platform check
@@ -66,6 +68,7 @@ def pin(path: str, ident: tuple[int, int]) -> int | None:
     """
     if sys.platform == "win32":
         return None
+    seam.step("lock", path)
     try:
         fd = os.open(path, _PIN_FLAGS)
     except OSError:
@@ -124,6 +127,7 @@ def hand_down(path: str, token: str) -> int | None:
     """
     if sys.platform == "win32" or not token:
         return None
+    seam.step("lock", path)
     try:
         fd = os.open(path, _PIN_FLAGS)
     except OSError:

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import psutil
 
+from core import seam
 from core.codes import Code
 from core.reasons import Reason
 from core.record import Evidence, Liveness, LockRecord
@@ -248,6 +249,7 @@ def check(
 
     Never raises for the record's content.
     """
+    seam.step("liveness", str(record.pid))
     pid = record.pid
     if pid is None:
         return Liveness.UNKNOWN, [Reason.of(Code.NO_PID)]

@@ -1,0 +1,45 @@
+"""Schedules the checker found violations in, kept as regression tests: each is replayed move
+by move (then run to its end) by ``tests/verify/test_verify.py`` and must break nothing
+(docs/engine.md, "Every interleaving checked", "Found on the way")."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Regression(NamedTuple):
+    """A found schedule: what it broke before the fix, the seed, the processes and the
+    moves; ``shows`` is a step its trace must hold (the replay reached the race)."""
+
+    name: str
+    broke: str
+    seed: str
+    ops: tuple[str, ...]
+    moves: tuple[tuple[str, int], ...]
+    shows: str
+
+
+def _moves(*spec: str) -> tuple[tuple[str, int], ...]:
+    """``"g2"`` is ``("go", 2)``, ``"c0"`` is ``("crash", 0)``."""
+    return tuple(("go" if s[0] == "g" else "crash", int(s[1:])) for s in spec)
+
+
+REGRESSIONS: tuple[Regression, ...] = (
+    Regression(
+        "swap_back_after_a_peer_unlinked_ours",
+        "a take-over found the file it moved out was not the one judged (sema had reclaimed "
+        "the stale lock meanwhile) and swapped back -- but sema, releasing, had unlinked our "
+        "lock from the path: the exchange failed with ENOENT and the reclaim ended in "
+        "FileNotFoundError, the peer's file left under our temp name",
+        "stale", ("force", "reclaim", "sema", "semats"),
+        _moves("g2", "g3", "c0", "g1", "g1", "g2", "g1", "g1", "g1", "g1", "g2", "g2", "g1",
+               "g1", "g2", "g2", "g2", "g1"),
+        "P1 reclaim: exchange x.lock"),
+    Regression(
+        "swap_back_after_a_peer_unlinked_ours_2",
+        "the same race, the peer reclaiming before the engine's re-read under the guard",
+        "stale", ("force", "reclaim", "sema", "semats"),
+        _moves("g1", "g3", "g1", "c0", "g1", "g2", "g1", "g1", "g1", "g2", "g2", "g1", "g2",
+               "g2", "g2", "g1", "g2", "g1"),
+        "P1 reclaim: exchange x.lock"),
+)
