@@ -140,16 +140,18 @@ def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None, str]]
-                ) -> str:
-    """The table of ``list --fleet``: HOST (``(silent)`` after a silent one), STATE, PID,
+def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None, str,
+                                     tuple[str, ...]]]) -> str:
+    """The table of ``list --fleet``: HOST (``(silent)`` after a silent one; ``(seen by A,
+    B)`` after the host whose verdict a lock several hosts publish shows), STATE, PID,
     LIVENESS, HOLDER, PATH, from :func:`core.fleet.listing.read_lock_rows`; laid out as
     :func:`core.cli.output.render_table` does (cells escaped by :func:`core.text.printable`,
     two spaces between columns), a column at a time: 50,000 rows in tens of ms."""
     from core.text import printable
 
     columns: list[list[str]] = [
-        ["HOST", *(host + " (silent)" if silent else host for host, silent, *_ in rows)],
+        ["HOST", *(r[0] + (" (silent)" if r[1] else "") + (
+            f" (seen by {', '.join(r[7])})" if len(r[7]) > 1 else "") for r in rows)],
         ["STATE", *(r[2] for r in rows)],
         ["PID", *(str(r[3] or "-") for r in rows)],
         ["LIVENESS", *(r[4] for r in rows)],
