@@ -13,6 +13,9 @@ cheap to run on 50 hosts x 1,000 locks, and never fooled by what one host publis
   is always valid JSON, and memory stays within the parts printed (each at most the cap).
 - :func:`read_lock_rows` gives the columns of the human table, without the verdicts, with
   the same cap and trust.
+
+Both show a lock several hosts publish (a shared directory) once, with the verdict of the
+host its record names (:func:`core.fleet.shared.fold`; docs/fleet.md, "Shared locks").
 """
 
 from __future__ import annotations
@@ -291,20 +294,34 @@ def write_listing(listing: Listing, out: BinaryIO) -> int:
     return written
 
 
-Row = tuple[str, bool, str, int | None, str, str | None, str, tuple[str, ...]]
-"""One line of the human table: ``(host, host_silent, state, pid, liveness, holder, path,
-seen_by)``: ``host`` published the verdict shown; ``seen_by``, every host that publishes that
-lock (:func:`core.fleet.shared.fold`)."""
+Row = tuple[str, bool, str, int | None, str, str | None, str]
+"""One line of the human table: ``(host, host_silent, state, pid, liveness, holder, path)``."""
 
 
-def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
-                   ) -> tuple[int, list[Row], list[str]]:
-    """``(hosts, rows, problems)``: how many hosts ever published, one row per published lock
-    of each trusted host whose rows' text is within ``cap`` bytes (a lock several hosts
-    publish is one row: :func:`core.fleet.shared.fold`), sorted by host then path
-    (byte order; ``host_silent`` as in :func:`read_locks_json`), and one problem line per
-    host left out; ``(0, [], [])`` before anything was set up (no tables). Run it inside
-    :meth:`core.fleet.link.Link.run`.
+@dataclass
+class LockRows:
+    """What :func:`read_lock_rows` gathered.
+
+    Attributes:
+        hosts: how many hosts ever published.
+        rows: the table's lines, by host then path (byte order).
+        problems: one line per host left out, naming it and why.
+        seen_by: ``{(host, path): every host that publishes that lock}`` for the rows into
+            which other hosts' rows of the same lock were folded (:func:`core.fleet.shared.fold`).
+    """
+
+    hosts: int = 0
+    rows: list[Row] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seen_by: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+
+
+def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES) -> LockRows:
+    """One row per published lock of each trusted host whose rows' text is within ``cap``
+    bytes (a lock several hosts publish is one row: :func:`core.fleet.shared.fold`), sorted by
+    host then path (byte order; ``host_silent`` as in :func:`read_locks_json`), and one
+    problem line per host left out; nothing before anything was set up (no tables). Read in
+    one repeatable-read transaction. Run it inside :meth:`core.fleet.link.Link.run`.
 
     Raises:
         FleetError: ``no_schema``: tables older than this Lockwarden reads.
@@ -314,59 +331,80 @@ def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
 
     from core.fleet.schema import check_schema
 
-    problems: list[str] = []
-    with conn.cursor() as cur:
-        try:
-            cur.execute(
-                "SELECT h.host, " + _TRUST + ", (SELECT coalesce(sum(octet_length(l.path)"
-                " + coalesce(octet_length(l.holder), 0) + octet_length(l.state)"
-                " + octet_length(l.liveness) + 16), 0) FROM lockwarden_locks l"
-                f" WHERE l.host = h.host) FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b"
-                " ON b.host = h.host ORDER BY h.host COLLATE \"C\"")
-        except UndefinedTable:  # nothing set up yet, or an older schema
-            check_schema(conn, missing_ok=True)
-            return 0, [], []
-        hosts = cur.fetchall()
-        good = []
-        for host, why, size in hosts:
-            if why is not None:
-                problems.append(f"host {host!r} left out: {why}")
-            elif size > cap:
-                problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
+    out = LockRows()
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            _read_rows(cur, out, cap, silent_after)
+    except UndefinedTable:  # nothing set up yet, or an older schema
+        check_schema(conn, missing_ok=True)
+        return LockRows()
+    return out
+
+
+def _read_rows(cur: Any, out: LockRows, cap: int, silent_after: float) -> None:
+    """:func:`read_lock_rows`'s reads through ``cur``, into ``out``."""
+    cur.execute(
+        "SELECT h.host, " + _TRUST + ", (SELECT coalesce(sum(octet_length(l.path)"
+        " + coalesce(octet_length(l.holder), 0) + octet_length(l.state)"
+        " + octet_length(l.liveness) + 16), 0) FROM lockwarden_locks l"
+        f" WHERE l.host = h.host) FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b"
+        " ON b.host = h.host ORDER BY h.host COLLATE \"C\"")
+    hosts = cur.fetchall()
+    out.hosts = len(hosts)
+    good = []
+    for host, why, size in hosts:
+        if why is not None:
+            out.problems.append(f"host {host!r} left out: {why}")
+        elif size > cap:
+            out.problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
                                 f"locks, more than the {cap:,} a host may")
-            else:
-                good.append(host)
-        cur.execute("SELECT l.host, " + _SILENT + ", l.state, l.pid, l.liveness, l.holder,"
-                    " l.path, l.format, l.record_host, CASE WHEN l.record_host IS NOT NULL"
-                    " THEN l.verdict ->> 'timestamp' END"
-                    " FROM lockwarden_locks l JOIN lockwarden_hosts h USING (host)"
-                    " WHERE l.host = ANY(%s) AND l.owner = h.owner"
-                    " ORDER BY l.host COLLATE \"C\", l.path COLLATE \"C\"", (silent_after, good))
-        got: list[Any] = []
-        bad: set[str] = set()
-        for row in cur.fetchall():
-            if row[2] not in STATES or row[4] not in LIVENESS:
-                if row[0] not in bad:
-                    bad.add(row[0])
-                    problems.append(f"host {row[0]!r} left out: lock {row[6]!r} has an "
+        else:
+            good.append(host)
+    cur.execute("SELECT l.host, " + _SILENT + ", l.state, l.pid, l.liveness, l.holder,"
+                " l.path FROM lockwarden_locks l JOIN lockwarden_hosts h USING (host)"
+                " WHERE l.host = ANY(%s) AND l.owner = h.owner"
+                " ORDER BY l.host COLLATE \"C\", l.path COLLATE \"C\"", (silent_after, good))
+    rows: list[Row] = []
+    bad: set[str] = set()
+    for row in cur.fetchall():
+        if row[2] not in STATES or row[4] not in LIVENESS:
+            if row[0] not in bad:
+                bad.add(row[0])
+                out.problems.append(f"host {row[0]!r} left out: lock {row[6]!r} has an "
                                     "unknown state or liveness")
-                continue
-            got.append(row)
+            continue
+        rows.append(row)
     if bad:
-        got = [r for r in got if r[0] not in bad]
-    return len(hosts), _folded_rows(got), problems
+        rows = [r for r in rows if r[0] not in bad]
+    paths = [r[6] for r in rows]
+    if len(set(paths)) < len(paths):  # a path several hosts publish: the same lock?
+        _fold_rows(cur, out, rows, good)
+    else:
+        out.rows = rows
 
 
-def _folded_rows(got: list[Any]) -> list[Row]:
-    """The table's rows of ``got`` (``(host, silent, state, pid, liveness, holder, path,
-    format, record_host, timestamp)``) with each lock several hosts publish folded into one
-    (:func:`core.fleet.shared.fold`); only paths listed more than once are compared."""
+def _fold_rows(cur: Any, out: LockRows, rows: list[Row], good: list[str]) -> None:
+    """``rows`` into ``out`` with each lock several hosts publish folded into one
+    (:func:`core.fleet.shared.fold`): what identifies a lock is read (through ``cur``, in the
+    same snapshot) for the paths listed more than once only."""
     from collections import Counter
 
     from core.fleet.shared import fold, lock_identity
 
-    twice = {path for path, n in Counter(r[6] for r in got).items() if n > 1}
-    if not twice:
-        return [(*r[:7], (r[0],)) for r in got]
-    return [(*f.item[:7], f.seen_by) for f in fold(got, lambda r: (
-        r[0], lock_identity(r[6], r[7], r[8], r[3], r[9], r[5]) if r[6] in twice else None))]
+    twice = [path for path, n in Counter(r[6] for r in rows).items() if n > 1]
+    cur.execute("SELECT l.host, l.path, l.format, l.record_host, l.verdict ->> 'timestamp'"
+                " FROM lockwarden_locks l WHERE l.path = ANY(%s) AND l.host = ANY(%s)",
+                (twice, good))
+    ident = {(host, path): (fmt, record_host, ts) for host, path, fmt, record_host, ts
+             in cur.fetchall()}
+
+    def key(r: Row) -> tuple[str, Any]:
+        got = ident.get((r[0], r[6]))
+        return r[0], None if got is None else lock_identity(r[6], got[0], got[1], r[3],
+                                                            got[2], r[5])
+
+    for f in fold(rows, key):
+        out.rows.append(f.item)
+        if f.folded:
+            out.seen_by[(f.item[0], f.item[6])] = f.seen_by
