@@ -139,3 +139,35 @@ def test_the_rule_prefers_the_holders_host_and_folds_only_the_same_record() -> N
     assert out == [("b", "/s/x.lock", ("a", "b", "c"), 2), ("a", "/s/y.lock", ("a",), 0),
                    ("b", "/s/y.lock", ("b",), 0), ("a", "/s/z.lock", ("a",), 0),
                    ("b", "/s/z.lock", ("b",), 0), ("a", "/s/w.lock", ("a", "b"), 1)]
+
+
+def test_the_apps_rows_follow_the_rule_as_hosts_publish_and_withdraw() -> None:
+    """The app's fleet rows (a viewer watching no shared directory): one host's row alone,
+    then the holder's host publishing the same lock takes its place (with ``fleet_seen_by``),
+    a different record at that path is a row of its own, and a host withdrawing is undone."""
+    from app.fleet.bridge import FleetBridge
+    from app.table.fleet_rows import fleet_key
+    from core.fleet.hosts import PublishedLock
+
+    path = "/nfs/build/deploy.lock"
+    base = {"path": path, "format": "sema", "host": "hostb", "pid": 42, "timestamp": 1700,
+            "holder": None, "reasons": []}
+    a = PublishedLock("hosta", path, {**base, "state": "held", "liveness": "remote"})
+    b = PublishedLock("hostb", path, {**base, "state": "stale", "liveness": "dead"})
+    rows: dict[str, Any] = {}
+    shown: dict[str, Any] = {}
+
+    def turn(published: list[PublishedLock], asked: set[str] | None
+             ) -> list[tuple[str, str | None, list[str]]]:
+        updates = FleetBridge._fleet_rows(None, published, asked, rows, {}, shown)
+        return sorted((key, None if st is None else st.state.value,
+                       [r.code.value for r in st.reasons] if st is not None else [])
+                      for key, st in updates)
+
+    ka, kb = fleet_key("hosta", path), fleet_key("hostb", path)
+    assert turn([a], None) == [(ka, "held", [])]
+    assert turn([b], {"hostb"}) == [(ka, None, []), (kb, "stale", ["fleet_seen_by"])]
+    other = PublishedLock("hosta", path, {**a.verdict, "pid": 43})  # another lock file there
+    assert turn([other], {"hosta"}) == [(ka, "held", []), (kb, "stale", [])]
+    assert turn([a], {"hosta"}) == [(ka, None, []), (kb, "stale", ["fleet_seen_by"])]
+    assert turn([], {"hostb"}) == [(ka, "held", []), (kb, None, [])]
