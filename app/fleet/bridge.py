@@ -385,7 +385,7 @@ class FleetBridge(QObject):
                 continue
             st = published_status(pl.host, pl.path, pl.verdict)
             by_key[key] = (pl.verdict, st)
-            touched.add(pl.path)
+            touched.add(real_path(key))  # as its key gives it back (a leading "/")
             try:  # the same engine reads the file here, if there is one
                 here = inspect(pl.path) if os.path.lexists(pl.path) else None
             except Exception:  # unreadable here: no action from here
