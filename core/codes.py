@@ -91,6 +91,7 @@ class Code(enum.StrEnum):
     FLEET_HOST_SILENT = "fleet_host_silent"  # host, silent_s
     FLEET_PID_UNREPORTED = "fleet_pid_unreported"  # host, pid
     FLEET_HOST_UNTRUSTED = "fleet_host_untrusted"  # host, why
+    FLEET_SEEN_BY = "fleet_seen_by"  # hosts (comma-separated), judged_by
     # the engine's gate: what an operation may do with what is at a lock's path
     # (core.engine.gate, docs/engine.md "The gate")
     LEDGER_CLAIM = "ledger_claim"  # node

@@ -395,6 +395,9 @@ _WORDS: dict[Code, object] = {
         f"the report published as host {r.get('host')} is not trusted: "
         + _UNTRUSTED.get(str(r.get("why")), "it fails the fleet's checks")
         + ", so the lock is judged by its age and TTL"),
+    Code.FLEET_SEEN_BY: lambda r: (
+        f"the same lock file is published by hosts {r.get('hosts')} (a shared directory): "
+        f"shown once, with the verdict of {r.get('judged_by')}"),
     Code.FLEET_PID_UNREPORTED: lambda r: (
         f"host {r.get('host')} publishes nothing on PID {r.get('pid')} (it does not watch "
         "this lock), so the lock is judged by its age and TTL"),

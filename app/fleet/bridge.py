@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.bridges.watch_bridge import WatchBridge
-from app.table.fleet_rows import Safety, action_safety, fleet_key, fleet_origin, published_status
+from app.table.fleet_rows import (
+    Safety,
+    action_safety,
+    fleet_key,
+    fleet_origin,
+    published_status,
+    real_path,
+)
 from app.table.lockinfo import Update
 from core.config import Config
 from core.record import Liveness, LockStatus
@@ -52,6 +59,41 @@ def _same(a: LockStatus, b: LockStatus) -> bool:
     """Two verdicts a table shows alike (ticking reason parameters aside)."""
     return (a.state, a.liveness, a.record, a.error, [r.stable() for r in a.reasons]) == \
         (b.state, b.liveness, b.record, b.error, [r.stable() for r in b.reasons])
+
+
+def _shown_of(path: str, rows: dict[str, dict[str, tuple[dict[str, Any], LockStatus]]]
+              ) -> dict[str, LockStatus]:
+    """The rows shown for the locks the hosts of ``rows`` publish at ``path``: one a lock,
+    folded by :func:`core.fleet.shared.fold` (the verdict of the holder's host), a folded
+    row with ``fleet_seen_by`` (docs/fleet.md, "Shared locks")."""
+    from dataclasses import replace
+
+    from core.codes import Code
+    from core.fleet.shared import fold, lock_identity
+    from core.reasons import Reason
+
+    group = [(host, key, *by_key[key]) for host, by_key in rows.items()
+             if (key := fleet_key(host, path)) in by_key]
+    if len(group) < 2:
+        return {key: st for _host, key, _v, st in group}
+
+    def ident(g: tuple[str, str, dict[str, Any], LockStatus]) -> tuple[str, Any]:
+        v = g[2]
+        pid = v.get("pid")
+        return g[0], lock_identity(
+            path, v.get("format") if isinstance(v.get("format"), str) else None,
+            v.get("host") if isinstance(v.get("host"), str) else None,
+            pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+            v.get("timestamp"), v.get("holder") if isinstance(v.get("holder"), str) else None)
+
+    out: dict[str, LockStatus] = {}
+    for f in fold(group, ident):
+        host, key, _v, st = f.item
+        if f.folded:
+            st = replace(st, reasons=(*st.reasons, Reason.of(
+                Code.FLEET_SEEN_BY, hosts=", ".join(f.seen_by), judged_by=host)))
+        out[key] = st
+    return out
 
 
 class FleetBridge(QObject):
@@ -215,6 +257,7 @@ class FleetBridge(QObject):
         from core.fleet.store import FleetError
 
         rows: dict[str, dict[str, tuple[dict[str, Any], LockStatus]]] = {}  # host: key: row
+        shown_rows: dict[str, dict[str, LockStatus]] = {}  # path: key: row in the table
         safety: dict[str, Safety] = {}
         judged: dict[str, LockStatus] = {}
         need: set[str] | None = None  # hosts whose locks to read; None: every host
@@ -250,11 +293,11 @@ class FleetBridge(QObject):
                 self._snap = None if read is None else read[0]
                 updates = self._rejudge(mine, judged)
                 if read is not None and read[2] is not None:
-                    updates += self._fleet_rows(w, read[2], asked, rows, safety)
+                    updates += self._fleet_rows(w, read[2], asked, rows, safety, shown_rows)
                 if updates:
                     self._inventory.push(updates)
                 problems = self._problems(spec, pub_problem, read_problem)
-                shown = ({k for by_key in rows.values() for k in by_key}
+                shown = ({k for by_key in shown_rows.values() for k in by_key}
                          if any(st is None or fleet_origin(path) for path, st in updates)
                          else None)
                 try:
@@ -319,15 +362,18 @@ class FleetBridge(QObject):
     @staticmethod
     def _fleet_rows(w: Any, published: list[Any], asked: set[str] | None,
                     rows: dict[str, dict[str, tuple[dict[str, Any], LockStatus]]],
-                    safety: dict[str, Safety]) -> list[Update]:
+                    safety: dict[str, Safety],
+                    shown: dict[str, dict[str, LockStatus]]) -> list[Update]:
         """The published locks of the hosts ``asked`` (None: every host) as fleet rows, in
-        ``rows`` (host: key: (verdict, status)); only those whose verdict changed are
-        updates. Those a watched directory of this host covers are this host's own rows
-        already. Each new or changed row's actions' safety is checked here."""
+        ``rows`` (host: key: (verdict, status)); a lock several hosts publish is one row
+        (:func:`core.fleet.shared.fold`, :func:`_shown_of`; ``shown``: path: key: the row in
+        the table); only the rows shown that changed are updates. Those a watched directory
+        of this host covers are this host's own rows already. Each new or changed row's
+        actions' safety is checked here."""
         from core.verdicts.inspect import inspect
 
-        out: list[Update] = []
         seen: dict[str, set[str]] = {}
+        touched: set[str] = set()  # paths whose published rows changed
         for pl in published:
             if w is not None and w.covers(pl.path):
                 continue
@@ -339,7 +385,7 @@ class FleetBridge(QObject):
                 continue
             st = published_status(pl.host, pl.path, pl.verdict)
             by_key[key] = (pl.verdict, st)
-            out.append((key, st))
+            touched.add(real_path(key))  # as its key gives it back (a leading "/")
             try:  # the same engine reads the file here, if there is one
                 here = inspect(pl.path) if os.path.lexists(pl.path) else None
             except Exception:  # unreadable here: no action from here
@@ -350,9 +396,18 @@ class FleetBridge(QObject):
             for key in [k for k in rows[host] if k not in keep]:
                 del rows[host][key]
                 safety.pop(key, None)
-                out.append((key, None))
+                touched.add(real_path(key))
             if not rows[host]:
                 del rows[host]
+        out: list[Update] = []
+        for path in sorted(touched):
+            now = _shown_of(path, rows)
+            was = shown.pop(path, {})
+            out += [(key, None) for key in was if key not in now]
+            out += [(key, st) for key, st in now.items()
+                    if key not in was or not _same(was[key], st)]
+            if now:
+                shown[path] = now
         return out
 
     @staticmethod

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from core.cli.common import EXIT_OK, EXIT_USAGE, CliError, Out, one_line
@@ -107,20 +107,21 @@ def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
             (exit 3).
     """
     from core.fleet.link import Link
-    from core.fleet.listing import Row, read_lock_rows, read_locks_json, write_listing
+    from core.fleet.listing import LockRows, read_lock_rows, read_locks_json, write_listing
     from core.fleet.store import FleetError
 
     _cfg, spec = _fleet_of(args)
     link = Link(spec, name="lockwarden-fleet-list")
-    rows: list[Row] = []
+    table = LockRows()
     try:
         if out.json:  # built by the database from pre-encoded verdicts: raw bytes out
             listing = link.run("list", lambda conn: read_locks_json(
                 conn, silent_after=spec.silent_after))
-            hosts, problems = 0, listing.problems
+            problems = listing.problems
         else:
-            hosts, rows, problems = link.run("list", lambda conn: read_lock_rows(
+            table = link.run("list", lambda conn: read_lock_rows(
                 conn, silent_after=spec.silent_after))
+            problems = table.problems
     except FleetError as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -133,17 +134,19 @@ def cmd_list_fleet(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     if out.quiet:
         return EXIT_OK
-    if not rows:
-        print(f"(no locks published; {hosts} host(s) in the fleet)", flush=True)
+    if not table.rows:
+        print(f"(no locks published; {table.hosts} host(s) in the fleet)", flush=True)
     else:
-        print(fleet_table(rows), flush=True)
+        print(fleet_table(table.rows, table.seen_by), flush=True)
     return EXIT_OK
 
 
-def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None, str]]
-                ) -> str:
-    """The table of ``list --fleet``: HOST (``(silent)`` after a silent one), STATE, PID,
-    LIVENESS, HOLDER, PATH, from :func:`core.fleet.listing.read_lock_rows`; laid out as
+def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None, str]],
+                seen_by: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> str:
+    """The table of ``list --fleet``: HOST (``(silent)`` after a silent one; ``(seen by A,
+    B)`` after the host whose verdict a lock several hosts publish shows), STATE, PID,
+    LIVENESS, HOLDER, PATH, from :func:`core.fleet.listing.read_lock_rows` (``seen_by``: its
+    :attr:`~core.fleet.listing.LockRows.seen_by`); laid out as
     :func:`core.cli.output.render_table` does (cells escaped by :func:`core.text.printable`,
     two spaces between columns), a column at a time: 50,000 rows in tens of ms."""
     from core.text import printable
@@ -155,6 +158,11 @@ def fleet_table(rows: Sequence[tuple[str, bool, str, int | None, str, str | None
         ["LIVENESS", *(r[4] for r in rows)],
         ["HOLDER", *(r[5] or "-" for r in rows)],
         ["PATH", *(r[6] for r in rows)]]
+    if seen_by:  # a lock several hosts publish: the host whose verdict it is, and all
+        for i, r in enumerate(rows, start=1):
+            hosts = seen_by.get((r[0], r[6]))
+            if hosts:
+                columns[0][i] += f" (seen by {', '.join(hosts)})"
     for i, column in enumerate(columns):
         # str.isprintable() is False for every character printable() escapes (controls,
         # separators, surrogates, format characters): one C-speed pass per column

@@ -13,6 +13,9 @@ cheap to run on 50 hosts x 1,000 locks, and never fooled by what one host publis
   is always valid JSON, and memory stays within the parts printed (each at most the cap).
 - :func:`read_lock_rows` gives the columns of the human table, without the verdicts, with
   the same cap and trust.
+
+Both show a lock several hosts publish (a shared directory) once, with the verdict of the
+host its record names (:func:`core.fleet.shared.fold`; docs/fleet.md, "Shared locks").
 """
 
 from __future__ import annotations
@@ -63,6 +66,27 @@ _HOSTS_JSON = (  # each host: trust, size, its part (trusted and within the cap)
     " round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 3))"
     f" FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b ON b.host = h.host"
     " WHERE h.locks_json <> '' ORDER BY h.host COLLATE \"C\"")
+
+REMOTE_MARK = b'"liveness": "remote"'
+"""How a verdict with liveness ``remote`` reads in ``locks_json`` (jsonb's text: a string value
+holding it would have its quotes escaped). A lock two hosts publish is ``remote`` on at least
+one of them (the one its record does not name), so a fleet none of whose parts holds it has no
+lock to fold, and :data:`_SHARED` is not even sent."""
+
+_SHARED = (
+    "WITH cand AS MATERIALIZED (SELECT DISTINCT r.path FROM lockwarden_locks r"
+    " WHERE r.liveness = 'remote' AND r.record_host IS NOT NULL),"
+    " hit AS (SELECT l.host, l.path, l.format, l.record_host, l.pid,"
+    " l.verdict ->> 'timestamp' AS ts, l.holder, left(l.verdict::text, -1) AS t,"
+    " count(*) OVER (PARTITION BY l.path) AS n FROM cand c JOIN lockwarden_locks l"
+    " ON l.path = c.path WHERE l.record_host IS NOT NULL)"
+    " SELECT host, json_agg(json_build_array(path, format, record_host, pid, ts, holder, t))"
+    " FROM hit WHERE n > 1 GROUP BY host")
+"""SQL: each host's locks whose path another host publishes too (at the path of a ``remote``
+row), with what identifies them (:func:`core.fleet.shared.lock_identity`) and their verdict's
+text as in ``locks_json`` (without the closing brace): the candidates of
+:func:`core.fleet.shared.fold`. Read in the snapshot of :data:`_HOSTS_JSON` (one repeatable-read
+transaction), so its texts are those of the parts."""
 
 
 @dataclass
@@ -128,19 +152,57 @@ def read_locks_json(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
         psycopg.Error: the database failed.
     """
     from psycopg.errors import UndefinedTable
-    from psycopg.types.string import ByteaBinaryLoader
 
     from core.fleet.schema import check_schema
 
     out = Listing()
     placeholder = PLACEHOLDER.encode()
-    with conn.cursor(binary=True) as cur:
+    try:
+        good, shared = _read_parts(conn, out, cap, silent_after, snapshot=False)
+        edits = _shared_edits(shared)
+        edited = _edit_parts(good, edits)
+        if edited is None:  # a publication came between the two reads: again, in one snapshot
+            out.problems.clear()
+            good, shared = _read_parts(conn, out, cap, silent_after, snapshot=True)
+            edited = _edit_parts(good, _shared_edits(shared)) or {}
+    except UndefinedTable:  # nothing set up yet, or an older schema
+        check_schema(conn, missing_ok=True)
+        return out
+    for host, locks, fields, vouched in good:
+        if host in edited:  # a lock another host publishes too: one row (core.fleet.shared)
+            locks = edited[host]
+            if not locks:
+                continue
+        part = locks.replace(placeholder, fields)  # C speed: ~1 ms a MB
+        why_bad = None if vouched else check_host_json(host, part)  # ~20 ms a MB
+        if why_bad is not None:
+            out.problems.append(f"host {host!r} left out: {why_bad}")
+            continue
+        out.parts.append(part)
+    return out
+
+
+Part = tuple[str, bytes, bytes, bool]
+"""One trusted host's part as read: ``(host, locks_json, fields, vouched)``."""
+
+
+def _read_parts(conn: Any, out: Listing, cap: int, silent_after: float, *, snapshot: bool
+                ) -> tuple[list[Part], list[tuple[str, list[Any]]]]:
+    """The trusted hosts' parts within ``cap`` (the others are problems in ``out``) and, when
+    a part holds a ``remote`` verdict (:data:`REMOTE_MARK`), the shared locks
+    (:data:`_SHARED`) of those hosts; ``snapshot``: both read in one repeatable-read
+    transaction (else each in its own: one round trip less)."""
+    from contextlib import nullcontext
+
+    from psycopg.types.string import ByteaBinaryLoader
+
+    good: list[Part] = []
+    shared: list[tuple[str, list[Any]]] = []
+    with conn.transaction() if snapshot else nullcontext(), conn.cursor(binary=True) as cur:
+        if snapshot:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cur.adapters.register_loader("text", ByteaBinaryLoader)  # bytes as sent: no decoding
-        try:
-            cur.execute(_HOSTS_JSON, (cap, silent_after))
-        except UndefinedTable:  # nothing set up yet, or an older schema
-            check_schema(conn, missing_ok=True)
-            return out
+        cur.execute(_HOSTS_JSON, (cap, silent_after))
         for raw_host, why, size, vouched, locks, fields in cur:  # one host's part at a time
             host = raw_host.decode("utf-8", errors="replace")
             if why is not None:
@@ -150,13 +212,69 @@ def read_locks_json(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
                 out.problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
                                     f"locks, more than the {cap:,} a host may")
                 continue
-            part = bytes(locks).replace(placeholder, fields)  # C speed: ~1 ms a MB
-            why_bad = None if vouched else check_host_json(host, part)  # ~20 ms a MB
-            if why_bad is not None:
-                out.problems.append(f"host {host!r} left out: {why_bad}")
-                continue
-            out.parts.append(part)
+            good.append((host, bytes(locks), fields, bool(vouched)))
+        if any(REMOTE_MARK in locks for _h, locks, _f, _v in good):  # ~3 GB/s
+            cur.execute(_SHARED)
+            trusted = {host for host, *_ in good}
+            for raw_host, rows in cur:
+                host = raw_host.decode("utf-8", errors="replace")
+                if host in trusted:
+                    shared += [(host, row) for row in rows]
+    return good, shared
+
+
+def _edit_parts(good: list[Part], edits: dict[str, tuple[set[bytes], dict[bytes, bytes]]]
+                ) -> dict[str, bytes] | None:
+    """``{host: its locks_json edited}`` (:func:`_edit_part`) for the hosts in ``edits``;
+    None when an element to edit is not in its host's part (the parts and the shared locks
+    were read in two snapshots, and a publication came between them)."""
+    out: dict[str, bytes] = {}
+    for host, locks, _fields, _vouched in good:
+        if host in edits:
+            edited = _edit_part(locks, *edits[host])
+            if edited is None:
+                return None
+            out[host] = edited
     return out
+
+
+def _shared_edits(shared: list[tuple[str, list[Any]]]
+                  ) -> dict[str, tuple[set[bytes], dict[bytes, bytes]]]:
+    """``{host: (elements to drop, {element: element with seen_by})}`` for the locks in
+    ``shared`` (``(host, [path, format, record_host, pid, timestamp, holder, text])``, from
+    :data:`_SHARED`) that :func:`core.fleet.shared.fold` folds; elements are verdict texts
+    without their closing brace, as in ``locks_json``."""
+    edits: dict[str, tuple[set[bytes], dict[bytes, bytes]]] = {}
+    if not shared:
+        return edits
+    from core.fleet.shared import fold, lock_identity
+
+    for row in fold(shared, lambda s: (s[0], lock_identity(*s[1][:6]))):
+        if not row.folded:
+            continue
+        for host, r in row.folded:
+            edits.setdefault(host, (set(), {}))[0].add(str(r[6]).encode())
+        host, r = row.item
+        text = str(r[6])
+        if '"seen_by"' in text:  # the publisher's own key of that name: ours only
+            verdict = json.loads(text + "}")
+            verdict.pop("seen_by", None)
+            text = json.dumps(verdict, ensure_ascii=False)[:-1]
+        edits.setdefault(host, (set(), {}))[1][str(r[6]).encode()] = (
+            text + ', "seen_by": ' + json.dumps(list(row.seen_by), ensure_ascii=False)).encode()
+    return edits
+
+
+def _edit_part(locks: bytes, drop: set[bytes], change: dict[bytes, bytes]) -> bytes | None:
+    """``locks`` (one host's ``locks_json``: elements each ended by the placeholder, joined by
+    commas) without the elements in ``drop`` and with those in ``change`` replaced; None when
+    one of them is not there."""
+    end = PLACEHOLDER.encode() + b","
+    elements = locks[:-1].split(end)  # the placeholder is never in JSON text
+    if not (drop | change.keys()) <= set(elements):
+        return None
+    kept = [change.get(e, e) for e in elements if e not in drop]
+    return end.join(kept) + PLACEHOLDER.encode() if kept else b""
 
 
 def write_listing(listing: Listing, out: BinaryIO) -> int:
@@ -180,13 +298,30 @@ Row = tuple[str, bool, str, int | None, str, str | None, str]
 """One line of the human table: ``(host, host_silent, state, pid, liveness, holder, path)``."""
 
 
-def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
-                   ) -> tuple[int, list[Row], list[str]]:
-    """``(hosts, rows, problems)``: how many hosts ever published, one row per published lock
-    of each trusted host whose rows' text is within ``cap`` bytes, sorted by host then path
-    (byte order; ``host_silent`` as in :func:`read_locks_json`), and one problem line per
-    host left out; ``(0, [], [])`` before anything was set up (no tables). Run it inside
-    :meth:`core.fleet.link.Link.run`.
+@dataclass
+class LockRows:
+    """What :func:`read_lock_rows` gathered.
+
+    Attributes:
+        hosts: how many hosts ever published.
+        rows: the table's lines, by host then path (byte order).
+        problems: one line per host left out, naming it and why.
+        seen_by: ``{(host, path): every host that publishes that lock}`` for the rows into
+            which other hosts' rows of the same lock were folded (:func:`core.fleet.shared.fold`).
+    """
+
+    hosts: int = 0
+    rows: list[Row] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seen_by: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+
+
+def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES) -> LockRows:
+    """One row per published lock of each trusted host whose rows' text is within ``cap``
+    bytes (a lock several hosts publish is one row: :func:`core.fleet.shared.fold`), sorted by
+    host then path (byte order; ``host_silent`` as in :func:`read_locks_json`), and one
+    problem line per host left out; nothing before anything was set up (no tables). Read in
+    one repeatable-read transaction. Run it inside :meth:`core.fleet.link.Link.run`.
 
     Raises:
         FleetError: ``no_schema``: tables older than this Lockwarden reads.
@@ -196,42 +331,80 @@ def read_lock_rows(conn: Any, *, silent_after: float, cap: int = HOST_CAP_BYTES
 
     from core.fleet.schema import check_schema
 
-    problems: list[str] = []
-    with conn.cursor() as cur:
-        try:
-            cur.execute(
-                "SELECT h.host, " + _TRUST + ", (SELECT coalesce(sum(octet_length(l.path)"
-                " + coalesce(octet_length(l.holder), 0) + octet_length(l.state)"
-                " + octet_length(l.liveness) + 16), 0) FROM lockwarden_locks l"
-                f" WHERE l.host = h.host) FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b"
-                " ON b.host = h.host ORDER BY h.host COLLATE \"C\"")
-        except UndefinedTable:  # nothing set up yet, or an older schema
-            check_schema(conn, missing_ok=True)
-            return 0, [], []
-        hosts = cur.fetchall()
-        good = []
-        for host, why, size in hosts:
-            if why is not None:
-                problems.append(f"host {host!r} left out: {why}")
-            elif size > cap:
-                problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
+    out = LockRows()
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            _read_rows(cur, out, cap, silent_after)
+    except UndefinedTable:  # nothing set up yet, or an older schema
+        check_schema(conn, missing_ok=True)
+        return LockRows()
+    return out
+
+
+def _read_rows(cur: Any, out: LockRows, cap: int, silent_after: float) -> None:
+    """:func:`read_lock_rows`'s reads through ``cur``, into ``out``."""
+    cur.execute(
+        "SELECT h.host, " + _TRUST + ", (SELECT coalesce(sum(octet_length(l.path)"
+        " + coalesce(octet_length(l.holder), 0) + octet_length(l.state)"
+        " + octet_length(l.liveness) + 16), 0) FROM lockwarden_locks l"
+        f" WHERE l.host = h.host) FROM lockwarden_hosts h LEFT JOIN {BINDINGS} b"
+        " ON b.host = h.host ORDER BY h.host COLLATE \"C\"")
+    hosts = cur.fetchall()
+    out.hosts = len(hosts)
+    good = []
+    for host, why, size in hosts:
+        if why is not None:
+            out.problems.append(f"host {host!r} left out: {why}")
+        elif size > cap:
+            out.problems.append(f"host {host!r} left out: it publishes {size:,} bytes of "
                                 f"locks, more than the {cap:,} a host may")
-            else:
-                good.append(host)
-        cur.execute("SELECT l.host, " + _SILENT + ", l.state, l.pid, l.liveness, l.holder,"
-                    " l.path FROM lockwarden_locks l JOIN lockwarden_hosts h USING (host)"
-                    " WHERE l.host = ANY(%s) AND l.owner = h.owner"
-                    " ORDER BY l.host COLLATE \"C\", l.path COLLATE \"C\"", (silent_after, good))
-        rows: list[Row] = []
-        bad: set[str] = set()
-        for row in cur.fetchall():
-            if row[2] not in STATES or row[4] not in LIVENESS:
-                if row[0] not in bad:
-                    bad.add(row[0])
-                    problems.append(f"host {row[0]!r} left out: lock {row[6]!r} has an "
+        else:
+            good.append(host)
+    cur.execute("SELECT l.host, " + _SILENT + ", l.state, l.pid, l.liveness, l.holder,"
+                " l.path FROM lockwarden_locks l JOIN lockwarden_hosts h USING (host)"
+                " WHERE l.host = ANY(%s) AND l.owner = h.owner"
+                " ORDER BY l.host COLLATE \"C\", l.path COLLATE \"C\"", (silent_after, good))
+    rows: list[Row] = []
+    bad: set[str] = set()
+    for row in cur.fetchall():
+        if row[2] not in STATES or row[4] not in LIVENESS:
+            if row[0] not in bad:
+                bad.add(row[0])
+                out.problems.append(f"host {row[0]!r} left out: lock {row[6]!r} has an "
                                     "unknown state or liveness")
-                continue
-            rows.append(row)
+            continue
+        rows.append(row)
     if bad:
         rows = [r for r in rows if r[0] not in bad]
-    return len(hosts), rows, problems
+    paths = [r[6] for r in rows]
+    if len(set(paths)) < len(paths):  # a path several hosts publish: the same lock?
+        _fold_rows(cur, out, rows, good)
+    else:
+        out.rows = rows
+
+
+def _fold_rows(cur: Any, out: LockRows, rows: list[Row], good: list[str]) -> None:
+    """``rows`` into ``out`` with each lock several hosts publish folded into one
+    (:func:`core.fleet.shared.fold`): what identifies a lock is read (through ``cur``, in the
+    same snapshot) for the paths listed more than once only."""
+    from collections import Counter
+
+    from core.fleet.shared import fold, lock_identity
+
+    twice = [path for path, n in Counter(r[6] for r in rows).items() if n > 1]
+    cur.execute("SELECT l.host, l.path, l.format, l.record_host, l.verdict ->> 'timestamp'"
+                " FROM lockwarden_locks l WHERE l.path = ANY(%s) AND l.host = ANY(%s)",
+                (twice, good))
+    ident = {(host, path): (fmt, record_host, ts) for host, path, fmt, record_host, ts
+             in cur.fetchall()}
+
+    def key(r: Row) -> tuple[str, Any]:
+        got = ident.get((r[0], r[6]))
+        return r[0], None if got is None else lock_identity(r[6], got[0], got[1], r[3],
+                                                            got[2], r[5])
+
+    for f in fold(rows, key):
+        out.rows.append(f.item)
+        if f.folded:
+            out.seen_by[(f.item[0], f.item[6])] = f.seen_by
