@@ -38,14 +38,20 @@ CORE_OPS = ("try", "reclaim", "release", "force", "refresh", "clean", "sema", "f
 the checker does not model) beside one peer of each family."""
 
 DEPTHS: dict[str, tuple[Pass, ...]] = {
-    # a crash before every step of every schedule without a preemption; every schedule with
-    # one preemption and no crash between two engine operations
-    "ci": (Pass(0, 1, 3, CORE_OPS, ("free", "stale", "empty")),),
-    "full": (Pass(0, 1, 30),
-             Pass(1, 0, 0, ("try", "reclaim", "release", "force", "refresh", "clean"),
-                  ("free", "stale", "live"))),
-    # what a mutant's narrow run uses: one preemption and a crash
+    # CI: a crash before every step of every schedule without a preemption, on a free path and
+    # a stale lock; the kernel-lock peers' empty file for the operations that take it over
+    "ci": (Pass(0, 1, 3, CORE_OPS, ("free", "stale")),
+           Pass(0, 1, 0, ("try", "reclaim", "force", "filelock"), ("empty",))),
+    # make verify: the same for every pair on every seed, random three- and four-process
+    # schedules, and every schedule with two preemptions between two engine operations
+    "full": (Pass(0, 1, 10),
+             Pass(2, 0, 0, ("try", "reclaim", "release", "force", "refresh", "clean"),
+                  ("free", "stale"))),
+    # a mutant's narrow run: one preemption and a crash
     "deep": (Pass(1, 1, 30),),
+    # the preemption pass alone, on every seed (its figures)
+    "preempt": (Pass(2, 0, 0, ("try", "reclaim", "release", "force", "refresh", "clean"),
+                     ("free", "stale", "live")),),
 }
 
 
@@ -81,16 +87,18 @@ def groups(engine: list[str], peers: list[str], rng: random.Random) -> list[tupl
     """Three- and four-process sets for the random schedules: two kernel-lock peers and one
     or two engine operations (the set that let two filelock holders in), and mixed sets."""
     out: list[tuple[str, ...]] = []
-    for peer in ("filelock", "portalocker", "flock1", "sema-create"):
-        for e in ("try", "reclaim", "force"):
+    for peer in (p for p in ("filelock", "portalocker", "flock1", "sema-create") if p in peers):
+        for e in (e for e in ("try", "reclaim", "force") if e in engine):
             out.append((peer, peer, e))
-        out.append((peer, peer, "try", "force"))
+        if "try" in engine and "force" in engine:
+            out.append((peer, peer, "try", "force"))
     sema = [p for p in peers if p in SEMA_PEERS]
     for _ in range(4):
         out.append(tuple(rng.sample(engine, 3)))
         out.append(tuple(rng.sample(engine, 4)))
-        out.append((*rng.sample(engine, 2), rng.choice(sema)))
-        out.append((*rng.sample(engine, 2), *rng.sample(sema, 2)))
+        if sema:
+            out.append((*rng.sample(engine, 2), rng.choice(sema)))
+            out.append((*rng.sample(engine, 2), *rng.sample(sema, min(2, len(sema)))))
     return out
 
 
