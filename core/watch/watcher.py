@@ -472,6 +472,7 @@ class Watcher:
         if path in d.watches and not d.tree:  # a proof's ledger/ or locks/ watched alone
             unschedule(d.watches.pop(path))  # the rescan watches it again if it is there
             d.next_rescan = min(d.next_rescan, due)
+            d.listed = None  # listed in full
             return
         name = os.path.basename(path)
         parent = os.path.dirname(path)
@@ -479,6 +480,7 @@ class Watcher:
             if (d.spec.recursive and d.in_scope(path)) or name in (_scan.LEDGER_DIR,
                                                                     _scan.CLAIMS_DIR):
                 d.next_rescan = min(d.next_rescan, due)
+                d.listed = None  # listed in full, even if the directory looks unchanged
             if d.match(name):
                 self._schedule(path, due, d, done)
             return
