@@ -63,7 +63,8 @@ POLLING_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 THEME_CHOICES: tuple[str, ...] = ("auto", "light", "dark")
 
 DEFAULT_RESCAN_INTERVAL = 30.0
-"""Seconds between full rescans that heal missed file-system events (docs/DESIGN.md, "Watching")."""
+"""Seconds between rescans that heal missed file-system events (docs/DESIGN.md, "Watching";
+an unchanged directory is not always listed: docs/watching.md, "Rescans")."""
 
 
 def _default_patterns() -> list[str]:
@@ -274,7 +275,7 @@ class NotificationSettings:
 @dataclass
 class UISettings:
     """``[ui]``: ``theme`` (``auto``/``light``/``dark``), ``start_minimized`` (start in the
-    tray), ``rescan_interval`` (seconds between full rescans, > 0)."""
+    tray), ``rescan_interval`` (seconds between rescans, > 0)."""
 
     theme: str = "auto"
     start_minimized: bool = False

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from core.config import WatchSpec
+from core.watch import quiet as _quiet
 from core.watch import scan as _scan
 from core.watch.exits import ExitFollower
 from core.watch.inventory import Entry, Inventory, file_sig
@@ -112,6 +113,7 @@ class Directories:
         self.round_view: KernelView | None = None  # the kernel's locks and open files
         self._open_files: OpenFiles | None = None  # the last walk of the open descriptors
         self.dirty = True  # a directory's mode, message or error may have changed
+        self.skipped = 0  # rescans that skipped an unchanged directory's listing (core.watch.quiet)
         self.rescan_interval = rescan_interval
         self._emit = emit
         self._on_detach = on_detach
@@ -307,6 +309,7 @@ class Directories:
         self.dirty = True
         for i, d in enumerate(new):
             d.overlapped = any(d.overlaps(e) for e in new[:i])
+            d.listed = None  # entries of a spec dropped may now be another's: list in full
         for d in new:
             if d in fresh:
                 self.check_dir(d)
@@ -407,6 +410,7 @@ class Directories:
             unschedule(watch)
         d.watches = {}
         d.attached = False
+        d.listed = None
         d.root_id = None
         d.mode, d.message = mode, message
         self.dirty = True
@@ -425,13 +429,21 @@ class Directories:
 
     def rescan_dir(self, d: WatchedDir, *, force: bool = False) -> None:
         """List ``d`` and re-read the files whose ``lstat`` identity changed (every file when
-        ``force``), drop those gone, replay its af ledgers; schedule the next rescan."""
+        ``force``), drop those gone, replay its af ledgers; schedule the next rescan. Without
+        ``force``, a directory unchanged since its last full listing is not listed
+        (:func:`core.watch.quiet.unchanged`; docs/watching.md, "Rescans")."""
         polled_tree = d.spec.project and d.mode == "polling"
-        d.next_rescan = time.monotonic() + (min(self.rescan_interval, PROJECT_POLL_INTERVAL)
-                                            if polled_tree else self.rescan_interval)
+        now_m = time.monotonic()
+        d.next_rescan = now_m + (min(self.rescan_interval, PROJECT_POLL_INTERVAL)
+                                 if polled_tree else self.rescan_interval)
         if not d.attached:
             return
         inventory = self.inventory
+        if not force and _quiet.unchanged(d, inventory, now_m):
+            self.skipped += 1
+            return
+        d.listed = None
+        mark = _quiet.listed_mark(d)  # before the listing: a change during it is seen next time
         try:  # lstat only the files known: a new one is read anyway (its fstat is its identity)
             listing = _scan.list_dir(d.spec, with_stat=inventory.__contains__)
         except (FileNotFoundError, NotADirectoryError):
@@ -476,6 +488,7 @@ class Directories:
             self.refresh_proof(d, proof, force=force)
         if not d.spec.recursive and d.root in listing.proofs:
             self._watch_proof_parts(d)
+        d.listed = mark if mark is not None and not d.proofs else None
 
     def _sync_tree(self, d: WatchedDir, dirs: list[str]) -> None:
         """Watch each directory of project tree ``d`` the walk reached, stop watching those it

@@ -188,6 +188,7 @@ class Inventory:
         self._pid_index: dict[int, set[str]] = {}  # holder PID -> paths
         self._unsettled: set[str] = set()  # judged alive by a direct look-up, not the snapshot
         self._empty: dict[str, None] = {}  # empty files no kernel lock held (in order)
+        self._reread: dict[str, Hashable] = {}  # path -> owner: never is_current (see rereads)
         self._deadlines: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self._before: dict[str, LockStatus | None] = {}  # this round: status before first touch
@@ -230,6 +231,12 @@ class Inventory:
         e = self._entries.get(path)
         return (e is not None and e.owner is owner and sig is not None and e.sig == sig
                 and e.status.state not in _REREAD_STATES and not e.status.anchor_tool)
+
+    def rereads(self, owner: Hashable) -> bool:
+        """True when ``owner`` holds an entry that every rescan re-reads (:meth:`is_current`
+        is never true for it: no ``lstat`` identity, ``unreadable``, ``writing``, a kernel-lock
+        anchor): its rescan may not skip the listing (:func:`core.watch.quiet.unchanged`)."""
+        return any(o is owner for o in self._reread.values())
 
     def unlocked_empty_files(self) -> list[str]:
         """Paths of the empty files no kernel lock held when they were judged (free
@@ -298,6 +305,10 @@ class Inventory:
             self._empty[path] = None
         else:
             self._empty.pop(path, None)
+        if entry.sig is None or st.state in _REREAD_STATES or st.anchor_tool:
+            self._reread[path] = entry.owner
+        else:
+            self._reread.pop(path, None)
         old_deadline = old.deadline if old is not None else None
         rec = entry.status.record
         self._unindex(path)
@@ -341,6 +352,7 @@ class Inventory:
             self._before[path] = e.status
         del self._entries[path]
         self._empty.pop(path, None)
+        self._reread.pop(path, None)
         self._unindex(path)
 
     def drop_all(self, owner: Hashable) -> None:

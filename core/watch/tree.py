@@ -203,6 +203,7 @@ class TreeWatcher:
         self.limit = default_limit() if limit is None else max(1, int(limit))
         self._gap_max_ms = max(0, round(busy_gap * 1000))
         self.busy_waits = 0  # how many times the reader waited (BUSY_GAP): for tests
+        self.overflows = 0  # queue overflows read (IN_Q_OVERFLOW): events were lost then
         if _epoll is None:  # pragma: no cover - inotify_simple is Linux's, and so is epoll
             raise OSError("epoll is not available here")
         self._ino = inotify_simple.INotify(nonblocking=True)
@@ -432,6 +433,7 @@ class TreeWatcher:
         hinted = False
         for wd, mask, _cookie, name in events:
             if mask & _OVERFLOW:
+                self.overflows += 1  # before the hints: a rescan they cause lists in full
                 self._rescan_all()
                 hinted = True
                 continue

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from core.record import LockRecord
     from core.watch.sources import Watch
 
-__all__ = ["DirStatus", "Proof", "SpecKey", "WatchedDir"]
+__all__ = ["DirSig", "DirStatus", "Listed", "Proof", "SpecKey", "WatchedDir"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,22 @@ class Proof:
         self.paths: set[str] = set()
 
 
+DirSig = tuple[int, int, int, int, int]
+"""``(st_dev, st_ino, st_mtime_ns, st_ctime_ns, st_nlink)`` of a directory
+(:func:`core.watch.quiet.dir_sig`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What a full listing of a directory saw of the directory itself: its signature read just
+    before the listing (:func:`core.watch.quiet.dir_sig`), the inotify reader's overflow count
+    then, and when (``time.monotonic()`` s)."""
+
+    sig: DirSig
+    overflows: int
+    at: float
+
+
 SpecKey = tuple[str, bool, tuple[str, ...], str, StalePolicy, tuple[str, ...], bool]
 
 
@@ -71,6 +87,9 @@ class WatchedDir:
         reattach: the root's watch died: attach again even if the inode is the same.
         tree: a project tree whose walked directories are watched one by one
             (:class:`core.watch.tree.TreeWatcher`), never its skipped ones.
+        listed: what the last full listing saw of the directory itself
+            (:class:`Listed`), or ``None``: the next rescan lists it in full
+            (docs/watching.md, "Rescans").
     """
 
     def __init__(self, spec: WatchSpec) -> None:
@@ -95,6 +114,7 @@ class WatchedDir:
         self.problems: list[str] = []
         self.reattach = False
         self.tree = False  # each walked directory watched on its own (core.watch.tree)
+        self.listed: Listed | None = None
 
     @property
     def recursive(self) -> bool:

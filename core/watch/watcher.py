@@ -93,7 +93,9 @@ class Watcher:
         on_dirs: called with the list of :class:`DirStatus` (one per spec, in order) once
             after :meth:`start` and whenever a directory's mode or message changes, from the
             watcher's own thread.
-        rescan_interval: seconds between full rescans (> 0; default 30).
+        rescan_interval: seconds between rescans (> 0; default 30); a plain directory
+            unchanged since its last full listing is not listed again until that listing is
+            :data:`core.watch.quiet.FULL_RESCAN_INTERVAL` s old (docs/watching.md, "Rescans").
         liveness_interval: seconds between liveness passes (> 0; default 2).
         tree_watch_limit: the most directories of project trees watched with inotify (default:
             half of ``fs.inotify.max_user_watches``, :func:`core.watch.tree.default_limit`);
@@ -162,7 +164,8 @@ class Watcher:
 
     @property
     def rescan_interval(self) -> float:
-        """Seconds between full rescans of a directory."""
+        """Seconds between rescans of a directory (an unchanged one is not always listed:
+        docs/watching.md, "Rescans")."""
         return self._directories.rescan_interval
 
     @rescan_interval.setter
@@ -472,6 +475,7 @@ class Watcher:
         if path in d.watches and not d.tree:  # a proof's ledger/ or locks/ watched alone
             unschedule(d.watches.pop(path))  # the rescan watches it again if it is there
             d.next_rescan = min(d.next_rescan, due)
+            d.listed = None  # listed in full
             return
         name = os.path.basename(path)
         parent = os.path.dirname(path)
@@ -479,6 +483,7 @@ class Watcher:
             if (d.spec.recursive and d.in_scope(path)) or name in (_scan.LEDGER_DIR,
                                                                     _scan.CLAIMS_DIR):
                 d.next_rescan = min(d.next_rescan, due)
+                d.listed = None  # listed in full, even if the directory looks unchanged
             if d.match(name):
                 self._schedule(path, due, d, done)
             return

@@ -23,7 +23,11 @@ idle watcher <= 0.05 % of a core; 10,000 holders: nothing breaks (fallback count
   every 2 s, rescan every 30 s); its CPU time (the sum of its threads' ``schedstat``, ns) and
   wake-ups (context switches) over ``--seconds``, and its RSS. Then the same with every holder
   left to the liveness pass (``exit_budget=0``: the behaviour before this work), and the
-  floor: a Python process holding the same number of pidfds in one ``epoll``.
+  floor: a Python process holding the same number of pidfds in one ``epoll``. Then, in this
+  process, the cost of one periodic rescan of that directory, listed in full and skipped as
+  unchanged (core/watch/quiet.py), and the rescans' share of a core over
+  ``FULL_RESCAN_INTERVAL`` (one full, the rest skipped): a ``--seconds`` window may hold no
+  full rescan.
 - **scale**: ``--scale`` holders watched by one child (with the machine's descriptor limit,
   then with ``RLIMIT_NOFILE`` at ``--scale-limit``, where the rest fall back to the pass): how
   many are followed and how many counted as fallback, the start time, then every holder
@@ -317,9 +321,44 @@ def idle(n: int, seconds: float) -> None:
             print(f"  Watcher, {name:34s} CPU {cpu:6.3f} % of a core  {wake:6.1f} wake-ups/s"
                   f"  RSS {rss:5.1f} MiB  (start {info['start_s']:.2f} s, followed "
                   f"{info['followed']}, polled {info['polled']})")
+        _rescan_costs(d)
     finally:
         _reap(hs)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _rescan_costs(d: str) -> None:
+    """One periodic rescan of ``d`` in this process: listed in full, and skipped unchanged."""
+    from core.config import DEFAULT_RESCAN_INTERVAL, WatchSpec
+    from core.watch.quiet import FULL_RESCAN_INTERVAL
+    from core.watch.watcher import Watcher
+
+    w = Watcher([WatchSpec(d)], lambda cs: None, rescan_interval=3600, liveness_interval=3600)
+    w.start()
+    dirs = w._directories
+    wd = dirs.dirs[0]
+    try:
+        with w._lock:
+            full, quick = [], []
+            for _ in range(20):
+                wd.listed = None
+                t = time.perf_counter()
+                dirs.rescan_dir(wd)
+                full.append(time.perf_counter() - t)
+            for _ in range(200):
+                t = time.perf_counter()
+                dirs.rescan_dir(wd)
+                quick.append(time.perf_counter() - t)
+            skipped = dirs.skipped
+    finally:
+        w.close()
+    f, q = statistics.median(full), statistics.median(quick)
+    n = FULL_RESCAN_INTERVAL / DEFAULT_RESCAN_INTERVAL
+    share = (f + (n - 1) * q) / FULL_RESCAN_INTERVAL * 100
+    print(f"  a periodic rescan in this process: listed in full {f * 1000:.2f} ms, skipped "
+          f"unchanged {q * 1e6:.1f} us ({skipped}/200 skipped); rescans every "
+          f"{DEFAULT_RESCAN_INTERVAL:g} s, full every {FULL_RESCAN_INTERVAL:g} s: "
+          f"{share:.4f} % of a core (all full: {f / DEFAULT_RESCAN_INTERVAL * 100:.4f} %)")
 
 
 def scale(n: int, limit: int) -> None:
