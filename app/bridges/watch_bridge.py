@@ -98,7 +98,7 @@ class WatchBridge(QObject):
         self._chunk_timer.setSingleShot(True)  # so that due timers run between two chunks
         self._chunk_timer.setInterval(0)
         self._chunk_timer.timeout.connect(self._drain)
-        self.rescan_interval = 30.0  # seconds between full rescans ([ui] rescan_interval)
+        self.rescan_interval = 30.0  # seconds between rescans ([ui] rescan_interval)
         self.liveness_interval = LIVENESS_INTERVAL
         """Seconds between two liveness passes of the watchers started from now on: the holders
         no pidfd follows are checked that often (docs/watching.md, "Holders' exits")."""
