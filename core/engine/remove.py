@@ -91,11 +91,7 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
                 # of them in; releasing our lock leaves it in place, empty, for them
                 hold.unlease()
                 return _empty_in_place(path, ours, seen)
-            try:
-                seam.step("rename", path)
-                os.rename(path, rel)
-            except FileNotFoundError:
-                raise LockLost(f"{path}: the lock file is gone") from None
+            _rename_out(path, rel)
             crash_point("release_after_rename_out")
             # what was moved must be the file checked, unchanged -- asked of the file itself,
             # never of the path again: another file may be there by now
@@ -114,6 +110,19 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
                                "was put back, nothing was removed")
             _dispose(rel, path, out, dispose)
     return out
+
+
+def _rename_out(path: str, rel: str) -> None:
+    """Move the lock at ``path`` out to ``rel`` (a scheduling point: :mod:`core.seam`).
+
+    Raises:
+        LockLost: nothing is at ``path`` any more.
+    """
+    seam.step("rename", path)
+    try:
+        os.rename(path, rel)
+    except FileNotFoundError:
+        raise LockLost(f"{path}: the lock file is gone") from None
 
 
 def _kept_open(hold: Hold, *, own: bool) -> bool:

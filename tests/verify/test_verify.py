@@ -40,7 +40,7 @@ def test_a_release_without_its_owner_check_is_caught() -> None:
     (tests/verify/mutants.py ``no_token_check``) it finds a holder whose lock another process
     removed, and prints the schedule that did it."""
     out = subprocess.run([sys.executable, "-m", "tests.verify", "--mutant", "no_token_check",
-                          "--depth", "ci"], cwd=ROOT, capture_output=True, text=True,
+                          "--depth", "deep"], cwd=ROOT, capture_output=True, text=True,
                          timeout=280, check=False)
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
     assert "no_token_check       caught" in out.stdout, out.stdout

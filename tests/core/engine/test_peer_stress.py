@@ -4,7 +4,7 @@ file on entry and exit, while a Lockwarden engine process reclaims, force-releas
 acquires (and releases) the same path in a loop. Not once may two of their holders be in at
 the same time.
 
-The duration per peer is ``LOCKWARDEN_PEER_STRESS_S`` seconds (default 16: the three peers
+The duration per peer is ``LOCKWARDEN_PEER_STRESS_S`` seconds (default 10: the three peers
 fit the default suite's minute; docs/engine.md gives the figures of a 60 s run). The engine
 process is ``LOCKWARDEN_PEER_STRESS_ROOT``'s ``core`` when set (to show that an older engine
 fails), else this tree's.
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SECONDS = float(os.environ.get("LOCKWARDEN_PEER_STRESS_S", "16"))
+SECONDS = float(os.environ.get("LOCKWARDEN_PEER_STRESS_S", "10"))
 ENGINE_ROOT = os.environ.get("LOCKWARDEN_PEER_STRESS_ROOT", str(ROOT))
 HOLDERS = 3
 PAUSE = float(os.environ.get("LOCKWARDEN_PEER_STRESS_PAUSE", "0.05"))
