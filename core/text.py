@@ -140,3 +140,19 @@ def parse_duration(text: str | float) -> float:
     if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_DURATION_S:
         raise ValueError(f"a span must be more than 0 and at most 100 years: {text!r}")
     return seconds
+
+
+def same_host_name(a: str, b: str) -> bool:
+    """True when host names ``a`` and ``b`` name the same host: case-insensitive, a trailing
+    dot ignored; a short name matches a fully qualified one by its first label
+    (``devbox`` == ``devbox.example.org``); two fully qualified names must be equal; an empty
+    name matches nothing (docs/verdicts.md, "Liveness of a holder")."""
+    x = a.strip().rstrip(".").lower()
+    y = b.strip().rstrip(".").lower()
+    if not x or not y:
+        return False
+    if x == y:
+        return True
+    if "." in x and "." in y:
+        return False
+    return x.split(".", 1)[0] == y.split(".", 1)[0]

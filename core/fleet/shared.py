@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from core.text import same_host_name
+
 T = TypeVar("T")
 
 Identity = tuple[str, str, str, int | None, str | None, str | None]
@@ -45,19 +47,10 @@ def lock_identity(path: str, fmt: str | None, record_host: str | None, pid: int 
 
 
 def names_host(name: str, host: str) -> bool:
-    """True when the host ``name`` a lock records is the publishing host ``host``:
-    case-insensitive; a short name matches a fully qualified one by its first label; two fully
-    qualified names must be equal (the rule of :func:`core.verdicts.liveness.same_host`,
-    kept here so that ``list --fleet`` imports no verdict machinery)."""
-    a = name.strip().rstrip(".").lower()
-    b = host.strip().rstrip(".").lower()
-    if not a or not b:
-        return False
-    if a == b:
-        return True
-    if "." in a and "." in b:
-        return False
-    return a.split(".", 1)[0] == b.split(".", 1)[0]
+    """True when the host ``name`` a lock records is the publishing host ``host``
+    (:func:`core.text.same_host_name`, the rule :func:`core.verdicts.liveness.same_host`
+    applies too; imported from the vocabulary so that ``list --fleet`` loads no verdicts)."""
+    return same_host_name(name, host)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from core import seam
 from core.codes import Code
 from core.reasons import Reason
 from core.record import Evidence, Liveness, LockRecord
+from core.text import same_host_name
 
 START_SLACK = 2.0
 """Seconds a process may seem to have started after its lock's ``acquired_at`` and still be
@@ -58,16 +59,7 @@ def same_host(name: str, local: str | None = None) -> bool:
     Case-insensitive. A short name matches a fully qualified one by its first label
     (``devbox`` == ``devbox.example.org``); two fully qualified names must be equal.
     """
-    local = hostname() if local is None else local
-    a = name.strip().rstrip(".").lower()
-    b = local.strip().rstrip(".").lower()
-    if not a or not b:
-        return False
-    if a == b:
-        return True
-    if "." in a and "." in b:
-        return False
-    return a.split(".", 1)[0] == b.split(".", 1)[0]
+    return same_host_name(name, hostname() if local is None else local)
 
 
 class ProcInfo(NamedTuple):

@@ -232,15 +232,21 @@ def peer_sema(path: str, ch: Channel, *, reclaim: bool = True) -> str:
         os.write(fd, _sema_text(os.getpid()))
         ch.enter_fd(fd)
         os.close(fd)
-        ch.point("cs", path)
-        ch.leave()
-        ch.point("unlink", path)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:  # force-released meanwhile
-            return "lost"
-        return "released"
+        return _inside_then_unlink(path, ch)
     return "no:gave_up"
+
+
+def _inside_then_unlink(path: str, ch: Channel) -> str:
+    """The sema family's critical section and release: out, then unlink whatever is at the
+    path (their specs do not check it is still theirs)."""
+    ch.point("cs", path)
+    ch.leave()
+    ch.point("unlink", path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:  # force-released meanwhile
+        return "lost"
+    return "released"
 
 
 def peer_sema_create(path: str, ch: Channel) -> str:
@@ -262,14 +268,7 @@ def peer_semats(path: str, ch: Channel) -> str:
     ino = os.lstat(tmp).st_ino
     os.rename(tmp, path)
     ch.send(f"E {ino}")
-    ch.point("cs", path)
-    ch.leave()
-    ch.point("unlink", path)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:  # force-released meanwhile
-        return "lost"
-    return "released"
+    return _inside_then_unlink(path, ch)
 
 
 def _flock_peer(path: str, ch: Channel, flags: int, *, recheck: str) -> str:
