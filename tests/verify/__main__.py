@@ -241,6 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-first", action="store_true", help="stop at the first violation")
     args = ap.parse_args(argv)
     only = args.only.split(",") if args.only else None
+    from tests.verify.actors import OPS
+    from tests.verify.world import SEEDS
+
+    unknown = [o for o in (only or []) + (args.group.split(",") if args.group else [])
+               if o not in OPS] + [s for s in args.seed if s not in SEEDS]
+    if unknown:
+        ap.error(f"unknown operation or seed: {', '.join(unknown)} (operations: "
+                 f"{', '.join(OPS)}; seeds: {', '.join(SEEDS)})")
     if args.mutant:
         from tests.verify.mutants import check_mutants
 
