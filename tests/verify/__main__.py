@@ -31,6 +31,7 @@ class Pass:
     randoms: int = 0
     ops: tuple[str, ...] | None = None
     seeds: tuple[str, ...] | None = None
+    reuse: bool | str = False  # a crash may give its PID to a new process ("only": always)
 
 
 CORE_OPS = ("try", "reclaim", "release", "force", "refresh", "clean", "sema", "filelock")
@@ -43,13 +44,18 @@ DEPTHS: dict[str, tuple[Pass, ...]] = {
     "ci": (Pass(0, 1, 3, CORE_OPS, ("free", "stale")),
            Pass(0, 1, 0, ("try", "reclaim", "force", "filelock"), ("empty",))),
     # make verify: the same for every pair on every seed, random three- and four-process
-    # schedules, and every schedule with two preemptions between two engine operations
+    # schedules, every schedule with two preemptions between two engine operations, and a
+    # crash before any step whose PID a new process then gets
     "full": (Pass(0, 1, 10),
              Pass(2, 0, 0, ("try", "reclaim", "release", "force", "refresh", "clean"),
-                  ("free", "stale"))),
+                  ("free", "stale")),
+             Pass(0, 1, 0, ("try", "reclaim", "release", "force", "refresh"),
+                  ("free", "stale"), reuse="only")),
     # a mutant's narrow run: one preemption and a crash
     "deep": (Pass(1, 1, 30),),
     # the preemption pass alone, on every seed (its figures)
+    "reuse": (Pass(0, 1, 0, ("try", "reclaim", "release", "force", "refresh"),
+                   ("free", "stale"), reuse="only"),),
     "preempt": (Pass(2, 0, 0, ("try", "reclaim", "release", "force", "refresh", "clean"),
                      ("free", "stale", "live")),),
 }
@@ -147,7 +153,7 @@ def _worker_run(task: Task) -> tuple[Task, Tally]:
     tally = Tally()
     if mode == "exhaust":
         exhaust(shared, seed, ops, preemptions=ps.preemptions, crashes=ps.crashes,
-                tally=tally)
+                tally=tally, reuse=ps.reuse)
     else:
         rng = _WORKER["rng"]
         assert isinstance(rng, random.Random)
@@ -210,6 +216,7 @@ def check(depth: str, only: list[str] | None, seeds: list[str], *, quiet: bool =
             total.steps += tally.steps
             total.cut += tally.cut
             total.limits += tally.limits
+            total.reused += tally.reused
             total.findings += tally.findings
             if not quiet:
                 seed, ops, mode, _k = task
@@ -223,8 +230,9 @@ def check(depth: str, only: list[str] | None, seeds: list[str], *, quiet: bool =
     shutil.rmtree(root, ignore_errors=True)
     reports = [f.report() for f in total.findings]
     print(f"verify ({depth}): {total.schedules} schedules explored, {total.steps} steps, "
-          f"{total.cut} cut at the step bound, {total.limits} crashes inside an exchange's "
-          f"window (a known limit), {len(reports)} violations, {took:.0f} s")
+          f"{total.cut} cut at the step bound, {total.reused} crashed PIDs given to a new "
+          f"process, {total.limits} crashes inside an exchange's window (a known limit), "
+          f"{len(reports)} violations, {took:.0f} s")
     return total.schedules, total.steps, total.cut, reports
 
 

@@ -46,6 +46,7 @@ class Tally:
 
     schedules: int = 0
     limits: int = 0  # crashes inside an exchange's window (docs/engine.md)
+    reused: int = 0  # crashes whose PID a new process got
     steps: int = 0
     cut: int = 0
     findings: list[Finding] = field(default_factory=list)
@@ -60,14 +61,16 @@ class Ran:
     finding: Finding | None
     cut: bool
     limits: int
+    reused: int = 0  # crashes whose PID a new process got
 
 
 def run_one(shared: Shared, seed: str, ops: tuple[str, ...],
             choose: Callable[[list[tuple[str, int]], int], int], *,
-            preemptions: int, crashes: int, trace: list[str] | None = None) -> Ran:
+            preemptions: int, crashes: int, trace: list[str] | None = None,
+            reuse: bool | str = False) -> Ran:
     """Run one schedule, ``choose(options, depth)`` picking each move; ``trace`` receives
     its steps in words."""
-    world = World(shared, seed, ops)
+    world = World(shared, seed, ops, reuse=reuse)
     world.start()
     moves: list[tuple[str, int]] = []
     last: int | None = None
@@ -84,7 +87,7 @@ def run_one(shared: Shared, seed: str, ops: tuple[str, ...],
             pick = options[choose(options, len(moves))]
             moves.append(pick)
             what, i = pick
-            if what == "crash":
+            if what in ("crash", "reuse"):
                 crashes -= 1
             elif (last is not None and i != last and ("go", last) in options
                   and not world.in_cs(last)):
@@ -98,11 +101,12 @@ def run_one(shared: Shared, seed: str, ops: tuple[str, ...],
     if trace is not None:
         trace += world.trace
     finding = Finding(seed, ops, moves, found, world.trace) if found else None
-    return Ran(moves, finding, cut, len(world.limits))
+    return Ran(moves, finding, cut, len(world.limits), world.reused[1])
 
 
 def exhaust(shared: Shared, seed: str, ops: tuple[str, ...], *, preemptions: int,
-            crashes: int, tally: Tally, limit: int | None = None) -> None:
+            crashes: int, tally: Tally, limit: int | None = None,
+            reuse: bool | str = False) -> None:
     """Every schedule of ``ops`` on ``seed`` within the bounds (see the module docstring);
     findings and counts go to ``tally``. ``limit``: stop after that many schedules."""
     stack: list[list[int]] = []  # per depth: [index chosen, number of options]
@@ -115,7 +119,8 @@ def exhaust(shared: Shared, seed: str, ops: tuple[str, ...], *, preemptions: int
 
     n = 0
     while True:
-        ran = run_one(shared, seed, ops, choose, preemptions=preemptions, crashes=crashes)
+        ran = run_one(shared, seed, ops, choose, preemptions=preemptions, crashes=crashes,
+                      reuse=reuse)
         del stack[len(ran.moves):]
         n += 1
         tally.schedules += 1
@@ -148,6 +153,7 @@ def _count(tally: Tally, ran: Ran) -> None:
     tally.steps += len(ran.moves)
     tally.cut += ran.cut
     tally.limits += ran.limits
+    tally.reused += ran.reused
     if ran.finding is not None:
         tally.findings.append(ran.finding)
 

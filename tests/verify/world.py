@@ -17,12 +17,16 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
 import shutil
 import signal
 import socket
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tests.verify import actors
@@ -37,6 +41,19 @@ TEXT = b"notes that are not a lock\n"
 BLOCKED_AFTER = 0.3
 """Seconds a process told to go may take to reach its next step before it counts as blocked
 in the kernel (an ``open`` waiting on a lease another, stopped process holds)."""
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """Hold the checker's fork lock (an ``flock`` every checker process shares): a PID given
+    again through ``ns_last_pid`` must not go to another worker's ``fork`` meanwhile."""
+    fd = os.open(os.path.join(tempfile.gettempdir(), "lockwarden-verify-forks.lock"),
+                 os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -83,6 +100,7 @@ class Shared:
     dead_pid: int
     live_pid: int
     count: int = 0
+    reusers: list[int] = field(default_factory=list)
 
     @classmethod
     def make(cls, root: str) -> Shared:
@@ -98,7 +116,37 @@ class Shared:
             os._exit(0)
         return cls(root, pid, live)
 
+    def take_pid(self, pid: int) -> bool:
+        """Give the dead ``pid`` to a new process (a PID reused: Linux's ``ns_last_pid``,
+        root only; the next ``fork`` gets the number after it). The process sleeps until the
+        schedule's end (:meth:`end_reusers`). False when the number went to another process
+        first or cannot be chosen here."""
+        parent = os.getpid()
+        with forking():
+            try:
+                with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                    f.write(str(pid - 1))
+            except OSError:
+                return False
+            child = os.fork()
+        if child == 0:  # pragma: no cover - the new holder of the number
+            while os.getppid() == parent:
+                time.sleep(0.2)
+            os._exit(0)
+        self.reusers.append(child)
+        return child == pid
+
+    def end_reusers(self) -> None:
+        for pid in self.reusers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        self.reusers.clear()
+
     def close(self) -> None:
+        self.end_reusers()
         try:
             os.kill(self.live_pid, signal.SIGKILL)
             os.waitpid(self.live_pid, 0)
@@ -118,6 +166,8 @@ class World:
     path: str = ""
     seed_ino: int | None = None  # the live seed's held inode (a holder outside the schedule)
     seed_forced: bool = False
+    reuse: bool | str = False  # crashes may give the PID to a new process ("only": always)
+    reused: list[int] = field(default_factory=lambda: [0, 0])  # [not given, given] again
     trace: list[str] = field(default_factory=list)
     _late: list[Violation] = field(default_factory=list)
     _pending: dict[int, int] = field(default_factory=dict)  # displaced holder -> engine mover
@@ -140,7 +190,8 @@ class World:
                 self.seed_ino = os.lstat(self.path).st_ino
         for i, op in enumerate(self.ops):
             parent, child = socket.socketpair()
-            pid = os.fork()
+            with forking():
+                pid = os.fork()
             if pid == 0:  # pragma: no cover - the forked process
                 parent.close()
                 actors.run(op, self.path, child, temps_visible="clean" in self.ops)
@@ -220,7 +271,9 @@ class World:
         else:
             out += [("go", p.index) for p in ready]
         if crashes_left > 0:
-            out += [("crash", p.index) for p in self.procs if p.stopped]
+            kinds = ("reuse",) if self.reuse == "only" else (
+                ("crash", "reuse") if self.reuse else ("crash",))
+            out += [(k, p.index) for p in self.procs if p.stopped for k in kinds]
         return out
 
     def in_cs(self, i: int) -> bool:
@@ -233,12 +286,18 @@ class World:
         what, i = move
         p = self.procs[i]
         before = self._at_path()
-        if what == "crash":
-            self.trace.append(f"P{i} {p.op}: CRASH before {p.pending[0] if p.pending else '?'}"
-                              f" {self._short(p.pending[1] if p.pending else '')}")
+        if what in ("crash", "reuse"):
+            said = (f"P{i} {p.op}: CRASH before {p.pending[0] if p.pending else '?'}"
+                    f" {self._short(p.pending[1] if p.pending else '')}")
             os.kill(p.pid, signal.SIGKILL)
             self._reap(p)
             p.crashed, p.holds, p.pending = True, None, None
+            if what == "reuse":
+                taken = self.shared.take_pid(p.pid)
+                said += (f"; PID {p.pid} now a new process's" if taken else
+                         f"; PID {p.pid} could not be given again (taken meanwhile)")
+                self.reused[taken] += 1
+            self.trace.append(said)
             return self._settle_pending(self._ino_now())
         assert p.pending is not None
         step = p.pending
@@ -268,6 +327,7 @@ class World:
                 self._reap(p)
                 p.crashed = True
         found = self._final()
+        self.shared.end_reusers()
         shutil.rmtree(self.dir, ignore_errors=True)
         return found
 
