@@ -44,7 +44,7 @@ from core.engine import gate
 from core.engine.gate import Act, Intent, must_keep
 from core.engine.trashdirs import own_dir, trash_for, trash_move
 from core.errors import LockError, LockHeld, NotKept, ParseError
-from core.fsutil import WRITE_EXCL_FLAGS, pread
+from core.fsutil import READ_FLAGS, WRITE_EXCL_FLAGS, pread
 from core.record import FileInfo, LockStatus
 from core.tempfiles import temp_path
 from core.verdicts.inspect import inspect
@@ -55,8 +55,6 @@ refuses."""
 
 _XDG = sys.platform not in ("darwin", "win32")
 
-_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(
-    os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def _identity(path: str) -> tuple[int, int, str]:
     Raises:
         OSError: it cannot be opened, or is not a regular file.
     """
-    fd = os.open(path, _READ)
+    fd = os.open(path, READ_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -235,7 +233,7 @@ def restore(kept: Kept, *, reason: str | None = None) -> LockStatus:
         raise LockError(f"{path}: which file was put away is not known, so nothing is put "
                         "back")
     try:
-        fd = os.open(src, _READ)
+        fd = os.open(src, READ_FLAGS)
     except OSError:
         raise LockError(f"{path}: the removed file is no longer in {kept.where()}") from None
     try:

@@ -68,7 +68,7 @@ from contextlib import contextmanager
 from core import seam
 from core.codes import ReadOnlyKind
 from core.errors import LockError, LockHeld, LockLost, ReadOnlyLock
-from core.fsutil import MAX_LOCK_BYTES, file_info, pread
+from core.fsutil import MAX_LOCK_BYTES, READ_FLAGS, file_info, pread
 from core.record import FileInfo, LockRecord
 
 if sys.platform != "win32":  # Windows has no flock
@@ -79,8 +79,6 @@ __all__ = ["Hold", "hold_while_it_goes", "holding"]
 _NO_FLOCK = {errno.ENOLCK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 """``flock`` errors that mean "this file system has no flock": nobody can hold one there."""
 
-_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(
-    os, "O_CLOEXEC", 0)
 
 LEASE_TRIES = 5
 """Attempts at the write lease while another descriptor of the file is open (a reader that
@@ -232,7 +230,7 @@ def _flock(path: str, fd: int, seen: FileInfo, *, shared: bool, empty: bool) -> 
         except OSError as exc:
             if exc.errno == errno.EBADF:  # NFS: a lock needs a writable descriptor
                 os.close(fd)
-                fd = _open_same(path, seen, _OPEN | os.O_WRONLY, empty=empty)
+                fd = _open_same(path, seen, READ_FLAGS | os.O_WRONLY, empty=empty)
                 try:
                     seam.step("lock", path)
                     _fcntl.flock(fd, how)
@@ -310,7 +308,7 @@ def holding(path: str, seen: FileInfo, *, lockwarden: bool = False,
         LockError: it cannot be opened or locked (nothing done).
     """
     empty = seen.size == 0 or not lockwarden
-    fd = _open_same(path, seen, _OPEN, empty=empty)
+    fd = _open_same(path, seen, READ_FLAGS, empty=empty)
     try:
         fd, conflict = _flock(path, fd, seen, shared=lockwarden, empty=empty)
         if conflict and not lockwarden:

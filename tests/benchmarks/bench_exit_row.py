@@ -34,10 +34,8 @@ import argparse
 import atexit
 import json
 import os
-import select
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,37 +59,16 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from core.record import State  # noqa: E402
 from core.watch.watcher import ChangeSet  # noqa: E402
+from tests.support.latency import pidfd_floor_once, summary_ms  # noqa: E402
 
 
 def sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
 
 
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-
-def _fmt(xs: list[float]) -> str:
-    if not xs:
-        return "(none)"
-    return (f"p50 {statistics.median(xs):7.2f} ms  p95 {_pct(xs, 0.95):7.2f} ms  "
-            f"max {max(xs):7.2f} ms  (n={len(xs)})")
-
-
 def floor_once() -> float:
     """ms from just before SIGKILL to a bare ``poll()`` on the victim's pidfd waking up."""
-    p = sleeper()
-    fd = os.pidfd_open(p.pid)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    t0 = time.perf_counter_ns()
-    os.kill(p.pid, signal.SIGKILL)
-    poller.poll()
-    t1 = time.perf_counter_ns()
-    os.close(fd)
-    p.wait()
-    return (t1 - t0) / 1e6
+    return pidfd_floor_once(sleeper)
 
 
 def take_locks(d: str, n: int) -> list[tuple[str, subprocess.Popen[bytes]]]:
@@ -271,12 +248,12 @@ def main() -> int:
         print(f"holder SIGKILLed -> the app ({kills} kills, {args.gap:g} s apart; "
               f"{args.holders} holders; window {'shown' if args.window else 'hidden'}; at the "
               f"end {counts[State.STALE]} stale, {counts[State.HELD]} held, tray {sorted(states)})")
-        print(f"  floor: bare pidfd poll() wake-up               {_fmt(floor)}")
+        print(f"  floor: bare pidfd poll() wake-up               {summary_ms(floor)}")
         if cli is not None:
-            print(f"  watch --json stale line (second watcher)       {_fmt(cli_ms)}")
-        print(f"  core: change set reaches the app's bridge      {_fmt(core_ms)}")
-        print(f"  row: model dataChanged, status stale           {_fmt(row_ms)}")
-        print(f"  tray: icon and tooltip set, new stale count    {_fmt(tray_ms)}")
+            print(f"  watch --json stale line (second watcher)       {summary_ms(cli_ms)}")
+        print(f"  core: change set reaches the app's bridge      {summary_ms(core_ms)}")
+        print(f"  row: model dataChanged, status stale           {summary_ms(row_ms)}")
+        print(f"  tray: icon and tooltip set, new stale count    {summary_ms(tray_ms)}")
     finally:
         if cli is not None:
             cli.close()

@@ -32,7 +32,6 @@ import os
 import queue
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,7 @@ import psutil  # noqa: E402
 
 from core.fleet.setup import init  # noqa: E402
 from core.formats import sema  # noqa: E402
+from tests.support.latency import summary_ms  # noqa: E402
 from tests.support.servers import PG_PASSWORD, start_pg  # noqa: E402
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), LOCKWARDEN_FLEET_PW=PG_PASSWORD)
@@ -70,16 +70,6 @@ def write_lock(path: str, pid: int, host: str) -> None:
         f.write(sema.serialize(rec))
     os.link(tmp, path)
     os.unlink(tmp)
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-
-def _fmt(xs: list[float]) -> str:
-    return (f"p50 {statistics.median(xs):7.2f} ms  p95 {_pct(xs, 0.95):7.2f} ms  "
-            f"max {max(xs):7.2f} ms  (n={len(xs)})")
 
 
 class Stream:
@@ -182,8 +172,8 @@ def main() -> None:
                          and ln.get("path") == p)
         print(f"holder SIGKILLed on host B -> its stale line in host A's watch --json ("
               f"{by_report} of {args.kills} stale by B's report: fleet_report, dead)")
-        print(f"  anchor: bare NOTIFY round trip (psycopg)     {_fmt(rtt)}")
-        print(f"  across hosts: B's exit -> A's stale line     {_fmt(across)}  "
+        print(f"  anchor: bare NOTIFY round trip (psycopg)     {summary_ms(rtt)}")
+        print(f"  across hosts: B's exit -> A's stale line     {summary_ms(across)}  "
               "[target p95 <= 300 ms]")
         sender.close()
         listener.close()

@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import resource
-import select
 import shutil
 import signal
 import statistics
@@ -59,6 +58,7 @@ import psutil  # noqa: E402
 
 from core.formats import sema  # noqa: E402
 from core.verdicts.liveness import hostname  # noqa: E402
+from tests.support.latency import pidfd_floor_once, summary_ms  # noqa: E402
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
@@ -84,32 +84,12 @@ def sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
 
 
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-
-def _fmt(xs: list[float]) -> str:
-    return (f"p50 {statistics.median(xs):7.2f} ms  p95 {_pct(xs, 0.95):7.2f} ms  "
-            f"max {max(xs):7.2f} ms  (n={len(xs)})")
-
-
 # -- latency ------------------------------------------------------------------------------------
 
 
 def floor_once() -> float:
     """ms from just before SIGKILL to a bare ``poll()`` on the victim's pidfd waking up."""
-    p = sleeper()
-    fd = os.pidfd_open(p.pid)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    t0 = time.monotonic()
-    os.kill(p.pid, signal.SIGKILL)
-    poller.poll()
-    t1 = time.monotonic()
-    os.close(fd)
-    p.wait()
-    return (t1 - t0) * 1000
+    return pidfd_floor_once(sleeper)
 
 
 def proc_locks_once() -> float:
@@ -184,10 +164,10 @@ def latency(kills: int) -> None:
         shutil.rmtree(d, ignore_errors=True)
     print(f"holder SIGKILLed -> its watch --json line ({kills} kills each; {followed} of "
           f"{2 * kills} holders said liveness_followed when added; {', '.join(sorted(states))})")
-    print(f"  floor: bare pidfd poll() wake-up               {_fmt(floor)}")
-    print(f"  anchor: one read of /proc/locks                 {_fmt(table)}")
-    print(f"  Lockwarden's lock: stale line (pin checked)    {_fmt(ours)}")
-    print(f"  sema tool's lock: holder-dead line (no pin)    {_fmt(theirs)}")
+    print(f"  floor: bare pidfd poll() wake-up               {summary_ms(floor)}")
+    print(f"  anchor: one read of /proc/locks                 {summary_ms(table)}")
+    print(f"  Lockwarden's lock: stale line (pin checked)    {summary_ms(ours)}")
+    print(f"  sema tool's lock: holder-dead line (no pin)    {summary_ms(theirs)}")
 
 
 # -- idle and scale -----------------------------------------------------------------------------
