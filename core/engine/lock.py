@@ -428,6 +428,8 @@ class Lock:
             with publish.stage(self.path, publish.new_token(), built.data,
                                self.policy.file_mode(built.mode), self.durable) as staged:
                 lost_why = publish.renew(staged, held.data, held.ident)
+                # pinned while the staged descriptor still keeps the inode's number ours
+                new_pin = self._pin(staged.ident) if lost_why is None else None
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait
                 self._mark_lost("refresh", lost_why)
@@ -436,7 +438,7 @@ class Lock:
                 with contextlib.suppress(OSError):
                     fsync_dir(os.path.dirname(self.path))
             self._held = _Held(held.token, built.record, built.data, staged.ident,
-                               self._pin(staged.ident), held.emptied)
+                               new_pin, held.emptied)
             holder_pin.unpin(held.pin)  # the old file is gone: its pin pins nothing
         _audit(self.path, "refresh", details={"token": held.token, "ttl": self.ttl},
                format=self.format, durable=self.durable)

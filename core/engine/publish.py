@@ -31,6 +31,7 @@ import contextlib
 import errno
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
@@ -130,6 +131,11 @@ class Staged(NamedTuple):
             gives the lock's where the ``O_EXCL`` fallback wrote a new inode).
         mode: its permission bits (the ``O_EXCL`` fallback creates the lock with them).
         durable: fsync the file and its directory (:func:`stage`).
+        keep: a descriptor of the staged file held open for the block (-1 on Windows, where
+            an open file cannot be renamed or unlinked): while it is open the file's inode
+            number cannot be given to another file, so ``ident`` names only our file however
+            a peer unlinks it meanwhile (a sema peer did, and its new file got our number:
+            docs/engine.md, "Every interleaving checked").
     """
 
     path: str
@@ -138,13 +144,14 @@ class Staged(NamedTuple):
     ident: tuple[int, int]
     mode: int = 0o644
     durable: bool = False
+    keep: int = -1
 
 
 def _write_temp(tmp: str, data: bytes, mode: int = 0o644,
-                durable: bool = False) -> tuple[int, int]:
+                durable: bool = False) -> tuple[int, int, int]:
     """Create ``tmp`` exclusively (never through a symlink) with permission bits ``mode``
     (the umask may only remove bits), write ``data``, fsync it when ``durable``. Returns the
-    file's ``(inode, device)``."""
+    file's ``(inode, device)`` and its descriptor, still open (-1 on Windows: closed)."""
     try:
         fd = os.open(tmp, WRITE_EXCL_FLAGS, mode)
     except OSError as exc:
@@ -163,9 +170,11 @@ def _write_temp(tmp: str, data: bytes, mode: int = 0o644,
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    os.close(fd)
+    if sys.platform == "win32":  # an open file there cannot be renamed or unlinked
+        os.close(fd)
+        fd = -1
     crash_point("after_temp_write")
-    return st.st_ino, st.st_dev
+    return st.st_ino, st.st_dev, fd
 
 
 @contextlib.contextmanager
@@ -183,15 +192,21 @@ def stage(path: str, token: str, data: bytes, mode: int = 0o644,
     a lock older than the last boot: stale). A process crash loses nothing either way (the page
     cache survives it).
 
+    The staged file's descriptor stays open for the block (:attr:`Staged.keep`): take the
+    holder's pin (:func:`core.kernel.pin.pin`) inside it.
+
     Raises:
         LockError: the temp file cannot be created (permissions, a full disk...).
     """
     tmp = temp_path(path, token)
-    staged = Staged(path, tmp, data, _write_temp(tmp, data, mode, durable), mode, durable)
+    ino, dev, keep = _write_temp(tmp, data, mode, durable)
+    staged = Staged(path, tmp, data, (ino, dev), mode, durable, keep)
     try:
         yield staged
     finally:
         unlink_quiet(tmp)
+        if keep >= 0:
+            os.close(keep)
 
 
 def publish(staged: Staged) -> bool:

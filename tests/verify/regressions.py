@@ -42,4 +42,15 @@ REGRESSIONS: tuple[Regression, ...] = (
         _moves("g1", "g3", "g1", "c0", "g1", "g2", "g1", "g1", "g1", "g2", "g2", "g1", "g2",
                "g2", "g2", "g1", "g2", "g1"),
         "P1 reclaim: exchange x.lock"),
+    Regression(
+        "our_inode_number_given_to_a_peers_file",
+        "sema, reclaiming on an old read, unlinked the lock our reclaim had just exchanged in "
+        "and created its own; the staged file's descriptor was already closed, so the freed "
+        "inode's number went to sema's new file (ext4 gives it again at once) and our holder's "
+        "pin and identity named sema's file: two holders. The staged descriptor now stays open "
+        "until the lock is pinned",
+        "stale", ("reclaim", "clean", "sema"),
+        _moves("g0", "g0", "g0", "g0", "g2", "g0", "g1", "g2", "g0", "g0", "g0", "g2", "g2",
+               "g0", "g0", "g0", "g0", "g2"),
+        "P2 sema: create x.lock"),
 )
