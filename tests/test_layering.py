@@ -257,9 +257,9 @@ def test_an_app_module_imports_only_its_own_room_or_rooms_below() -> None:
 CORE_PRIVATE = {"core.watch.tree", "core.watch.scan", "core.watch.walk", "core.watch.sources",
                 "core.watch.directories", "core.watch.rejudge", "core.watch.messages",
                 "core.watch.processes", "core.watch.watched_dir", "core.engine.publish",
-                "core.engine.exchange", "core.engine.remove", "core.engine.waiting",
-                "core.kernel.table", "core.kernel.getlk", "core.audit.appender",
-                "core.audit.heads", "core.audit.write"}
+                "core.engine.takeover", "core.engine.exchange", "core.engine.remove",
+                "core.engine.waiting", "core.kernel.table", "core.kernel.getlk",
+                "core.audit.appender", "core.audit.heads", "core.audit.write"}
 
 
 def test_the_app_reaches_core_through_its_rooms_public_names() -> None:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from core import formats
 from core.defaults import MAX_TTL, MIN_REFRESH_INTERVAL
-from core.engine import gate, operations, publish, waiting
+from core.engine import gate, operations, publish, takeover, waiting
 from core.engine.audited import holder_summary, record_audit
 from core.engine.gate import Act, EmptyFile, Intent
 from core.engine.operations import (
@@ -31,8 +31,9 @@ from core.engine.operations import (
     force_release,
     resolve_policy,
 )
-from core.engine.publish import Outcome, Staged
+from core.engine.publish import Staged
 from core.engine.remove import empty_if, remove_if
+from core.engine.takeover import Outcome
 from core.engine.trash import Kept
 from core.errors import LockError, LockHeld, LockLost, LockTimeout
 from core.formats import Built, Reclaimed, WriteRequest
@@ -211,7 +212,7 @@ class Lock:
                 (directory events, the holder's exit) with a 1 s fallback poll.
 
         A lock found stale (docs/DESIGN.md stale policy via :func:`core.verdicts.inspect.inspect`)
-        is reclaimed race-free on the way (:func:`core.engine.publish.take_over`);
+        is reclaimed race-free on the way (:func:`core.engine.takeover.take_over`);
         ``reclaimed_from`` then holds its status.
 
         Raises:
@@ -267,7 +268,7 @@ class Lock:
             built = self._build(token, emptied=emptied)
             with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
                                self.durable) as staged:
-                out = publish.publish_or_take_over(staged, self.policy, emptied)
+                out = takeover.publish_or_take_over(staged, self.policy, emptied)
                 if out.kind in ("published", "won"):
                     self._took_over(out, token, built, staged, emptied=emptied)
                     return None

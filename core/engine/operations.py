@@ -21,8 +21,8 @@ from core.codes import Code
 from core.engine import gate
 from core.engine.audited import holder_summary, record_audit
 from core.engine.gate import Act, Answer, Intent
-from core.engine.publish import Outcome
 from core.engine.remove import empty_if, remove_if
+from core.engine.takeover import Outcome
 from core.engine.trash import Disposal, Kept
 from core.errors import LockError, LockLost, NotStale
 from core.formats.taskmcp import LOCKWARDEN_ENVIRONMENT, LOCKWARDEN_PURPOSE

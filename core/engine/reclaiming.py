@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from core import formats
-from core.engine import gate, operations, publish
+from core.engine import gate, operations, publish, takeover
 from core.engine.gate import Act, EmptyFile, Intent
 from core.engine.lock import Lock
 from core.engine.operations import describe, resolve_policy
@@ -115,7 +115,7 @@ def _take(lk: Lock, *, force: bool, reason: str | None) -> Lock:
 
         with publish.stage(lk.path, token, built.data, lk.policy.file_mode(built.mode),
                            durable=True) as staged:  # an explicit reclaim: made durable
-            out = publish.take_over(staged, status, accept, lk.policy,
+            out = takeover.take_over(staged, status, accept, lk.policy,
                                     keep if force else None)
             lk.kept = keep.kept
             if out.kind in ("published", "won"):

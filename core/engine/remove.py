@@ -17,7 +17,7 @@ from core import formats, seam
 from core.engine.entries import put_back, read_regular
 from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
 from core.engine.gate import EmptyFile
-from core.engine.publish import Dispose, _dispose, crash_point, new_token
+from core.engine.publish import Dispose, crash_point, discard, new_token
 from core.engine.unheld import Hold, hold_while_it_goes
 from core.errors import LockHeld, LockLost, ParseError
 from core.fsutil import MAX_LOCK_BYTES, describe_mode, file_info, pread
@@ -108,7 +108,7 @@ def remove_if(path: str, ours: Callable[[bytes, FileInfo], bool],
                     return _empty_in_place(path, ours, seen)
                 raise LockHeld(f"{path}: {_who(opened)} opened it meanwhile, to lock it; it "
                                "was put back, nothing was removed")
-            _dispose(rel, path, out, dispose)
+            discard(rel, path, out, dispose)
     return out
 
 

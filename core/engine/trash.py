@@ -120,8 +120,8 @@ def _identity(path: str) -> tuple[int, int, str]:
 
 class Disposal:
     """The last step of a verified removal, called under the directory guard with the temp
-    name the judged file was moved to, its bytes and identity (:func:`core.engine.publish.
-    remove_if`, :func:`core.engine.publish.take_over`): unlink it, or -- when ``keep`` and
+    name the judged file was moved to, its bytes and identity (:func:`core.engine.remove.
+    remove_if`, :func:`core.engine.takeover.take_over`): unlink it, or -- when ``keep`` and
     :func:`must_keep` -- :func:`put_aside` it; :attr:`kept` then says where.
 
     Raises (from the call): :class:`core.errors.NotKept` (the file is still at the temp name:

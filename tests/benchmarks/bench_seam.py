@@ -21,9 +21,10 @@ sys.path.insert(0, str(ROOT))
 from core import seam  # noqa: E402
 from core.engine.lock import Lock  # noqa: E402
 
-MODULES_WITH_STEPS = ("core.engine.publish", "core.engine.entries", "core.engine.remove",
-                      "core.engine.unheld", "core.engine.cleanup", "core.kernel.pin",
-                      "core.fsutil", "core.verdicts.liveness", "core.audit.appender")
+MODULES_WITH_STEPS = ("core.engine.publish", "core.engine.takeover", "core.engine.entries",
+                      "core.engine.remove", "core.engine.unheld", "core.engine.cleanup",
+                      "core.kernel.pin", "core.fsutil", "core.verdicts.liveness",
+                      "core.audit.appender")
 
 
 def cycles(path: str, n: int) -> float:

@@ -39,7 +39,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "no_rejudge",
         "a take-over does not read and judge the file again under the directory guard",
-        "engine/publish.py",
+        "engine/takeover.py",
         """        now_status = inspect_bytes(path, cur_data, cur_info, policy=policy)
         if judged.file is not None and cur_info != judged.file:
             return Outcome("retry", now_status)  # another file now: judge it afresh
