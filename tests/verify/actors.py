@@ -33,6 +33,13 @@ after a check; sema's read-judge-unlink reclaim, racing another reclaimer): what
 holder is theirs, not the engine's."""
 
 
+TRUNCATES = frozenset({"filelock"})
+"""Peers whose ``open`` truncates the file at the path, whoever holds it (filelock 3.x's
+``O_TRUNC``; 4.x no longer does): a record of ours they empty is their protocol's doing, and
+the holder's ``flock`` pin, not its record, keeps them out (docs/engine.md, "The holder's
+pin")."""
+
+
 class Channel:
     """This process's end of the scheduler's socket pair. ``temps_visible``: another process
     of the schedule lists the directory (``clean``), so this process's own temp files are

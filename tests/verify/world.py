@@ -8,7 +8,8 @@ Invariants:
   the engine's, or both follow a protocol that alone never lets two in
   (:data:`tests.verify.actors.SOUND_ALONE`) -- so the engine made it possible;
 - ``holder_displaced``: the file a process in the critical section holds stays at the lock's
-  path, unless a forced release (or a peer whose protocol replaces held locks: semats) did it;
+  path, and a lock record stays a record (emptied in place, the lock is gone as surely),
+  unless a forced release (or a peer whose protocol replaces held locks: semats) did it;
 - ``content_lost``: a file that is not a lock (the ``text`` seed) is at the path at the end or
   in this user's trash or quarantine;
 - ``audit``: the directory's audit log verifies, and every acquisition the engine completed
@@ -70,6 +71,7 @@ class Proc:
     crashed: bool = False
     blocked: bool = False  # in the kernel (not at a step) when told to go
     holds: int | None = None  # the inode it holds in the critical section
+    content: bool = False  # that file had bytes when it entered (a record, not an empty file)
     forced: bool = False  # its lock was force-released (it may not know yet)
     was_forced: bool = False  # forced at some time: a peer's release then may remove anything
     waited: bool = False  # its pending step is a retry of a busy kernel lock
@@ -340,10 +342,15 @@ class World:
         return f"ino {st.st_ino} {st.st_size}B"
 
     def _ino_now(self) -> int | None:
+        return self._now()[0]
+
+    def _now(self) -> tuple[int | None, int]:
+        """The inode at the lock's path and its size (``None, 0``: nothing there)."""
         try:
-            return os.lstat(self.path).st_ino
+            st = os.lstat(self.path)
         except FileNotFoundError:
-            return None
+            return None, 0
+        return st.st_ino, st.st_size
 
     def _short(self, subject: str) -> str:
         return subject.replace(self.dir + os.sep, "").replace(self.shared.root, "~")
@@ -354,17 +361,19 @@ class World:
         (excused), else by the engine (a violation, reported by the next check)."""
         p.holds = ino
         p.forced = False
-        try:
-            now: int | None = os.lstat(self.path).st_ino
-        except FileNotFoundError:
-            now = None
-        if now != ino:
+        now, size = self._now()
+        p.content = now == ino and size > 0
+        # the engine's lock always has a record: found empty, another process emptied it
+        # (a peer that truncates what it opens may: its protocol, not the engine's doing)
+        truncators = any(q.op in actors.TRUNCATES for q in self.procs)
+        if now != ino or (p.engine and size == 0 and not truncators):
             if any(q.op == "force" or q.op in actors.REPLACES_HELD for q in self.procs):
                 p.forced = p.was_forced = True
             else:
+                how = (f"had left the path ({now})" if now != ino
+                       else "had been emptied in place")
                 self._late.append(Violation("holder_displaced", f"P{p.index} ({p.op}) holds "
-                                            f"inode {ino}, which had left the path ({now}) "
-                                            "before it knew"))
+                                            f"inode {ino}, which {how} before it knew"))
 
     def _excused(self, mover: Proc) -> bool:
         """A holder displaced by ``mover``'s step is not the engine's doing: a forced release
@@ -378,14 +387,21 @@ class World:
 
     def _check(self, mover: Proc) -> list[Violation]:
         found, self._late = self._late, []
-        try:
-            now = os.lstat(self.path).st_ino
-        except FileNotFoundError:
-            now = None
+        now, size = self._now()
         holders = [q for q in self.procs if q.holds is not None and not q.forced]
         for q in holders:
             if q is mover and q.holds != now and now is not None:
                 q.holds = now  # its own refresh exchanged a renewed file in
+            elif q.holds == now and q.content and size == 0 and q is not mover:
+                # its record emptied in place: no put-back undoes that
+                if mover.op in actors.TRUNCATES:
+                    q.content = False  # it still holds the inode: two_holders still checks
+                elif self._excused(mover):
+                    q.forced = q.was_forced = True
+                else:
+                    found.append(Violation("holder_displaced", f"P{q.index} ({q.op})'s lock "
+                                           f"(inode {q.holds}) was emptied in place by "
+                                           f"P{mover.index} ({mover.op})"))
             elif q.holds != now and q is not mover and q.index not in self._pending:
                 if self._excused(mover):
                     q.forced = q.was_forced = True
@@ -404,6 +420,15 @@ class World:
             else:
                 found.append(Violation("holder_displaced", f"the live holder's lock (inode "
                                        f"{self.seed_ino}) was removed or replaced by "
+                                       f"P{mover.index} ({mover.op})"))
+        elif (self.seed_ino is not None and not self.seed_forced and now == self.seed_ino
+              and size == 0 and mover.op not in actors.TRUNCATES):
+            # the live holder's record emptied in place
+            if self._excused(mover):
+                self.seed_forced = True
+            else:
+                found.append(Violation("holder_displaced", f"the live holder's lock (inode "
+                                       f"{self.seed_ino}) was emptied in place by "
                                        f"P{mover.index} ({mover.op})"))
         found += self._settle_pending(now)
         inside = [q for q in self.procs if q.holds is not None and not q.forced]
