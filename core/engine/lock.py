@@ -267,10 +267,10 @@ class Lock:
             token = publish.new_token()
             built = self._build(token, emptied=emptied)
             with publish.stage(self.path, token, built.data, self.policy.file_mode(built.mode),
-                               self.durable) as staged:
+                               self.durable) as staged, self._prepin(staged) as pre:
                 out = takeover.publish_or_take_over(staged, self.policy, emptied)
                 if out.kind in ("published", "won"):
-                    self._took_over(out, token, built, staged, emptied=emptied)
+                    self._took_over(out, token, built, staged, pre, emptied=emptied)
                     return None
             if out.kind == "restage":  # it must record the empty file it replaces
                 emptied = out.emptied
@@ -288,6 +288,7 @@ class Lock:
         token: str,
         built: Built,
         staged: Staged,
+        pre: holder_pin.Prepin,
         judge: operations.ReclaimJudge | None = None,
         reason: str | None = None,
         emptied: EmptyFile | None = None,
@@ -295,12 +296,15 @@ class Lock:
         """Bookkeeping and audit once the path holds our lock: ``acquire`` when it was free
         (``out.kind == "published"``), ``reclaim`` naming the displaced lock when we replaced
         it (``"won"``; with :func:`core.engine.reclaiming.reclaim`'s ``judge`` and ``reason``, its
-        decision too)."""
+        decision too). ``pre``: the pin the staged file got before it was published."""
         published = out.kind == "published"
         ident = publish.settle(staged, linked=published)
+        pin_fd = pre.take()
+        if ident != staged.ident:  # the O_EXCL fallback wrote another inode: pin that one
+            holder_pin.unpin(pin_fd)
+            pin_fd = self._pin(ident)
         with self._mutex:
-            self._held = _Held(token, built.record, built.data, ident, self._pin(ident),
-                               emptied)
+            self._held = _Held(token, built.record, built.data, ident, pin_fd, emptied)
             self._owner_thread = threading.get_ident()
             self.lost.clear()
             self.reclaimed_from = None
@@ -326,6 +330,12 @@ class Lock:
         if self.holder_pid not in (None, os.getpid()):
             return None
         return holder_pin.pin(self.path, ident)
+
+    def _prepin(self, staged: Staged) -> holder_pin.Prepin:
+        """The pin on ``staged`` before it is published (:class:`core.kernel.pin.Prepin`)
+        when this process is the recorded holder."""
+        return holder_pin.Prepin(staged.tmp, staged.ident,
+                                 self.holder_pid in (None, os.getpid()))
 
     def _drop(self) -> None:
         """Forget the acquisition (released or lost) and close its pin."""
@@ -427,10 +437,11 @@ class Lock:
             built = self._build(held.token, acquired=held.record.acquired_at,
                                 emptied=answer.emptied or held.emptied)
             with publish.stage(self.path, publish.new_token(), built.data,
-                               self.policy.file_mode(built.mode), self.durable) as staged:
+                               self.policy.file_mode(built.mode), self.durable) as staged, \
+                    self._prepin(staged) as pre:
                 lost_why = publish.renew(staged, held.data, held.ident)
-                # pinned while the staged descriptor still keeps the inode's number ours
-                new_pin = self._pin(staged.ident) if lost_why is None else None
+                # the renewed file reached the path pinned (the exchange keeps its inode)
+                new_pin = pre.take() if lost_why is None else None
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait
                 self._mark_lost("refresh", lost_why)

@@ -114,12 +114,13 @@ def _take(lk: Lock, *, force: bool, reason: str | None) -> Lock:
             return again.act is Act.TAKE_OVER and again.emptied == emptied
 
         with publish.stage(lk.path, token, built.data, lk.policy.file_mode(built.mode),
-                           durable=True) as staged:  # an explicit reclaim: made durable
+                           durable=True) as staged, \
+                lk._prepin(staged) as pre:  # an explicit reclaim: made durable
             out = takeover.take_over(staged, status, accept, lk.policy,
                                     keep if force else None)
             lk.kept = keep.kept
             if out.kind in ("published", "won"):
-                lk._took_over(out, token, built, staged, judge, reason, emptied)
+                lk._took_over(out, token, built, staged, pre, judge, reason, emptied)
                 return lk
         if out.kind == "lost_race":
             operations.audit_lost_race(lk.path, lk.format, out, reason, lk.kept)

@@ -28,7 +28,8 @@ if sys.platform != "win32":
 else:  # Windows has no flock, so no pin: every use is behind a sys.platform check
     fcntl = None
 
-__all__ = ["Keepers", "available", "hand_down", "keepers", "pin", "pinned_by", "unpin"]
+__all__ = ["Keepers", "Prepin", "available", "hand_down", "keepers", "pin", "pinned_by",
+           "unpin"]
 
 _PIN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
     | getattr(os, "O_NONBLOCK", 0)
@@ -101,6 +102,33 @@ def unpin(fd: int | None) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+class Prepin:
+    """The pin taken on a staged lock file *before* it is published, as a context manager:
+    the file reaches the lock's path already pinned. A flock-style tool (filelock, flock(1))
+    that opens the path the moment our lock replaced its empty file would otherwise take its
+    exclusive ``flock`` on our file before our pin, and both would hold (found by the
+    interleaving checker's unbounded pass: docs/engine.md, "Every interleaving checked").
+
+    ``path``: the staged file's temp name; ``ident``: its ``(inode, device)``; ``wanted``:
+    this process is the lock's recorded holder (else no pin, ``fd`` None). :meth:`take` hands
+    the pin over to the holder; leaving the block unpins what was not taken. Never raises.
+    """
+
+    def __init__(self, path: str, ident: tuple[int, int], wanted: bool) -> None:
+        self.fd = pin(path, ident) if wanted else None
+
+    def take(self) -> int | None:
+        """The pin's descriptor, now the caller's to :func:`unpin` (``None``: none taken)."""
+        fd, self.fd = self.fd, None
+        return fd
+
+    def __enter__(self) -> Prepin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        unpin(self.take())
 
 
 def available() -> bool:

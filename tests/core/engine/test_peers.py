@@ -138,3 +138,47 @@ def test_a_lock_its_peers_hold_is_released_by_emptying_it_in_place(
     lk.release()
     assert path.stat().st_ino == ino and path.read_bytes() == b""
     assert locker.poll() is None
+
+
+FILELOCK_TRY = r"""
+import sys, filelock
+try:
+    filelock.FileLock(sys.argv[1], timeout=0).acquire()
+except filelock.Timeout:
+    sys.exit(3)
+"""
+"""A real filelock user trying the lock once: exit 3 when a kernel lock keeps it out."""
+
+
+def test_our_lock_reaches_the_path_already_pinned(lockdir: Path) -> None:
+    """An acquire that takes over filelock's empty file: a filelock user that opens the path
+    the moment after the exchange, before anything else of ours runs, meets our pin (its
+    ``flock`` fails: Timeout). The pin used to be taken after the exchange, and in that gap
+    the user's exclusive ``flock`` got our file: two holders (the interleaving checker's
+    unbounded pass found it; docs/engine.md, "Every interleaving checked")."""
+    from core import seam
+
+    path = lockdir / "job.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    tries: list[int] = []
+    exchanged = False
+
+    def hook(kind: str, subject: str) -> None:
+        nonlocal exchanged
+        if kind == "exchange" and subject == str(path):
+            exchanged = True
+        elif exchanged and not tries:  # the first step after the exchange
+            tries.append(subprocess.run([sys.executable, "-c", FILELOCK_TRY, str(path)],
+                                        timeout=60).returncode)
+
+    lk = Lock(str(path))
+    seam.install(hook)
+    try:
+        lk.acquire(blocking=False)
+    finally:
+        seam.install(None)
+    try:
+        assert tries == [3], "the filelock user got the lock we were taking"
+    finally:
+        lk.release()
