@@ -32,6 +32,11 @@ class Pass:
     ops: tuple[str, ...] | None = None
     seeds: tuple[str, ...] | None = None
     reuse: bool | str = False  # a crash may give its PID to a new process ("only": always)
+    limit: int | None = None  # schedules after which a pair's search stops (counted: capped)
+
+
+UNBOUNDED = 10**6
+"""Preemptions no schedule reaches: every interleaving of the pair (with ``crashes`` 0)."""
 
 
 CORE_OPS = ("try", "reclaim", "release", "force", "refresh", "clean", "sema", "filelock")
@@ -58,6 +63,9 @@ DEPTHS: dict[str, tuple[Pass, ...]] = {
                    ("free", "stale"), reuse="only"),),
     "preempt": (Pass(2, 0, 0, ("try", "reclaim", "release", "force", "refresh", "clean"),
                      ("free", "stale", "live")),),
+    # every interleaving, no preemption bound, of each pair whose interleavings number at
+    # most ``limit`` (the rest are capped there and counted: the bounded passes cover them)
+    "every": (Pass(UNBOUNDED, 0, 0, limit=400),),
 }
 
 
@@ -153,7 +161,7 @@ def _worker_run(task: Task) -> tuple[Task, Tally]:
     tally = Tally()
     if mode == "exhaust":
         exhaust(shared, seed, ops, preemptions=ps.preemptions, crashes=ps.crashes,
-                tally=tally, reuse=ps.reuse)
+                tally=tally, reuse=ps.reuse, limit=ps.limit)
     else:
         rng = _WORKER["rng"]
         assert isinstance(rng, random.Random)
@@ -217,6 +225,8 @@ def check(depth: str, only: list[str] | None, seeds: list[str], *, quiet: bool =
             total.cut += tally.cut
             total.limits += tally.limits
             total.reused += tally.reused
+            total.every += tally.every
+            total.capped += tally.capped
             total.findings += tally.findings
             if not quiet:
                 seed, ops, mode, _k = task
@@ -233,6 +243,9 @@ def check(depth: str, only: list[str] | None, seeds: list[str], *, quiet: bool =
           f"{total.cut} cut at the step bound, {total.reused} crashed PIDs given to a new "
           f"process, {total.limits} crashes inside an exchange's window (a known limit), "
           f"{len(reports)} violations, {took:.0f} s")
+    if any(ps.limit is not None for ps in DEPTHS[depth]):
+        print(f"  every interleaving run for {total.every} pairs; {total.capped} capped at "
+              "the per-pair limit")
     return total.schedules, total.steps, total.cut, reports
 
 

@@ -33,6 +33,11 @@ after a check; sema's read-judge-unlink reclaim, racing another reclaimer): what
 holder is theirs, not the engine's."""
 
 
+LOCK_THE_INODE = frozenset({"filelock", "portalocker", "fasteners", "flock1"})
+"""Peers whose lock is a ``flock`` on the inode at the path, never its content: what the file
+holds is nothing to them (a release of ours empties the file they lock, by design)."""
+
+
 TRUNCATES = frozenset({"filelock"})
 """Peers whose ``open`` truncates the file at the path, whoever holds it (filelock 3.x's
 ``O_TRUNC``; 4.x no longer does): a record of ours they empty is their protocol's doing, and

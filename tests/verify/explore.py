@@ -50,6 +50,8 @@ class Tally:
     steps: int = 0
     cut: int = 0
     findings: list[Finding] = field(default_factory=list)
+    every: int = 0  # pairs whose every schedule within the pass's bounds was run
+    capped: int = 0  # pairs stopped at the pass's per-pair limit
 
 
 @dataclass
@@ -106,9 +108,11 @@ def run_one(shared: Shared, seed: str, ops: tuple[str, ...],
 
 def exhaust(shared: Shared, seed: str, ops: tuple[str, ...], *, preemptions: int,
             crashes: int, tally: Tally, limit: int | None = None,
-            reuse: bool | str = False) -> None:
+            reuse: bool | str = False) -> bool:
     """Every schedule of ``ops`` on ``seed`` within the bounds (see the module docstring);
-    findings and counts go to ``tally``. ``limit``: stop after that many schedules."""
+    findings and counts go to ``tally``. ``limit``: stop after that many schedules. Returns
+    True when every schedule was run (``tally.every`` counts it), False when ``limit`` cut
+    the search (``tally.capped``)."""
     stack: list[list[int]] = []  # per depth: [index chosen, number of options]
 
     def choose(options: list[tuple[str, int]], depth: int) -> int:
@@ -127,8 +131,12 @@ def exhaust(shared: Shared, seed: str, ops: tuple[str, ...], *, preemptions: int
         _count(tally, ran)
         while stack and stack[-1][0] + 1 >= stack[-1][1]:
             stack.pop()
-        if not stack or (limit is not None and n >= limit):
-            return
+        if not stack:
+            tally.every += 1
+            return True
+        if limit is not None and n >= limit:
+            tally.capped += 1
+            return False
         stack[-1][0] += 1
 
 

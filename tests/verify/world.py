@@ -362,7 +362,7 @@ class World:
         p.holds = ino
         p.forced = False
         now, size = self._now()
-        p.content = now == ino and size > 0
+        p.content = now == ino and size > 0 and p.op not in actors.LOCK_THE_INODE
         # the engine's lock always has a record: found empty, another process emptied it
         # (a peer that truncates what it opens may: its protocol, not the engine's doing)
         truncators = any(q.op in actors.TRUNCATES for q in self.procs)
