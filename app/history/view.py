@@ -124,6 +124,9 @@ class HistoryPane(QWidget):
         self.target_is_dir = False
         self.focus: tuple[str, float] | None = None
         """An audit entry's digest and time (Unix s) to select once loaded (:meth:`show_action`)."""
+        self._marked: tuple[str, float] | None = None
+        """The lock whose history shows a marked time (Unix s): kept over reloads of that lock
+        (the watcher's next update reloads it), dropped when another lock is shown."""
         self._gen = 0
         self.current: Loaded | None = None
         self.title = QLabel("Select a lock to see its history.")
@@ -268,7 +271,11 @@ class HistoryPane(QWidget):
                 self.table.setItem(i, col, item)
         self.table.resizeColumnsToContents()
         focus, self.focus = self.focus, None
-        self.timeline.mark = focus[1] if focus is not None else None
+        if focus is not None:
+            self._marked = (result.target, focus[1])
+        elif self._marked is not None and self._marked[0] != result.target:
+            self._marked = None
+        self.timeline.mark = self._marked[1] if self._marked is not None else None
         hit = next((i for i, t in enumerate(rows) if focus and t.audit_id == focus[0]), None)
         if hit is not None:
             self.table.selectRow(hit)

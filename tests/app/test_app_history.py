@@ -206,8 +206,10 @@ def test_the_audit_viewer_shows_an_action_in_the_timeline(make_app: Any, lockdir
     lw.window.table.clearSelection()
     lw.history.follow_selection()  # what the late selectionChanged calls
     assert pane.target == str(lock)
-    qtbot.waitUntil(lambda: pane.current is not None and pane.table.selectedItems() != [],
-                    timeout=15_000)
+    # the load that show_action started marks the time; an earlier load (the selection's)
+    # may have applied first under load
+    qtbot.waitUntil(lambda: pane.current is not None and pane.table.selectedItems() != []
+                    and pane.timeline.mark is not None, timeout=15_000)
     picked = pane.table.currentRow()
     assert pane.table.item(picked, 2).text() == "released"
     assert released.audit_id.startswith(pane.table.item(picked, 7).text())
