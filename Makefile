@@ -53,7 +53,7 @@ verify-mutants: $(STAMP)
 	$(BIN)/python -m tests.verify --mutant all --depth full
 
 # Every interleaving, no preemption bound, of each pair of processes on each seed whose
-# interleavings number at most 400 (the others are counted as capped); ~30 minutes on 2 cores.
+# interleavings number at most 400 (the others are counted as capped); ~18 minutes on 2 cores.
 verify-every: $(STAMP)
 	$(BIN)/python -m tests.verify --depth every
 
