@@ -182,8 +182,8 @@ def stage(path: str, token: str, data: bytes, mode: int = 0o644,
     a lock older than the last boot: stale). A process crash loses nothing either way (the page
     cache survives it).
 
-    The staged file's descriptor stays open for the block (:attr:`Staged.keep`): take the
-    holder's pin (:func:`core.kernel.pin.pin`) inside it.
+    The staged file's descriptor stays open for the block (:attr:`Staged.keep`): its
+    ``ident`` stays ours for the holder's pin taken on it (:class:`core.kernel.pin.Prepin`).
 
     Raises:
         LockError: the temp file cannot be created (permissions, a full disk...).

@@ -300,7 +300,7 @@ class World:
                          f"; PID {p.pid} could not be given again (taken meanwhile)")
                 self.reused[taken] += 1
             self.trace.append(said)
-            return self._settle_pending(self._ino_now())
+            return self._settle_pending(self._now()[0])
         assert p.pending is not None
         step = p.pending
         for q in self.procs:
@@ -340,9 +340,6 @@ class World:
         except FileNotFoundError:
             return "-"
         return f"ino {st.st_ino} {st.st_size}B"
-
-    def _ino_now(self) -> int | None:
-        return self._now()[0]
 
     def _now(self) -> tuple[int | None, int]:
         """The inode at the lock's path and its size (``None, 0``: nothing there)."""
