@@ -1,5 +1,6 @@
 """The engine's scheduling points: every step another process can observe or race -- a link
-or rename or exchange at a lock's path, an unlink, reading a lock file, a kernel lock taken or
+or rename or exchange at a lock's path, an unlink, reading a lock file or rewriting it in place,
+a kernel lock taken or
 tried, a holder's liveness looked up, an audit entry appended -- is announced here first with
 :func:`step` (docs/engine.md, "Every interleaving checked").
 
@@ -25,6 +26,7 @@ KINDS: tuple[str, ...] = (
     "exchange",  # renameat2(RENAME_EXCHANGE) / the platform's atomic exchange
     "unlink",  # unlink(2) of a lock or of a file taken out of one
     "read",  # a lock file read (lstat, open, fstat, read)
+    "write",  # a lock file rewritten in place (its inode kept)
     "lock",  # one attempt at a kernel lock (flock, a guard, the audit log's lock)
     "wait",  # a kernel lock was busy: the attempt will be made again
     "liveness",  # a holder PID looked up in the process table

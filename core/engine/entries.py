@@ -1,7 +1,8 @@
 """Small operations on the directory entries of a lock's directory that the publish protocol
 (:mod:`core.engine.publish`) and the verified removal (:mod:`core.engine.remove`) share: a
 ``link`` that never follows a link, an ``unlink`` of what may be gone, reading a regular file,
-putting back a file that was moved out, writing a whole buffer."""
+putting back a file that was moved out, opening a lock file to change it in place, writing a
+whole buffer."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import logging
 import os
 
 from core import seam
-from core.errors import UnreadableError
+from core.errors import LockLost, UnreadableError
 from core.fsutil import read_lock_file
 from core.record import FileInfo
 
 log = logging.getLogger("lockwarden.lock")
 
-__all__ = ["link_nofollow", "put_back", "read_regular", "unlink_quiet", "write_all"]
+__all__ = ["link_nofollow", "open_in_place", "put_back", "read_regular", "unlink_quiet",
+           "write_all"]
 
 
 def link_nofollow(src: str, dst: str) -> None:
@@ -79,3 +81,34 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+_IN_PLACE_OPEN = (os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                  | getattr(os, "O_CLOEXEC", 0))
+
+
+def open_in_place(path: str) -> int:
+    """``path`` opened for writing (to empty or rewrite the lock file in place, its inode
+    kept), never through a symlink; an open another process's file lease holds off
+    (``EWOULDBLOCK``: a Lockwarden removing it this instant, :mod:`core.engine.unheld`) is
+    tried again for up to 0.5 s.
+
+    Raises:
+        LockLost: nothing is at ``path``, it cannot be opened, or the lease stayed.
+    """
+    import time
+
+    deadline = time.monotonic() + 0.5
+    while True:
+        try:
+            return os.open(path, _IN_PLACE_OPEN)
+        except FileNotFoundError:
+            raise LockLost(f"{path}: the lock file is gone") from None
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise LockLost(f"{path}: another process holds the file now; left in "
+                               "place") from None
+            time.sleep(0.001)
+        except OSError as exc:
+            raise LockLost(f"{path}: cannot be opened to change it in place "
+                           f"({exc.strerror}); left in place") from None

@@ -417,7 +417,9 @@ class Lock:
         that the path still holds our acquisition, and what came out is checked again; the
         path is never empty and a lock that is no longer ours is never overwritten. Without
         an exchange primitive, the renewed file replaces ours with ``rename`` under the guard
-        right after the check (:func:`core.engine.publish.renew`).
+        right after the check (:func:`core.engine.publish.renew`). A lock that replaced the
+        empty file flock-style tools lock is rewritten in place, its inode kept for them
+        (:func:`core.engine.publish.renew_in_place`).
 
         Raises:
             LockLost: the lock is no longer ours (``lost`` is set, a ``lost`` entry audited).
@@ -434,14 +436,20 @@ class Lock:
             self._holders.keep(held.record)
             answer = gate.ask(self.path, LockStatus(self.path, State.HELD, record=held.record),
                               Intent.REFRESH, kernel=False)
-            built = self._build(held.token, acquired=held.record.acquired_at,
-                                emptied=answer.emptied or held.emptied)
-            with publish.stage(self.path, publish.new_token(), built.data,
-                               self.policy.file_mode(built.mode), self.durable) as staged, \
-                    self._prepin(staged) as pre:
-                lost_why = publish.renew(staged, held.data, held.ident)
-                # the renewed file reached the path pinned (the exchange keeps its inode)
-                new_pin = pre.take() if lost_why is None else None
+            emptied = answer.emptied or held.emptied
+            built = self._build(held.token, acquired=held.record.acquired_at, emptied=emptied)
+            ident, new_pin = held.ident, held.pin
+            if emptied is not None:  # flock-style tools lock this inode: it stays
+                lost_why = publish.renew_in_place(self.path, built.data, held.data, held.ident,
+                                                  durable=self.durable)
+            else:
+                with publish.stage(self.path, publish.new_token(), built.data,
+                                   self.policy.file_mode(built.mode), self.durable) as staged, \
+                        self._prepin(staged) as pre:
+                    lost_why = publish.renew(staged, held.data, held.ident)
+                    # the renewed file reached the path pinned (the exchange keeps its inode)
+                    new_pin = pre.take() if lost_why is None else None
+                ident = staged.ident
             if lost_why is not None:
                 # audited outside the directory guard: the audit log's own lock may wait
                 self._mark_lost("refresh", lost_why)
@@ -449,9 +457,10 @@ class Lock:
             if self.durable:
                 with contextlib.suppress(OSError):
                     fsync_dir(os.path.dirname(self.path))
-            self._held = _Held(held.token, built.record, built.data, staged.ident,
-                               new_pin, held.emptied)
-            holder_pin.unpin(held.pin)  # the old file is gone: its pin pins nothing
+            self._held = _Held(held.token, built.record, built.data, ident, new_pin,
+                               held.emptied)
+            if new_pin != held.pin:
+                holder_pin.unpin(held.pin)  # the old file is gone: its pin pins nothing
         _audit(self.path, "refresh", details={"token": held.token, "ttl": self.ttl},
                format=self.format, durable=self.durable)
 

@@ -12,7 +12,8 @@ written comes from the formats (:func:`core.formats.build`); when and why, from
 - **Take-over**: :mod:`core.engine.takeover` (the guarded exchange of a judged lock for ours);
   it puts a file it should not have moved back with :func:`swap_back`.
 - **Renew** (:func:`renew`): a refresh exchanges the renewed file in under the guard after
-  checking the path still holds our acquisition, and checks what came out.
+  checking the path still holds our acquisition, and checks what came out; a lock on the
+  empty file flock-style tools lock is rewritten in place instead (:func:`renew_in_place`).
 - **Verified remove**: :func:`core.engine.remove.remove_if`. The small operations on
   directory entries both use are :mod:`core.engine.entries`.
 
@@ -35,16 +36,19 @@ from core import seam
 from core.engine import exchange as _exchange
 from core.engine.entries import (
     link_nofollow,
+    open_in_place,
     put_back,
     read_regular,
     unlink_quiet,
     write_all,
 )
 from core.engine.exchange import DirGuard, ExchangeUnsupported
-from core.errors import LockError
+from core.errors import LockError, LockLost
 from core.fsutil import (
+    MAX_LOCK_BYTES,
     WRITE_EXCL_FLAGS,
     fsync_dir,
+    pread,
 )
 from core.record import FileInfo
 from core.tempfiles import temp_path
@@ -305,6 +309,46 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
             _no_exchange_devs.add(cur[1].dev)
             seam.step("rename", path)
             os.replace(tmp, path)
+    return None
+
+
+def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, int], *,
+                   durable: bool) -> str | None:
+    """Under the guard, renew our lock at ``path`` (``old_data`` at inode/device ``ident``) by
+    writing ``data`` into the same file: for a lock that replaced the empty file flock-style
+    tools lock (docs/engine.md, "Empty files", "Refresh"). Those tools lock the inode they
+    opened and flock(1) never looks at the path again: one that opened the path while we held
+    it waits on our pin, and a renewed file exchanged in would leave it that inode -- nameless
+    once ours is unlinked -- to lock while we hold the new one. Here the inode never leaves the
+    path. The bytes are written before the file is cut to their length, so the path never
+    holds an empty file; a reader outside the guard may see the old record's tail for that
+    moment (judgements that act re-read under the guard). Returns None when renewed, else why
+    the lock is lost.
+
+    Raises:
+        GuardTimeout: the directory guard stayed held by another process.
+        OSError: the write or ``fsync`` failed (the record may be partly written; the guard
+            is released).
+    """
+    with DirGuard(os.path.dirname(path)):
+        seam.step("read", path)
+        try:
+            fd = open_in_place(path)
+        except LockLost:
+            return "the lock file was removed"
+        try:
+            st = os.fstat(fd)
+            if (st.st_ino, st.st_dev) != ident or pread(fd, MAX_LOCK_BYTES + 1, 0) != old_data:
+                return "the lock file was removed or replaced"
+            seam.step("write", path)
+            os.lseek(fd, 0, os.SEEK_SET)
+            write_all(fd, data)
+            if len(data) < len(old_data):
+                os.ftruncate(fd, len(data))
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
     return None
 
 

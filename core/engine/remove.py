@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 
 from core import formats, seam
-from core.engine.entries import put_back, read_regular
+from core.engine.entries import open_in_place, put_back, read_regular
 from core.engine.exchange import GUARD_TIMEOUT, DirGuard, GuardTimeout
 from core.engine.gate import EmptyFile
 from core.engine.publish import Dispose, crash_point, discard, new_token
@@ -159,7 +159,7 @@ def _empty_in_place(path: str, ours: Callable[[bytes, FileInfo], bool],
     Raises:
         LockLost: it is gone or not ours any more.
     """
-    fd = _open_for_emptying(path)
+    fd = open_in_place(path)
     try:
         st = os.fstat(fd)
         data = pread(fd, MAX_LOCK_BYTES + 1, 0)
@@ -193,10 +193,6 @@ def _guard(stack: contextlib.ExitStack, path: str, *, strict: bool,
             notes.append(note)
 
 
-_EMPTY_OPEN = (os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_CLOEXEC", 0))
-
-
 def empty_if(path: str, ours: Callable[[bytes, FileInfo], bool], emptied: EmptyFile, *,
              strict: bool = False, notes: list[str] | None = None) -> tuple[bytes, FileInfo]:
     """Release a lock that replaced an empty file by emptying it in place: under the
@@ -213,7 +209,7 @@ def empty_if(path: str, ours: Callable[[bytes, FileInfo], bool], emptied: EmptyF
     """
     with contextlib.ExitStack() as guarded:
         _guard(guarded, path, strict=strict, notes=notes)
-        fd = _open_for_emptying(path)
+        fd = open_in_place(path)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -237,29 +233,3 @@ def empty_if(path: str, ours: Callable[[bytes, FileInfo], bool], emptied: EmptyF
         finally:
             os.close(fd)
     return data, info
-
-
-def _open_for_emptying(path: str) -> int:
-    """``path`` opened for writing, never through a symlink; an open another process's file
-    lease holds off (``EWOULDBLOCK``: a Lockwarden removing it this instant) is tried again
-    for up to 0.5 s.
-
-    Raises:
-        LockLost: nothing is at ``path`` (or it cannot be opened).
-    """
-    import time
-
-    deadline = time.monotonic() + 0.5
-    while True:
-        try:
-            return os.open(path, _EMPTY_OPEN)
-        except FileNotFoundError:
-            raise LockLost(f"{path}: the lock file is gone") from None
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise LockLost(f"{path}: another process holds the file now; left in "
-                               "place") from None
-            time.sleep(0.001)
-        except OSError as exc:
-            raise LockLost(f"{path}: cannot be opened to release it ({exc.strerror}); left "
-                           "in place") from None

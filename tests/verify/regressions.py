@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 class Regression(NamedTuple):
     """A found schedule: what it broke before the fix, the seed, the processes and the
-    moves; ``shows`` is a step its trace must hold (the replay reached the race)."""
+    moves; ``shows`` is a step its trace must hold at least ``times`` times (the replay
+    reached the race)."""
 
     name: str
     broke: str
@@ -17,6 +18,7 @@ class Regression(NamedTuple):
     ops: tuple[str, ...]
     moves: tuple[tuple[str, int], ...]
     shows: str
+    times: int = 2
 
 
 def _moves(*spec: str) -> tuple[tuple[str, int], ...]:
@@ -53,4 +55,14 @@ REGRESSIONS: tuple[Regression, ...] = (
         _moves("g0", "g0", "g0", "g0", "g2", "g0", "g1", "g2", "g0", "g0", "g0", "g2", "g2",
                "g0", "g0", "g0", "g0", "g2"),
         "P2 sema: create x.lock"),
+    Regression(
+        "a_refresh_under_flock1s_waiter",
+        "a lock of ours that had taken over flock-style tools' empty file was refreshed by "
+        "exchanging a renewed file in; flock(1), which had opened the path before and waited "
+        "on our pin, locked the old inode once it was unlinked and its pin let go, and never "
+        "looked at the path again: two holders. Such a lock is now renewed in place",
+        "empty", ("refresh", "flock1"),
+        _moves("g0", "g0", "g0", "g0", "g0", "g0", "g0", "g0", "g1", "g0", "g0", "g0", "g0",
+               "g1"),
+        "P1 flock1: lock x.lock", 1),
 )

@@ -182,3 +182,47 @@ def test_our_lock_reaches_the_path_already_pinned(lockdir: Path) -> None:
         assert tries == [3], "the filelock user got the lock we were taking"
     finally:
         lk.release()
+
+
+def _in_flock_wait(pid: int) -> bool:
+    """flock(1) (PID ``pid``) is blocked in ``flock`` (the kernel's wait channel)."""
+    with open(f"/proc/{pid}/wchan") as f:
+        return "lock_inode_wait" in f.read()
+
+
+def _flock1_file(pid: int, path: Path) -> str:
+    """What flock(1) (PID ``pid``) has open for ``path``: the link's text, ``… (deleted)``
+    once the file it opened has no name left."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if target.startswith(str(path)):
+            return target
+    raise AssertionError(f"flock(1) has nothing open for {path}")
+
+
+def test_a_refresh_keeps_the_file_flock1_waits_on(
+        lockdir: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """An acquire took over flock-style tools' empty file; a real flock(1) opens the path
+    and waits on our pin. A refresh rewrites the lock in place: flock(1) keeps waiting on the
+    file at the path, and gets it once we release. It used to exchange a renewed file in,
+    leaving flock(1) the old inode, nameless, to lock while we held the new one: two holders
+    (the interleaving checker's unbounded pass found it; docs/engine.md, "Refresh")."""
+    path = lockdir / "job.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    lk = Lock(str(path), ttl=600).acquire(blocking=False)
+    ino = path.stat().st_ino
+    waiter = subprocess.Popen(["flock", str(path), "-c", "true"], text=True)
+    procs.append(waiter)
+    deadline = time.monotonic() + 30
+    while not _in_flock_wait(waiter.pid):  # no event tells it: look at the kernel's wait
+        assert time.monotonic() < deadline and waiter.poll() is None, "flock(1) never waited"
+        time.sleep(0.005)
+    lk.refresh()
+    assert lk.token is not None
+    assert path.stat().st_ino == ino and lk.token.encode() in path.read_bytes()  # same file
+    assert _flock1_file(waiter.pid, path) == str(path)  # flock(1) still waits on it
+    assert _in_flock_wait(waiter.pid)
+    lk.release()
+    assert waiter.wait(timeout=30) == 0
+    assert path.stat().st_ino == ino and path.read_bytes() == b""
