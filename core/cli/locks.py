@@ -94,6 +94,14 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
         out.data(inspect(path, policy=policy).to_dict())
     else:
         out.result(f"acquired {path} (pid {pid})")
+    record = lock.record
+    if record is not None and record.metadata.get("emptied"):
+        # no process of ours outlives this command to keep a kernel lock on the file, and
+        # those tools see only kernel locks (docs/engine.md, "The holder's pin")
+        out.note(f"{path} was an empty file, which filelock, portalocker and flock(1) lock "
+                 "by its inode: they see only a kernel lock, which nothing keeps once this "
+                 f"command has ended; to keep them out, hold it with `lockwarden run {path} "
+                 "-- CMD`")
     return EXIT_OK
 
 

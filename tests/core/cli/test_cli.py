@@ -744,3 +744,20 @@ def test_status_of_a_directory_is_a_usage_error_that_points_to_list(lockdir: Pat
         assert one_line(out.stderr) == (
             f"lockwarden: status {lockdir}: a directory, not a lock file (the locks in it: "
             f"lockwarden list {lockdir})")
+
+
+def test_try_on_flock_tools_empty_file_says_who_it_does_not_keep_out(lockdir: Path) -> None:
+    """A ``try`` that takes over the empty file filelock, portalocker and flock(1) lock says
+    that nothing keeps them out once it has ended (they see only kernel locks, and no process
+    of the command outlives it), and names ``run``; a lock file of its own says nothing."""
+    empty = lockdir / "job.lock"
+    empty.write_bytes(b"")
+    os.utime(empty, (1_500_000_000, 1_500_000_000))
+    out = lw("try", str(empty))
+    assert out.returncode == 0, out.stderr
+    assert "filelock, portalocker and flock(1)" in out.stderr
+    assert f"lockwarden run {empty} -- CMD" in out.stderr
+    taken = subprocess.run(["flock", "--nonblock", str(empty), "true"], timeout=60)
+    assert taken.returncode == 0  # what the note warns of: flock(1) gets it
+    out = lw("try", str(lockdir / "own.lock"))
+    assert out.returncode == 0 and out.stderr == "", out.stderr
