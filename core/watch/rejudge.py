@@ -39,7 +39,7 @@ def _awaits_walk(st: LockStatus) -> bool:
 def liveness_pass(dirs: Directories) -> None:
     """Check every directory of ``dirs`` (appeared, vanished, replaced), forget watches of af
     ``ledger/``/``locks/`` directories that are gone, take one process snapshot (of the
-    holders only, when they are few: :meth:`Directories.liveness_snapshot`) and
+    holders only, when they are few: :meth:`core.watch.rounds.RoundViews.liveness_snapshot`) and
     re-judge the entries whose holder's process changed
     (:meth:`core.watch.inventory.Inventory.holders_changed`). Holders whose exit the kernel
     tells (:attr:`core.watch.exits.ExitFollower.followed_pids`) are left out: with every
@@ -110,8 +110,8 @@ def _empty_files_unsettled(dirs: Directories) -> None:
     whose verdict waits for a walk of the open descriptors -- ``writing`` because a
     process had it open (closing a file it only read makes ``IN_CLOSE_NOWRITE``, which is
     not followed), ``writing`` or ``free`` because no walk could speak for it yet -- judged
-    again with this round's walk (:meth:`Directories.kernel_view`: at most one per
-    :data:`core.watch.directories.OPEN_SCAN_GAP`), and only while there are such files."""
+    again with this round's walk (:meth:`core.watch.rounds.RoundViews.kernel_view`: at most one per
+    :data:`core.watch.rounds.OPEN_SCAN_GAP`), and only while there are such files."""
     candidates = dirs.inventory.unlocked_empty_files()
     if not candidates:
         return

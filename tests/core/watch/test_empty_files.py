@@ -32,7 +32,7 @@ from core.kernel import openfiles
 from core.record import LockStatus, State
 from core.tools import safe_action
 from core.verdicts.inspect import inspect
-from core.watch.directories import OPEN_SCAN_GAP
+from core.watch.rounds import OPEN_SCAN_GAP
 from core.watch.watcher import ChangeSet, Watcher
 from tests.support.cli import lw, one_line
 from tests.support.kernel_holders import hold

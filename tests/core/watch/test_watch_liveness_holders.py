@@ -1,5 +1,5 @@
 """The liveness pass looks up the holders' processes only while they are few
-(core/watch/directories.py ``Directories.liveness_snapshot``, core/watch/processes.py;
+(core/watch/rounds.py ``RoundViews.liveness_snapshot``, core/watch/processes.py;
 docs/performance.md, "Idle tray"): a pass over every process cost 4-5 ms every 2 s, more than
 the idle tray's whole CPU target, for a /tmp that names one or two holders (the X server's
 ``.X0-lock``). A killed holder still turns stale within a pass, and a PID the snapshot does not
