@@ -62,6 +62,14 @@ def _exactly(held: _Held) -> Callable[[bytes, FileInfo], bool]:
     return lambda d, i: d == held.data and (i.ino, i.dev) == held.ident
 
 
+def _ours_or_truncated(held: _Held) -> Callable[[bytes, FileInfo], bool]:
+    """The release check of a lock on flock-style tools' empty file (emptied in place, never
+    removed): :func:`_exactly`, or the same inode emptied -- filelock 3.x opens the path with
+    ``O_TRUNC`` before it tries its ``flock`` (docs/engine.md, "Every interleaving checked"),
+    which empties our record and gets nothing more; emptying it again harms nobody."""
+    return lambda d, i: (i.ino, i.dev) == held.ident and (d == held.data or not d)
+
+
 class _Held(NamedTuple):
     """One acquisition, as long as it is ours: its token, the record and bytes written (the
     last refresh's), the lock file's ``(inode, device)``, the descriptor of the holder's
@@ -392,7 +400,8 @@ class Lock:
             try:
                 ours = _exactly(held)
                 if answer.act is Act.EMPTY_IT and answer.emptied is not None:
-                    empty_if(self.path, ours, answer.emptied, notes=self.notes)
+                    empty_if(self.path, _ours_or_truncated(held), answer.emptied,
+                             notes=self.notes)
                 else:
                     remove_if(self.path, ours, notes=self.notes)
             except LockLost as exc:
@@ -440,8 +449,10 @@ class Lock:
             built = self._build(held.token, acquired=held.record.acquired_at, emptied=emptied)
             ident, new_pin = held.ident, held.pin
             if emptied is not None:  # flock-style tools lock this inode: it stays
+                # emptied meanwhile by a truncating open (filelock 3.x) that our pin kept out
                 lost_why = publish.renew_in_place(self.path, built.data, held.data, held.ident,
-                                                  durable=self.durable)
+                                                  durable=self.durable,
+                                                  or_empty=held.pin is not None)
             else:
                 with publish.stage(self.path, publish.new_token(), built.data,
                                    self.policy.file_mode(built.mode), self.durable) as staged, \

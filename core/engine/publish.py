@@ -313,7 +313,7 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
 
 
 def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, int], *,
-                   durable: bool) -> str | None:
+                   durable: bool, or_empty: bool = False) -> str | None:
     """Under the guard, renew our lock at ``path`` (``old_data`` at inode/device ``ident``) by
     writing ``data`` into the same file: for a lock that replaced the empty file flock-style
     tools lock (docs/engine.md, "Empty files", "Refresh"). Those tools lock the inode they
@@ -322,8 +322,10 @@ def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, in
     once ours is unlinked -- to lock while we hold the new one. Here the inode never leaves the
     path. The bytes are written before the file is cut to their length, so the path never
     holds an empty file; a reader outside the guard may see the old record's tail for that
-    moment (judgements that act re-read under the guard). Returns None when renewed, else why
-    the lock is lost.
+    moment (judgements that act re-read under the guard). ``or_empty``: the file may also be
+    found empty -- a truncating open (filelock 3.x's ``O_TRUNC``) emptied our record while the
+    holder's pin kept the opener out -- and is then written again. Returns None when renewed,
+    else why the lock is lost.
 
     Raises:
         GuardTimeout: the directory guard stayed held by another process.
@@ -338,12 +340,13 @@ def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, in
             return "the lock file was removed"
         try:
             st = os.fstat(fd)
-            if (st.st_ino, st.st_dev) != ident or pread(fd, MAX_LOCK_BYTES + 1, 0) != old_data:
+            cur = pread(fd, MAX_LOCK_BYTES + 1, 0)
+            if (st.st_ino, st.st_dev) != ident or (cur != old_data and (cur or not or_empty)):
                 return "the lock file was removed or replaced"
             seam.step("write", path)
             os.lseek(fd, 0, os.SEEK_SET)
             write_all(fd, data)
-            if len(data) < len(old_data):
+            if len(data) < len(cur):
                 os.ftruncate(fd, len(data))
             if durable:
                 os.fsync(fd)

@@ -226,3 +226,38 @@ def test_a_refresh_keeps_the_file_flock1_waits_on(
     lk.release()
     assert waiter.wait(timeout=30) == 0
     assert path.stat().st_ino == ino and path.read_bytes() == b""
+
+
+FILELOCK3_TRY = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC)  # filelock 3.x's open
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    sys.exit(3)
+"""
+"""filelock 3.x's try (``UnixFileLock._acquire``: ``O_TRUNC``, then ``flock``): exit 3 when a
+kernel lock keeps it out; its open has emptied the file either way."""
+
+
+def test_a_truncating_open_does_not_lose_our_lock_on_the_empty_file(lockdir: Path) -> None:
+    """filelock 3.x empties whatever file it opens before it tries its ``flock``. On the empty
+    file an acquire took over, our pin keeps it out -- and our record is gone: the refresh
+    writes it again and the release empties the file as it would have, instead of saying
+    the lock was lost."""
+    path = lockdir / "job.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    lk = Lock(str(path), ttl=600).acquire(blocking=False)
+    ino = path.stat().st_ino
+    for _ in range(2):
+        tried = subprocess.run([sys.executable, "-c", FILELOCK3_TRY, str(path)], timeout=60)
+        assert tried.returncode == 3 and path.read_bytes() == b""  # kept out, record gone
+        lk.refresh()
+        assert lk.token is not None and lk.token.encode() in path.read_bytes()
+        assert path.stat().st_ino == ino
+    subprocess.run([sys.executable, "-c", FILELOCK3_TRY, str(path)], timeout=60)
+    lk.release()
+    assert not lk.lost.is_set()
+    assert path.stat().st_ino == ino and path.read_bytes() == b""
+    assert path.stat().st_mtime == OLD
