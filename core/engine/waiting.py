@@ -266,7 +266,7 @@ class Waiter:
         if pid is None or pid <= 0:
             return
         self._pid = pid
-        if sys.platform.startswith("linux"):  # pidfds: Linux >= 5.3 (ENOSYS before)
+        if sys.platform.startswith("linux") and hasattr(os, "pidfd_open"):  # Linux >= 5.3
             try:
                 self._pidfd = os.pidfd_open(pid)
                 return

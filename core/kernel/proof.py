@@ -56,7 +56,7 @@ def open_pidfd(pid: int) -> int | None:
         ProcessLookupError: no process has that PID.
         OSError: the pidfd cannot be opened (descriptor limit...).
     """
-    if not sys.platform.startswith("linux"):  # pidfds: Linux >= 5.3 (ENOSYS before)
+    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):  # Linux >= 5.3
         return None
     try:
         return int(os.pidfd_open(pid))
