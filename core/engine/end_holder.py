@@ -206,17 +206,20 @@ def wait_for_exit(pid: int, start: float, timeout: float) -> bool:
     if sys.platform.startswith("linux") and hasattr(os, "pidfd_open"):  # Linux >= 5.3
         try:
             fd = os.pidfd_open(pid)
-        except OSError:
+        except ProcessLookupError:
             return True  # no such process any more
-        try:
-            again = process_facts(pid)  # opened after the check: the pidfd is that process's
-            if again is None or abs(again.start - start) > _START_TOLERANCE:
-                return True
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            return bool(poller.poll(max(timeout, 0.0) * 1000))
-        finally:
-            os.close(fd)
+        except OSError:
+            fd = -1  # ENOSYS (a kernel before 5.3), EPERM (seccomp): psutil's wait below
+        if fd >= 0:
+            try:
+                again = process_facts(pid)  # opened after the check: the pidfd is its process's
+                if again is None or abs(again.start - start) > _START_TOLERANCE:
+                    return True
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                return bool(poller.poll(max(timeout, 0.0) * 1000))
+            finally:
+                os.close(fd)
     try:
         psutil.Process(pid).wait(timeout=max(timeout, 0.0))
     except psutil.TimeoutExpired:
