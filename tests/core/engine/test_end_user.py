@@ -88,3 +88,24 @@ def test_nothing_is_signalled_when_the_process_let_go_or_is_another(tmp_path: Pa
         end_user(str(other), p.pid, start - 5)
     assert p.poll() is None
     assert not [e for e in _entries(own_log) if e["operation"] == "end_user"]
+
+
+def test_waiting_without_a_pidfd_falls_back_to_psutil(tmp_path: Path, user,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel before Linux 5.3 (or a seccomp filter) refuses ``pidfd_open`` with ENOSYS
+    (EPERM): the wait goes on through psutil and says a running process still runs, and
+    sees it exit (it used to say the process had exited)."""
+    import errno
+    import os
+
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    f = tmp_path / "report.pdf"
+    f.write_text("x")
+    stubborn = user(f, "stubborn")
+    start = psutil.Process(stubborn.pid).create_time()
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    assert not wait_for_exit(stubborn.pid, start, 0.3)
+    stubborn.kill()
+    assert wait_for_exit(stubborn.pid, start, 30)
