@@ -1,4 +1,5 @@
-"""``python -m tests.verify [--depth ci|full] [--mutant NAME|all] [--only OPS] [--seed S]``:
+"""``python -m tests.verify [--depth ci|full|every] [--mutant NAME|all] [--only OPS] [--seed S]
+[--limit N]``:
 run the interleaving checker and print the schedules explored and the violations found
 (docs/engine.md, "Every interleaving checked"). Exit 0 when nothing was found (with
 ``--mutant``: when every mutant was caught), 1 otherwise."""
@@ -232,7 +233,8 @@ def check(depth: str, only: list[str] | None, seeds: list[str], *, quiet: bool =
                 seed, ops, mode, _k = task
                 print(f"  [{n}/{len(todo)}] {seed:6s} {'+'.join(ops):32s} {mode:7s} "
                       f"{tally.schedules:6d} schedules  total {total.schedules:7d}  "
-                      f"violations {len(total.findings)}", file=sys.stderr, flush=True)
+                      f"violations {len(total.findings)}{'  capped' if tally.capped else ''}",
+                      file=sys.stderr, flush=True)
             if stop_first and total.findings:
                 pool.terminate()
                 break
@@ -260,7 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--group", help="comma-separated processes to run random schedules of")
     ap.add_argument("--stop-first", action="store_true", help="stop at the first violation")
+    ap.add_argument("--limit", type=int, help="schedules after which a pair's search stops, "
+                    "for the passes that have such a limit (every: 400)")
     args = ap.parse_args(argv)
+    if args.limit is not None:
+        import dataclasses
+
+        DEPTHS[args.depth] = tuple(
+            p if p.limit is None else dataclasses.replace(p, limit=args.limit)
+            for p in DEPTHS[args.depth])
     only = args.only.split(",") if args.only else None
     from tests.verify.actors import OPS
     from tests.verify.world import SEEDS
