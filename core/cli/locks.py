@@ -31,6 +31,7 @@ from core.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from core.engine.lock import Lock
     from core.stale_policy import StalePolicy
 
 
@@ -94,15 +95,21 @@ def _acquire(args: argparse.Namespace, out: Out, *, blocking: bool, timeout: flo
         out.data(inspect(path, policy=policy).to_dict())
     else:
         out.result(f"acquired {path} (pid {pid})")
-    record = lock.record
-    if record is not None and record.metadata.get("emptied"):
-        # no process of ours outlives this command to keep a kernel lock on the file, and
-        # those tools see only kernel locks (docs/engine.md, "The holder's pin")
+    _say_flock_tools_get_in(lock, path, out)
+    return EXIT_OK
+
+
+def _say_flock_tools_get_in(lock: Lock, path: str, out: Out) -> None:
+    """After a verb took over the empty file flock-style tools lock: say that they see only
+    kernel locks, which no process of this command keeps once it has ended (docs/engine.md,
+    "The holder's pin"), and name ``run``, which hands its command one."""
+    from core.engine.gate import emptied_of
+
+    if emptied_of(lock.record) is not None:
         out.note(f"{path} was an empty file, which filelock, portalocker and flock(1) lock "
                  "by its inode: they see only a kernel lock, which nothing keeps once this "
                  f"command has ended; to keep them out, hold it with `lockwarden run {path} "
                  "-- CMD`")
-    return EXIT_OK
 
 
 def cmd_release(args: argparse.Namespace, out: Out) -> int:
@@ -230,6 +237,7 @@ def cmd_reclaim(args: argparse.Namespace, out: Out) -> int:
     else:
         kept = f"; the file it replaced is in {lock.kept.where()}" if lock.kept else ""
         out.result(f"reclaimed {path} (pid {pid}); it was {describe_holder(displaced)}{kept}")
+    _say_flock_tools_get_in(lock, path, out)
     return EXIT_OK
 
 

@@ -47,6 +47,7 @@ from core.errors import LockError, LockLost
 from core.fsutil import (
     MAX_LOCK_BYTES,
     WRITE_EXCL_FLAGS,
+    file_info,
     fsync_dir,
     pread,
 )
@@ -312,44 +313,64 @@ def renew(staged: Staged, old_data: bytes, ident: tuple[int, int]) -> str | None
     return None
 
 
+def padded(data: bytes, length: int) -> bytes:
+    """``data`` followed by newlines up to ``length`` bytes (as it is when already that long):
+    every format ignores blank lines and trailing whitespace (docs/specs/sema.txt, "Empty lines
+    are ignored"; JSON), so a record rewritten in place need never be cut shorter."""
+    return data + b"\n" * (length - len(data))
+
+
 def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, int], *,
-                   durable: bool, or_empty: bool = False) -> str | None:
+                   durable: bool,
+                   or_truncated: Callable[[bytes, FileInfo], bool] | None = None) -> str | None:
     """Under the guard, renew our lock at ``path`` (``old_data`` at inode/device ``ident``) by
-    writing ``data`` into the same file: for a lock that replaced the empty file flock-style
-    tools lock (docs/engine.md, "Empty files", "Refresh"). Those tools lock the inode they
-    opened and flock(1) never looks at the path again: one that opened the path while we held
-    it waits on our pin, and a renewed file exchanged in would leave it that inode -- nameless
-    once ours is unlinked -- to lock while we hold the new one. Here the inode never leaves the
-    path. The bytes are written before the file is cut to their length, so the path never
-    holds an empty file; a reader outside the guard may see the old record's tail for that
-    moment (judgements that act re-read under the guard). ``or_empty``: the file may also be
-    found empty -- a truncating open (filelock 3.x's ``O_TRUNC``) emptied our record while the
-    holder's pin kept the opener out -- and is then written again. Returns None when renewed,
-    else why the lock is lost.
+    writing ``data`` over it in the same file: for a lock that replaced the empty file
+    flock-style tools lock (docs/engine.md, "Empty files", "Refresh"). Those tools lock the
+    inode they opened and flock(1) never looks at the path again: one that opened the path
+    while we held it waits on our pin, and a renewed file exchanged in would leave it that
+    inode -- nameless once ours is unlinked -- to lock while we hold the new one. Here the inode
+    never leaves the path. ``data`` must be at least as long as ``old_data``
+    (:func:`padded`): the file is never cut, so a process killed in the write leaves the old
+    record or the new one, never the new one with the old one's tail. ``or_truncated(bytes,
+    info)``: True for what may stand in for ``old_data`` -- our record emptied by a truncating
+    open (filelock 3.x's ``O_TRUNC``) that the holder's pin kept out -- written again. Returns
+    None when renewed, else why the lock is lost.
 
     Raises:
         GuardTimeout: the directory guard stayed held by another process.
-        OSError: the write or ``fsync`` failed (the record may be partly written; the guard
-            is released).
+        ValueError: ``data`` is shorter than ``old_data``.
+        OSError: the write failed (the old bytes were put back where they could be). A failed
+            ``fsync`` after it is logged, not raised: the record is renewed.
     """
+    if len(data) < len(old_data):
+        raise ValueError("an in-place renewal is never shorter than the record it replaces")
     with DirGuard(os.path.dirname(path)):
         seam.step("read", path)
         try:
             fd = open_in_place(path)
-        except LockLost:
-            return "the lock file was removed"
+        except LockLost as exc:
+            return str(exc)
         try:
             st = os.fstat(fd)
             cur = pread(fd, MAX_LOCK_BYTES + 1, 0)
-            if (st.st_ino, st.st_dev) != ident or (cur != old_data and (cur or not or_empty)):
+            if (st.st_ino, st.st_dev) != ident or (
+                    cur != old_data
+                    and (or_truncated is None or not or_truncated(cur, file_info(st)))):
                 return "the lock file was removed or replaced"
             seam.step("write", path)
-            os.lseek(fd, 0, os.SEEK_SET)
-            write_all(fd, data)
-            if len(data) < len(cur):
-                os.ftruncate(fd, len(data))
+            try:
+                os.lseek(fd, 0, os.SEEK_SET)
+                write_all(fd, data)
+            except OSError:
+                with contextlib.suppress(OSError):  # the old record back, as far as it goes
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    write_all(fd, cur)
+                raise
             if durable:
-                os.fsync(fd)
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    log.warning("%s: renewed, but fsync failed: %s", path, exc.strerror)
         finally:
             os.close(fd)
     return None

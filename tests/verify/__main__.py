@@ -1,5 +1,5 @@
-"""``python -m tests.verify [--depth ci|full|every] [--mutant NAME|all] [--only OPS] [--seed S]
-[--limit N]``:
+"""``python -m tests.verify [--depth NAME] [--mutant NAME|all] [--only OPS] [--seed S]
+[--limit N]`` (depths: :data:`DEPTHS`):
 run the interleaving checker and print the schedules explored and the violations found
 (docs/engine.md, "Every interleaving checked"). Exit 0 when nothing was found (with
 ``--mutant``: when every mutant was caught), 1 otherwise."""
@@ -267,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.limit is not None:
         import dataclasses
+
+        if all(p.limit is None for p in DEPTHS[args.depth]):
+            ap.error(f"--limit: depth {args.depth} has no per-pair limit (every has)")
 
         DEPTHS[args.depth] = tuple(
             p if p.limit is None else dataclasses.replace(p, limit=args.limit)

@@ -64,5 +64,5 @@ REGRESSIONS: tuple[Regression, ...] = (
         "empty", ("refresh", "flock1"),
         _moves("g0", "g0", "g0", "g0", "g0", "g0", "g0", "g0", "g1", "g0", "g0", "g0", "g0",
                "g1"),
-        "P1 flock1: lock x.lock", 1),
+        "P0 refresh: write x.lock", 1),
 )

@@ -759,5 +759,10 @@ def test_try_on_flock_tools_empty_file_says_who_it_does_not_keep_out(lockdir: Pa
     assert f"lockwarden run {empty} -- CMD" in out.stderr
     taken = subprocess.run(["flock", "--nonblock", str(empty), "true"], timeout=60)
     assert taken.returncode == 0  # what the note warns of: flock(1) gets it
+    mcp = lockdir / "mcp.lock"  # task-mcp keeps what it replaced at the JSON's top level
+    mcp.write_bytes(b"")
+    os.utime(mcp, (1_500_000_000, 1_500_000_000))
+    out = lw("try", str(mcp), "--format", "task-mcp")
+    assert out.returncode == 0 and "filelock, portalocker and flock(1)" in out.stderr, out
     out = lw("try", str(lockdir / "own.lock"))
     assert out.returncode == 0 and out.stderr == "", out.stderr

@@ -261,3 +261,47 @@ def test_a_truncating_open_does_not_lose_our_lock_on_the_empty_file(lockdir: Pat
     assert not lk.lost.is_set()
     assert path.stat().st_ino == ino and path.read_bytes() == b""
     assert path.stat().st_mtime == OLD
+
+
+def test_a_release_that_emptied_our_lock_is_not_taken_for_a_truncating_open(
+        lockdir: Path) -> None:
+    """A forced release empties our lock on the empty file in place and gives it back the
+    replaced file's modification time: the holder's refresh then finds it lost -- it does not
+    write its record back as after filelock 3.x's truncating open -- and so does its release."""
+    from core.errors import LockLost
+
+    path = lockdir / "job.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    lk = Lock(str(path), ttl=600).acquire(blocking=False)
+    force_release(str(path), reason="taken back")
+    assert path.read_bytes() == b"" and path.stat().st_mtime == OLD
+    with pytest.raises(LockLost):
+        lk.refresh()
+    assert lk.lost.is_set() and path.read_bytes() == b""
+    lk = Lock(str(path), ttl=600).acquire(blocking=False)
+    force_release(str(path), reason="taken back")
+    with pytest.raises(LockLost):
+        lk.release()
+    assert path.read_bytes() == b""
+
+
+def test_an_in_place_refresh_never_cuts_the_record(lockdir: Path) -> None:
+    """A renewed record shorter than the one it replaces is padded with newlines, which every
+    format ignores, so the file is never cut: a process killed in the write leaves one whole
+    record, not the new one followed by the old one's tail."""
+    from core.formats import parse
+
+    path = lockdir / "job.lock"
+    path.write_bytes(b"")
+    os.utime(path, (OLD, OLD))
+    lk = Lock(str(path), ttl=100_000).acquire(blocking=False)
+    before = path.read_bytes()
+    lk.ttl = 60  # "ttl=60" is shorter than "ttl=100000"
+    lk.refresh()
+    after = path.read_bytes()
+    assert len(after) == len(before) and after.endswith(b"\n\n")
+    record = parse(after, str(path))
+    assert record.token == lk.token and record.ttl == 60
+    lk.release()
+    assert path.read_bytes() == b""
