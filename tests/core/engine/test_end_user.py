@@ -106,6 +106,10 @@ def test_waiting_without_a_pidfd_falls_back_to_psutil(tmp_path: Path, user,
     stubborn = user(f, "stubborn")
     start = psutil.Process(stubborn.pid).create_time()
     monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    # psutil probes pidfds once and caches it: on such a kernel its probe says no
+    from psutil import _psposix
+
+    monkeypatch.setattr(_psposix, "can_use_pidfd_open", lambda: False, raising=False)
     assert not wait_for_exit(stubborn.pid, start, 0.3)
     stubborn.kill()
     assert wait_for_exit(stubborn.pid, start, 30)
