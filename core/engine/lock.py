@@ -62,26 +62,19 @@ def _exactly(held: _Held) -> Callable[[bytes, FileInfo], bool]:
     return lambda d, i: d == held.data and (i.ino, i.dev) == held.ident
 
 
-def _truncated(held: _Held) -> Callable[[bytes, FileInfo], bool] | None:
-    """What may stand in for our record on flock-style tools' empty file while our pin is
-    held: our inode, emptied by a truncating open -- filelock 3.x opens the path with
+def _ours_or_truncated(held: _Held) -> Callable[[bytes, FileInfo], bool]:
+    """The check a refresh in place and a release make of a lock on flock-style tools' empty
+    file (rewritten or emptied in place, never removed): :func:`_exactly`, or -- while our pin
+    is held -- our inode emptied by a truncating open: filelock 3.x opens the path with
     ``O_TRUNC`` before it tries its ``flock`` (docs/engine.md, "Refresh"), which empties our
     record and, the pin holding, gets nothing more. Not when its modification time is the one
     a release gives back (:func:`core.engine.remove.empty_if`): a release, forced or not,
-    emptied it, and the lock is lost. ``None`` without a pin or an empty file replaced."""
-    emptied = held.emptied
+    emptied it, and the lock is lost."""
+    exactly, emptied = _exactly(held), held.emptied
     if held.pin is None or emptied is None:
-        return None
-    return lambda d, i: (not d and (i.ino, i.dev) == held.ident
-                         and i.mtime_ns != emptied.mtime_ns)
-
-
-def _ours_or_truncated(held: _Held) -> Callable[[bytes, FileInfo], bool]:
-    """The release check of a lock on flock-style tools' empty file (emptied in place, never
-    removed): :func:`_exactly`, or our record emptied by a truncating open (:func:`_truncated`);
-    emptying it again harms nobody."""
-    exactly, truncated = _exactly(held), _truncated(held)
-    return lambda d, i: exactly(d, i) or (truncated is not None and truncated(d, i))
+        return exactly
+    return lambda d, i: exactly(d, i) or (not d and (i.ino, i.dev) == held.ident
+                                          and i.mtime_ns != emptied.mtime_ns)
 
 
 class _Held(NamedTuple):
@@ -464,9 +457,8 @@ class Lock:
             ident, new_pin = held.ident, held.pin
             if emptied is not None:  # flock-style tools lock this inode: it stays
                 data = publish.padded(built.data, len(held.data))  # never cut: no torn record
-                lost_why = publish.renew_in_place(self.path, data, held.data, held.ident,
-                                                  durable=self.durable,
-                                                  or_truncated=_truncated(held))
+                lost_why = publish.renew_in_place(self.path, data, _ours_or_truncated(held),
+                                                  durable=self.durable)
                 built = built._replace(data=data)
             else:
                 with publish.stage(self.path, publish.new_token(), built.data,

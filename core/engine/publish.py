@@ -320,30 +320,26 @@ def padded(data: bytes, length: int) -> bytes:
     return data + b"\n" * (length - len(data))
 
 
-def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, int], *,
-                   durable: bool,
-                   or_truncated: Callable[[bytes, FileInfo], bool] | None = None) -> str | None:
-    """Under the guard, renew our lock at ``path`` (``old_data`` at inode/device ``ident``) by
-    writing ``data`` over it in the same file: for a lock that replaced the empty file
+def renew_in_place(path: str, data: bytes, ours: Callable[[bytes, FileInfo], bool], *,
+                   durable: bool) -> str | None:
+    """Under the guard, renew our lock at ``path`` by writing ``data`` over it in the same
+    file, once ``ours(bytes, info)`` says what is there is still our acquisition (as
+    :func:`core.engine.remove.empty_if` checks): for a lock that replaced the empty file
     flock-style tools lock (docs/engine.md, "Empty files", "Refresh"). Those tools lock the
     inode they opened and flock(1) never looks at the path again: one that opened the path
     while we held it waits on our pin, and a renewed file exchanged in would leave it that
     inode -- nameless once ours is unlinked -- to lock while we hold the new one. Here the inode
-    never leaves the path. ``data`` must be at least as long as ``old_data``
-    (:func:`padded`): the file is never cut, so a process killed in the write leaves the old
-    record or the new one, never the new one with the old one's tail. ``or_truncated(bytes,
-    info)``: True for what may stand in for ``old_data`` -- our record emptied by a truncating
-    open (filelock 3.x's ``O_TRUNC``) that the holder's pin kept out -- written again. Returns
-    None when renewed, else why the lock is lost.
+    never leaves the path. ``data`` is at least as long as what is there (:func:`padded`):
+    the file is never cut, so a process killed in the write leaves the old record or the new
+    one, never the new one with the old one's tail. Returns None when renewed, else why the
+    lock is lost.
 
     Raises:
         GuardTimeout: the directory guard stayed held by another process.
-        ValueError: ``data`` is shorter than ``old_data``.
+        ValueError: ``data`` is shorter than the record there (nothing written).
         OSError: the write failed (the old bytes were put back where they could be). A failed
             ``fsync`` after it is logged, not raised: the record is renewed.
     """
-    if len(data) < len(old_data):
-        raise ValueError("an in-place renewal is never shorter than the record it replaces")
     with DirGuard(os.path.dirname(path)):
         seam.step("read", path)
         try:
@@ -351,12 +347,11 @@ def renew_in_place(path: str, data: bytes, old_data: bytes, ident: tuple[int, in
         except LockLost as exc:
             return str(exc)
         try:
-            st = os.fstat(fd)
             cur = pread(fd, MAX_LOCK_BYTES + 1, 0)
-            if (st.st_ino, st.st_dev) != ident or (
-                    cur != old_data
-                    and (or_truncated is None or not or_truncated(cur, file_info(st)))):
+            if not ours(cur, file_info(os.fstat(fd))):
                 return "the lock file was removed or replaced"
+            if len(data) < len(cur):
+                raise ValueError("an in-place renewal is never shorter than the record there")
             seam.step("write", path)
             try:
                 os.lseek(fd, 0, os.SEEK_SET)
