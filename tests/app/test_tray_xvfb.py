@@ -126,10 +126,12 @@ def test_tray_icon_state_menu_and_reclaim(xtray, tmp_path, lockdir):
     gui = subprocess.Popen([sys.executable, "-c", TRAY_CHECK, str(cfg_path), str(lock),
                             str(killed)], env=genv, stdout=subprocess.PIPE, text=True)
     steps: dict[str, str] = {}
+    said: list[str] = []  # the app's own lines (a release that failed on the way out says why)
     try:
         assert gui.stdout is not None
         for line in gui.stdout:
             if not line.startswith("STEP "):
+                said.append(line.rstrip("\n"))
                 continue
             _, name, *rest = line.rstrip("\n").split(" ", 2)
             steps[name] = rest[0] if rest else ""
@@ -155,7 +157,7 @@ def test_tray_icon_state_menu_and_reclaim(xtray, tmp_path, lockdir):
     assert steps["submenu"].split(" | ")[:2] == ["Reclaim", "Force release…"]
     assert steps["dialog"] == "Reclaim lock"
     assert steps["reclaimed"] == "None"
-    assert steps["released"] == "True"
+    assert steps["released"] == "True", said
     ops = [e.operation for e in audit.read(str(lockdir))]
     assert ops[-2:] == ["reclaim", "release"]
 
